@@ -1,0 +1,64 @@
+# gpu-guardian front door. `make demo` and `make test` do all set-up on a fresh Debian 12.
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+ARGS ?=
+CTEST_ARGS ?=
+
+.PHONY: all deps configure build test test-unit asan bench bench-scale demo run fmt fuzz deploy docker clean
+
+all: build
+
+deps:
+	@./scripts/bootstrap-deps.sh
+
+configure: deps
+	@[ -f build/build.ninja ] || cmake --preset dev >/dev/null
+
+build: configure
+	cmake --build build -j $(JOBS)
+
+test: build
+	ctest --test-dir build --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+test-unit: build
+	ctest --test-dir build --output-on-failure -j $(JOBS) -L unit
+
+asan: deps
+	@[ -f build-asan/build.ninja ] || cmake --preset asan >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -L 'unit|sim'
+
+bench: deps
+	@[ -f build-release/build.ninja ] || cmake --preset release >/dev/null
+	cmake --build build-release -j $(JOBS)
+	./scripts/run-bench.sh build-release quick
+
+bench-scale: deps
+	@[ -f build-release/build.ninja ] || cmake --preset release >/dev/null
+	cmake --build build-release -j $(JOBS)
+	./scripts/run-bench.sh build-release scale
+
+demo: build
+	./scripts/demo.sh $(ARGS)
+
+# The operator against `kubectl proxy --port=8001` (no image needed).
+run: build
+	./build/bin/gpu-guardian-operator --server http://127.0.0.1:8001 $(ARGS)
+
+fmt:
+	@find src cmd test bench fuzz -name '*.h' -o -name '*.cc' 2>/dev/null | xargs -r clang-format -i
+
+fuzz: deps
+	@[ -f build-fuzz/build.ninja ] || cmake --preset fuzz >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+	./scripts/run-fuzz.sh build-fuzz $${FUZZ_SECONDS:-30}
+
+deploy:
+	kubectl apply -k deploy/
+
+docker:
+	./scripts/docker-build.sh
+
+clean:
+	rm -rf build build-asan build-release build-fuzz

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gpu-guardian needs to build, test and benchmark.
+# Idempotent: only missing packages are installed, and it prints what it installed.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config g++ clang
+  libcurl4-openssl-dev libssl-dev
+  libsimdjson-dev nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libcli11-dev
+  libfmt-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-kubernetes python3-yaml
+  openssl procps
+)
+# kubectl is not in Debian bookworm; tests that use it skip cleanly when it is absent.
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "bootstrap-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "bootstrap-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+echo "bootstrap-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "bootstrap-deps: installed ${missing[*]}"

@@ -1,0 +1,121 @@
+// Unit tests for Status, time helpers, FakeClock and the logger.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/time_util.h"
+
+namespace gg {
+namespace {
+
+StatusOr<int> Half(int x) {
+  if (x % 2) return InvalidArgumentError("odd");
+  return x / 2;
+}
+
+Status UseHalf(int x, int* out) {
+  GG_ASSIGN_OR_RETURN(*out, Half(x));
+  return OkStatus();
+}
+
+TEST(Status, CodesAndMacros) {
+  int v = 0;
+  EXPECT_TRUE(UseHalf(4, &v).ok());
+  EXPECT_EQ(v, 2);
+  Status s = UseHalf(3, &v);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ToString(), "INVALID_ARGUMENT: odd");
+  EXPECT_EQ(s.WithContext("halving").message(), "halving: odd");
+  EXPECT_TRUE(IsTransient(UnavailableError("x")));
+  EXPECT_FALSE(IsTransient(InvalidArgumentError("x")));
+  StatusOr<int> from_ok = OkStatus();
+  EXPECT_FALSE(from_ok.ok());
+}
+
+TEST(TimeUtil, Rfc3339RoundTrip) {
+  auto t = ParseRfc3339("2026-11-29T22:36:53Z");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(FormatRfc3339(*t), "2026-11-29T22:36:53Z");
+  auto micro = ParseRfc3339("2026-11-29T22:36:53.123456Z");
+  ASSERT_TRUE(micro.ok());
+  EXPECT_EQ(FormatRfc3339Micro(*micro), "2026-11-29T22:36:53.123456Z");
+  auto off = ParseRfc3339("2026-11-29T23:36:53+01:00");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off, *t);
+  EXPECT_FALSE(ParseRfc3339("yesterday").ok());
+  EXPECT_FALSE(ParseRfc3339("2026-13-01T00:00:00Z").ok());
+  EXPECT_FALSE(ParseRfc3339("2026-11-29T22:36:53").ok());
+}
+
+TEST(TimeUtil, Durations) {
+  using namespace std::chrono;
+  EXPECT_EQ(*ParseDuration("10m"), minutes(10));
+  EXPECT_EQ(*ParseDuration("1h30m"), minutes(90));
+  EXPECT_EQ(*ParseDuration("250ms"), milliseconds(250));
+  EXPECT_EQ(*ParseDuration("1.5s"), milliseconds(1500));
+  EXPECT_FALSE(ParseDuration("").ok());
+  EXPECT_FALSE(ParseDuration("10").ok());
+  EXPECT_FALSE(ParseDuration("5 minutes").ok());
+  EXPECT_EQ(FormatDuration(minutes(90)), "1h30m");
+  EXPECT_EQ(FormatDuration(seconds(45)), "45s");
+  EXPECT_EQ(FormatDuration(milliseconds(250)), "250ms");
+}
+
+TEST(FakeClock, TimersFireInOrderOnAdvance) {
+  FakeClock clock;
+  std::vector<int> fired;
+  clock.ScheduleAfter(std::chrono::seconds(2), [&] { fired.push_back(2); });
+  clock.ScheduleAfter(std::chrono::seconds(1), [&] { fired.push_back(1); });
+  TimerId cancelled = clock.ScheduleAfter(std::chrono::seconds(1), [&] { fired.push_back(99); });
+  clock.Cancel(cancelled);
+  clock.Advance(std::chrono::milliseconds(500));
+  EXPECT_TRUE(fired.empty());
+  clock.Advance(std::chrono::seconds(2));
+  EXPECT_EQ(fired, (std::vector<int>{1, 2}));
+  EXPECT_EQ(clock.PendingTimers(), 0u);
+}
+
+TEST(FakeClock, SleepWakesOnAdvanceAndStop) {
+  FakeClock clock;
+  std::atomic<bool> woke{false};
+  std::jthread t([&](std::stop_token st) { woke = clock.SleepFor(std::chrono::seconds(5), st); });
+  while (clock.Sleepers() == 0) std::this_thread::yield();
+  clock.Advance(std::chrono::seconds(5));
+  t.join();
+  EXPECT_TRUE(woke);
+
+  std::atomic<bool> result{true};
+  std::jthread t2([&](std::stop_token st) { result = clock.SleepFor(std::chrono::hours(1), st); });
+  while (clock.Sleepers() == 0) std::this_thread::yield();
+  t2.request_stop();
+  t2.join();
+  EXPECT_FALSE(result);
+}
+
+class CaptureSink : public LogSink {
+ public:
+  void Write(std::string_view line) override { lines.emplace_back(line); }
+  std::vector<std::string> lines;
+};
+
+TEST(Logger, JsonAndRedaction) {
+  auto sink = std::make_shared<CaptureSink>();
+  Logger::SetGlobalFormat(LogFormat::kJson);
+  Logger log(sink);
+  log.WithValues({{"controller", "node"}}).Info("tainted \"node\"", {{"node", "gpu-1"}, {"token", "abc"}, {"n", 3}});
+  Logger::SetGlobalFormat(LogFormat::kText);
+  ASSERT_EQ(sink->lines.size(), 1u);
+  const std::string& l = sink->lines[0];
+  EXPECT_NE(l.find("\"msg\":\"tainted \\\"node\\\"\""), std::string::npos) << l;
+  EXPECT_NE(l.find("\"controller\":\"node\""), std::string::npos);
+  EXPECT_NE(l.find("\"n\":3"), std::string::npos);
+  EXPECT_EQ(l.find("abc"), std::string::npos);
+  EXPECT_NE(l.find("[REDACTED]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gg
