@@ -1,0 +1,118 @@
+// gpu-guardian-agent: flags -> AgentConfig -> AgentApp -> run until SIGTERM (or --once).
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "agent/app.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "common/time_util.h"
+#include "metrics/registry.h"
+
+namespace {
+
+// Go-style duration flag ("5m", "200ms") into `out`; errors name the flag.
+bool ParseDurationFlag(const std::string& flag, const std::string& text, gg::Duration* out) {
+  auto d = gg::ParseDuration(text);
+  if (!d.ok() || *d <= gg::Duration::zero()) {
+    std::cerr << flag << ": invalid duration \"" << text << "\" (want e.g. 10s, 5m)\n";
+    return false;
+  }
+  *out = *d;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::stop_token stop = gg::InstallShutdownSignals();
+
+  gg::agent::AgentConfig cfg;
+  if (const char* n = std::getenv("NODE_NAME")) cfg.node_name = n;
+  std::string sources = "nvml", publish = "resource";
+  std::string heartbeat = "5m", sweep = "10s", debounce = "200ms", nvml_deadline = "5s";
+  std::string log_format = "text", log_level = "info";
+
+  CLI::App app{"gpu-guardian-agent: GPU health reports for one node"};
+  app.add_option("--node-name", cfg.node_name, "Node to report for (default $NODE_NAME)");
+  app.add_option("--kubeconfig", cfg.kubeconfig, "Kubeconfig file");
+  app.add_option("--server", cfg.server, "API server URL (plain HTTP, e.g. kubectl proxy)");
+  app.add_option("--source", sources, "Sources: nvml,kmsg,file,script")->capture_default_str();
+  app.add_option("--file", cfg.file_path, "JSON file for the file source");
+  app.add_option("--script", cfg.script_path, "YAML fault timeline for the script source");
+  app.add_option("--time-scale", cfg.time_scale, "Script time scale")->capture_default_str();
+  app.add_option("--publish", publish, "Publish modes: resource,annotation")->capture_default_str();
+  app.add_option("--heartbeat", heartbeat, "Heartbeat interval")->capture_default_str();
+  app.add_option("--sweep-interval", sweep, "NVML sweep interval")->capture_default_str();
+  app.add_option("--debounce", debounce, "Minimum time between writes")->capture_default_str();
+  app.add_flag("--once", cfg.once, "Collect once and exit");
+  app.add_flag("--print", cfg.print, "Print the report JSON to stdout");
+  app.add_option("--metrics-addr", cfg.metrics_addr, "Metrics/health listen address (0: off)")
+      ->capture_default_str();
+  app.add_option("--xid-ignore", cfg.xid_ignore, "Xids to ignore (comma list)");
+  app.add_option("--xid-critical", cfg.xid_critical, "Xids always critical (comma list)");
+  app.add_option("--kmsg-path", cfg.kmsg_path, "Kernel log path")->capture_default_str();
+  app.add_flag("--kmsg-from-boot", cfg.kmsg_from_boot, "Read the kernel log from boot");
+  app.add_option("--nvml-library", cfg.nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+  app.add_option("--nvml-deadline", nvml_deadline, "NVML call deadline")->capture_default_str();
+  app.add_option("--xid-ring-size", cfg.xid_ring_size, "Xid entries kept in the report")
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text|json")->capture_default_str();
+  app.add_option("--log-level", log_level, "debug|info|warn|error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  gg::LogLevel level;
+  if (!gg::Logger::ParseLevel(log_level, &level)) {
+    std::cerr << "--log-level: want debug, info, warn or error\n";
+    return 2;
+  }
+  gg::Logger::SetGlobalLevel(level);
+  if (log_format == "json") {
+    gg::Logger::SetGlobalFormat(gg::LogFormat::kJson);
+  } else if (log_format != "text") {
+    std::cerr << "--log-format: want text or json\n";
+    return 2;
+  }
+  cfg.sources = gg::agent::SplitList(sources);
+  cfg.publish = gg::agent::SplitList(publish);
+  gg::Duration deadline{};
+  if (!ParseDurationFlag("--heartbeat", heartbeat, &cfg.heartbeat) ||
+      !ParseDurationFlag("--sweep-interval", sweep, &cfg.sweep_interval) ||
+      !ParseDurationFlag("--debounce", debounce, &cfg.debounce) ||
+      !ParseDurationFlag("--nvml-deadline", nvml_deadline, &deadline))
+    return 2;
+  cfg.nvml_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(deadline);
+
+  gg::Logger log = gg::Logger().WithName("agent");
+  auto agent = gg::agent::AgentApp::Create(cfg, gg::RealClock::Default(),
+                                           gg::metrics::DefaultRegistry(), log);
+  if (!agent.ok()) {
+    log.Error("cannot start", {{"error", agent.status().ToString()}});
+    return 2;
+  }
+  if (cfg.once) return (*agent)->RunOnce(std::cout);
+
+  gg::metrics::RegisterProcessMetrics(gg::metrics::DefaultRegistry());
+  if (auto st = (*agent)->Start(stop); !st.ok()) {
+    log.Error("cannot start", {{"error", st.ToString()}});
+    return 2;
+  }
+  // Everything runs on the agent's threads; main only waits for SIGTERM.
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  cv.wait(lock, stop, [] { return false; });
+  log.Info("shutting down");
+  (*agent)->Stop();
+  return 0;
+}

@@ -1,0 +1,116 @@
+// gpu-guardian-operator: flags → config → wiring → run. Everything else lives in src/operator.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "common/time_util.h"
+#include "k8s/config.h"
+#include "k8s/rest_client.h"
+#include "metrics/registry.h"
+#include "operator/operator.h"
+
+namespace {
+
+bool ParseDurationFlag(const std::string& text, const char* flag, gg::Duration* out) {
+  auto d = gg::ParseDuration(text);
+  if (!d.ok() || d->count() <= 0) {
+    std::fprintf(stderr, "--%s: invalid duration \"%s\"\n", flag, text.c_str());
+    return false;
+  }
+  *out = *d;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::stop_token stop = gg::InstallShutdownSignals();
+
+  CLI::App app{"gpu-guardian-operator: GPU health decisions and safe remediation"};
+  gg::op::OperatorConfig cfg;
+  std::string kubeconfig, server, log_format = "text", log_level = "info";
+  std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
+  std::string drain_poll = "1s";
+  app.add_option("--kubeconfig", kubeconfig, "Path to a kubeconfig (default: $KUBECONFIG, "
+                                             "~/.kube/config, then in-cluster)");
+  app.add_option("--server", server, "API server URL without auth (kubectl proxy, the simulator)");
+  app.add_option("--metrics-addr", cfg.metrics_addr,
+                 "Listen address of /metrics, /healthz and /readyz")
+      ->capture_default_str();
+  app.add_option("--leader-elect", cfg.leader_elect, "Campaign for a Lease before acting")
+      ->capture_default_str();
+  app.add_option("--leader-election-namespace", cfg.leader_election_namespace,
+                 "Namespace of the leader-election Lease")
+      ->capture_default_str();
+  app.add_option("--leader-election-id", cfg.leader_election_id, "Name of the Lease")
+      ->capture_default_str();
+  app.add_option("--leader-election-identity", cfg.identity,
+                 "This replica's identity (default: <hostname>_<random>)");
+  app.add_option("--lease-duration", lease_duration, "Lease duration")->capture_default_str();
+  app.add_option("--renew-deadline", renew_deadline, "Renew deadline")->capture_default_str();
+  app.add_option("--retry-period", retry_period, "Retry period")->capture_default_str();
+  app.add_option("--workers", cfg.workers, "Node reconcilers running in parallel")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--max-running-drains", cfg.max_running_drains,
+                 "Process-wide cap on drains in progress (policies cap their own)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--max-concurrent-evictions", cfg.max_concurrent_evictions,
+                 "Evictions in flight per drain")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--drain-poll-interval", drain_poll, "How often a drain re-lists its node's pods")
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text | json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug | info | warn | error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  gg::LogLevel level = gg::LogLevel::kInfo;
+  gg::Logger::ParseLevel(log_level, &level);
+  gg::Logger::SetGlobalLevel(level);
+  gg::Logger::SetGlobalFormat(log_format == "json" ? gg::LogFormat::kJson : gg::LogFormat::kText);
+  gg::Logger log = gg::Logger().WithName("main");
+
+  if (!ParseDurationFlag(lease_duration, "lease-duration", &cfg.lease_duration) ||
+      !ParseDurationFlag(renew_deadline, "renew-deadline", &cfg.renew_deadline) ||
+      !ParseDurationFlag(retry_period, "retry-period", &cfg.retry_period) ||
+      !ParseDurationFlag(drain_poll, "drain-poll-interval", &cfg.drain_poll_interval)) {
+    return 2;
+  }
+
+  auto client_cfg = gg::k8s::ResolveConfig(kubeconfig, server);
+  if (!client_cfg.ok()) {
+    log.Error("no usable cluster configuration", {{"error", client_cfg.status().ToString()}});
+    return 1;
+  }
+  gg::Clock& clock = gg::RealClock::Default();
+  auto client = gg::k8s::RestClient::Create(*client_cfg, clock);
+  if (!client.ok()) {
+    log.Error("cannot create API client", {{"error", client.status().ToString()}});
+    return 1;
+  }
+  gg::metrics::Registry& registry = gg::metrics::DefaultRegistry();
+  gg::metrics::RegisterProcessMetrics(registry);
+
+  gg::op::Operator op(**client, clock, registry, cfg);
+  log.Info("starting", {{"server", client_cfg->server},
+                        {"identity", op.identity()},
+                        {"metrics_addr", cfg.metrics_addr},
+                        {"leader_elect", cfg.leader_elect}});
+  gg::Status s = op.Run(stop);
+  if (!s.ok()) {
+    log.Error("operator stopped", {{"error", s.ToString()}});
+    return 1;
+  }
+  log.Info("stopped cleanly");
+  return 0;
+}

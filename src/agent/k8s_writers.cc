@@ -1,0 +1,116 @@
+// ResourceWriter / AnnotationWriter implementation (see k8s_writers.h).
+#include "agent/k8s_writers.h"
+
+#include <nlohmann/json.hpp>
+
+#include "k8s/codec.h"
+#include "k8s/errors.h"
+#include "k8s/resource.h"
+
+namespace gg::agent {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kStatusTopLevel[] = {"nodeName", "agentVersion", "observedAt",
+                                           "heartbeatTime", "expectedGPUs", "gpus",
+                                           "xids", "sources"};
+
+std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+}  // namespace
+
+ResourceWriter::ResourceWriter(k8s::RestClient& client, std::string node_name, Logger log)
+    : client_(client), node_(std::move(node_name)), log_(std::move(log)) {}
+
+std::string ResourceWriter::StatusPatchBody(const api::GpuNodeHealthStatus& report) {
+  Json status = Json::parse(api::EncodeGpuNodeHealthStatus(report), nullptr, false);
+  if (!status.is_object()) status = Json::object();
+  for (const char* key : kStatusTopLevel)
+    if (!status.contains(key)) status[key] = nullptr;
+  Json body = Json::object();
+  body["status"] = std::move(status);
+  return DumpJson(body);
+}
+
+std::string ResourceWriter::NewObjectBody(const std::string& node_name,
+                                          const std::string& node_uid) {
+  Json obj = {
+      {"apiVersion", api::kApiVersion},
+      {"kind", "GPUNodeHealth"},
+      {"metadata",
+       {{"name", node_name},
+        {"labels", {{"app.kubernetes.io/managed-by", kFieldManager}}},
+        {"ownerReferences",
+         Json::array({{{"apiVersion", "v1"},
+                       {"kind", "Node"},
+                       {"name", node_name},
+                       {"uid", node_uid}}})}}},
+  };
+  return DumpJson(obj);
+}
+
+Status ResourceWriter::EnsureObject() {
+  auto got = client_.Get(k8s::kGpuNodeHealths, "", node_);
+  if (got.ok()) {
+    exists_ = true;
+    return OkStatus();
+  }
+  if (!IsNotFound(got.status())) return got.status().WithContext("reading GPUNodeHealth");
+  auto node = client_.Get(k8s::kNodes, "", node_);
+  if (!node.ok()) return node.status().WithContext("reading Node " + node_ + " for its uid");
+  auto meta = k8s::ParseObject<k8s::PartialObject>(*node);
+  if (!meta.ok()) return meta.status().WithContext("parsing Node " + node_);
+  if (meta->meta.uid.empty()) return InvalidArgumentError("Node " + node_ + " has no uid");
+  k8s::WriteOptions wo;
+  wo.field_manager = kFieldManager;
+  auto created =
+      client_.Create(k8s::kGpuNodeHealths, "", NewObjectBody(node_, meta->meta.uid), wo);
+  if (!created.ok() && !IsAlreadyExists(created.status()))
+    return created.status().WithContext("creating GPUNodeHealth " + node_);
+  if (created.ok()) log_.Info("created GPUNodeHealth", {{"node", node_}});
+  exists_ = true;
+  return OkStatus();
+}
+
+Status ResourceWriter::Write(const api::GpuNodeHealthStatus& report) {
+  if (!exists_) GG_RETURN_IF_ERROR(EnsureObject());
+  k8s::WriteOptions wo;
+  wo.field_manager = kFieldManager;
+  const std::string body = StatusPatchBody(report);
+  auto r = client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge, body, "status",
+                         wo);
+  if (r.ok()) return OkStatus();
+  if (IsNotFound(r.status())) {
+    // Deleted behind our back (or by garbage collection): create again and retry once.
+    exists_ = false;
+    GG_RETURN_IF_ERROR(EnsureObject());
+    r = client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge, body, "status", wo);
+    if (r.ok()) return OkStatus();
+  }
+  return r.status().WithContext("writing GPUNodeHealth status");
+}
+
+AnnotationWriter::AnnotationWriter(k8s::RestClient& client, std::string node_name)
+    : client_(client), node_(std::move(node_name)) {}
+
+Status AnnotationWriter::Write(const api::GpuNodeHealthStatus& report) {
+  Json body = {{"metadata",
+                {{"annotations", {{api::kHealthAnnotation, api::EncodeHealthAnnotation(report)}}}}}};
+  k8s::WriteOptions wo;
+  wo.field_manager = kFieldManager;
+  auto r = client_.Patch(k8s::kNodes, "", node_, k8s::PatchType::kMerge, DumpJson(body), "", wo);
+  if (!r.ok()) return r.status().WithContext("annotating Node " + node_);
+  return OkStatus();
+}
+
+StatusOr<int> ReadNodeGpuCapacity(k8s::RestClient& client, const std::string& node_name) {
+  auto body = client.Get(k8s::kNodes, "", node_name);
+  if (!body.ok()) return body.status().WithContext("reading Node " + node_name);
+  auto node = k8s::ParseObject<k8s::Node>(*body);
+  if (!node.ok()) return node.status().WithContext("parsing Node " + node_name);
+  if (node->gpu_capacity < 0 || node->gpu_capacity > 1024) return 0;
+  return static_cast<int>(node->gpu_capacity);
+}
+
+}  // namespace gg::agent

@@ -1,0 +1,54 @@
+// The two publish modes as ReportWriters over the k8s RestClient, plus the Node look-up the
+// agent does at start (nvidia.com/gpu capacity = expected GPU count).
+//   resource:   cluster-scoped GPUNodeHealth/<node> (ownerReference -> Node, uid fetched),
+//               created when missing, then `status` written by merge patch on /status.
+//   annotation: Node annotation gpuguardian.io/health = compact {"v":1,...} (merge patch).
+#pragma once
+
+#include <string>
+
+#include "agent/publisher.h"
+#include "common/log.h"
+#include "k8s/rest_client.h"
+
+namespace gg::agent {
+
+inline constexpr char kFieldManager[] = "gpu-guardian-agent";
+
+class ResourceWriter final : public ReportWriter {
+ public:
+  // `client` must outlive the writer.
+  ResourceWriter(k8s::RestClient& client, std::string node_name, Logger log = Logger());
+  std::string_view Mode() const override { return "resource"; }
+  Status Write(const api::GpuNodeHealthStatus& report) override;
+
+  // The body of the status patch: {"status": <report>} with explicit nulls for top-level
+  // fields the report omits, so a merge patch clears them instead of keeping stale values.
+  static std::string StatusPatchBody(const api::GpuNodeHealthStatus& report);
+  // The object created when missing (metadata + ownerReference, no status).
+  static std::string NewObjectBody(const std::string& node_name, const std::string& node_uid);
+
+ private:
+  Status EnsureObject();
+
+  k8s::RestClient& client_;
+  std::string node_;
+  Logger log_;
+  bool exists_ = false;
+};
+
+class AnnotationWriter final : public ReportWriter {
+ public:
+  AnnotationWriter(k8s::RestClient& client, std::string node_name);
+  std::string_view Mode() const override { return "annotation"; }
+  Status Write(const api::GpuNodeHealthStatus& report) override;
+
+ private:
+  k8s::RestClient& client_;
+  std::string node_;
+};
+
+// The Node's status.capacity["nvidia.com/gpu"] (0 when absent).
+StatusOr<int> ReadNodeGpuCapacity(k8s::RestClient& client, const std::string& node_name);
+
+}  // namespace gg::agent

@@ -1,0 +1,31 @@
+// BuildReport implementation (see report_builder.h).
+#include "agent/report_builder.h"
+
+#include <algorithm>
+#include <set>
+
+namespace gg::agent {
+
+api::GpuNodeHealthStatus BuildReport(const ReportInputs& in, WallTime now) {
+  api::GpuNodeHealthStatus r;
+  r.node_name = in.node_name;
+  r.agent_version = in.agent_version;
+  r.observed_at = now;
+  r.expected_gpus = in.expected_gpus;
+  std::set<std::string> seen;
+  for (const auto& snap : in.snapshots) {
+    r.sources.push_back(snap.status);
+    if (!snap.provides_gpus) continue;
+    for (const auto& g : snap.gpus) {
+      std::string key = g.uuid.empty() ? "#" + std::to_string(g.index) : g.uuid;
+      if (!seen.insert(key).second) continue;
+      r.gpus.push_back(g);
+    }
+  }
+  std::stable_sort(r.gpus.begin(), r.gpus.end(),
+                   [](const api::GpuStatus& a, const api::GpuStatus& b) { return a.index < b.index; });
+  r.xids = in.xids;
+  return r;
+}
+
+}  // namespace gg::agent

@@ -1,0 +1,367 @@
+// GPUHealthPolicy helpers: enum names, IntOrPercent, label selectors, the conservative
+// defaults and semantic validation (what the CRD schema and CEL rules cannot say).
+#include "api/gpu_health_policy.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "common/time_util.h"
+
+namespace gg::api {
+
+std::string_view ActionName(Action a) {
+  switch (a) {
+    case Action::kNone: return "None";
+    case Action::kEvent: return "Event";
+    case Action::kTaint: return "Taint";
+    case Action::kCordon: return "Cordon";
+    case Action::kDrain: return "Drain";
+  }
+  return "None";
+}
+std::optional<Action> ParseAction(std::string_view s) {
+  for (Action a : {Action::kNone, Action::kEvent, Action::kTaint, Action::kCordon, Action::kDrain}) {
+    if (ActionName(a) == s) return a;
+  }
+  return std::nullopt;
+}
+
+std::string_view TaintEffectName(TaintEffect e) {
+  switch (e) {
+    case TaintEffect::kNoSchedule: return "NoSchedule";
+    case TaintEffect::kPreferNoSchedule: return "PreferNoSchedule";
+    case TaintEffect::kNoExecute: return "NoExecute";
+  }
+  return "NoSchedule";
+}
+std::optional<TaintEffect> ParseTaintEffect(std::string_view s) {
+  for (TaintEffect e :
+       {TaintEffect::kNoSchedule, TaintEffect::kPreferNoSchedule, TaintEffect::kNoExecute}) {
+    if (TaintEffectName(e) == s) return e;
+  }
+  return std::nullopt;
+}
+
+std::string_view DrainScopeName(DrainScope s) {
+  return s == DrainScope::kAllPods ? "AllPods" : "GPUPods";
+}
+std::optional<DrainScope> ParseDrainScope(std::string_view s) {
+  if (s == "GPUPods") return DrainScope::kGpuPods;
+  if (s == "AllPods") return DrainScope::kAllPods;
+  return std::nullopt;
+}
+
+std::string_view DeviceLevelModeName(DeviceLevelMode m) {
+  return m == DeviceLevelMode::kAuto ? "Auto" : "Off";
+}
+std::optional<DeviceLevelMode> ParseDeviceLevelMode(std::string_view s) {
+  if (s == "Auto") return DeviceLevelMode::kAuto;
+  if (s == "Off") return DeviceLevelMode::kOff;
+  return std::nullopt;
+}
+
+int64_t IntOrPercent::Resolve(int64_t total) const {
+  if (!percent) return value;
+  if (value <= 0 || total <= 0) return 0;
+  // ceil(total * value / 100) in integers: exact, no floating point.
+  return (total * value + 99) / 100;
+}
+
+std::string IntOrPercent::ToString() const {
+  return std::to_string(value) + (percent ? "%" : "");
+}
+
+StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s) {
+  IntOrPercent out;
+  std::string_view digits = s;
+  if (!digits.empty() && digits.back() == '%') {
+    out.percent = true;
+    digits.remove_suffix(1);
+  }
+  if (digits.empty() || digits.size() > 12) {
+    return InvalidArgumentError("expected an integer or a percentage like \"10%\", got \"" +
+                                std::string(s) + "\"");
+  }
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out.value);
+  if (ec != std::errc() || ptr != digits.data() + digits.size() || out.value < 0) {
+    return InvalidArgumentError("expected an integer or a percentage like \"10%\", got \"" +
+                                std::string(s) + "\"");
+  }
+  return out;
+}
+
+bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+  for (const auto& [k, v] : match_labels) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const auto& req : match_expressions) {
+    auto it = labels.find(req.key);
+    bool has = it != labels.end();
+    bool in = has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
+    if (req.op == "In" && !in) return false;
+    if (req.op == "NotIn" && in) return false;
+    if (req.op == "Exists" && !has) return false;
+    if (req.op == "DoesNotExist" && has) return false;
+    if (req.op != "In" && req.op != "NotIn" && req.op != "Exists" && req.op != "DoesNotExist") {
+      return false;  // an invalid operator never matches (validation reports it)
+    }
+  }
+  return true;
+}
+
+int Rule::MatcherCount() const {
+  return int(xid.has_value()) + int(ecc.has_value()) + int(remapped_rows.has_value()) +
+         int(retired_pages.has_value()) + int(thermal.has_value()) + int(gpu_lost) +
+         int(gpu_missing) + int(nvlink.has_value()) + int(pcie_replay_above.has_value()) +
+         int(!recovery_actions.empty());
+}
+
+std::vector<Rule> DefaultRules() {
+  using std::chrono::hours;
+  using std::chrono::minutes;
+  std::vector<Rule> rules;
+  {
+    Rule r;
+    r.name = "fatal-xid";
+    r.xid = XidMatcher{{"RESET_GPU", "RESTART_BM"}, {48, 64, 74, 79, 95, 119, 120},
+                       {std::begin(kApplicationXids), std::end(kApplicationXids)}, false};
+    r.count = 1;
+    r.window = hours(24);
+    r.action = Action::kCordon;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "gpu-lost";
+    r.gpu_lost = true;
+    r.action = Action::kCordon;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "gpu-missing";
+    r.gpu_missing = true;
+    r.for_ = minutes(5);
+    r.action = Action::kCordon;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "uncorrectable-ecc";
+    r.ecc = EccMatcher{0, std::nullopt, std::nullopt};
+    r.action = Action::kCordon;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "row-remap-failure";
+    r.remapped_rows = RemappedRowsMatcher{true, false, std::nullopt};
+    r.action = Action::kCordon;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "row-remap-pending";
+    r.remapped_rows = RemappedRowsMatcher{false, true, std::nullopt};
+    r.action = Action::kTaint;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "driver-recovery-action";
+    r.recovery_actions = {"NodeReboot", "DrainAndReset"};
+    r.action = Action::kCordon;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "nvlink-down";
+    r.nvlink = NvlinkMatcher{0, std::nullopt};
+    r.for_ = minutes(5);
+    r.action = Action::kTaint;
+    rules.push_back(r);
+  }
+  {
+    Rule r;
+    r.name = "thermal-slowdown";
+    r.thermal = ThermalMatcher{std::nullopt, {"HwThermalSlowdown", "SwThermalSlowdown"}};
+    r.for_ = minutes(5);
+    r.action = Action::kEvent;
+    rules.push_back(r);
+  }
+  return rules;
+}
+
+GpuHealthPolicySpec DefaultPolicySpec() {
+  GpuHealthPolicySpec spec;
+  spec.node_selector.match_labels["nvidia.com/gpu.present"] = "true";
+  spec.rules = DefaultRules();
+  return spec;
+}
+
+namespace {
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+bool KnownRecoveryAction(const std::string& s) {
+  return s == "GpuReset" || s == "NodeReboot" || s == "DrainP2P" || s == "DrainAndReset";
+}
+
+}  // namespace
+
+std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
+  std::vector<FieldError> errs;
+  auto add = [&](std::string path, std::string msg) {
+    errs.push_back({std::move(path), std::move(msg)});
+  };
+
+  for (size_t i = 0; i < spec.node_selector.match_expressions.size(); ++i) {
+    const auto& req = spec.node_selector.match_expressions[i];
+    std::string p = "spec.nodeSelector.matchExpressions[" + std::to_string(i) + "]";
+    if (req.key.empty()) add(p + ".key", "must not be empty");
+    if (req.op == "In" || req.op == "NotIn") {
+      if (req.values.empty()) add(p + ".values", "must not be empty for operator " + req.op);
+    } else if (req.op == "Exists" || req.op == "DoesNotExist") {
+      if (!req.values.empty()) add(p + ".values", "must be empty for operator " + req.op);
+    } else {
+      add(p + ".operator", "must be In, NotIn, Exists or DoesNotExist, got \"" + req.op + "\"");
+    }
+  }
+
+  std::set<std::string> names;
+  for (size_t i = 0; i < spec.rules.size(); ++i) {
+    const Rule& r = spec.rules[i];
+    std::string p = "spec.rules[" + std::to_string(i) + "]";
+    if (!ValidName(r.name)) {
+      add(p + ".name", "must be 1-63 characters of [a-z0-9-], not starting or ending with '-'");
+    } else if (!names.insert(r.name).second) {
+      add(p + ".name", "duplicate rule name \"" + r.name + "\"");
+    }
+    int matchers = r.MatcherCount();
+    if (matchers == 0) {
+      add(p, "exactly one matcher is required (xid, ecc, remappedRows, retiredPages, thermal, "
+             "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions); none is set");
+    } else if (matchers > 1) {
+      add(p, "exactly one matcher is allowed; " + std::to_string(matchers) + " are set");
+    }
+    if (r.xid) {
+      if (r.xid->codes.empty() && r.xid->catalog_actions.empty()) {
+        add(p + ".xid", "codes or catalogActions must name at least one Xid");
+      }
+      for (size_t j = 0; j < r.xid->codes.size(); ++j) {
+        int c = r.xid->codes[j];
+        std::string cp = p + ".xid.codes[" + std::to_string(j) + "]";
+        if (c <= 0 || c > 1000) add(cp, "must be between 1 and 1000");
+        if (std::find(r.xid->ignore.begin(), r.xid->ignore.end(), c) != r.xid->ignore.end()) {
+          add(cp, "Xid " + std::to_string(c) + " is both matched and ignored");
+        }
+      }
+      for (size_t j = 0; j < r.xid->ignore.size(); ++j) {
+        int c = r.xid->ignore[j];
+        if (c <= 0 || c > 1000) {
+          add(p + ".xid.ignore[" + std::to_string(j) + "]", "must be between 1 and 1000");
+        }
+      }
+    } else {
+      if (r.count != 1) add(p + ".count", "only Xid rules count occurrences");
+      if (r.window) add(p + ".window", "only Xid rules have a window; use `for` for levels");
+    }
+    if (r.count < 1) add(p + ".count", "must be at least 1");
+    if (r.window && *r.window <= Duration::zero()) add(p + ".window", "must be positive");
+    if (r.for_ && *r.for_ < Duration::zero()) add(p + ".for", "must not be negative");
+    if (r.window && r.for_ && *r.window < *r.for_) {
+      add(p + ".window", "window (" + FormatDuration(*r.window) + ") is shorter than for (" +
+                             FormatDuration(*r.for_) + "): the rule could never fire");
+    }
+    if (r.ecc && !r.ecc->uncorrectable_volatile_above && !r.ecc->correctable_volatile_above &&
+        !r.ecc->uncorrectable_aggregate_above) {
+      add(p + ".ecc", "set at least one threshold");
+    }
+    if (r.remapped_rows && !r.remapped_rows->failure && !r.remapped_rows->pending &&
+        !r.remapped_rows->uncorrectable_above) {
+      add(p + ".remappedRows", "set failure, pending or uncorrectableAbove");
+    }
+    if (r.retired_pages && !r.retired_pages->pending && !r.retired_pages->dbe_above &&
+        !r.retired_pages->sbe_above) {
+      add(p + ".retiredPages", "set pending, dbeAbove or sbeAbove");
+    }
+    if (r.thermal && !r.thermal->temperature_above_celsius && r.thermal->throttle_reasons.empty()) {
+      add(p + ".thermal", "set temperatureAboveCelsius or throttleReasons");
+    }
+    if (r.nvlink && !r.nvlink->links_down_above && !r.nvlink->errors_above) {
+      add(p + ".nvlink", "set linksDownAbove or errorsAbove");
+    }
+    if (r.nvlink && r.nvlink->links_down_above && *r.nvlink->links_down_above < 0) {
+      add(p + ".nvlink.linksDownAbove", "must not be negative");
+    }
+    for (size_t j = 0; j < r.recovery_actions.size(); ++j) {
+      if (!KnownRecoveryAction(r.recovery_actions[j])) {
+        add(p + ".recoveryActions[" + std::to_string(j) + "]",
+            "must be GpuReset, NodeReboot, DrainP2P or DrainAndReset");
+      }
+    }
+  }
+
+  if (spec.unknown.after <= Duration::zero()) add("spec.unknown.after", "must be positive");
+
+  const DrainSpec& d = spec.remediation.drain;
+  std::optional<int32_t> prev;
+  for (size_t i = 0; i < d.order.size(); ++i) {
+    std::string p = "spec.remediation.drain.order[" + std::to_string(i) + "]";
+    if (!d.order[i].priority_below) {
+      if (i + 1 != d.order.size()) add(p, "a step without priorityBelow (the rest) must be last");
+      continue;
+    }
+    if (prev && *d.order[i].priority_below <= *prev) {
+      add(p + ".priorityBelow", "must increase from step to step");
+    }
+    prev = d.order[i].priority_below;
+  }
+  if (d.grace_period_seconds && *d.grace_period_seconds < 0) {
+    add("spec.remediation.drain.gracePeriodSeconds", "must not be negative");
+  }
+  if (d.timeout <= Duration::zero()) add("spec.remediation.drain.timeout", "must be positive");
+  if (spec.remediation.max_bad_gpus_for_device_level < 1) {
+    add("spec.remediation.maxBadGPUsForDeviceLevel", "must be at least 1");
+  }
+
+  if (spec.recovery.healthy_for < Duration::zero()) {
+    add("spec.recovery.healthyFor", "must not be negative");
+  }
+
+  const SafetySpec& s = spec.safety;
+  if (s.max_unhealthy.value < 0) add("spec.safety.maxUnhealthy", "must not be negative");
+  if (s.max_unhealthy.percent && s.max_unhealthy.value > 100) {
+    add("spec.safety.maxUnhealthy", "percentage must be at most 100%");
+  }
+  if (s.max_nodes_per_hour && *s.max_nodes_per_hour < 0) {
+    add("spec.safety.maxNodesPerHour", "must not be negative");
+  }
+  if (s.max_concurrent_drains && *s.max_concurrent_drains < 0) {
+    add("spec.safety.maxConcurrentDrains", "must not be negative");
+  }
+  if (s.max_devices_per_hour && *s.max_devices_per_hour < 0) {
+    add("spec.safety.maxDevicesPerHour", "must not be negative");
+  }
+  return errs;
+}
+
+Status ValidationStatus(const std::vector<FieldError>& errors) {
+  if (errors.empty()) return OkStatus();
+  std::string msg;
+  for (const auto& e : errors) {
+    if (!msg.empty()) msg += "; ";
+    msg += e.path + ": " + e.message;
+  }
+  return InvalidArgumentError(msg);
+}
+
+}  // namespace gg::api

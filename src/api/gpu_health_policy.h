@@ -1,0 +1,253 @@
+// GPUHealthPolicy (gpuguardian.io/v1alpha1, cluster-scoped): which nodes a policy covers, the
+// rules that turn GPU facts into a verdict, how to remediate, when to recover and the safety
+// budget. Types, defaults, semantic validation (beyond the CRD schema) and JSON codecs.
+// Reference for every field: docs/policy.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace gg::api {
+
+inline constexpr char kPolicyKind[] = "GPUHealthPolicy";
+inline constexpr char kPolicyPlural[] = "gpuhealthpolicies";
+
+// The remediation ladder; each step includes the ones below it (Drain = taint + cordon +
+// drain). Order matters: a larger value is more severe.
+enum class Action { kNone = 0, kEvent = 1, kTaint = 2, kCordon = 3, kDrain = 4 };
+std::string_view ActionName(Action a);  // "None" | "Event" | "Taint" | "Cordon" | "Drain"
+std::optional<Action> ParseAction(std::string_view s);
+
+enum class TaintEffect { kNoSchedule, kPreferNoSchedule, kNoExecute };
+std::string_view TaintEffectName(TaintEffect e);
+std::optional<TaintEffect> ParseTaintEffect(std::string_view s);
+
+enum class DrainScope { kGpuPods, kAllPods };
+std::string_view DrainScopeName(DrainScope s);  // "GPUPods" | "AllPods"
+std::optional<DrainScope> ParseDrainScope(std::string_view s);
+
+// Device-level (DRA) remediation: Auto fences only the bad GPUs when the failure is confined
+// to them and the node publishes its GPUs through DRA; Off always fences the node.
+enum class DeviceLevelMode { kOff, kAuto };
+std::string_view DeviceLevelModeName(DeviceLevelMode m);  // "Off" | "Auto"
+std::optional<DeviceLevelMode> ParseDeviceLevelMode(std::string_view s);
+
+// Kubernetes IntOrString restricted to "N" or "N%".
+struct IntOrPercent {
+  int64_t value = 0;
+  bool percent = false;
+  // Absolute value against `total`. Percentages round UP (ceil), as NHC and NVSentinel do,
+  // so any percentage > 0 allows at least one node; "0%" allows none.
+  int64_t Resolve(int64_t total) const;
+  std::string ToString() const;  // "10%" or "3"
+  friend bool operator==(const IntOrPercent&, const IntOrPercent&) = default;
+};
+StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s);
+
+// metav1.LabelSelector (our own copy: api/ does not depend on k8s/).
+struct LabelSelectorRequirement {
+  std::string key;
+  std::string op;  // In | NotIn | Exists | DoesNotExist
+  std::vector<std::string> values;
+  friend bool operator==(const LabelSelectorRequirement&,
+                         const LabelSelectorRequirement&) = default;
+};
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;
+  std::vector<LabelSelectorRequirement> match_expressions;
+  // Empty selector matches everything (as in Kubernetes).
+  bool Matches(const std::map<std::string, std::string>& labels) const;
+  friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
+};
+
+// ---- rule matchers (exactly one per rule) ----
+
+// Xid / SXid events from the report's ring. An event matches when its code is in `codes` or
+// its catalog recommendedAction is in `catalog_actions`, and its code is not in `ignore`
+// (ignore always wins). `sxid` selects NVSwitch SXids instead of GPU Xids.
+struct XidMatcher {
+  std::vector<std::string> catalog_actions;
+  std::vector<int> codes;
+  std::vector<int> ignore;
+  bool sxid = false;
+  friend bool operator==(const XidMatcher&, const XidMatcher&) = default;
+};
+struct EccMatcher {  // volatile counters (since last driver load); > threshold matches
+  std::optional<uint64_t> uncorrectable_volatile_above;
+  std::optional<uint64_t> correctable_volatile_above;
+  std::optional<uint64_t> uncorrectable_aggregate_above;
+  friend bool operator==(const EccMatcher&, const EccMatcher&) = default;
+};
+struct RemappedRowsMatcher {  // any set condition matches
+  bool failure = false;
+  bool pending = false;
+  std::optional<uint32_t> uncorrectable_above;
+  friend bool operator==(const RemappedRowsMatcher&, const RemappedRowsMatcher&) = default;
+};
+struct RetiredPagesMatcher {  // any set condition matches
+  std::optional<uint32_t> dbe_above;
+  std::optional<uint32_t> sbe_above;
+  bool pending = false;
+  friend bool operator==(const RetiredPagesMatcher&, const RetiredPagesMatcher&) = default;
+};
+struct ThermalMatcher {  // any set condition matches
+  std::optional<int> temperature_above_celsius;
+  std::vector<std::string> throttle_reasons;  // any active reason listed matches
+  friend bool operator==(const ThermalMatcher&, const ThermalMatcher&) = default;
+};
+struct NvlinkMatcher {
+  std::optional<int> links_down_above;
+  std::optional<uint64_t> errors_above;
+  friend bool operator==(const NvlinkMatcher&, const NvlinkMatcher&) = default;
+};
+
+struct Rule {
+  std::string name;
+  // Matchers: exactly one must be set (validated).
+  std::optional<XidMatcher> xid;
+  std::optional<EccMatcher> ecc;
+  std::optional<RemappedRowsMatcher> remapped_rows;
+  std::optional<RetiredPagesMatcher> retired_pages;
+  std::optional<ThermalMatcher> thermal;
+  bool gpu_lost = false;                          // GPU lost / fallen off the bus
+  bool gpu_missing = false;                       // fewer GPUs than expectedGPUs
+  std::optional<NvlinkMatcher> nvlink;
+  std::optional<uint64_t> pcie_replay_above;      // pcieReplayCount > N
+  std::vector<std::string> recovery_actions;      // driver recovery action in this list
+  // Xid rules: `count` occurrences within `window` (window absent = anything in the report).
+  int64_t count = 1;
+  std::optional<Duration> window;
+  // Level rules: the condition must hold continuously for `for_` before the rule fires.
+  std::optional<Duration> for_;
+  Action action = Action::kEvent;
+
+  int MatcherCount() const;
+  bool IsXid() const { return xid.has_value(); }
+  friend bool operator==(const Rule&, const Rule&) = default;
+};
+
+struct UnknownSpec {
+  Duration after = std::chrono::minutes(15);  // heartbeat budget
+  Action action = Action::kEvent;             // Cordon/Drain only when set explicitly
+  friend bool operator==(const UnknownSpec&, const UnknownSpec&) = default;
+};
+
+struct DrainStep {  // one stage of the eviction order; empty = everything left
+  std::optional<int32_t> priority_below;
+  friend bool operator==(const DrainStep&, const DrainStep&) = default;
+};
+struct DrainSpec {
+  DrainScope scope = DrainScope::kGpuPods;
+  std::vector<DrainStep> order = {DrainStep{1000}, DrainStep{}};
+  std::optional<int64_t> grace_period_seconds;  // absent = each pod's own
+  Duration timeout = std::chrono::hours(1);     // then DrainBlocked
+  bool delete_empty_dir_data = true;
+  bool force = false;  // also evict pods without a controller
+  friend bool operator==(const DrainSpec&, const DrainSpec&) = default;
+};
+struct RemediationSpec {
+  TaintEffect taint_effect = TaintEffect::kNoSchedule;
+  DrainSpec drain;
+  DeviceLevelMode device_level = DeviceLevelMode::kOff;
+  // With Auto: more bad GPUs than this makes the failure node-wide.
+  int max_bad_gpus_for_device_level = 2;
+  friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
+};
+struct RecoverySpec {
+  bool automatic = true;
+  Duration healthy_for = std::chrono::minutes(10);
+  friend bool operator==(const RecoverySpec&, const RecoverySpec&) = default;
+};
+struct SafetySpec {
+  IntOrPercent max_unhealthy{10, true};  // cap on nodes under remediation at once
+  std::optional<int64_t> max_nodes_per_hour = 20;
+  std::optional<int64_t> max_concurrent_drains = 5;
+  std::optional<int64_t> max_devices_per_hour;  // device-level (DRA) fences per hour
+  friend bool operator==(const SafetySpec&, const SafetySpec&) = default;
+};
+
+struct GpuHealthPolicySpec {
+  LabelSelector node_selector;
+  std::vector<Rule> rules;
+  UnknownSpec unknown;
+  RemediationSpec remediation;
+  RecoverySpec recovery;
+  SafetySpec safety;
+  bool dry_run = false;
+  bool paused = false;
+  friend bool operator==(const GpuHealthPolicySpec&, const GpuHealthPolicySpec&) = default;
+};
+
+struct PolicyCondition {
+  std::string type;    // Ready | Invalid | BrakeEngaged
+  std::string status;  // True | False | Unknown
+  std::string reason;
+  std::string message;
+  WallTime last_transition_time{};
+  int64_t observed_generation = 0;
+  friend bool operator==(const PolicyCondition&, const PolicyCondition&) = default;
+};
+struct GpuHealthPolicyStatus {
+  int64_t observed_generation = 0;
+  std::vector<PolicyCondition> conditions;
+  int64_t matched_nodes = 0;
+  int64_t healthy_nodes = 0;
+  int64_t unhealthy_nodes = 0;
+  int64_t unknown_nodes = 0;
+  int64_t remediating_nodes = 0;
+  std::optional<WallTime> last_brake_time;
+  friend bool operator==(const GpuHealthPolicyStatus&, const GpuHealthPolicyStatus&) = default;
+};
+
+struct GpuHealthPolicy {
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  GpuHealthPolicySpec spec;
+  GpuHealthPolicyStatus status;
+};
+
+// ---- defaults ----
+
+// The conservative default rule set (used when spec.rules is absent): hardware faults taint
+// and cordon, never drain; application Xids 13/31/43/45/68 are ignored; thermal is an Event.
+std::vector<Rule> DefaultRules();
+// A fully defaulted spec (selects nodes labelled nvidia.com/gpu.present=true).
+GpuHealthPolicySpec DefaultPolicySpec();
+// The application (user-code) Xids no default rule acts on.
+inline constexpr int kApplicationXids[] = {13, 31, 43, 45, 68};
+
+// ---- validation (what the schema cannot say) ----
+
+struct FieldError {
+  std::string path;  // "spec.rules[2].window"
+  std::string message;
+  friend bool operator==(const FieldError&, const FieldError&) = default;
+};
+// Every problem, in field order; empty when valid.
+std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec);
+// InvalidArgument listing every problem ("spec.rules[0].name: duplicate ...; ..."), or OK.
+Status ValidationStatus(const std::vector<FieldError>& errors);
+
+// ---- codecs (gpu_health_policy_codec.cc) ----
+
+// Decodes a whole GPUHealthPolicy resource (apiVersion/kind/metadata/spec/status). Strict
+// on types (InvalidArgument naming the field path), unknown fields ignored, absent fields
+// defaulted. Does not run ValidatePolicySpec.
+StatusOr<GpuHealthPolicy> DecodeGpuHealthPolicy(std::string_view json);
+// Decodes only a `spec` object.
+StatusOr<GpuHealthPolicySpec> DecodeGpuHealthPolicySpec(std::string_view spec_json);
+// The whole resource (spec fully defaulted, status included).
+std::string EncodeGpuHealthPolicy(const GpuHealthPolicy& policy);
+// The `status` object only (for PUT/PATCH of /status).
+std::string EncodeGpuHealthPolicyStatus(const GpuHealthPolicyStatus& status);
+
+}  // namespace gg::api

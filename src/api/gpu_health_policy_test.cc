@@ -1,0 +1,241 @@
+// GPUHealthPolicy: defaults, validation (every problem with a field path), codecs (strict
+// types, unknown fields ignored, garbage -> errors, never a crash), IntOrPercent, selectors.
+#include "api/gpu_health_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace gg::api {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::minutes;
+
+TEST(PolicyDefaults, ConservativeDefaultIsValidAndNeverDrains) {
+  GpuHealthPolicySpec spec = DefaultPolicySpec();
+  EXPECT_TRUE(ValidatePolicySpec(spec).empty());
+  for (const Rule& r : spec.rules) {
+    EXPECT_LT(r.action, Action::kDrain) << r.name;
+    if (r.xid) {
+      for (int code : kApplicationXids) {
+        EXPECT_TRUE(std::find(r.xid->ignore.begin(), r.xid->ignore.end(), code) != r.xid->ignore.end());
+      }
+    }
+  }
+  EXPECT_EQ(spec.unknown.action, Action::kEvent);
+  EXPECT_EQ(spec.unknown.after, minutes(15));
+  EXPECT_EQ(spec.remediation.taint_effect, TaintEffect::kNoSchedule);
+  EXPECT_EQ(spec.safety.max_unhealthy.ToString(), "10%");
+}
+
+TEST(IntOrPercent, ResolveRoundsUpExactly) {
+  EXPECT_EQ((IntOrPercent{10, true}).Resolve(25), 3);    // 2.5 -> 3
+  EXPECT_EQ((IntOrPercent{10, true}).Resolve(100), 10);
+  EXPECT_EQ((IntOrPercent{1, true}).Resolve(288), 3);    // as NVSentinel's example
+  EXPECT_EQ((IntOrPercent{0, true}).Resolve(1000), 0);
+  EXPECT_EQ((IntOrPercent{100, true}).Resolve(7), 7);
+  EXPECT_EQ((IntOrPercent{5, false}).Resolve(2), 5);
+  EXPECT_EQ((IntOrPercent{10, true}).Resolve(0), 0);
+  EXPECT_TRUE(ParseIntOrPercent("10%").ok());
+  EXPECT_EQ(ParseIntOrPercent("7")->value, 7);
+  for (const char* bad : {"", "%", "-1", "1.5%", "abc", "10%%", "99999999999999%"}) {
+    EXPECT_FALSE(ParseIntOrPercent(bad).ok()) << bad;
+  }
+}
+
+TEST(LabelSelector, MatchesLikeKubernetes) {
+  LabelSelector s;
+  s.match_labels = {{"nvidia.com/gpu.present", "true"}};
+  s.match_expressions = {{"pool", "In", {"a", "b"}}, {"gpuguardian.io/exclude", "DoesNotExist", {}}};
+  EXPECT_TRUE(s.Matches({{"nvidia.com/gpu.present", "true"}, {"pool", "a"}}));
+  EXPECT_FALSE(s.Matches({{"nvidia.com/gpu.present", "true"}, {"pool", "c"}}));
+  EXPECT_FALSE(s.Matches({{"nvidia.com/gpu.present", "true"}, {"pool", "a"},
+                          {"gpuguardian.io/exclude", "true"}}));
+  EXPECT_TRUE(LabelSelector{}.Matches({}));
+}
+
+TEST(PolicyValidation, ReportsEveryProblemWithPath) {
+  GpuHealthPolicySpec spec = DefaultPolicySpec();
+  Rule dup = spec.rules[0];
+  spec.rules.push_back(dup);                       // duplicate name
+  Rule none;
+  none.name = "nothing";                           // zero matchers
+  spec.rules.push_back(none);
+  Rule two;
+  two.name = "two";
+  two.gpu_lost = true;
+  two.ecc = EccMatcher{0, std::nullopt, std::nullopt};  // two matchers
+  spec.rules.push_back(two);
+  Rule win;
+  win.name = "win";
+  win.xid = XidMatcher{{}, {94}, {94}, false};      // matched and ignored
+  win.window = minutes(1);
+  win.for_ = minutes(5);                            // window < for
+  spec.rules.push_back(win);
+  Rule lvl;
+  lvl.name = "Bad_Name";
+  lvl.thermal = ThermalMatcher{};                   // no threshold
+  lvl.window = minutes(5);                          // window on a level rule
+  spec.rules.push_back(lvl);
+  spec.safety.max_unhealthy = IntOrPercent{150, true};
+  spec.remediation.drain.order = {DrainStep{}, DrainStep{100}};
+  spec.node_selector.match_expressions = {{"k", "Equals", {}}};
+
+  auto errs = ValidatePolicySpec(spec);
+  auto has = [&](const std::string& path, const std::string& needle) {
+    for (const auto& e : errs) {
+      if (e.path == path && e.message.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("spec.rules[9].name", "duplicate"));
+  EXPECT_TRUE(has("spec.rules[10]", "none is set"));
+  EXPECT_TRUE(has("spec.rules[11]", "2 are set"));
+  EXPECT_TRUE(has("spec.rules[12].xid.codes[0]", "both matched and ignored"));
+  EXPECT_TRUE(has("spec.rules[12].window", "shorter than for"));
+  EXPECT_TRUE(has("spec.rules[13].name", "[a-z0-9-]"));
+  EXPECT_TRUE(has("spec.rules[13].thermal", "temperatureAboveCelsius"));
+  EXPECT_TRUE(has("spec.rules[13].window", "only Xid rules"));
+  EXPECT_TRUE(has("spec.safety.maxUnhealthy", "at most 100%"));
+  EXPECT_TRUE(has("spec.remediation.drain.order[0]", "must be last"));
+  EXPECT_TRUE(has("spec.nodeSelector.matchExpressions[0].operator", "In, NotIn"));
+  Status st = ValidationStatus(errs);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("spec.rules[9].name: duplicate"), std::string::npos);
+  EXPECT_TRUE(ValidationStatus({}).ok());
+}
+
+constexpr char kIssueExample[] = R"({
+  "apiVersion": "gpuguardian.io/v1alpha1", "kind": "GPUHealthPolicy",
+  "metadata": {"name": "training", "generation": 3, "uid": "u-1", "resourceVersion": "42",
+               "labels": {"x": "y"}},
+  "spec": {
+    "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"},
+                     "matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+    "rules": [
+      {"name": "fatal-xid", "xid": {"catalogActions": ["RESET_GPU", "RESTART_BM"], "codes": [48, 79],
+       "ignore": [13, 31, 43, 45, 68]}, "count": 1, "window": "10m", "action": "Drain"},
+      {"name": "dbe", "ecc": {"uncorrectableVolatileAbove": 0}, "action": "Drain"},
+      {"name": "remap", "remappedRows": {"failure": true, "pending": true}, "action": "Cordon"},
+      {"name": "hot", "thermal": {"temperatureAboveCelsius": 85, "throttleReasons": ["HwThermalSlowdown"]},
+       "for": "5m", "action": "Taint"},
+      {"name": "lost", "gpuLost": true, "action": "Drain"},
+      {"name": "links", "nvlink": {"linksDownAbove": 0}, "for": "2m", "action": "Cordon"},
+      {"name": "replay", "pcieReplayAbove": 1000, "action": "Event"},
+      {"name": "reboot", "recoveryActions": ["NodeReboot"], "action": "Cordon", "futureField": 1}
+    ],
+    "unknown": {"after": "15m", "action": "Event"},
+    "remediation": {"taint": {"effect": "NoExecute"},
+                    "drain": {"scope": "AllPods", "order": [{"priorityBelow": 1000}, {}],
+                              "gracePeriodSeconds": 30, "timeout": "1h", "deleteEmptyDirData": true,
+                              "force": false},
+                    "deviceLevel": "Auto", "maxBadGPUsForDeviceLevel": 1},
+    "recovery": {"automatic": true, "healthyFor": "10m"},
+    "safety": {"maxUnhealthy": "10%", "maxNodesPerHour": 20, "maxConcurrentDrains": 5},
+    "dryRun": false, "paused": false
+  },
+  "status": {"observedGeneration": 2, "matchedNodes": 10,
+             "conditions": [{"type": "Ready", "status": "True", "reason": "Valid", "message": "",
+                             "lastTransitionTime": "2026-11-29T22:00:00Z"}]}
+})";
+
+TEST(PolicyCodec, DecodesIssueExample) {
+  auto p = DecodeGpuHealthPolicy(kIssueExample);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->name, "training");
+  EXPECT_EQ(p->generation, 3);
+  EXPECT_EQ(p->spec.rules.size(), 8u);
+  EXPECT_EQ(p->spec.rules[0].xid->codes, (std::vector<int>{48, 79}));
+  EXPECT_EQ(p->spec.rules[0].window, minutes(10));
+  EXPECT_EQ(p->spec.rules[0].action, Action::kDrain);
+  EXPECT_EQ(p->spec.rules[3].for_, minutes(5));
+  EXPECT_TRUE(p->spec.rules[4].gpu_lost);
+  EXPECT_EQ(p->spec.rules[5].nvlink->links_down_above, 0);
+  EXPECT_EQ(p->spec.remediation.taint_effect, TaintEffect::kNoExecute);
+  EXPECT_EQ(p->spec.remediation.drain.scope, DrainScope::kAllPods);
+  EXPECT_EQ(p->spec.remediation.drain.grace_period_seconds, 30);
+  EXPECT_EQ(p->spec.remediation.device_level, DeviceLevelMode::kAuto);
+  EXPECT_EQ(p->spec.safety.max_unhealthy, (IntOrPercent{10, true}));
+  EXPECT_EQ(p->status.matched_nodes, 10);
+  EXPECT_TRUE(ValidatePolicySpec(p->spec).empty());
+
+  // Round trip through the encoder.
+  auto again = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(*p));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->spec, p->spec);
+  EXPECT_EQ(again->status, p->status);
+}
+
+TEST(PolicyCodec, AbsentFieldsDefault) {
+  auto p = DecodeGpuHealthPolicy(R"({"metadata":{"name":"d"},"spec":{}})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec, DefaultPolicySpec());
+  // An explicit empty selector selects every node.
+  auto all = DecodeGpuHealthPolicySpec(R"({"nodeSelector":{}})");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->node_selector.match_labels.empty());
+  auto empty_rules = DecodeGpuHealthPolicySpec(R"({"rules":[]})");
+  ASSERT_TRUE(empty_rules.ok());
+  EXPECT_TRUE(empty_rules->rules.empty());
+}
+
+TEST(PolicyCodec, StrictTypesWithFieldPaths) {
+  struct Case {
+    const char* json;
+    const char* want;
+  } cases[] = {
+      {R"({"spec":{"rules":[{"name":"a","gpuLost":"yes"}]}})", "spec.rules[0].gpuLost: expected boolean"},
+      {R"({"spec":{"rules":[{"name":"a","xid":{"codes":[48,"79"]}}]}})", "spec.rules[0].xid.codes[1]: expected integer"},
+      {R"({"spec":{"rules":[{"name":"a","gpuLost":true,"action":"Reboot"}]}})", "spec.rules[0].action: must be one of"},
+      {R"({"spec":{"rules":[{"name":"a","gpuLost":true,"for":"5 minutes"}]}})", "spec.rules[0].for: invalid duration"},
+      {R"({"spec":{"safety":{"maxUnhealthy":"ten"}}})", "spec.safety.maxUnhealthy"},
+      {R"({"spec":{"safety":{"maxUnhealthy":1.5}}})", "spec.safety.maxUnhealthy: expected integer or percentage"},
+      {R"({"spec":{"remediation":{"taint":{"effect":"NoRun"}}}})", "spec.remediation.taint.effect"},
+      {R"({"spec":{"rules":{}}})", "spec.rules: expected array"},
+      {R"({"spec":{"nodeSelector":{"matchLabels":{"a":1}}}})", "spec.nodeSelector.matchLabels.a: expected string"},
+      {R"({"spec":{"rules":[{"name":"a","ecc":{"uncorrectableVolatileAbove":-1}}]}})", "uncorrectableVolatileAbove: expected non-negative"},
+      {R"({"kind":"Pod"})", "kind: expected GPUHealthPolicy"},
+      {R"({"metadata":{"generation":"3"}})", "metadata.generation: expected integer"},
+      {R"([])", "(root): expected object"},
+      {R"({"spec":)", "invalid JSON"},
+  };
+  for (const auto& c : cases) {
+    auto p = DecodeGpuHealthPolicy(c.json);
+    ASSERT_FALSE(p.ok()) << c.json;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(c.want), std::string::npos)
+        << c.json << " -> " << p.status().message();
+  }
+}
+
+TEST(PolicyCodec, GarbageNeverCrashes) {
+  std::string base = kIssueExample;
+  // Every truncation and a few byte flips: errors or values, never a crash.
+  for (size_t i = 0; i < base.size(); i += 7) {
+    (void)DecodeGpuHealthPolicy(base.substr(0, i));
+    std::string flipped = base;
+    flipped[i] = static_cast<char>(flipped[i] ^ 0x5a);
+    (void)DecodeGpuHealthPolicy(flipped);
+  }
+  (void)DecodeGpuHealthPolicy(std::string(10000, '['));
+  (void)DecodeGpuHealthPolicy(std::string("\0\xff\xfe", 3));
+}
+
+TEST(PolicyCodec, StatusEncodes) {
+  GpuHealthPolicyStatus st;
+  st.observed_generation = 4;
+  st.matched_nodes = 25;
+  st.unhealthy_nodes = 3;
+  st.conditions.push_back({"BrakeEngaged", "True", "MaxUnhealthy", "3 of 3", WallTime{}, 4});
+  st.last_brake_time = WallTime(std::chrono::seconds(1'800'000'000));
+  std::string j = EncodeGpuHealthPolicyStatus(st);
+  EXPECT_NE(j.find("\"matchedNodes\":25"), std::string::npos);
+  EXPECT_NE(j.find("\"lastBrakeTime\":\"2027-01-15T08:00:00Z\""), std::string::npos);
+  auto back = DecodeGpuHealthPolicy("{\"status\":" + j + "}");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->status, st);
+}
+
+}  // namespace
+}  // namespace gg::api

@@ -1,0 +1,291 @@
+// kubectl gpu-guardian status / explain.
+#include "cli/status.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "common/time_util.h"
+#include "k8s/codec.h"
+#include "k8s/resource.h"
+
+namespace gg::cli {
+namespace {
+
+using nlohmann::json;
+
+// The remediation record is the operator's; read it tolerantly (an older or newer operator
+// may have written it) and never fail the whole table because of one node.
+void ReadRecord(std::string_view text, NodeRow& row) {
+  json rec = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!rec.is_object()) {
+    row.actions.push_back("record-unreadable");
+    return;
+  }
+  if (rec.contains("policy") && rec["policy"].is_string()) row.policy = rec["policy"];
+  auto flag = [&](const char* key, const char* label) {
+    if (rec.contains(key) && rec[key].is_boolean() && rec[key].get<bool>())
+      row.actions.push_back(label);
+  };
+  flag("tainted", "tainted");
+  flag("cordoned", "cordoned");
+  if (rec.contains("drain") && rec["drain"].is_object()) {
+    const json& d = rec["drain"];
+    if (d.contains("phase") && d["phase"].is_string()) {
+      std::string phase = d["phase"];
+      std::transform(phase.begin(), phase.end(), phase.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (!phase.empty() && phase != "none") row.actions.push_back("drain:" + phase);
+    }
+  }
+  if (rec.contains("dryRun") && rec["dryRun"].is_boolean() && rec["dryRun"].get<bool>())
+    row.actions.push_back("dry-run");
+}
+
+std::string Pad(const std::string& s, size_t w) {
+  // Column widths count bytes; node names and reasons are ASCII.
+  if (s.size() >= w) return s;
+  return s + std::string(w - s.size(), ' ');
+}
+
+std::string Truncate(const std::string& s, size_t w) {
+  if (s.size() <= w) return s;
+  return s.substr(0, w - 3) + "...";
+}
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Age(WallTime since, WallTime now) {
+  auto d = std::chrono::duration_cast<std::chrono::seconds>(now - since);
+  if (d.count() < 0) d = std::chrono::seconds(0);
+  long s = static_cast<long>(d.count());
+  char buf[32];
+  if (s < 120) std::snprintf(buf, sizeof(buf), "%lds", s);
+  else if (s < 3600 * 3) std::snprintf(buf, sizeof(buf), "%ldm%lds", s / 60, s % 60);
+  else if (s < 86400 * 2) std::snprintf(buf, sizeof(buf), "%ldh%ldm", s / 3600, (s % 3600) / 60);
+  else std::snprintf(buf, sizeof(buf), "%ldd", s / 86400);
+  return buf;
+}
+
+NodeRow BuildRow(const k8s::Node& node, const std::optional<api::GpuNodeHealthStatus>& report) {
+  NodeRow row;
+  row.node = node.meta.name;
+  row.excluded = node.meta.labels.Get(api::kExcludeLabel) == std::optional<std::string_view>("true");
+  const k8s::NodeCondition* cond = node.FindCondition(api::kConditionType);
+  if (cond == nullptr) {
+    row.state = "NotEvaluated";
+  } else {
+    row.state = cond->status == "True" ? "Healthy" : cond->status == "False" ? "Unhealthy" : "Unknown";
+    row.reason = cond->reason;
+    row.why = cond->message;
+    row.since = cond->last_transition_time;
+  }
+  row.gpus_total = static_cast<int>(node.gpu_capacity);
+  if (report) {
+    row.report_observed = report->observed_at;
+    if (!report->gpus.empty()) row.gpus_total = static_cast<int>(report->gpus.size());
+    for (const auto& g : report->gpus)
+      if (g.lost) ++row.gpus_bad;
+  }
+  if (node.FindTaint(api::kTaintKey) != nullptr) row.actions.push_back("tainted");
+  if (auto rec = node.meta.annotations.Get(api::kRemediationAnnotation)) {
+    std::vector<std::string> before = row.actions;
+    ReadRecord(*rec, row);
+    // The record's "tainted" duplicates what the node shows.
+    std::vector<std::string> uniq;
+    for (const auto& a : row.actions)
+      if (std::find(uniq.begin(), uniq.end(), a) == uniq.end()) uniq.push_back(a);
+    row.actions = uniq;
+  }
+  if (node.unschedulable &&
+      std::find(row.actions.begin(), row.actions.end(), "cordoned") == row.actions.end())
+    row.actions.push_back("cordoned(admin)");
+  if (row.excluded) row.actions.push_back("excluded");
+  return row;
+}
+
+StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
+  std::map<std::string, api::GpuNodeHealthStatus> reports;
+  std::map<std::string, std::string> report_errors;
+  auto body = client.List(k8s::kGpuNodeHealths, "");
+  if (body.ok()) {
+    json list = json::parse(*body, nullptr, false);
+    if (list.is_object() && list.contains("items") && list["items"].is_array()) {
+      for (const auto& item : list["items"]) {
+        if (!item.is_object() || !item.contains("metadata") || !item.contains("status")) continue;
+        std::string name = item["metadata"].value("name", "");
+        auto decoded = api::DecodeGpuNodeHealthStatus(item["status"].dump());
+        if (decoded.ok()) reports[name] = std::move(*decoded);
+        else report_errors[name] = decoded.status().message();
+      }
+    }
+  } else if (!IsNotFound(body.status())) {
+    return body.status().WithContext("listing gpunodehealths");
+  }
+  std::vector<NodeRow> rows;
+  Status st = client.ListPages(
+      k8s::kNodes, "", k8s::ListOptions{.limit = 500},
+      [&](std::string& page) -> StatusOr<k8s::ListPageInfo> {
+        GG_ASSIGN_OR_RETURN(auto list, k8s::ParseList<k8s::Node>(page));
+        for (const auto& n : list.items) {
+          auto it = reports.find(n.meta.name);
+          bool has_report = it != reports.end();
+          if (n.gpu_capacity == 0 && !has_report && !report_errors.count(n.meta.name)) continue;
+          NodeRow row = BuildRow(n, has_report ? std::optional(it->second) : std::nullopt);
+          if (auto e = report_errors.find(n.meta.name); e != report_errors.end())
+            row.actions.push_back("report-invalid");
+          rows.push_back(std::move(row));
+        }
+        return k8s::ListPageInfo{list.resource_version, list.continue_token};
+      });
+  if (!st.ok()) return st.WithContext("listing nodes");
+  std::sort(rows.begin(), rows.end(), [](const NodeRow& a, const NodeRow& b) { return a.node < b.node; });
+  return rows;
+}
+
+std::string RenderTable(const std::vector<NodeRow>& rows, WallTime now, bool color) {
+  std::vector<std::vector<std::string>> cells;
+  cells.push_back({"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "WHY"});
+  for (const auto& r : rows) {
+    std::string gpus = r.gpus_bad ? std::to_string(r.gpus_total - r.gpus_bad) + "/" +
+                                        std::to_string(r.gpus_total)
+                                  : std::to_string(r.gpus_total);
+    cells.push_back({r.node, r.state, gpus, r.actions.empty() ? "-" : Join(r.actions, ","),
+                     r.since ? Age(*r.since, now) : "-", r.policy.empty() ? "-" : r.policy,
+                     r.why.empty() ? "-" : Truncate(r.why, 80)});
+  }
+  std::vector<size_t> width(cells[0].size(), 0);
+  for (const auto& row : cells)
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  std::ostringstream out;
+  for (size_t r = 0; r < cells.size(); ++r) {
+    for (size_t i = 0; i < cells[r].size(); ++i) {
+      std::string cell = i + 1 == cells[r].size() ? cells[r][i] : Pad(cells[r][i], width[i] + 2);
+      if (color && r > 0 && i == 1) {
+        const std::string& s = cells[r][1];
+        const char* code = s == "Healthy" ? "32" : s == "Unhealthy" ? "31" : s == "Unknown" ? "33" : "90";
+        cell = std::string("\033[") + code + "m" + cell + "\033[0m";
+      }
+      out << cell;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+json RowsToJson(const std::vector<NodeRow>& rows) {
+  json arr = json::array();
+  for (const auto& r : rows) {
+    json j = {{"node", r.node},       {"state", r.state},         {"reason", r.reason},
+              {"message", r.why},     {"gpus", r.gpus_total},     {"badGPUs", r.gpus_bad},
+              {"actions", r.actions}, {"policy", r.policy},       {"excluded", r.excluded}};
+    if (r.since) j["since"] = FormatRfc3339(*r.since);
+    if (r.report_observed) j["reportObservedAt"] = FormatRfc3339(*r.report_observed);
+    arr.push_back(std::move(j));
+  }
+  return json{{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUNodeStatusList"}, {"items", arr}};
+}
+
+StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_name, WallTime now) {
+  GG_ASSIGN_OR_RETURN(std::string node_body, client.Get(k8s::kNodes, "", node_name));
+  GG_ASSIGN_OR_RETURN(k8s::Node node, k8s::ParseObject<k8s::Node>(node_body));
+  std::optional<api::GpuNodeHealthStatus> report;
+  std::string report_note;
+  auto rep_body = client.Get(k8s::kGpuNodeHealths, "", node_name);
+  if (rep_body.ok()) {
+    json obj = json::parse(*rep_body, nullptr, false);
+    if (obj.is_object() && obj.contains("status")) {
+      auto decoded = api::DecodeGpuNodeHealthStatus(obj["status"].dump());
+      if (decoded.ok()) report = std::move(*decoded);
+      else report_note = "report is invalid: " + decoded.status().message();
+    }
+  } else if (IsNotFound(rep_body.status())) {
+    if (auto ann = node.meta.annotations.Get(api::kHealthAnnotation)) {
+      auto decoded = api::DecodeHealthAnnotation(*ann);
+      if (decoded.ok()) {
+        report = std::move(*decoded);
+        report_note = "(from the " + std::string(api::kHealthAnnotation) + " annotation)";
+      } else {
+        report_note = "annotation report is invalid: " + decoded.status().message();
+      }
+    } else {
+      report_note = "no GPUNodeHealth report has been published for this node";
+    }
+  } else {
+    return rep_body.status().WithContext("reading the report");
+  }
+  NodeRow row = BuildRow(node, report);
+  std::ostringstream out;
+  out << "Node:      " << row.node << "\n";
+  out << "State:     " << row.state;
+  if (!row.reason.empty()) out << " (" << row.reason << ")";
+  if (row.since) out << " for " << Age(*row.since, now);
+  out << "\n";
+  if (!row.why.empty()) out << "Evidence:  " << row.why << "\n";
+  out << "Actions:   " << (row.actions.empty() ? "-" : Join(row.actions, ", ")) << "\n";
+  if (!row.policy.empty()) out << "Policy:    " << row.policy << "\n";
+  out << "Cordoned:  " << (node.unschedulable ? "yes" : "no") << "\n";
+  for (const auto& t : node.taints)
+    out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect << "\n";
+  out << "\nReport " << report_note << "\n";
+  if (report) {
+    out << "  observed " << Age(report->observed_at, now) << " ago, heartbeat "
+        << Age(report->heartbeat_time, now) << " ago, agent " << report->agent_version << "\n";
+    for (const auto& s : report->sources)
+      out << "  source " << s.name << ": " << api::SourceStateName(s.state)
+          << (s.message.empty() ? "" : " (" + s.message + ")") << "\n";
+    for (const auto& g : report->gpus) {
+      out << "  GPU " << g.index << " " << g.uuid << " " << g.name;
+      if (g.lost) out << " LOST";
+      if (g.temperature_c) out << " " << *g.temperature_c << "C";
+      if (g.ecc_uncorrected_volatile && *g.ecc_uncorrected_volatile)
+        out << " ecc-uncorrected=" << *g.ecc_uncorrected_volatile;
+      if (g.remap_failure) out << " remap-failure";
+      if (g.remap_pending) out << " remap-pending";
+      if (!g.throttle_reasons.empty()) out << " throttle=" << Join(g.throttle_reasons, "+");
+      if (!g.recovery_action.empty() && g.recovery_action != "None")
+        out << " recovery=" << g.recovery_action;
+      out << "\n";
+    }
+    for (const auto& x : report->xids)
+      out << "  Xid " << x.xid << " x" << x.count << " on " << (x.gpu_uuid.empty() ? x.pci_bus_id : x.gpu_uuid)
+          << " [" << x.category << ", " << x.recommended_action << "] last " << Age(x.last_seen, now)
+          << " ago\n";
+  }
+  if (auto rec = node.meta.annotations.Get(api::kRemediationAnnotation)) {
+    json r = json::parse(*rec, nullptr, false);
+    out << "\nRemediation record (" << api::kRemediationAnnotation << "):\n"
+        << (r.is_discarded() ? std::string(*rec) : r.dump(2)) << "\n";
+  }
+  // Events about this node, oldest first.
+  k8s::ListOptions lo;
+  lo.field_selector = "involvedObject.kind=Node,involvedObject.name=" + node_name;
+  auto events = client.List(k8s::kEvents, "", lo);
+  if (events.ok()) {
+    auto list = k8s::ParseList<k8s::Event>(*events);
+    if (list.ok() && !list->items.empty()) {
+      auto items = list->items;
+      auto ts = [](const k8s::Event& e) {
+        return e.last_timestamp.value_or(e.event_time.value_or(WallTime{}));
+      };
+      std::sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return ts(a) < ts(b); });
+      out << "\nEvents:\n";
+      for (const auto& e : items)
+        out << "  " << Pad(Age(ts(e), now) + " ago", 10) << Pad(e.type, 8) << Pad(e.reason, 20)
+            << (e.count > 1 ? "(x" + std::to_string(e.count) + ") " : "") << e.message << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace gg::cli

@@ -1,0 +1,50 @@
+// Event reasons catalog: the user-facing names of every decision the operator reports
+// (ARCHITECTURE.md §2). Each reason has one fixed type so dashboards can filter on it.
+#pragma once
+
+#include <string_view>
+
+namespace gg::events {
+
+enum class EventType { kNormal, kWarning };
+std::string_view EventTypeName(EventType t);  // "Normal" | "Warning"
+
+inline constexpr char kGPUUnhealthy[] = "GPUUnhealthy";
+inline constexpr char kGPURecovered[] = "GPURecovered";
+inline constexpr char kGPUTelemetryLost[] = "GPUTelemetryLost";
+inline constexpr char kNodeTainted[] = "NodeTainted";
+inline constexpr char kNodeCordoned[] = "NodeCordoned";
+inline constexpr char kNodeDrained[] = "NodeDrained";
+inline constexpr char kDrainBlocked[] = "DrainBlocked";
+inline constexpr char kNodeUncordoned[] = "NodeUncordoned";
+inline constexpr char kRemediationSkipped[] = "RemediationSkipped";
+inline constexpr char kBrakeEngaged[] = "BrakeEngaged";
+inline constexpr char kBrakeReleased[] = "BrakeReleased";
+inline constexpr char kPolicyInvalid[] = "PolicyInvalid";
+
+struct ReasonInfo {
+  std::string_view reason;
+  EventType type;
+  std::string_view meaning;
+};
+
+// The whole catalog, in a fixed order (docs and tests iterate it).
+inline constexpr ReasonInfo kReasons[] = {
+    {kGPUUnhealthy, EventType::kWarning, "a policy rule matched the node's GPU report"},
+    {kGPURecovered, EventType::kNormal, "the node was healthy for healthyFor; fencing removed"},
+    {kGPUTelemetryLost, EventType::kWarning, "no or stale report: the node's GPU state is Unknown"},
+    {kNodeTainted, EventType::kNormal, "the operator added its taint gpuguardian.io/unhealthy"},
+    {kNodeCordoned, EventType::kNormal, "the operator set spec.unschedulable"},
+    {kNodeDrained, EventType::kNormal, "all pods in the drain scope were evicted"},
+    {kDrainBlocked, EventType::kWarning, "the drain timed out; the message names blocking pods/PDBs"},
+    {kNodeUncordoned, EventType::kNormal, "the operator removed its cordon/taint"},
+    {kRemediationSkipped, EventType::kNormal, "a remediation was decided but not applied (dry run, paused, admin)"},
+    {kBrakeEngaged, EventType::kWarning, "the blast-radius budget is exhausted; new remediations wait"},
+    {kBrakeReleased, EventType::kNormal, "back under the blast-radius budget"},
+    {kPolicyInvalid, EventType::kWarning, "the policy failed validation; no action is taken under it"},
+};
+
+// Type of a catalog reason; kNormal for names outside the catalog.
+EventType TypeOfReason(std::string_view reason);
+
+}  // namespace gg::events

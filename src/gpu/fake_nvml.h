@@ -1,0 +1,180 @@
+// FakeNvml: a scriptable NvmlApi for tests, the `script` source and benchmarks. N GPUs with
+// settable identity (UUIDs can follow the simulator's FakeGpuUuid(node, index) convention)
+// and telemetry; Xid/ECC events are delivered through EventSetWait; GPUs can be lost, calls
+// can hang, and the library can be "missing". Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/nvml_api.h"
+
+namespace gg::gpu {
+
+// Telemetry of one fake GPU. std::nullopt / false `supported` flags make the matching call
+// return kNotSupported, as a real GPU of another generation would.
+struct FakeGpuState {
+  std::string name = "NVIDIA H100 80GB HBM3";
+  std::string uuid;    // default "GPU-00000000-0000-0000-0000-00000000000<i>"
+  std::string serial;  // empty -> kNotSupported
+  PciInfo pci;         // default domain 0, bus 0x18 + i, device 0
+  bool mig_enabled = false;
+  bool mig_supported = true;
+
+  std::optional<int> temperature_c = 35;
+  std::optional<int> slowdown_c = 89;
+  std::optional<int> shutdown_c = 95;
+  std::optional<int> gpu_max_c = 87;
+  std::optional<int> mem_max_c = 95;
+  uint64_t clock_event_reasons = kClockEventGpuIdle;
+  uint64_t supported_clock_event_reasons = 0x1FF;
+  std::map<PerfPolicy, uint64_t> violation_ns;  // empty -> kNotSupported
+  std::optional<unsigned> power_mw = 81'000;
+  std::optional<unsigned> power_limit_mw = 700'000;
+
+  std::optional<bool> ecc_enabled = true;
+  uint64_t ecc_corrected_volatile = 0;
+  uint64_t ecc_uncorrected_volatile = 0;
+  uint64_t ecc_corrected_aggregate = 0;
+  uint64_t ecc_uncorrected_aggregate = 0;
+  std::optional<RemappedRows> remapped_rows = RemappedRows{};  // nullopt: pre-Ampere
+  std::optional<unsigned> retired_sbe;                         // set: pre-Ampere retirement
+  std::optional<unsigned> retired_dbe;
+  bool retired_pending = false;
+
+  std::optional<unsigned> pcie_replay = 0;
+  int nvlink_links = 0;                 // links 0..n-1 exist
+  std::vector<bool> nvlink_down;        // index -> down (missing entries: up)
+  uint64_t nvlink_errors_per_link = 0;  // returned for every counter of every link
+  std::optional<int> recovery_action = 0;  // field 230; nullopt -> per-entry kNotSupported
+
+  uint64_t supported_events = 0xFF9F;
+  bool lost = false;  // every device call returns kGpuIsLost
+};
+
+class FakeNvml final : public NvmlApi {
+ public:
+  // `gpus` GPUs with default state; UUIDs "GPU-00000000-0000-0000-0000-0000000000NN".
+  explicit FakeNvml(int gpus = 8);
+  ~FakeNvml() override;
+
+  // --- scripting (any thread) ---
+  void SetGpuCount(int gpus);                         // resizes, keeping existing state
+  void SetUuids(const std::vector<std::string>& uuids);  // uuids[i] -> GPU i
+  void SetProductName(const std::string& name);       // all GPUs
+  int gpu_count() const;
+  // Mutates one GPU's state under the lock: Mutate(3, [](FakeGpuState& g){ g.temperature_c = 92; }).
+  template <typename Fn>
+  void Mutate(int gpu, Fn fn) {
+    std::scoped_lock lock(mu_);
+    if (gpu >= 0 && gpu < static_cast<int>(gpus_.size())) fn(gpus_[gpu]);
+  }
+  FakeGpuState Get(int gpu) const;
+  // Resets telemetry and fault state of one GPU to healthy defaults (keeps identity).
+  void Clear(int gpu);
+
+  // Queues an event for every event set the GPU is registered with (if the type is in the
+  // registered mask). InjectXid also bumps nothing else; pair with Mutate for ECC counters.
+  void InjectEvent(int gpu, uint64_t event_type, uint64_t event_data,
+                   uint32_t gpu_instance_id = kNoInstanceId,
+                   uint32_t compute_instance_id = kNoInstanceId);
+  void InjectXid(int gpu, int xid) { InjectEvent(gpu, kEventXidCritical, xid); }
+  // Double-bit ECC: counts the error (volatile+aggregate) and raises the DBE event.
+  void InjectDbe(int gpu);
+  void SetLost(int gpu, bool lost);
+
+  // The library "is missing": Init returns kLibraryNotFound and LoadError() explains.
+  void SetLibraryMissing(bool missing);
+  // Whole-library failure code for every call after Init (e.g. kDriverNotLoaded).
+  void SetGlobalError(std::optional<NvmlReturn> error);
+  // Makes calls whose name contains `call_substring` ("" = every call except EventSetWait)
+  // block for `delay` real time; `delay` of zero removes the rule. Hang(…) blocks until
+  // ReleaseHangs().
+  void SetCallDelay(const std::string& call_substring, std::chrono::milliseconds delay);
+  void Hang(const std::string& call_substring);
+  void ReleaseHangs();
+
+  // Number of NVML calls made, by name ("nvmlDeviceGetPcieReplayCounter"), for cost tests.
+  uint64_t CallCount(const std::string& call) const;
+  bool initialized() const;
+
+  // --- NvmlApi ---
+  NvmlReturn Init() override;
+  NvmlReturn Shutdown() override;
+  std::string LoadError() const override;
+  std::string ErrorString(NvmlReturn r) override;
+  NvmlReturn SystemGetDriverVersion(std::string* version) override;
+  NvmlReturn DeviceGetCount(unsigned* count) override;
+  NvmlReturn DeviceGetHandleByIndex(unsigned index, DeviceHandle* device) override;
+  NvmlReturn DeviceGetName(DeviceHandle device, std::string* name) override;
+  NvmlReturn DeviceGetUuid(DeviceHandle device, std::string* uuid) override;
+  NvmlReturn DeviceGetSerial(DeviceHandle device, std::string* serial) override;
+  NvmlReturn DeviceGetPciInfo(DeviceHandle device, PciInfo* pci) override;
+  NvmlReturn DeviceGetMigMode(DeviceHandle device, bool* current, bool* pending) override;
+  NvmlReturn DeviceGetTemperature(DeviceHandle device, int* celsius) override;
+  NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle device, TemperatureThreshold which,
+                                           int* celsius) override;
+  NvmlReturn DeviceGetCurrentClocksEventReasons(DeviceHandle device,
+                                                uint64_t* reasons) override;
+  NvmlReturn DeviceGetSupportedClocksEventReasons(DeviceHandle device,
+                                                  uint64_t* reasons) override;
+  NvmlReturn DeviceGetViolationStatus(DeviceHandle device, PerfPolicy policy,
+                                      ViolationTime* out) override;
+  NvmlReturn DeviceGetPowerUsage(DeviceHandle device, unsigned* milliwatts) override;
+  NvmlReturn DeviceGetEnforcedPowerLimit(DeviceHandle device, unsigned* milliwatts) override;
+  NvmlReturn DeviceGetEccMode(DeviceHandle device, bool* current, bool* pending) override;
+  NvmlReturn DeviceGetTotalEccErrors(DeviceHandle device, EccErrorType type,
+                                     EccCounterType counter, uint64_t* count) override;
+  NvmlReturn DeviceGetRemappedRows(DeviceHandle device, RemappedRows* rows) override;
+  NvmlReturn DeviceGetRetiredPagesCount(DeviceHandle device, RetirementCause cause,
+                                        unsigned* count) override;
+  NvmlReturn DeviceGetRetiredPagesPendingStatus(DeviceHandle device, bool* pending) override;
+  NvmlReturn DeviceGetPcieReplayCounter(DeviceHandle device, unsigned* value) override;
+  NvmlReturn DeviceGetNvLinkState(DeviceHandle device, unsigned link, bool* active) override;
+  NvmlReturn DeviceGetNvLinkErrorCounter(DeviceHandle device, unsigned link,
+                                         NvLinkErrorCounter counter, uint64_t* value) override;
+  NvmlReturn DeviceGetFieldValues(DeviceHandle device, std::span<FieldValue> values) override;
+  NvmlReturn EventSetCreate(EventSetHandle* set) override;
+  NvmlReturn DeviceGetSupportedEventTypes(DeviceHandle device, uint64_t* mask) override;
+  NvmlReturn DeviceRegisterEvents(DeviceHandle device, uint64_t mask,
+                                  EventSetHandle set) override;
+  NvmlReturn EventSetWait(EventSetHandle set, unsigned timeout_ms, EventData* data) override;
+  NvmlReturn EventSetFree(EventSetHandle set) override;
+
+ private:
+  struct EventSet {
+    std::map<int, uint64_t> registered;  // gpu -> mask
+    std::deque<EventData> queue;
+  };
+  // Common prologue of device calls: counts the call, applies delays/hangs, checks init,
+  // the global error, the handle and the lost flag. Returns kSuccess and the index.
+  NvmlReturn Enter(const char* call, DeviceHandle device, int* index,
+                   std::unique_lock<std::mutex>& lock);
+  NvmlReturn EnterGlobal(const char* call, std::unique_lock<std::mutex>& lock);
+  void Delay(const char* call, std::unique_lock<std::mutex>& lock);
+  void CountCall(const char* call);
+  static DeviceHandle HandleOf(int index) { return DeviceHandle{static_cast<uintptr_t>(index) + 0x1000}; }
+  static FakeGpuState DefaultGpu(int index);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<FakeGpuState> gpus_;
+  bool library_missing_ = false;
+  std::optional<NvmlReturn> global_error_;
+  int init_count_ = 0;
+  std::map<uint64_t, EventSet> event_sets_;
+  uint64_t next_set_ = 1;
+  std::map<std::string, std::chrono::milliseconds> delays_;
+  std::vector<std::string> hangs_;
+  uint64_t hang_generation_ = 0;
+  std::map<std::string, uint64_t, std::less<>> calls_;
+};
+
+}  // namespace gg::gpu

@@ -1,0 +1,314 @@
+// Codec tests: real GPU node fixtures → projections; garbage and wrong types → errors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "k8s/builders.h"
+#include "k8s/codec.h"
+#include "k8s/errors.h"
+
+namespace gg::k8s {
+namespace {
+
+std::string ReadTestdata(const std::string& name) {
+  std::ifstream in(std::string(GG_SOURCE_DIR) + "/src/k8s/testdata/" + name);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(CodecTest, ParsesRealGceNode) {
+  auto node = ParseObject<Node>(ReadTestdata("gpu-node-gce-tesla-t4x2.node.json"));
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->meta.name, "qa-mig-worker-gpu-1");
+  EXPECT_EQ(node->meta.resource_version, "3084398");
+  EXPECT_EQ(node->gpu_capacity, 2);
+  EXPECT_EQ(node->gpu_allocatable, 2);
+  EXPECT_EQ(node->meta.labels.Get("nvidia.com/gpu.product").value_or(""), "Tesla-T4");
+  EXPECT_GT(node->meta.labels.size(), 40u);
+  // Only annotations the operator reads are kept.
+  EXPECT_TRUE(node->meta.annotations.empty());
+  ASSERT_EQ(node->conditions.size(), 1u);  // Ready only; pressure conditions dropped
+  EXPECT_EQ(node->conditions[0].type, "Ready");
+  EXPECT_EQ(node->conditions[0].status, "True");
+  EXPECT_TRUE(node->meta.creation_timestamp.has_value());
+  EXPECT_FALSE(node->unschedulable);
+}
+
+TEST(CodecTest, ParsesRealNodeList) {
+  std::string body = ReadTestdata("gpu-node-rke2-nvidia-a16-vgpu.nodelist.json");
+  auto list = ParseList<Node>(body);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->items.size(), 1u);
+  EXPECT_EQ(list->items[0].meta.name, "nori");
+  EXPECT_EQ(list->items[0].gpu_allocatable, 1);
+  EXPECT_EQ(list->items[0].meta.labels.Get("nvidia.com/gpu.product").value_or(""),
+            "NVIDIA-A16-4Q");
+  EXPECT_EQ(list->resource_version, "");
+  EXPECT_EQ(list->continue_token, "");
+}
+
+TEST(CodecTest, ParseListInPlaceAndSink) {
+  std::string body =
+      R"({"kind":"NodeList","metadata":{"resourceVersion":"42","continue":"abc"},"items":[)"
+      R"({"metadata":{"name":"a"},"spec":{"unschedulable":true,"taints":[{"key":"k","effect":"NoSchedule"}]}},)"
+      R"({"metadata":{"name":"b"}}]})";
+  std::vector<std::string> names;
+  auto list = ParseListInto<Node>(body, [&](Node&& n) { names.push_back(n.meta.name); });
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(list->items.empty());
+  EXPECT_EQ(list->resource_version, "42");
+  EXPECT_EQ(list->continue_token, "abc");
+  auto full = ParseList<Node>(std::string_view(body));
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(full->items.size(), 2u);
+  EXPECT_TRUE(full->items[0].unschedulable);
+  ASSERT_EQ(full->items[0].taints.size(), 1u);
+  EXPECT_EQ(full->items[0].taints[0].effect, "NoSchedule");
+  EXPECT_EQ(full->items[0].FindTaint("k"), &full->items[0].taints[0]);
+}
+
+TEST(CodecTest, EmptyAndNullItems) {
+  auto a = ParseList<Pod>(std::string_view(R"({"metadata":{"resourceVersion":"1"},"items":[]})"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->items.empty());
+  auto b = ParseList<Pod>(std::string_view(R"({"metadata":{},"items":null})"));
+  ASSERT_TRUE(b.ok()) << b.status();
+}
+
+TEST(CodecTest, WrongTypesNameTheField) {
+  auto n = ParseObject<Node>(R"({"metadata":{"name":5}})");
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(n.status().message().find("metadata.name"), std::string::npos) << n.status();
+
+  auto t = ParseObject<Node>(R"({"spec":{"taints":[{"key":"a"},{"key":[1]}]}})");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("spec.taints[1]"), std::string::npos) << t.status();
+
+  auto l = ParseList<Node>(std::string_view(R"({"items":[{"metadata":{"labels":{"a":1}}}]})"));
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("items[0]"), std::string::npos) << l.status();
+  EXPECT_NE(l.status().message().find("metadata.labels.a"), std::string::npos) << l.status();
+
+  auto q = ParseObject<Node>(R"({"status":{"capacity":{"nvidia.com/gpu":"1.5"}}})");
+  EXPECT_FALSE(q.ok());
+  auto time = ParseObject<Node>(R"({"metadata":{"creationTimestamp":"yesterday"}})");
+  EXPECT_FALSE(time.ok());
+}
+
+TEST(CodecTest, GarbageNeverCrashes) {
+  const char* inputs[] = {"",       "{",          "[]",          "null",         "{\"items\":5}",
+                          "\x01\x02", "{\"a\":}", "{\"items\":[1,2]}", "{\"metadata\":[]}",
+                          "{\"items\":[{\"metadata\":{\"name\":\"x\"}}", "}}}}", "\"str\"",
+                          "{\"type\":\"ADDED\"}", "{\"type\":\"NOPE\",\"object\":{}}"};
+  for (const char* in : inputs) {
+    if (std::string_view(in).find("type") == std::string_view::npos) {
+      EXPECT_FALSE(ParseList<Node>(std::string_view(in)).ok()) << in;
+    }
+    EXPECT_FALSE(ParseWatchEvent<Node>(in).ok()) << in;
+    (void)ParseObject<Pod>(in);
+  }
+  // Truncations of a real document at every 97th byte.
+  std::string doc = ReadTestdata("gpu-node-gce-tesla-t4x2.node.json");
+  for (std::size_t cut = 0; cut < doc.size(); cut += 97) {
+    auto r = ParseObject<Node>(std::string_view(doc).substr(0, cut));
+    EXPECT_FALSE(r.ok()) << cut;
+  }
+}
+
+TEST(CodecTest, WatchEvents) {
+  auto added = ParseWatchEvent<Node>(
+      R"({"type":"ADDED","object":{"kind":"Node","metadata":{"name":"n1","resourceVersion":"7"}}})");
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->type, WatchEventType::kAdded);
+  EXPECT_EQ(added->object.meta.name, "n1");
+
+  // Object before type still works.
+  auto mod = ParseWatchEvent<Node>(R"({"object":{"metadata":{"name":"n2"}},"type":"MODIFIED"})");
+  ASSERT_TRUE(mod.ok()) << mod.status();
+  EXPECT_EQ(mod->type, WatchEventType::kModified);
+  EXPECT_EQ(mod->object.meta.name, "n2");
+
+  auto bm = ParseWatchEvent<Node>(
+      R"({"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"123"}}})");
+  ASSERT_TRUE(bm.ok());
+  EXPECT_EQ(bm->type, WatchEventType::kBookmark);
+  EXPECT_EQ(bm->object.meta.resource_version, "123");
+
+  auto err = ParseWatchEvent<Node>(
+      R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (100)","reason":"Expired","code":410}})j");
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_EQ(err->type, WatchEventType::kError);
+  EXPECT_TRUE(IsExpired(err->error)) << err->error;
+  EXPECT_EQ(err->error.http_status(), 410);
+}
+
+TEST(CodecTest, PodProjection) {
+  auto pod = ParseObject<Pod>(R"({
+    "metadata":{"name":"p","namespace":"ns","uid":"u1",
+      "annotations":{"kubernetes.io/config.mirror":"x","other":"drop"},
+      "ownerReferences":[{"apiVersion":"apps/v1","kind":"DaemonSet","name":"ds","uid":"d1","controller":true}]},
+    "spec":{"nodeName":"n1","priority":1000,"priorityClassName":"high","terminationGracePeriodSeconds":30,
+      "containers":[{"name":"a","resources":{"requests":{"nvidia.com/gpu":"2"},"limits":{"nvidia.com/gpu":"2"}}},
+                    {"name":"b","resources":{"limits":{"nvidia.com/gpu":1}}}],
+      "volumes":[{"name":"v","emptyDir":{}},{"name":"w","configMap":{"name":"c"}}],
+      "resourceClaims":[{"name":"gpu","resourceClaimName":"claim-1"}]},
+    "status":{"phase":"Running","resourceClaimStatuses":[{"name":"gpu2","resourceClaimName":"claim-2"}]}})");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->meta.Key(), "ns/p");
+  EXPECT_EQ(pod->node_name, "n1");
+  EXPECT_EQ(pod->phase, "Running");
+  EXPECT_EQ(pod->priority.value_or(0), 1000);
+  EXPECT_EQ(pod->gpu_requests, 3);
+  EXPECT_TRUE(pod->has_empty_dir);
+  EXPECT_TRUE(pod->IsMirror());
+  EXPECT_FALSE(pod->meta.annotations.Has("other"));
+  EXPECT_EQ(pod->ControllerKind(), "DaemonSet");
+  EXPECT_EQ(pod->termination_grace_period_seconds.value_or(0), 30);
+  EXPECT_EQ(pod->resource_claims, (std::vector<std::string>{"claim-1", "claim-2"}));
+}
+
+TEST(CodecTest, PdbLeaseEventSliceClaim) {
+  auto pdb = ParseObject<PodDisruptionBudget>(R"({"metadata":{"name":"pdb","namespace":"d","generation":2},
+    "spec":{"minAvailable":1,"selector":{"matchLabels":{"app":"x"},"matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]}]}},
+    "status":{"disruptionsAllowed":0,"currentHealthy":1,"desiredHealthy":1,"expectedPods":1,"observedGeneration":2}})");
+  ASSERT_TRUE(pdb.ok()) << pdb.status();
+  ASSERT_TRUE(pdb->selector.has_value());
+  EXPECT_TRUE(pdb->selector->Matches(LabelMap{{"app", "x"}, {"tier", "b"}}));
+  EXPECT_FALSE(pdb->selector->Matches(LabelMap{{"app", "x"}}));
+  EXPECT_EQ(pdb->disruptions_allowed, 0);
+  EXPECT_EQ(pdb->observed_generation, 2);
+
+  auto lease = ParseObject<Lease>(R"({"metadata":{"name":"l","namespace":"gpu-system","resourceVersion":"4711"},
+    "spec":{"holderIdentity":"op-0","leaseDurationSeconds":15,"acquireTime":"2026-01-02T03:04:05.000000Z",
+    "renewTime":"2026-01-02T03:04:15.123456+00:00","leaseTransitions":3}})");
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->holder_identity, "op-0");
+  EXPECT_EQ(lease->lease_duration_seconds.value_or(0), 15);
+  EXPECT_EQ(lease->lease_transitions, 3);
+  ASSERT_TRUE(lease->renew_time.has_value());
+
+  auto ev = ParseObject<Event>(R"({"metadata":{"name":"n.1","namespace":"default"},
+    "involvedObject":{"kind":"Node","name":"n"},"reason":"GPUUnhealthy","message":"XID 79","type":"Warning",
+    "count":2,"source":{"component":"gpu-guardian"}})");
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->involved_object.kind, "Node");
+  EXPECT_EQ(ev->count, 2);
+  EXPECT_EQ(ev->source_component, "gpu-guardian");
+
+  auto slice = ParseObject<ResourceSlice>(R"({"metadata":{"name":"s"},"spec":{"driver":"gpu.nvidia.com",
+    "nodeName":"n1","pool":{"name":"n1","generation":1,"resourceSliceCount":1},
+    "devices":[{"name":"gpu-0","attributes":{"uuid":{"string":"GPU-abc"},"index":{"int":0},"mig":{"bool":false}}},
+               {"name":"gpu-1","basic":{"attributes":{"uuid":{"string":"GPU-def"}}}}]}})");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  ASSERT_EQ(slice->devices.size(), 2u);
+  EXPECT_EQ(slice->devices[0].attributes["uuid"], "GPU-abc");
+  EXPECT_EQ(slice->devices[0].attributes["index"], "0");
+  EXPECT_EQ(slice->devices[0].attributes["mig"], "false");
+  EXPECT_EQ(slice->devices[1].attributes["uuid"], "GPU-def");
+  EXPECT_EQ(slice->pool_name, "n1");
+
+  auto claim = ParseObject<ResourceClaim>(R"({"metadata":{"name":"c","namespace":"d"},"status":{
+    "allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"n1","device":"gpu-0"}]}},
+    "reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}})");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  ASSERT_EQ(claim->allocations.size(), 1u);
+  EXPECT_EQ(claim->allocations[0].device, "gpu-0");
+  ASSERT_EQ(claim->reserved_for.size(), 1u);
+  EXPECT_EQ(claim->reserved_for[0].name, "p");
+}
+
+TEST(CodecTest, StatusBodies) {
+  Status c = ErrorFromResponse(
+      409,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on leases.coordination.k8s.io \"op-lock\": the object has been modified","reason":"Conflict","details":{"name":"op-lock"},"code":409})",
+      "");
+  EXPECT_EQ(c.code(), StatusCode::kAborted);
+  EXPECT_TRUE(IsConflict(c));
+  Status a = ErrorFromResponse(409, R"({"status":"Failure","reason":"AlreadyExists","code":409,"message":"x exists"})", "");
+  EXPECT_EQ(a.code(), StatusCode::kAlreadyExists);
+  Status t = ErrorFromResponse(429, R"({"status":"Failure","reason":"TooManyRequests","code":429,"message":"Cannot evict pod","details":{"causes":[{"reason":"DisruptionBudget"}]}})", "7");
+  EXPECT_EQ(t.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(t.retry_after_seconds(), 7);
+  EXPECT_EQ(t.reason(), "TooManyRequests");
+  Status g = ErrorFromResponse(502, "<html>bad gateway</html>", "");
+  EXPECT_EQ(g.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(g.http_status(), 502);
+  EXPECT_EQ(ErrorFromResponse(404, "", "").code(), StatusCode::kNotFound);
+  EXPECT_EQ(ErrorFromResponse(422, "{}", "").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorFromResponse(403, "{}", "").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrorFromResponse(401, "{}", "").code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(ErrorFromResponse(410, R"({"reason":"Expired","code":410})", "").code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST(BuildersTest, RoundTripThroughCodec) {
+  Lease l;
+  l.meta.name = "op";
+  l.meta.namespace_ = "gpu-system";
+  l.meta.resource_version = "9";
+  l.holder_identity = "me";
+  l.lease_duration_seconds = 15;
+  l.renew_time = WallTime(std::chrono::microseconds(1'700'000'000'123'456LL));
+  l.lease_transitions = 2;
+  std::string body = LeaseBody(l);
+  EXPECT_NE(body.find("\"renewTime\":\"2023-11-14T22:13:20.123456Z\""), std::string::npos) << body;
+  auto back = ParseObject<Lease>(body);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->holder_identity, "me");
+  EXPECT_EQ(back->meta.resource_version, "9");
+  EXPECT_EQ(*back->renew_time, *l.renew_time);
+
+  EXPECT_EQ(TaintsPatch({}), R"({"spec":{"taints":null}})");
+  EXPECT_EQ(TaintsPatch({{"gpuguardian.io/unhealthy", "", "NoSchedule", std::nullopt}}, "5"),
+            R"({"metadata":{"resourceVersion":"5"},"spec":{"taints":[{"effect":"NoSchedule","key":"gpuguardian.io/unhealthy"}]}})");
+  EXPECT_EQ(UnschedulablePatch(false), R"({"spec":{"unschedulable":null}})");
+  EXPECT_EQ(AnnotationsPatch({{"a", "1"}, {"b", std::nullopt}}),
+            R"({"metadata":{"annotations":{"a":"1","b":null}}})");
+  EXPECT_EQ(DeleteOptionsBody({}), "");
+  DeleteOptions d;
+  d.grace_period_seconds = 0;
+  d.precondition_uid = "u";
+  EXPECT_NE(EvictionBody("ns", "p", d).find(R"("deleteOptions":{"gracePeriodSeconds":0,"preconditions":{"uid":"u"}})"),
+            std::string::npos);
+  EventSpec e;
+  e.involved_object = {"v1", "Node", "", "n1", "uid"};
+  e.reason = "GPUUnhealthy";
+  e.type = "Warning";
+  e.reporting_component = "gpu-guardian-operator";
+  auto ev = ParseObject<Event>(EventBody(e));
+  ASSERT_TRUE(ev.ok());
+  EXPECT_EQ(ev->meta.namespace_, "default");
+  EXPECT_EQ(ev->involved_object.name, "n1");
+  EXPECT_EQ(ev->reporting_component, "gpu-guardian-operator");
+}
+
+TEST(LabelTest, MapAndSelectors) {
+  LabelMap m;
+  EXPECT_TRUE(m.Set("a", "1"));
+  EXPECT_TRUE(m.Set("b", ""));
+  EXPECT_TRUE(m.Set("a", "2"));
+  EXPECT_FALSE(m.Set(std::string_view("x\0y", 3), "v"));
+  EXPECT_EQ(m.size(), 2u);
+  EXPECT_EQ(m.Get("a").value_or(""), "2");
+  EXPECT_TRUE(m.Has("b"));
+  EXPECT_TRUE(m.Erase("a"));
+  EXPECT_FALSE(m.Has("a"));
+  EXPECT_EQ(m.size(), 1u);
+
+  LabelSelector s;
+  EXPECT_TRUE(s.Matches(m));  // empty selects all
+  s.match_expressions = {{"b", "Exists", {}}, {"gone", "DoesNotExist", {}}, {"c", "NotIn", {"x"}}};
+  EXPECT_TRUE(s.Matches(m));
+  EXPECT_TRUE(s.Validate().ok());
+  EXPECT_EQ(s.ToQuery(), "b,!gone,c notin (x)");
+  s.match_expressions.push_back({"b", "Bogus", {}});
+  EXPECT_FALSE(s.Matches(m));
+  EXPECT_FALSE(s.Validate().ok());
+}
+
+}  // namespace
+}  // namespace gg::k8s

@@ -1,0 +1,389 @@
+// libcurl Transport: pooled easy handles (their connection caches give keep-alive), HTTP/2
+// over TLS when offered, verified TLS by default, streaming through a multi handle so a stop
+// request wakes the transfer at once.
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+
+#include "k8s/transport.h"
+
+namespace gg::k8s {
+namespace {
+
+constexpr std::size_t kMaxIdleHandles = 16;
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+struct Transfer {
+  HttpResponse* resp = nullptr;
+  CURL* easy = nullptr;
+  const Transport::ChunkFn* on_chunk = nullptr;  // streaming only
+  bool stopped_by_callback = false;
+  bool streaming_body = false;  // decided at the first body byte
+  bool decided = false;
+};
+
+std::size_t HeaderCb(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::size_t len = size * n;
+  std::string_view line(data, len);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.starts_with("HTTP/")) {
+    t->resp->headers.clear();  // a new response (after 100-continue or a redirect)
+    return len;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return len;
+  std::string name = Lower(line.substr(0, colon));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  if (name == "content-length" && !t->on_chunk) {
+    std::size_t cl = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), cl);
+    // Reserve once, with padding for simdjson (bounded against absurd values).
+    if (ec == std::errc() && cl < (std::size_t{1} << 31)) t->resp->body.reserve(cl + kBodyPadding);
+  }
+  t->resp->headers.emplace_back(std::move(name), std::string(value));
+  return len;
+}
+
+std::size_t WriteCb(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::size_t len = size * n;
+  if (t->on_chunk) {
+    if (!t->decided) {
+      long code = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+      t->streaming_body = code >= 200 && code < 300;
+      t->decided = true;
+    }
+    if (t->streaming_body) {
+      if (!(*t->on_chunk)(std::string_view(data, len))) {
+        t->stopped_by_callback = true;
+        return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+      }
+      return len;
+    }
+  }
+  std::string& body = t->resp->body;
+  if (body.capacity() < body.size() + len + kBodyPadding) {
+    body.reserve(std::max(body.capacity() * 2, body.size() + len + kBodyPadding));
+  }
+  body.append(data, len);
+  return len;
+}
+
+Status CurlError(CURLcode rc, const char* errbuf, std::string_view what) {
+  std::string msg = std::string(what) + ": " + curl_easy_strerror(rc);
+  if (errbuf && errbuf[0]) msg += std::string(" (") + errbuf + ")";
+  switch (rc) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return DeadlineExceededError(msg);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_URL_MALFORMAT:
+      return FailedPreconditionError(msg);
+    default:
+      return UnavailableError(msg);
+  }
+}
+
+}  // namespace
+
+std::string_view HttpResponse::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k.size() == name.size() &&
+        std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return v;
+    }
+  }
+  return {};
+}
+
+CurlTransport::CurlTransport(const ClientConfig& config)
+    : config_(config), tokens_(config.token, config.token_file) {
+  base_ = config.server;
+  while (!base_.empty() && base_.back() == '/') base_.pop_back();
+  std::string_view rest = base_;
+  if (auto p = rest.find("://"); p != std::string_view::npos) rest.remove_prefix(p + 3);
+  if (auto p = rest.find('/'); p != std::string_view::npos) rest = rest.substr(0, p);
+  host_ = std::string(rest);
+  if (config_.user_agent.empty()) config_.user_agent = "gpu-guardian/0.1";
+}
+
+StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(const ClientConfig& config) {
+  if (config.server.empty()) return InvalidArgumentError("client config: server is empty");
+  if (!config.server.starts_with("http://") && !config.server.starts_with("https://")) {
+    return InvalidArgumentError("client config: server must start with http:// or https://: " +
+                                config.server);
+  }
+  GlobalInit();
+  return std::unique_ptr<CurlTransport>(new CurlTransport(config));
+}
+
+CurlTransport::~CurlTransport() {
+  std::scoped_lock lock(pool_mu_);
+  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+  idle_.clear();
+}
+
+void* CurlTransport::AcquireHandle() {
+  {
+    std::scoped_lock lock(pool_mu_);
+    if (!idle_.empty()) {
+      void* h = idle_.back();
+      idle_.pop_back();
+      return h;
+    }
+  }
+  return curl_easy_init();
+}
+
+void CurlTransport::ReleaseHandle(void* handle) {
+  if (!handle) return;
+  std::scoped_lock lock(pool_mu_);
+  if (idle_.size() < kMaxIdleHandles) {
+    idle_.push_back(handle);
+  } else {
+    curl_easy_cleanup(static_cast<CURL*>(handle));
+  }
+}
+
+Status CurlTransport::Setup(void* handle, const HttpRequest& req, void* header_list_out,
+                            bool streaming) {
+  CURL* h = static_cast<CURL*>(handle);
+  curl_easy_reset(h);  // keeps live connections
+  std::string url = base_ + req.path;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 15L);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, config_.user_agent.c_str());
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  auto timeout = req.timeout.count() > 0 ? req.timeout : config_.timeout;
+  if (!streaming || req.timeout.count() > 0) {
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  }
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min<long long>(timeout.count(), 10000)));
+  if (!streaming) {
+    // A server that stalls mid-body for 30 s (or the whole timeout if shorter) is hung.
+    long stall = static_cast<long>(std::max<long long>(1, std::min<long long>(timeout.count() / 1000, 30)));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall);
+  }
+
+  // TLS: verified unless the kubeconfig asked otherwise.
+  long verify = config_.insecure_skip_tls_verify ? 0L : 1L;
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, verify);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L);
+  if (!config_.ca_pem.empty()) {
+    curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(),
+                   CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+  } else if (!config_.ca_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_file.c_str());
+  }
+  if (!config_.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
+                   config_.client_cert_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+  } else if (!config_.client_cert_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
+  }
+  if (!config_.client_key_pem.empty()) {
+    curl_blob key{const_cast<char*>(config_.client_key_pem.data()),
+                  config_.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+  } else if (!config_.client_key_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLKEY, config_.client_key_file.c_str());
+  }
+
+  curl_slist* headers = nullptr;
+  bool has_accept = false, has_ctype = false;
+  for (const auto& [k, v] : req.headers) {
+    std::string lk = Lower(k);
+    has_accept |= lk == "accept";
+    has_ctype |= lk == "content-type";
+    headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  }
+  if (!has_accept) headers = curl_slist_append(headers, "Accept: application/json");
+  if (!has_ctype && !req.body.empty()) {
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+  }
+  std::string token = tokens_.Token();
+  if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  *static_cast<curl_slist**>(header_list_out) = headers;
+
+  if (req.method == "GET") {
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+  } else if (req.method == "HEAD") {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" ||
+        req.method == "PATCH") {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+      curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, req.body.c_str());
+    }
+  }
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &HeaderCb);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &WriteCb);
+  return OkStatus();
+}
+
+StatusOr<HttpResponse> CurlTransport::Do(const HttpRequest& req) {
+  CURL* h = static_cast<CURL*>(AcquireHandle());
+  if (!h) return InternalError("curl_easy_init failed");
+  HttpResponse resp;
+  Transfer t{&resp, h, nullptr};
+  curl_slist* headers = nullptr;
+  Status s = Setup(h, req, &headers, false);
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  CURLcode rc = s.ok() ? curl_easy_perform(h) : CURLE_OK;
+  long code = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_slist_free_all(headers);
+  if (!s.ok()) {
+    ReleaseHandle(h);
+    return s;
+  }
+  if (rc != CURLE_OK) {
+    // The connection state is unknown: drop the handle rather than reuse it.
+    curl_easy_cleanup(h);
+    return CurlError(rc, errbuf, req.method + " " + req.path);
+  }
+  ReleaseHandle(h);
+  resp.status = static_cast<int>(code);
+  if (resp.body.capacity() < resp.body.size() + kBodyPadding) {
+    resp.body.reserve(resp.body.size() + kBodyPadding);
+  }
+  return resp;
+}
+
+StatusOr<HttpResponse> CurlTransport::Stream(const HttpRequest& req, const ChunkFn& on_chunk,
+                                             std::stop_token stop) {
+  CURL* h = static_cast<CURL*>(AcquireHandle());
+  if (!h) return InternalError("curl_easy_init failed");
+  CURLM* multi = curl_multi_init();
+  if (!multi) {
+    ReleaseHandle(h);
+    return InternalError("curl_multi_init failed");
+  }
+  HttpResponse resp;
+  Transfer t{&resp, h, &on_chunk};
+  curl_slist* headers = nullptr;
+  Status s = Setup(h, req, &headers, true);
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  CURLcode rc = CURLE_OK;
+  std::atomic<bool> cancelled{false};
+  if (s.ok()) {
+    curl_multi_add_handle(multi, h);
+    {
+      std::stop_callback on_stop(stop, [&] {
+        cancelled.store(true);
+        curl_multi_wakeup(multi);
+      });
+      int running = 1;
+      while (running && !cancelled.load()) {
+        CURLMcode mc = curl_multi_perform(multi, &running);
+        if (mc != CURLM_OK) {
+          s = UnavailableError(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
+          break;
+        }
+        if (!running || cancelled.load()) break;
+        curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+      }
+    }
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == h) rc = msg->data.result;
+    }
+    curl_multi_remove_handle(multi, h);
+  }
+  long code = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_slist_free_all(headers);
+  curl_multi_cleanup(multi);
+  // The stream's connection is in an unknown state; don't pool the handle.
+  curl_easy_cleanup(h);
+  if (!s.ok()) return s;
+  resp.status = static_cast<int>(code);
+  if (cancelled.load()) return CancelledError("watch cancelled");
+  if (t.stopped_by_callback) return resp;
+  if (rc != CURLE_OK) return CurlError(rc, errbuf, req.method + " " + req.path);
+  return resp;
+}
+
+bool LineSplitter::Feed(std::string_view chunk,
+                        const std::function<bool(std::string_view line)>& on_line) {
+  std::size_t start = 0;
+  while (start < chunk.size()) {
+    auto nl = chunk.find('\n', start);
+    if (nl == std::string_view::npos) {
+      buf_.append(chunk.substr(start));
+      return true;
+    }
+    std::string_view piece = chunk.substr(start, nl - start);
+    start = nl + 1;
+    bool keep_going = true;
+    if (buf_.empty()) {
+      // Fast path: the line lies inside the chunk. The padding guarantee needs a copy unless
+      // enough bytes follow it in the chunk.
+      if (chunk.size() - (nl) >= kBodyPadding) {
+        if (!piece.empty()) keep_going = on_line(piece);
+      } else {
+        buf_.reserve(piece.size() + kBodyPadding);
+        buf_.assign(piece);
+        if (!buf_.empty()) keep_going = on_line(buf_);
+        buf_.clear();
+      }
+    } else {
+      buf_.append(piece);
+      if (buf_.capacity() < buf_.size() + kBodyPadding) buf_.reserve(buf_.size() + kBodyPadding);
+      keep_going = on_line(buf_);
+      buf_.clear();
+    }
+    if (!keep_going) return false;
+  }
+  return true;
+}
+
+}  // namespace gg::k8s

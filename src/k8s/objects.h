@@ -1,0 +1,228 @@
+// Small projections of Kubernetes objects: only the fields decisions need, so caches stay
+// small (a Node is a few hundred bytes plus its labels, not 15 KB). Parsed by k8s/codec.h.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace gg::k8s {
+
+// A compact string→string map (labels, kept annotations): all entries packed in one buffer
+// ("k\0v\0k\0v\0"), looked up by linear scan — maps here hold tens of entries and are read far
+// more often than written.
+class LabelMap {
+ public:
+  LabelMap() = default;
+  LabelMap(std::initializer_list<std::pair<std::string_view, std::string_view>> init);
+
+  std::optional<std::string_view> Get(std::string_view key) const;
+  bool Has(std::string_view key) const { return Get(key).has_value(); }
+  // Inserts or replaces. Keys/values containing '\0' are rejected (false).
+  bool Set(std::string_view key, std::string_view value);
+  bool Erase(std::string_view key);
+  std::size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  void clear() { buf_.clear(); count_ = 0; }
+  void ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const;
+  std::map<std::string, std::string> ToMap() const;
+  std::size_t MemoryBytes() const { return sizeof(*this) + buf_.capacity(); }
+  void ShrinkToFit() { buf_.shrink_to_fit(); }
+  friend bool operator==(const LabelMap& a, const LabelMap& b);
+
+ private:
+  std::string buf_;
+  std::uint32_t count_ = 0;
+};
+
+struct OwnerReference {
+  std::string api_version, kind, name, uid;
+  bool controller = false;
+  friend bool operator==(const OwnerReference&, const OwnerReference&) = default;
+};
+
+struct ObjectMeta {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+  std::string resource_version;
+  std::int64_t generation = 0;
+  LabelMap labels;
+  // Node and Pod projections keep only annotations under "gpuguardian.io/" plus
+  // "kubernetes.io/config.mirror"; other projections keep them all.
+  LabelMap annotations;
+  std::vector<OwnerReference> owner_references;
+  std::optional<WallTime> creation_timestamp;
+  std::optional<WallTime> deletion_timestamp;
+
+  // The ownerReference with controller=true, if any.
+  const OwnerReference* Controller() const;
+  // "ns/name" or "name".
+  std::string Key() const;
+};
+
+struct Taint {
+  std::string key, value, effect;  // effect: NoSchedule | PreferNoSchedule | NoExecute
+  std::optional<WallTime> time_added;
+  friend bool operator==(const Taint&, const Taint&) = default;
+};
+
+struct NodeCondition {
+  std::string type, status, reason, message;  // status: True | False | Unknown
+  std::optional<WallTime> last_transition_time;
+  std::optional<WallTime> last_heartbeat_time;
+  friend bool operator==(const NodeCondition&, const NodeCondition&) = default;
+};
+
+inline constexpr char kGpuResource[] = "nvidia.com/gpu";
+
+struct Node {
+  ObjectMeta meta;
+  bool unschedulable = false;
+  std::vector<Taint> taints;
+  // Only the conditions the operator reads: "Ready" and "GPUHealthy".
+  std::vector<NodeCondition> conditions;
+  std::int64_t gpu_capacity = 0;     // status.capacity["nvidia.com/gpu"]
+  std::int64_t gpu_allocatable = 0;  // status.allocatable["nvidia.com/gpu"]
+
+  const NodeCondition* FindCondition(std::string_view type) const;
+  const Taint* FindTaint(std::string_view key) const;
+};
+
+inline constexpr char kMirrorPodAnnotation[] = "kubernetes.io/config.mirror";
+
+struct Pod {
+  ObjectMeta meta;
+  std::string node_name;
+  std::string phase;  // Pending | Running | Succeeded | Failed | Unknown
+  std::optional<std::int32_t> priority;
+  std::string priority_class_name;
+  std::int64_t gpu_requests = 0;  // sum over containers of max(requests, limits) of nvidia.com/gpu
+  bool has_empty_dir = false;
+  std::vector<std::string> resource_claims;  // claim object names (status) or spec names
+  std::optional<std::int64_t> termination_grace_period_seconds;
+
+  bool IsMirror() const { return meta.annotations.Has(kMirrorPodAnnotation); }
+  bool IsFinished() const { return phase == "Succeeded" || phase == "Failed"; }
+  // Kind of the controller owner ("DaemonSet", "ReplicaSet", ...), "" when none.
+  std::string_view ControllerKind() const;
+};
+
+struct LabelSelectorRequirement {
+  std::string key;
+  std::string op;  // In | NotIn | Exists | DoesNotExist
+  std::vector<std::string> values;
+};
+
+// metav1.LabelSelector. An empty selector matches everything; a null one (absent) nothing —
+// callers keep std::optional<LabelSelector> where that distinction matters.
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;
+  std::vector<LabelSelectorRequirement> match_expressions;
+
+  bool Matches(const LabelMap& labels) const;
+  bool Empty() const { return match_labels.empty() && match_expressions.empty(); }
+  // The `labelSelector=` query form ("a=b,c in (x,y),!d").
+  std::string ToQuery() const;
+  // InvalidArgument for unknown operators or values on Exists/DoesNotExist.
+  Status Validate() const;
+};
+
+struct PodDisruptionBudget {
+  ObjectMeta meta;
+  std::optional<LabelSelector> selector;
+  std::int32_t disruptions_allowed = 0;
+  std::int32_t current_healthy = 0;
+  std::int32_t desired_healthy = 0;
+  std::int32_t expected_pods = 0;
+  std::int64_t observed_generation = 0;
+};
+
+// DaemonSets, ReplicaSets and Namespaces: metadata is enough (ownership look-ups).
+struct DaemonSet {
+  ObjectMeta meta;
+};
+struct ReplicaSet {
+  ObjectMeta meta;
+};
+struct Namespace {
+  ObjectMeta meta;
+  std::string phase;
+};
+
+struct Lease {
+  ObjectMeta meta;
+  std::string holder_identity;
+  std::optional<std::int32_t> lease_duration_seconds;
+  std::optional<WallTime> acquire_time;
+  std::optional<WallTime> renew_time;
+  std::int32_t lease_transitions = 0;
+};
+
+struct ObjectReference {
+  std::string api_version, kind, namespace_, name, uid;
+};
+
+// core/v1 Event (the fields the recorder reads back).
+struct Event {
+  ObjectMeta meta;
+  ObjectReference involved_object;
+  std::string reason, message, type;  // type: Normal | Warning
+  std::int32_t count = 0;
+  std::optional<WallTime> first_timestamp, last_timestamp, event_time;
+  std::string reporting_component, reporting_instance, source_component;
+};
+
+// resource.k8s.io ResourceSlice (v1beta1 "basic" devices and v1 flat devices both read).
+struct Device {
+  std::string name;
+  // Attribute values flattened to strings ("uuid" → "GPU-…", ints/bools/versions as text).
+  std::map<std::string, std::string> attributes;
+};
+struct ResourceSlice {
+  ObjectMeta meta;
+  std::string driver;
+  std::string pool_name;
+  std::string node_name;
+  std::vector<Device> devices;
+};
+
+struct DeviceAllocation {
+  std::string request, driver, pool, device;
+};
+struct ResourceClaim {
+  ObjectMeta meta;
+  std::vector<DeviceAllocation> allocations;  // status.allocation.devices.results
+  std::vector<ObjectReference> reserved_for;  // status.reservedFor (kind from "resource")
+};
+
+// Metadata-only view of any object (PartialObjectMetadata-like).
+struct PartialObject {
+  ObjectMeta meta;
+};
+
+template <typename T>
+struct ObjectList {
+  std::vector<T> items;
+  std::string resource_version;
+  std::string continue_token;
+};
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark, kError };
+std::string_view WatchEventTypeName(WatchEventType t);
+
+template <typename T>
+struct WatchEvent {
+  WatchEventType type = WatchEventType::kAdded;
+  T object;              // for BOOKMARK only meta.resource_version is set
+  Status error;          // for ERROR: the server's Status mapped to a code (410 → OutOfRange)
+};
+
+}  // namespace gg::k8s

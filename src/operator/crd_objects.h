@@ -1,0 +1,37 @@
+// Cache projections of our two CRDs for runtime::Informer, and the informer codecs that decode
+// them (nlohmann for the envelope and metadata; the api/ codecs for spec/status). A report or
+// policy that does not decode is still cached, with the error, so the reconciler can say why
+// (Unknown state / Invalid condition) instead of silently ignoring the object.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "api/gpu_health_policy.h"
+#include "api/gpu_node_health.h"
+#include "k8s/objects.h"
+#include "runtime/informer.h"
+
+namespace gg::op {
+
+// GPUNodeHealth/<node>: the agent's report.
+struct NodeHealthObject {
+  k8s::ObjectMeta meta;
+  std::optional<api::GpuNodeHealthStatus> status;  // absent: no status yet or undecodable
+  std::string decode_error;                        // why `status` is absent, if it failed
+};
+
+// GPUHealthPolicy/<name>.
+struct PolicyObject {
+  k8s::ObjectMeta meta;
+  std::optional<api::GpuHealthPolicy> policy;  // absent when undecodable
+  std::string decode_error;
+};
+
+StatusOr<NodeHealthObject> DecodeNodeHealthObject(std::string_view json);
+StatusOr<PolicyObject> DecodePolicyObject(std::string_view json);
+
+runtime::InformerCodec<NodeHealthObject> NodeHealthCodec();
+runtime::InformerCodec<PolicyObject> PolicyCodec();
+
+}  // namespace gg::op

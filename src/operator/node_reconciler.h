@@ -1,0 +1,55 @@
+// NodeReconciler: Reconcile(node) — read the node, its report and the policies selecting it
+// from the caches; Evaluate per policy (pure) → Resolve → brake check → Plan (pure) → write
+// only the difference (one Node PATCH with taints/cordon/record under a resourceVersion
+// precondition, the GPUHealthy condition via nodes/status, Events, drains). Level-based: it
+// never looks at what event caused it, and asks to be requeued when the verdict may change
+// without a new report (a `for` elapsing, recovery's healthyFor, a stale heartbeat).
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "events/recorder.h"
+#include "operator/cluster_view.h"
+#include "operator/drain_runner.h"
+#include "operator/fleet_index.h"
+#include "operator/metrics.h"
+#include "operator/node_writer.h"
+#include "runtime/controller.h"
+
+namespace gg::op {
+
+struct NodeReconcilerDeps {
+  ClusterView& view;
+  NodeWriter& writer;
+  events::EventRecorder& recorder;
+  DrainRunner& drains;
+  FleetIndex& index;
+  OperatorMetrics& metrics;
+  Clock& clock;
+  std::function<void(const std::string& policy)> enqueue_policy;  // status needs a refresh
+  Logger log = Logger().WithName("node-reconciler");
+};
+
+class NodeReconciler final : public runtime::Reconciler {
+ public:
+  explicit NodeReconciler(NodeReconcilerDeps deps) : d_(std::move(deps)) {}
+  StatusOr<runtime::Result> Reconcile(const std::string& node, std::stop_token stop) override;
+
+  // Time a brake-held node waits before it is looked at again.
+  static constexpr Duration kBrakeRecheck = std::chrono::seconds(10);
+
+ private:
+  NodeReconcilerDeps d_;
+  // Serializes decisions that may start a new fence, so concurrent workers cannot both pass
+  // the brake on the same budget slot (the index reflects our writes at once).
+  std::mutex brake_mu_;
+};
+
+// api → drainer spec.
+remediation::DrainSpec ToDrainSpec(const api::DrainSpec& spec);
+
+}  // namespace gg::op

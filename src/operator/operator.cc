@@ -1,0 +1,279 @@
+// Operator wiring: flags-free construction of every component and the handlers that turn
+// cache changes into node / policy keys.
+#include "operator/operator.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "events/aggregating.h"
+#include "events/rest_sink.h"
+#include "k8s/resource.h"
+#include "metrics/http_server.h"
+#include "operator/cluster_view.h"
+#include "operator/crd_objects.h"
+#include "operator/drain_runner.h"
+#include "operator/fleet_index.h"
+#include "operator/metrics.h"
+#include "operator/node_reconciler.h"
+#include "operator/node_writer.h"
+#include "operator/policy_reconciler.h"
+#include "remediation/drainer.h"
+#include "runtime/controller.h"
+#include "runtime/informer.h"
+#include "runtime/leader_election.h"
+#include "runtime/manager.h"
+#include "runtime/workqueue.h"
+
+namespace gg::op {
+namespace {
+
+std::string DefaultIdentity() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "operator");
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof(suffix), "%08x", rd());
+  return std::string(host) + "_" + suffix;
+}
+
+// Fields of a Node projection a decision reads; other updates (kubelet status) are ignored.
+bool NodeRelevantChange(const k8s::Node& a, const k8s::Node& b) {
+  if (a.unschedulable != b.unschedulable || !(a.meta.labels == b.meta.labels) ||
+      !(a.meta.annotations == b.meta.annotations) || a.taints != b.taints) {
+    return true;
+  }
+  const auto* ca = a.FindCondition(api::kConditionType);
+  const auto* cb = b.FindCondition(api::kConditionType);
+  if ((ca == nullptr) != (cb == nullptr)) return true;
+  return ca && (ca->status != cb->status || ca->reason != cb->reason || ca->message != cb->message);
+}
+
+bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
+  if (a.meta.generation != b.meta.generation) return true;
+  if (a.policy.has_value() != b.policy.has_value()) return true;
+  return a.policy && !(a.policy->spec == b.policy->spec);
+}
+
+constexpr auto kPolicyBatch = std::chrono::milliseconds(300);
+
+}  // namespace
+
+struct Operator::Impl {
+  Impl(k8s::RestClient& c, Clock& clk, metrics::Registry& reg, OperatorConfig cfg, Logger l)
+      : client(c),
+        clock(clk),
+        registry(reg),
+        config(std::move(cfg)),
+        log(std::move(l)),
+        metrics(reg),
+        nodes(c, k8s::kNodes, clk),
+        reports(c, k8s::kGpuNodeHealths, clk, {}, NodeHealthCodec()),
+        policies(c, k8s::kGpuHealthPolicies, clk, {}, PolicyCodec()),
+        view(nodes, reports, policies),
+        node_queue("node", clk, &reg),
+        policy_queue("policy", clk, &reg),
+        health(reg, log) {
+    if (config.identity.empty()) config.identity = DefaultIdentity();
+  }
+
+  bool Leading() const { return election == nullptr || election->IsLeader(); }
+
+  Status Init() {
+    auto is_leader = [this] { return Leading(); };
+    if (config.leader_elect) {
+      runtime::LeaderElectionConfig le;
+      le.lease_namespace = config.leader_election_namespace;
+      le.lease_name = config.leader_election_id;
+      le.identity = config.identity;
+      le.lease_duration = config.lease_duration;
+      le.renew_deadline = config.renew_deadline;
+      le.retry_period = config.retry_period;
+      le.release_on_cancel = true;
+      GG_RETURN_IF_ERROR(runtime::ValidateLeaderElectionConfig(le));
+      auto e = runtime::NewLeaseLeaderElection(client, clock, le);
+      if (!e.ok()) return e.status();
+      election = std::move(e).value();
+    }
+    event_sink = std::make_unique<events::RestEventSink>(client, is_leader);
+    events::RecorderOptions ro;
+    ro.component = config.component;
+    ro.host = config.identity;
+    ro.retry_sleep = config.event_retry_sleep;
+    recorder = std::make_unique<events::AggregatingRecorder>(*event_sink, clock, ro);
+    node_writer = std::make_unique<RestNodeWriter>(client, is_leader);
+    status_writer = std::make_unique<RestPolicyStatusWriter>(client, is_leader);
+
+    pod_api = std::make_unique<remediation::RestPodApi>(client);
+    remediation::DrainerOptions dopts;
+    dopts.max_concurrent_evictions = config.max_concurrent_evictions;
+    dopts.poll_interval = config.drain_poll_interval;
+    dopts.initial_backoff = config.eviction_backoff_initial;
+    dopts.max_backoff = config.eviction_backoff_max;
+    dopts.on_eviction = [this](std::string_view r) { metrics.evictions.WithLabels({r}).Inc(); };
+    drainer = std::make_unique<remediation::Drainer>(*pod_api, clock, dopts);
+    drains = std::make_unique<DrainRunner>(
+        *drainer, [this](const std::string& n) { node_queue.Add(n); }, config.max_running_drains);
+    metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
+    for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
+      std::string s = state;
+      metrics.nodes_by_state.WithLabels({s}).SetCallback(
+          [this, s] { return static_cast<double>(index.StateCounts()[s]); });
+    }
+
+    node_reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
+        view, *node_writer, *recorder, *drains, index, metrics, clock,
+        [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
+        log.WithName("node-reconciler")});
+    policy_reconciler = std::make_unique<PolicyReconciler>(PolicyReconcilerDeps{
+        view, *status_writer, *recorder, index, metrics, clock, log.WithName("policy-reconciler")});
+    runtime::ControllerOptions nopt;
+    nopt.workers = config.workers;
+    node_controller = std::make_unique<runtime::Controller>("node", *node_reconciler, node_queue,
+                                                            nopt, registry, log.WithName("node"));
+    runtime::ControllerOptions popt;
+    popt.workers = 1;
+    policy_controller = std::make_unique<runtime::Controller>(
+        "policy", *policy_reconciler, policy_queue, popt, registry, log.WithName("policy"));
+    drain_stopper = std::make_unique<runtime::FuncRunnable>(
+        "drains",
+        [this](std::stop_token stop) {
+          // Holds until leadership ends or shutdown, then stops every drain before the lease
+          // is released (a successor resumes them from the world state).
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          cv.wait(lock, stop, [] { return false; });
+          drains->StopAll();
+          return OkStatus();
+        },
+        /*needs_leader_election=*/true);
+    AddHandlers();
+    return OkStatus();
+  }
+
+  void EnqueueAllPolicies() {
+    for (const auto& k : policies.ListKeys()) policy_queue.AddAfter(k, kPolicyBatch);
+  }
+  void EnqueueSelected(const PolicyObject& p) {
+    if (!p.policy) return;
+    for (const auto& n : index.MatchingNodes(p.policy->spec.node_selector)) node_queue.Add(n);
+  }
+
+  void AddHandlers() {
+    nodes.AddEventHandler(runtime::EventHandlers<k8s::Node>{
+        [this](const k8s::Node& n) {
+          index.OnNode(n);
+          node_queue.Add(n.meta.name);
+          EnqueueAllPolicies();
+        },
+        [this](const k8s::Node& old_n, const k8s::Node& n) {
+          if (index.OnNode(n)) EnqueueAllPolicies();
+          if (NodeRelevantChange(old_n, n)) node_queue.Add(n.meta.name);
+        },
+        [this](const k8s::Node& n) {
+          index.OnNodeDeleted(n.meta.name);
+          node_queue.Add(n.meta.name);
+          EnqueueAllPolicies();
+        }});
+    reports.AddEventHandler(runtime::EventHandlers<NodeHealthObject>{
+        [this](const NodeHealthObject& r) { node_queue.Add(r.meta.name); },
+        [this](const NodeHealthObject&, const NodeHealthObject& r) { node_queue.Add(r.meta.name); },
+        [this](const NodeHealthObject& r) { node_queue.Add(r.meta.name); }});
+    policies.AddEventHandler(runtime::EventHandlers<PolicyObject>{
+        [this](const PolicyObject& p) {
+          policy_queue.Add(p.meta.name);
+          EnqueueSelected(p);
+        },
+        [this](const PolicyObject& old_p, const PolicyObject& p) {
+          policy_queue.Add(p.meta.name);
+          if (PolicySpecChanged(old_p, p)) {
+            EnqueueSelected(old_p);
+            EnqueueSelected(p);
+          }
+        },
+        [this](const PolicyObject& p) {
+          policy_queue.Add(p.meta.name);
+          EnqueueSelected(p);
+        }});
+  }
+
+  Status Run(std::stop_token stop) {
+    runtime::ManagerOptions mo;
+    mo.health_listen = config.metrics_addr;
+    mo.cache_sync_timeout = config.cache_sync_timeout;
+    runtime::Manager mgr(mo, log.WithName("manager"), &health, election.get());
+    mgr.AddInformer("nodes", nodes);
+    mgr.AddInformer("gpunodehealths", reports);
+    mgr.AddInformer("gpuhealthpolicies", policies);
+    mgr.Add(*node_controller);
+    mgr.Add(*policy_controller);
+    mgr.Add(*drain_stopper);
+    manager = &mgr;
+    Status s = mgr.Run(stop);
+    manager = nullptr;
+    drains->StopAll();
+    recorder->Flush();
+    return s;
+  }
+
+  k8s::RestClient& client;
+  Clock& clock;
+  metrics::Registry& registry;
+  OperatorConfig config;
+  Logger log;
+  OperatorMetrics metrics;
+  runtime::Informer<k8s::Node> nodes;
+  runtime::Informer<NodeHealthObject> reports;
+  runtime::Informer<PolicyObject> policies;
+  InformerView view;
+  FleetIndex index;
+  runtime::WorkQueue node_queue;
+  runtime::WorkQueue policy_queue;
+  metrics::HealthServer health;
+  std::unique_ptr<runtime::LeaderElection> election;
+  std::unique_ptr<events::RestEventSink> event_sink;
+  std::unique_ptr<events::AggregatingRecorder> recorder;
+  std::unique_ptr<RestNodeWriter> node_writer;
+  std::unique_ptr<RestPolicyStatusWriter> status_writer;
+  std::unique_ptr<remediation::RestPodApi> pod_api;
+  std::unique_ptr<remediation::Drainer> drainer;
+  std::unique_ptr<DrainRunner> drains;
+  std::unique_ptr<NodeReconciler> node_reconciler;
+  std::unique_ptr<PolicyReconciler> policy_reconciler;
+  std::unique_ptr<runtime::Controller> node_controller;
+  std::unique_ptr<runtime::Controller> policy_controller;
+  std::unique_ptr<runtime::FuncRunnable> drain_stopper;
+  std::atomic<runtime::Manager*> manager{nullptr};
+  Status init_status;
+};
+
+Operator::Operator(k8s::RestClient& client, Clock& clock, metrics::Registry& registry,
+                   OperatorConfig config, Logger log)
+    : impl_(std::make_unique<Impl>(client, clock, registry, std::move(config), std::move(log))) {
+  impl_->init_status = impl_->Init();
+}
+
+Operator::~Operator() {
+  if (impl_) {
+    impl_->metrics.drains_in_progress.SetCallback(nullptr);
+    for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
+      impl_->metrics.nodes_by_state.WithLabels({state}).SetCallback(nullptr);
+    }
+    if (impl_->drains) impl_->drains->StopAll();
+  }
+}
+
+Status Operator::Run(std::stop_token stop) {
+  if (!impl_->init_status.ok()) return impl_->init_status;
+  return impl_->Run(stop);
+}
+
+bool Operator::IsLeader() const { return impl_->election ? impl_->election->IsLeader() : true; }
+bool Operator::Synced() const {
+  return impl_->nodes.HasSynced() && impl_->reports.HasSynced() && impl_->policies.HasSynced();
+}
+int Operator::HealthPort() const { return impl_->health.port(); }
+const std::string& Operator::identity() const { return impl_->config.identity; }
+
+}  // namespace gg::op

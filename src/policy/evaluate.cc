@@ -1,0 +1,505 @@
+// Evaluate(): rules over one node's report -> Verdict. See evaluate.h and docs/policy.md.
+#include "policy/evaluate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "common/time_util.h"
+
+namespace gg::policy {
+namespace {
+
+using api::Action;
+using api::GpuStatus;
+using api::Rule;
+
+constexpr size_t kMaxMessage = 1024;  // Kubernetes condition messages stay readable
+
+std::string GpuLabel(const GpuStatus& g) {
+  return "GPU " + std::to_string(g.index) + " (" + (g.uuid.empty() ? "no UUID" : g.uuid) + ")";
+}
+
+// "00000000:3B:00.0" and "0000:3b:00.0" -> "0000:3b:00.0".
+std::string NormalizeBusId(std::string_view s) {
+  std::string out;
+  for (char c : s) out += char(std::tolower(static_cast<unsigned char>(c)));
+  auto colon = out.find(':');
+  if (colon != std::string::npos && colon > 4) out.erase(0, colon - 4);
+  return out;
+}
+
+template <typename T>
+bool Contains(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// A key into the per-rule match state: one GPU, or something node-level.
+struct Target {
+  std::string key;  // uuid | "pci:<bus>" | "node"
+  int index = -1;
+  std::string uuid;
+  std::string label;  // "GPU 3 (GPU-...)" | "node" | "unmapped GPU at 0000:3b:00.0"
+};
+
+struct Condition {
+  bool holds = false;
+  std::string detail;      // what holds, e.g. "temperature 91C > 85C"
+  bool node_wide = false;
+  std::optional<WallTime> expires;  // Xid rules: when the newest occurrence leaves the window
+  bool recent_in_window = false;    // Xid rules: some matching occurrence is inside the window
+};
+
+template <typename N>
+std::string Num(N n) {
+  return std::to_string(n);
+}
+
+Condition LevelCondition(const Rule& r, const GpuStatus& g) {
+  Condition c;
+  std::vector<std::string> parts;
+  if (r.gpu_lost && g.lost) {
+    parts.push_back("GPU lost (fallen off the bus or not responding)");
+    c.node_wide = true;
+  }
+  if (r.ecc) {
+    const auto& m = *r.ecc;
+    if (m.uncorrectable_volatile_above && g.ecc_uncorrected_volatile &&
+        *g.ecc_uncorrected_volatile > *m.uncorrectable_volatile_above) {
+      parts.push_back("uncorrectable ECC errors (volatile) " + Num(*g.ecc_uncorrected_volatile) +
+                      " > " + Num(*m.uncorrectable_volatile_above));
+    }
+    if (m.correctable_volatile_above && g.ecc_corrected_volatile &&
+        *g.ecc_corrected_volatile > *m.correctable_volatile_above) {
+      parts.push_back("correctable ECC errors (volatile) " + Num(*g.ecc_corrected_volatile) +
+                      " > " + Num(*m.correctable_volatile_above));
+    }
+    if (m.uncorrectable_aggregate_above && g.ecc_uncorrected_aggregate &&
+        *g.ecc_uncorrected_aggregate > *m.uncorrectable_aggregate_above) {
+      parts.push_back("uncorrectable ECC errors (aggregate) " + Num(*g.ecc_uncorrected_aggregate) +
+                      " > " + Num(*m.uncorrectable_aggregate_above));
+    }
+  }
+  if (r.remapped_rows) {
+    const auto& m = *r.remapped_rows;
+    if (m.failure && g.remap_failure) parts.push_back("row remapping failure");
+    if (m.pending && g.remap_pending) parts.push_back("row remapping pending (GPU reset needed)");
+    if (m.uncorrectable_above && g.remapped_rows_uncorrectable &&
+        *g.remapped_rows_uncorrectable > *m.uncorrectable_above) {
+      parts.push_back("rows remapped for uncorrectable errors " +
+                      Num(*g.remapped_rows_uncorrectable) + " > " + Num(*m.uncorrectable_above));
+    }
+  }
+  if (r.retired_pages) {
+    const auto& m = *r.retired_pages;
+    if (m.pending && g.retired_pages_pending) parts.push_back("page retirement pending");
+    if (m.dbe_above && g.retired_pages_dbe && *g.retired_pages_dbe > *m.dbe_above) {
+      parts.push_back("pages retired for DBE " + Num(*g.retired_pages_dbe) + " > " + Num(*m.dbe_above));
+    }
+    if (m.sbe_above && g.retired_pages_sbe && *g.retired_pages_sbe > *m.sbe_above) {
+      parts.push_back("pages retired for SBE " + Num(*g.retired_pages_sbe) + " > " + Num(*m.sbe_above));
+    }
+  }
+  if (r.thermal) {
+    const auto& m = *r.thermal;
+    if (m.temperature_above_celsius && g.temperature_c &&
+        *g.temperature_c > *m.temperature_above_celsius) {
+      parts.push_back("temperature " + Num(*g.temperature_c) + "C > " +
+                      Num(*m.temperature_above_celsius) + "C");
+    }
+    for (const auto& reason : m.throttle_reasons) {
+      if (Contains(g.throttle_reasons, reason)) parts.push_back("throttled: " + reason);
+    }
+  }
+  if (r.nvlink) {
+    const auto& m = *r.nvlink;
+    if (m.links_down_above && g.nvlink_links_down && *g.nvlink_links_down > *m.links_down_above) {
+      std::string total = g.nvlink_links_total ? " of " + Num(*g.nvlink_links_total) : "";
+      parts.push_back("NVLink links down " + Num(*g.nvlink_links_down) + total + " > " +
+                      Num(*m.links_down_above));
+      c.node_wide = true;
+    }
+    if (m.errors_above && g.nvlink_error_count && *g.nvlink_error_count > *m.errors_above) {
+      parts.push_back("NVLink errors " + Num(*g.nvlink_error_count) + " > " + Num(*m.errors_above));
+      c.node_wide = true;
+    }
+  }
+  if (r.pcie_replay_above && g.pcie_replay_count && *g.pcie_replay_count > *r.pcie_replay_above) {
+    parts.push_back("PCIe replays " + Num(*g.pcie_replay_count) + " > " + Num(*r.pcie_replay_above));
+  }
+  if (!r.recovery_actions.empty() && !g.recovery_action.empty() &&
+      Contains(r.recovery_actions, g.recovery_action)) {
+    parts.push_back("driver recovery action " + g.recovery_action);
+    if (g.recovery_action == "NodeReboot" || g.recovery_action == "DrainP2P") c.node_wide = true;
+  }
+  c.holds = !parts.empty();
+  for (size_t i = 0; i < parts.size(); ++i) c.detail += (i ? ", " : "") + parts[i];
+  return c;
+}
+
+bool XidMatches(const api::XidMatcher& m, const api::XidEvent& e) {
+  if (e.sxid != m.sxid) return false;
+  if (Contains(m.ignore, e.xid)) return false;  // ignore always wins
+  return Contains(m.codes, e.xid) || (!e.recommended_action.empty() &&
+                                      Contains(m.catalog_actions, e.recommended_action));
+}
+
+bool XidNodeWide(const api::XidEvent& e) {
+  return e.sxid || e.xid == 79 || e.xid == 74 || e.recommended_action == "RESTART_BM" ||
+         e.recommended_action == "RESTART_VM";
+}
+
+struct EvalContext {
+  const api::GpuHealthPolicySpec& spec;
+  const api::GpuNodeHealthStatus& report;
+  const EvalMemory& prior;
+  WallTime now;
+  bool clock_skew = false;
+};
+
+WallTime Clamp(EvalContext& ctx, WallTime t) {
+  if (t > ctx.now) {
+    ctx.clock_skew = true;
+    return ctx.now;
+  }
+  return t;
+}
+
+// Xid rule over the report's aggregated ring, grouped per target. Counting (docs/policy.md):
+// an entry whose lastSeen is before now-window contributes 0; one whose firstSeen is inside
+// the window contributes its full count; one straddling the window start contributes 1 (only
+// its latest occurrence is known to be inside). Without a window every entry counts fully.
+std::map<std::string, std::pair<Target, Condition>> XidConditions(EvalContext& ctx, const Rule& r) {
+  std::map<std::string, std::pair<Target, Condition>> out;
+  std::map<std::string, int64_t> counts;
+  std::map<std::string, std::vector<std::string>> parts;
+  std::optional<WallTime> cutoff;
+  if (r.window) cutoff = ctx.now - *r.window;
+  for (const auto& e : ctx.report.xids) {
+    if (!XidMatches(*r.xid, e)) continue;
+    WallTime last = Clamp(ctx, e.last_seen);
+    WallTime first = std::min(Clamp(ctx, e.first_seen), last);
+    if (cutoff && last < *cutoff) continue;
+    int64_t n = std::max<int64_t>(e.count, 1);
+    if (cutoff && first < *cutoff) n = 1;
+
+    Target t;
+    const GpuStatus* gpu = nullptr;
+    for (const auto& g : ctx.report.gpus) {
+      if ((!e.gpu_uuid.empty() && g.uuid == e.gpu_uuid) ||
+          (e.gpu_uuid.empty() && !e.pci_bus_id.empty() &&
+           NormalizeBusId(g.pci_bus_id) == NormalizeBusId(e.pci_bus_id))) {
+        gpu = &g;
+        break;
+      }
+    }
+    bool unmapped = false;
+    if (gpu) {
+      t = Target{gpu->uuid.empty() ? "index:" + Num(gpu->index) : gpu->uuid, gpu->index, gpu->uuid,
+                 GpuLabel(*gpu)};
+    } else if (!e.gpu_uuid.empty()) {
+      t = Target{e.gpu_uuid, -1, e.gpu_uuid, "GPU " + e.gpu_uuid};
+    } else if (!e.pci_bus_id.empty()) {
+      t = Target{"pci:" + NormalizeBusId(e.pci_bus_id), -1, "",
+                 "unmapped GPU at " + NormalizeBusId(e.pci_bus_id)};
+      unmapped = true;
+    } else {
+      t = Target{"node", -1, "", "node"};
+      unmapped = true;
+    }
+    auto& slot = out[t.key];
+    slot.first = t;
+    Condition& c = slot.second;
+    c.recent_in_window = true;
+    if (unmapped || XidNodeWide(e)) c.node_wide = true;
+    if (r.window) {
+      WallTime exp = last + *r.window;
+      if (!c.expires || exp > *c.expires) c.expires = exp;
+    }
+    counts[t.key] += n;
+    std::string name(XidShortName(e.xid));
+    std::string desc = name.empty() ? e.category : name;
+    if (!e.recommended_action.empty()) desc += (desc.empty() ? "" : ", ") + e.recommended_action;
+    parts[t.key].push_back(std::string(e.sxid ? "SXid " : "Xid ") + Num(e.xid) +
+                           (desc.empty() ? "" : " (" + desc + ")") + " x" + Num(n));
+  }
+  for (auto& [key, slot] : out) {
+    Condition& c = slot.second;
+    c.holds = counts[key] >= r.count;
+    for (size_t i = 0; i < parts[key].size(); ++i) c.detail += (i ? ", " : "") + parts[key][i];
+    if (r.window) c.detail += " in " + FormatDuration(*r.window);
+    if (r.count > 1) c.detail += " (" + Num(counts[key]) + " >= " + Num(r.count) + ")";
+  }
+  return out;
+}
+
+const MatchMemory* FindMatch(const EvalMemory& m, const std::string& rule, const std::string& key) {
+  for (const auto& mm : m.matches) {
+    if (mm.rule == rule && mm.key == key) return &mm;
+  }
+  return nullptr;
+}
+
+void Truncate(std::string& s) {
+  if (s.size() > kMaxMessage) {
+    s.resize(kMaxMessage - 3);
+    // Do not cut a UTF-8 sequence in half.
+    while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80) s.pop_back();
+    if (!s.empty() && (static_cast<unsigned char>(s.back()) & 0x80)) s.pop_back();
+    s += "...";
+  }
+}
+
+void Consider(std::optional<WallTime>& next, WallTime t, WallTime now) {
+  if (t <= now) return;
+  if (!next || t < *next) next = t;
+}
+
+void FinishUnknown(Verdict& v, const api::GpuHealthPolicySpec& spec, UnknownCause cause,
+                   std::string message) {
+  v.state = HealthState::kUnknown;
+  v.unknown_cause = cause;
+  v.action = spec.unknown.action;
+  v.reason = std::string(UnknownCauseName(cause));
+  v.message = std::move(message);
+}
+
+Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealthStatus* report,
+                     const std::string& report_error, const EvalMemory& prior, WallTime now) {
+  const auto& spec = policy.spec;
+  Verdict v;
+  v.policy = policy.name;
+  v.memory = prior;
+
+  if (!report) {
+    if (report_error.empty()) {
+      FinishUnknown(v, spec, UnknownCause::kNoReport, "No GPU health report for this node");
+    } else {
+      FinishUnknown(v, spec, UnknownCause::kInvalidReport,
+                    "GPU health report could not be read: " + report_error);
+    }
+  } else {
+    EvalContext ctx{spec, *report, prior, now};
+    WallTime hb = report->heartbeat_time != WallTime{} ? report->heartbeat_time : report->observed_at;
+    if (hb == WallTime{}) {
+      FinishUnknown(v, spec, UnknownCause::kInvalidReport, "GPU health report has no heartbeatTime");
+    } else if (hb = Clamp(ctx, hb); now - hb > spec.unknown.after) {
+      FinishUnknown(v, spec, UnknownCause::kStaleReport,
+                    "Last agent heartbeat " + FormatRfc3339(hb) + " is older than " +
+                        FormatDuration(spec.unknown.after));
+    } else {
+      Consider(v.next_evaluation, hb + spec.unknown.after + std::chrono::seconds(1), now);
+      bool any_unavailable = false;
+      bool all_unavailable = !report->sources.empty();
+      for (const auto& s : report->sources) {
+        if (s.state == api::SourceState::kUnavailable) {
+          any_unavailable = true;
+        } else {
+          all_unavailable = false;
+        }
+      }
+
+      std::vector<MatchMemory> matches;
+      for (const Rule& r : spec.rules) {
+        // Conditions per target for this rule.
+        std::vector<std::pair<Target, Condition>> conds;
+        if (r.xid) {
+          for (auto& [key, slot] : XidConditions(ctx, r)) conds.push_back(slot);
+        } else if (r.gpu_missing) {
+          int seen = int(report->gpus.size());
+          if (report->expected_gpus > 0 && seen < report->expected_gpus && !any_unavailable) {
+            Condition c;
+            c.holds = true;
+            c.node_wide = true;
+            c.detail = Num(seen) + " of " + Num(report->expected_gpus) + " expected GPUs visible";
+            conds.push_back({Target{"node", -1, "", "node"}, c});
+          }
+        } else {
+          for (const auto& g : report->gpus) {
+            Condition c = LevelCondition(r, g);
+            if (!c.holds) continue;
+            conds.push_back({Target{g.uuid.empty() ? "index:" + Num(g.index) : g.uuid, g.index,
+                                    g.uuid, GpuLabel(g)},
+                             c});
+          }
+        }
+
+        for (auto& [t, c] : conds) {
+          const MatchMemory* mem = FindMatch(prior, r.name, t.key);
+          bool latched = mem && mem->latched;
+          // A fired Xid count rule stays fired while the Xid keeps recurring in the window.
+          bool holds = c.holds || (latched && c.recent_in_window);
+          if (!holds) continue;
+          WallTime since = mem ? mem->since : now;
+          std::string message = t.label + ": " + c.detail;
+          if (r.for_ && now - since < *r.for_) {
+            matches.push_back({r.name, t.key, since, false});
+            v.pending.push_back({r.name, r.action, t.index, t.uuid, message, since, since + *r.for_});
+            Consider(v.next_evaluation, since + *r.for_, now);
+            continue;
+          }
+          bool latch = r.xid && r.count > 1;
+          if (r.for_ || latch) matches.push_back({r.name, t.key, since, latch});
+          if (c.expires) Consider(v.next_evaluation, *c.expires + std::chrono::seconds(1), now);
+          v.evidence.push_back({r.name, r.action, t.index, t.uuid, message, c.node_wide});
+        }
+      }
+      std::sort(matches.begin(), matches.end(), [](const MatchMemory& a, const MatchMemory& b) {
+        return std::tie(a.rule, a.key) < std::tie(b.rule, b.key);
+      });
+      v.memory.matches = std::move(matches);
+
+      std::set<std::string> bad;
+      bool node_wide = false;
+      Action worst = Action::kNone;
+      std::string summary;
+      for (const auto& e : v.evidence) {
+        if (e.action == Action::kNone) continue;
+        worst = std::max(worst, e.action);
+        if (!e.gpu_uuid.empty()) bad.insert(e.gpu_uuid);
+        if (e.node_wide || e.gpu_uuid.empty()) node_wide = true;
+        summary += (summary.empty() ? "" : "; ") + e.rule + ": " + e.message;
+      }
+      v.bad_gpus.assign(bad.begin(), bad.end());
+      if (int(v.bad_gpus.size()) > spec.remediation.max_bad_gpus_for_device_level) node_wide = true;
+
+      if (worst != Action::kNone) {
+        v.state = HealthState::kUnhealthy;
+        v.action = worst;
+        v.node_wide = node_wide;
+        v.reason = "RulesMatched";
+        v.message = summary;
+      } else if (all_unavailable) {
+        std::string why;
+        for (const auto& s : report->sources) {
+          why += (why.empty() ? "" : "; ") + s.name + (s.message.empty() ? "" : ": " + s.message);
+        }
+        FinishUnknown(v, spec, UnknownCause::kTelemetryUnavailable,
+                      "All telemetry sources unavailable (" + why + ")");
+      } else if (report->gpus.empty() && report->expected_gpus > 0 && any_unavailable) {
+        FinishUnknown(v, spec, UnknownCause::kTelemetryUnavailable,
+                      "No GPU facts: a telemetry source is unavailable");
+      } else {
+        v.state = HealthState::kHealthy;
+        v.reason = "GPUsHealthy";
+        v.message = Num(report->gpus.size()) + " GPU(s) healthy";
+        if (!v.pending.empty()) v.message += ", " + Num(v.pending.size()) + " rule match(es) pending";
+      }
+    }
+    v.clock_skew = ctx.clock_skew;
+  }
+
+  // State memory and recovery hysteresis. Absent memory state means healthy as far as we
+  // know, so a node that was always healthy never needs a write.
+  if (v.state == HealthState::kHealthy && !prior.state) {
+    v.memory.state.reset();
+    v.memory.since.reset();
+  } else if (prior.state != v.state) {
+    v.memory.state = v.state;
+    v.memory.since = now;
+  }
+  if (v.state == HealthState::kHealthy) {
+    bool always = !v.memory.state;
+    if (!always) v.healthy_since = v.memory.since;
+    WallTime recovered_at = always ? now : *v.memory.since + spec.recovery.healthy_for;
+    v.recovered = spec.recovery.automatic && recovered_at <= now;
+    if (spec.recovery.automatic && !v.recovered) Consider(v.next_evaluation, recovered_at, now);
+  }
+  if (v.clock_skew) v.message += " (clock skew: a report time was in the future; used now)";
+  Truncate(v.message);
+  v.memory_changed = !(v.memory == prior);
+  return v;
+}
+
+int StateRank(HealthState s) {
+  switch (s) {
+    case HealthState::kUnhealthy: return 2;
+    case HealthState::kUnknown: return 1;
+    case HealthState::kHealthy: return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string_view UnknownCauseName(UnknownCause c) {
+  switch (c) {
+    case UnknownCause::kNone: return "";
+    case UnknownCause::kNoReport: return "NoReport";
+    case UnknownCause::kInvalidReport: return "InvalidReport";
+    case UnknownCause::kStaleReport: return "StaleReport";
+    case UnknownCause::kTelemetryUnavailable: return "TelemetryUnavailable";
+  }
+  return "";
+}
+
+std::string_view XidShortName(int xid) {
+  switch (xid) {
+    case 13: return "graphics engine exception";
+    case 31: return "GPU memory page fault";
+    case 43: return "GPU stopped processing";
+    case 45: return "preemptive cleanup";
+    case 48: return "double-bit ECC error";
+    case 63: return "row remapping event";
+    case 64: return "row remapping failure";
+    case 68: return "NVDEC0 exception";
+    case 74: return "NVLink error";
+    case 79: return "fallen off the bus";
+    case 92: return "high single-bit ECC rate";
+    case 94: return "contained memory error";
+    case 95: return "uncontained memory error";
+    case 119: return "GSP RPC timeout";
+    case 120: return "GSP error";
+    case 154: return "recovery action changed";
+    default: return "";
+  }
+}
+
+std::vector<std::string> Verdict::MatchedRules() const {
+  std::vector<std::string> out;
+  for (const auto& e : evidence) {
+    if (e.action != api::Action::kNone && !Contains(out, e.rule)) out.push_back(e.rule);
+  }
+  return out;
+}
+
+Verdict Evaluate(const api::GpuHealthPolicy& policy,
+                 const std::optional<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
+                 WallTime now) {
+  return EvaluateImpl(policy, report ? &*report : nullptr, "", prior, now);
+}
+
+Verdict EvaluateReport(const api::GpuHealthPolicy& policy,
+                       const StatusOr<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
+                       WallTime now) {
+  if (report.ok()) return EvaluateImpl(policy, &*report, "", prior, now);
+  if (IsNotFound(report.status())) return EvaluateImpl(policy, nullptr, "", prior, now);
+  std::string err = report.status().message().empty() ? "decode error" : report.status().message();
+  return EvaluateImpl(policy, nullptr, err, prior, now);
+}
+
+bool Precedes(const Verdict& a, const Verdict& b) {
+  if (a.action != b.action) return a.action > b.action;
+  if (a.state != b.state) return StateRank(a.state) > StateRank(b.state);
+  return a.policy < b.policy;
+}
+
+std::optional<Verdict> Resolve(const std::vector<Verdict>& verdicts) {
+  if (verdicts.empty()) return std::nullopt;
+  const Verdict* best = &verdicts[0];
+  for (const auto& v : verdicts) {
+    if (Precedes(v, *best)) best = &v;
+  }
+  Verdict out = *best;
+  for (const auto& v : verdicts) {
+    if (v.next_evaluation && (!out.next_evaluation || *v.next_evaluation < *out.next_evaluation)) {
+      out.next_evaluation = v.next_evaluation;
+    }
+    if (!v.recovered) out.recovered = false;
+  }
+  return out;
+}
+
+}  // namespace gg::policy

@@ -1,0 +1,386 @@
+// Tables of cases for Evaluate/Resolve and the EvalMemory codec: windows, counts, `for`,
+// hysteresis, Unknown paths, stale/future reports, application-Xid storms, precedence.
+#include "policy/evaluate.h"
+
+#include <gtest/gtest.h>
+
+#include "common/time_util.h"
+
+namespace gg::policy {
+namespace {
+
+using api::Action;
+using std::chrono::hours;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+const WallTime kNow = WallTime(seconds(1'800'000'000));
+
+api::GpuHealthPolicy DefaultPolicy(std::string name = "default") {
+  api::GpuHealthPolicy p;
+  p.name = std::move(name);
+  p.spec = api::DefaultPolicySpec();
+  return p;
+}
+
+api::GpuNodeHealthStatus Report(int gpus = 8) {
+  api::GpuNodeHealthStatus r;
+  r.node_name = "node-a";
+  r.observed_at = kNow - seconds(30);
+  r.heartbeat_time = kNow - seconds(30);
+  r.expected_gpus = gpus;
+  for (int i = 0; i < gpus; ++i) {
+    api::GpuStatus g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(1000 + i);
+    g.pci_bus_id = "00000000:" + std::to_string(10 + i) + ":00.0";
+    g.temperature_c = 50;
+    g.ecc_enabled = true;
+    g.ecc_uncorrected_volatile = 0;
+    g.nvlink_links_down = 0;
+    r.gpus.push_back(g);
+  }
+  r.sources = {{"nvml", api::SourceState::kOk, ""}, {"kmsg", api::SourceState::kOk, ""}};
+  return r;
+}
+
+api::XidEvent Xid(int code, int gpu, int64_t count, WallTime first, WallTime last,
+                  std::string action = "") {
+  api::XidEvent e;
+  e.xid = code;
+  e.gpu_uuid = "GPU-" + std::to_string(1000 + gpu);
+  e.count = count;
+  e.first_seen = first;
+  e.last_seen = last;
+  e.recommended_action = std::move(action);
+  return e;
+}
+
+TEST(Evaluate, HealthyReportIsHealthyAndRecovered) {
+  Verdict v = Evaluate(DefaultPolicy(), Report(), EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  EXPECT_EQ(v.action, Action::kNone);
+  EXPECT_EQ(v.reason, "GPUsHealthy");
+  EXPECT_TRUE(v.recovered);
+  EXPECT_FALSE(v.memory_changed);  // an always-healthy node needs no record write
+  EXPECT_TRUE(v.evidence.empty());
+  ASSERT_TRUE(v.next_evaluation.has_value());  // heartbeat budget deadline
+  EXPECT_EQ(*v.next_evaluation, kNow - seconds(30) + minutes(15) + seconds(1));
+}
+
+TEST(Evaluate, Xid79IsNodeWideCordonUnderDefault) {
+  auto r = Report();
+  r.xids.push_back(Xid(79, 3, 1, kNow - minutes(1), kNow - minutes(1), "RESTART_BM"));
+  Verdict v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  EXPECT_EQ(v.action, Action::kCordon);
+  ASSERT_EQ(v.evidence.size(), 1u);
+  EXPECT_EQ(v.evidence[0].rule, "fatal-xid");
+  EXPECT_EQ(v.evidence[0].gpu_index, 3);
+  EXPECT_EQ(v.evidence[0].message,
+            "GPU 3 (GPU-1003): Xid 79 (fallen off the bus, RESTART_BM) x1 in 24h");
+  EXPECT_TRUE(v.node_wide);
+  EXPECT_EQ(v.bad_gpus, std::vector<std::string>{"GPU-1003"});
+  EXPECT_FALSE(v.recovered);
+  EXPECT_TRUE(v.memory_changed);
+  EXPECT_EQ(v.memory.state, HealthState::kUnhealthy);
+}
+
+TEST(Evaluate, ConfinedEccErrorIsDeviceLevel) {
+  auto r = Report();
+  r.gpus[5].ecc_uncorrected_volatile = 2;
+  Verdict v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  EXPECT_FALSE(v.node_wide);
+  EXPECT_EQ(v.bad_gpus, std::vector<std::string>{"GPU-1005"});
+  // More bad GPUs than maxBadGPUsForDeviceLevel (2) -> node-wide.
+  r.gpus[1].ecc_uncorrected_volatile = 1;
+  r.gpus[2].ecc_uncorrected_volatile = 1;
+  v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_TRUE(v.node_wide);
+  EXPECT_EQ(v.bad_gpus.size(), 3u);
+}
+
+TEST(Evaluate, ApplicationXidStormNeverActsUnderDefault) {
+  auto r = Report();
+  for (int code : api::kApplicationXids) {
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      // Thousands of occurrences; some even mislabelled with a fatal catalog action.
+      r.xids.push_back(Xid(code, gpu, 5000, kNow - hours(3), kNow - seconds(1),
+                           gpu % 2 ? "RESET_GPU" : "RESTART_APP"));
+    }
+  }
+  EvalMemory mem;
+  for (int i = 0; i < 50; ++i) {
+    r.heartbeat_time = kNow + minutes(i);
+    Verdict v = Evaluate(DefaultPolicy(), r, mem, kNow + minutes(i));
+    ASSERT_EQ(v.state, HealthState::kHealthy) << v.message;
+    ASSERT_EQ(v.action, Action::kNone);
+    mem = v.memory;
+  }
+}
+
+struct WindowCase {
+  const char* name;
+  int64_t count;        // rule count
+  Duration window;      // rule window
+  int64_t xid_count;    // aggregate count
+  Duration first_ago;
+  Duration last_ago;
+  bool fires;
+};
+
+TEST(Evaluate, XidCountWindowTable) {
+  const WindowCase cases[] = {
+      {"single in window", 1, minutes(10), 1, minutes(1), minutes(1), true},
+      {"single outside window", 1, minutes(10), 1, minutes(11), minutes(11), false},
+      {"three inside, need 3", 3, minutes(10), 3, minutes(9), minutes(1), true},
+      {"two inside, need 3", 3, minutes(10), 2, minutes(9), minutes(1), false},
+      // Straddles the window start: only the latest occurrence is known to be inside.
+      {"straddle counts 1", 3, minutes(10), 50, minutes(30), minutes(1), false},
+      {"straddle fires count 1", 1, minutes(10), 50, minutes(30), minutes(1), true},
+      {"last exactly at cutoff", 1, minutes(10), 1, minutes(10), minutes(10), true},
+  };
+  for (const auto& c : cases) {
+    auto p = DefaultPolicy();
+    api::Rule rule;
+    rule.name = "x";
+    rule.xid = api::XidMatcher{{}, {94}, {}, false};
+    rule.count = c.count;
+    rule.window = c.window;
+    rule.action = Action::kTaint;
+    p.spec.rules = {rule};
+    auto r = Report();
+    r.xids.push_back(Xid(94, 2, c.xid_count, kNow - c.first_ago, kNow - c.last_ago));
+    Verdict v = Evaluate(p, r, EvalMemory{}, kNow);
+    EXPECT_EQ(v.state == HealthState::kUnhealthy, c.fires) << c.name << ": " << v.message;
+  }
+}
+
+TEST(Evaluate, XidCountRuleLatchesWhileRecurring) {
+  auto p = DefaultPolicy();
+  api::Rule rule;
+  rule.name = "repeat-94";
+  rule.xid = api::XidMatcher{{}, {94}, {}, false};
+  rule.count = 3;
+  rule.window = minutes(10);
+  rule.action = Action::kTaint;
+  p.spec.rules = {rule};
+  auto r = Report();
+  r.xids.push_back(Xid(94, 2, 3, kNow - minutes(5), kNow - minutes(1)));
+  Verdict v = Evaluate(p, r, EvalMemory{}, kNow);
+  ASSERT_EQ(v.state, HealthState::kUnhealthy);
+  ASSERT_EQ(v.memory.matches.size(), 1u);
+  EXPECT_TRUE(v.memory.matches[0].latched);
+  // 20 minutes later the storm continues: first_seen has left the window, so the aggregate
+  // alone would only prove 1 in-window occurrence, but the latch keeps the rule fired.
+  r.xids[0].count = 23;
+  r.xids[0].last_seen = kNow + minutes(20);
+  r.heartbeat_time = kNow + minutes(20);
+  v = Evaluate(p, r, v.memory, kNow + minutes(20));
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  // The Xid stops; once its last occurrence leaves the window the rule clears.
+  ASSERT_TRUE(v.next_evaluation.has_value());
+  EXPECT_EQ(*v.next_evaluation, kNow + minutes(30) + seconds(1));
+  r.heartbeat_time = kNow + minutes(31);
+  v = Evaluate(p, r, v.memory, kNow + minutes(31));
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  EXPECT_TRUE(v.memory.matches.empty());
+}
+
+TEST(Evaluate, ForDurationPendsThenFires) {
+  auto p = DefaultPolicy();
+  api::Rule rule;
+  rule.name = "hot";
+  rule.thermal = api::ThermalMatcher{85, {"HwThermalSlowdown"}};
+  rule.for_ = minutes(5);
+  rule.action = Action::kTaint;
+  p.spec.rules = {rule};
+  auto r = Report();
+  r.gpus[4].temperature_c = 91;
+
+  Verdict v = Evaluate(p, r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  ASSERT_EQ(v.pending.size(), 1u);
+  EXPECT_EQ(v.pending[0].fires_at, kNow + minutes(5));
+  EXPECT_EQ(*v.next_evaluation, kNow + minutes(5));
+  EXPECT_TRUE(v.memory_changed);
+
+  // Still hot at +4m: pending.
+  r.heartbeat_time = kNow + minutes(4);
+  v = Evaluate(p, r, v.memory, kNow + minutes(4));
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  // Cools at +4m30 -> timer reset.
+  auto cool = r;
+  cool.gpus[4].temperature_c = 70;
+  Verdict reset = Evaluate(p, cool, v.memory, kNow + minutes(4) + seconds(30));
+  EXPECT_TRUE(reset.memory.matches.empty());
+  EXPECT_TRUE(reset.pending.empty());
+  // Stays hot until +5m -> fires.
+  r.heartbeat_time = kNow + minutes(5);
+  v = Evaluate(p, r, v.memory, kNow + minutes(5));
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  EXPECT_EQ(v.action, Action::kTaint);
+  EXPECT_EQ(v.evidence[0].message, "GPU 4 (GPU-1004): temperature 91C > 85C");
+}
+
+TEST(Evaluate, RecoveryHysteresis) {
+  auto p = DefaultPolicy();
+  auto bad = Report();
+  bad.gpus[0].lost = true;
+  Verdict v = Evaluate(p, bad, EvalMemory{}, kNow);
+  ASSERT_EQ(v.state, HealthState::kUnhealthy);
+  auto good = Report();
+  good.heartbeat_time = kNow + minutes(1);
+  v = Evaluate(p, good, v.memory, kNow + minutes(1));
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  EXPECT_FALSE(v.recovered);
+  ASSERT_TRUE(v.healthy_since.has_value());
+  EXPECT_EQ(*v.healthy_since, kNow + minutes(1));
+  EXPECT_EQ(*v.next_evaluation, kNow + minutes(11));
+  good.heartbeat_time = kNow + minutes(10);
+  Verdict mid = Evaluate(p, good, v.memory, kNow + minutes(10));
+  EXPECT_FALSE(mid.recovered);
+  EXPECT_FALSE(mid.memory_changed);
+  Verdict done = Evaluate(p, good, v.memory, kNow + minutes(11));
+  EXPECT_TRUE(done.recovered);
+  // Manual recovery: never recovered automatically.
+  p.spec.recovery.automatic = false;
+  EXPECT_FALSE(Evaluate(p, good, v.memory, kNow + hours(5)).recovered);
+}
+
+TEST(Evaluate, UnknownPaths) {
+  auto p = DefaultPolicy();
+  Verdict none = Evaluate(p, std::nullopt, EvalMemory{}, kNow);
+  EXPECT_EQ(none.state, HealthState::kUnknown);
+  EXPECT_EQ(none.reason, "NoReport");
+  EXPECT_EQ(none.action, Action::kEvent);
+
+  Verdict garbage = EvaluateReport(p, StatusOr<api::GpuNodeHealthStatus>(InvalidArgumentError("gpus[0].index: expected integer")), EvalMemory{}, kNow);
+  EXPECT_EQ(garbage.state, HealthState::kUnknown);
+  EXPECT_EQ(garbage.reason, "InvalidReport");
+  EXPECT_NE(garbage.message.find("expected integer"), std::string::npos);
+  Verdict missing = EvaluateReport(p, StatusOr<api::GpuNodeHealthStatus>(NotFoundError("x")), EvalMemory{}, kNow);
+  EXPECT_EQ(missing.reason, "NoReport");
+
+  // Stale-but-present facts are not acted on, even a lost GPU.
+  auto stale = Report();
+  stale.gpus[0].lost = true;
+  stale.heartbeat_time = kNow - minutes(16);
+  Verdict s = Evaluate(p, stale, EvalMemory{}, kNow);
+  EXPECT_EQ(s.state, HealthState::kUnknown);
+  EXPECT_EQ(s.reason, "StaleReport");
+  EXPECT_TRUE(s.evidence.empty());
+
+  auto dark = Report(0);
+  dark.expected_gpus = 8;
+  dark.sources = {{"nvml", api::SourceState::kUnavailable, "libnvidia-ml.so.1: not found"},
+                  {"kmsg", api::SourceState::kUnavailable, "permission denied"}};
+  Verdict d = Evaluate(p, dark, EvalMemory{}, kNow);
+  EXPECT_EQ(d.state, HealthState::kUnknown);
+  EXPECT_EQ(d.reason, "TelemetryUnavailable");
+  // No NVML is not proof of missing GPUs: gpu-missing must not fire.
+  EXPECT_TRUE(d.evidence.empty());
+
+  // Unknown never cordons/drains unless asked.
+  EXPECT_LT(d.action, Action::kTaint);
+  p.spec.unknown.action = Action::kCordon;
+  EXPECT_EQ(Evaluate(p, std::nullopt, EvalMemory{}, kNow).action, Action::kCordon);
+}
+
+TEST(Evaluate, PositiveEvidenceWinsOverPartialTelemetryLoss) {
+  auto r = Report(0);
+  r.expected_gpus = 8;
+  r.sources = {{"nvml", api::SourceState::kUnavailable, "GPU is lost"},
+               {"kmsg", api::SourceState::kOk, ""}};
+  api::XidEvent e = Xid(79, 0, 1, kNow - minutes(1), kNow - minutes(1), "RESTART_BM");
+  e.gpu_uuid.clear();
+  e.pci_bus_id = "0000:3b:00.0";
+  r.xids.push_back(e);
+  Verdict v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  EXPECT_TRUE(v.node_wide);  // unmapped GPU: cannot be confined
+  EXPECT_NE(v.message.find("unmapped GPU at 0000:3b:00.0"), std::string::npos);
+}
+
+TEST(Evaluate, FutureTimestampsAreClampedAndFlagged) {
+  auto r = Report();
+  r.heartbeat_time = kNow + hours(2);
+  r.xids.push_back(Xid(48, 1, 1, kNow + hours(2), kNow + hours(2), "RESET_GPU"));
+  Verdict v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  EXPECT_TRUE(v.clock_skew);
+  EXPECT_NE(v.message.find("clock skew"), std::string::npos);
+}
+
+TEST(Evaluate, GpuMissingAfterFor) {
+  auto r = Report(7);
+  r.expected_gpus = 8;
+  Verdict v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  ASSERT_EQ(v.pending.size(), 1u);
+  EXPECT_EQ(v.pending[0].rule, "gpu-missing");
+  v = Evaluate(DefaultPolicy(), r, v.memory, kNow + minutes(5));
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  EXPECT_TRUE(v.node_wide);
+  EXPECT_EQ(v.evidence[0].message, "node: 7 of 8 expected GPUs visible");
+}
+
+TEST(Evaluate, NoneActionRulesObserveOnly) {
+  auto p = DefaultPolicy();
+  api::Rule rule;
+  rule.name = "pcie";
+  rule.pcie_replay_above = 100;
+  rule.action = Action::kNone;
+  p.spec.rules = {rule};
+  auto r = Report();
+  r.gpus[0].pcie_replay_count = 500;
+  Verdict v = Evaluate(p, r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  ASSERT_EQ(v.evidence.size(), 1u);
+  EXPECT_TRUE(v.MatchedRules().empty());
+}
+
+TEST(Resolve, PrecedenceAcrossPolicies) {
+  auto r = Report();
+  r.gpus[2].remap_pending = true;  // default: Taint
+  auto drain = DefaultPolicy("zz-training");
+  drain.spec.rules[5].action = Action::kDrain;  // row-remap-pending -> Drain
+  auto observe = DefaultPolicy("aa-observe");
+  observe.spec.rules.clear();
+  std::vector<Verdict> vs = {Evaluate(DefaultPolicy("mm-default"), r, {}, kNow),
+                             Evaluate(drain, r, {}, kNow), Evaluate(observe, r, {}, kNow)};
+  auto w = Resolve(vs);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(w->policy, "zz-training");
+  EXPECT_EQ(w->action, Action::kDrain);
+  // Tie on action and state -> smallest name.
+  auto a = DefaultPolicy("b");
+  auto b = DefaultPolicy("a");
+  w = Resolve({Evaluate(a, r, {}, kNow), Evaluate(b, r, {}, kNow)});
+  EXPECT_EQ(w->policy, "a");
+  // Unknown (Event) beats Healthy (None); Unhealthy beats Unknown at the same action.
+  Verdict unknown = Evaluate(DefaultPolicy("u"), std::nullopt, {}, kNow);
+  Verdict healthy = Evaluate(DefaultPolicy("h"), Report(), {}, kNow);
+  EXPECT_TRUE(Precedes(unknown, healthy));
+  EXPECT_FALSE(Resolve({}).has_value());
+}
+
+TEST(EvalMemory, CodecRoundTripAndGarbage) {
+  EvalMemory m;
+  m.state = HealthState::kUnhealthy;
+  m.since = kNow;
+  m.matches = {{"hot", "GPU-1", kNow - minutes(2), false}, {"x", "node", kNow, true}};
+  auto back = DecodeEvalMemory(EncodeEvalMemory(m));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, m);
+  EXPECT_TRUE(DecodeEvalMemory("{}")->empty());
+  for (const char* bad : {"", "null", "[", "{\"state\":\"Sick\"}", "{\"since\":5}",
+                          "{\"matches\":[{\"rule\":1}]}", "{\"matches\":{}}",
+                          "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"}) {
+    EXPECT_FALSE(DecodeEvalMemory(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace gg::policy

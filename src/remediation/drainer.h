@@ -1,0 +1,121 @@
+// Drainer: evicts a node's pods through the Eviction API, kubectl-drain style but as a
+// restartable, level-based loop:
+//  * skips finished, DaemonSet-owned and mirror pods; scope GPUPods keeps only pods that
+//    request nvidia.com/gpu or hold a ResourceClaim;
+//  * evicts stage by stage in the policy's order (first stage whose rule matches a pod; the
+//    next stage starts only when the previous one's pods are gone);
+//  * a PDB refusal (429) or other error backs off per pod (exponential, Retry-After honored),
+//    never a tight loop;
+//  * a pod is done when no pod with its UID is on the node any more (a new pod with the same
+//    name is not the old one); pods already terminating are waited for, never re-evicted;
+//  * every round re-lists the node's pods, so a restarted operator resumes a drain from the
+//    world state without evicting anything twice;
+//  * past the deadline the drain is Blocked, naming the pods left and their last error
+//    (e.g. the PDB that refused).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "k8s/objects.h"
+#include "k8s/rest_client.h"
+
+namespace gg::remediation {
+
+enum class DrainScope { kGpuPods, kAllPods };
+
+// One step of the eviction order. A pod belongs to the first stage it matches; an empty
+// stage ({}) matches every pod; pods matching no stage form an implicit last stage.
+struct DrainStage {
+  std::optional<std::int32_t> priority_below;  // pod priority (0 when unset) < this
+  std::optional<k8s::LabelSelector> selector;  // pod labels
+};
+
+struct DrainSpec {
+  DrainScope scope = DrainScope::kGpuPods;
+  std::vector<DrainStage> order;
+  std::optional<std::int64_t> grace_period_seconds;  // unset: the pod's own
+  bool delete_empty_dir_data = true;
+  bool force = false;  // also evict pods without a controller
+};
+
+// What the drainer needs from the cluster (RestPodApi in production, fakes in tests).
+class PodApi {
+ public:
+  virtual ~PodApi() = default;
+  // All pods bound to `node` (any namespace).
+  virtual StatusOr<std::vector<k8s::Pod>> ListPodsOnNode(std::string_view node) = 0;
+  // POST pods/<name>/eviction with a UID precondition. PDB refusal → ResourceExhausted.
+  virtual Status Evict(const k8s::Pod& pod, const k8s::DeleteOptions& options) = 0;
+};
+
+// LIST /api/v1/pods?fieldSelector=spec.nodeName=<node> (paged, 500) and the Eviction API.
+class RestPodApi final : public PodApi {
+ public:
+  explicit RestPodApi(k8s::RestClient& client) : client_(client) {}
+  StatusOr<std::vector<k8s::Pod>> ListPodsOnNode(std::string_view node) override;
+  Status Evict(const k8s::Pod& pod, const k8s::DeleteOptions& options) override;
+
+ private:
+  k8s::RestClient& client_;
+};
+
+// Eviction outcomes reported to `on_eviction` (metric label "result").
+inline constexpr std::string_view kEvictionSuccess = "success";
+inline constexpr std::string_view kEvictionBlocked = "pdb_blocked";  // 429
+inline constexpr std::string_view kEvictionGone = "not_found";
+inline constexpr std::string_view kEvictionError = "error";
+
+struct DrainerOptions {
+  int max_concurrent_evictions = 32;  // per drain
+  Duration poll_interval = std::chrono::seconds(1);
+  Duration initial_backoff = std::chrono::seconds(1);
+  Duration max_backoff = std::chrono::seconds(30);
+  std::function<void(std::string_view result)> on_eviction;  // optional, thread-safe
+};
+
+enum class DrainState { kDone, kBlocked, kCancelled };
+std::string_view DrainStateName(DrainState s);
+
+struct DrainResult {
+  DrainState state = DrainState::kDone;
+  int evicted = 0;              // evictions this run issued (accepted by the server)
+  int waited_terminating = 0;   // pods found already terminating and only waited for
+  int skipped = 0;              // DaemonSet/mirror/finished/out-of-scope pods
+  std::vector<std::string> blocking;  // "ns/name: why" for pods still there (Blocked)
+  std::string message;          // one line for Events/logs
+};
+
+class Drainer {
+ public:
+  Drainer(PodApi& api, Clock& clock, DrainerOptions options = {});
+
+  // Runs until the pods in scope are gone (Done), `deadline` (wall clock, Blocked) or `stop`
+  // (Cancelled). Pods that will never be evicted under `spec` (no controller without force,
+  // emptyDir without delete_empty_dir_data) make the result Blocked as soon as the rest is done.
+  DrainResult Drain(std::string_view node, const DrainSpec& spec, WallTime deadline,
+                    std::stop_token stop);
+
+  // Pure helpers (exposed for tests).
+  // Stage index of `pod` in `order` (order.size() for "no stage matched").
+  static std::size_t StageOf(const k8s::Pod& pod, const std::vector<DrainStage>& order);
+  // Empty when the pod is to be evicted; else why not ("daemonset", "mirror", "finished",
+  // "out-of-scope").
+  static std::string_view SkipReason(const k8s::Pod& pod, const DrainSpec& spec);
+  // Non-empty when the pod is in scope but must not be evicted under `spec`.
+  static std::string Unevictable(const k8s::Pod& pod, const DrainSpec& spec);
+
+ private:
+  PodApi& api_;
+  Clock& clock_;
+  DrainerOptions opts_;
+};
+
+}  // namespace gg::remediation

@@ -1,0 +1,370 @@
+// Plan(): world-state tables — fence, drain, admin cordon/taint untouched, admin uncordon
+// cancels, record removal re-onboards, dry run, paused, exclude, recovery, brake, DRA, and
+// idempotency (planning again on the applied result yields no steps).
+#include "remediation/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "api/gpu_node_health.h"
+
+namespace gg::remediation {
+namespace {
+
+using api::Action;
+using policy::HealthState;
+using policy::Verdict;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+const WallTime kNow = WallTime(seconds(1'800'000'000));
+
+Verdict Bad(Action a, std::vector<std::string> gpus = {"GPU-3"}, bool node_wide = true) {
+  Verdict v;
+  v.policy = "default";
+  v.state = HealthState::kUnhealthy;
+  v.action = a;
+  v.reason = "RulesMatched";
+  v.message = "fatal-xid: GPU 3 (GPU-3): Xid 79 (fallen off the bus, RESTART_BM) x1 in 10m";
+  for (const auto& g : gpus) v.evidence.push_back({"fatal-xid", a, 3, g, "GPU 3", node_wide});
+  v.bad_gpus = gpus;
+  v.node_wide = node_wide;
+  v.memory.state = HealthState::kUnhealthy;
+  v.memory.since = kNow;
+  return v;
+}
+
+Verdict Healthy(bool recovered) {
+  Verdict v;
+  v.policy = "default";
+  v.state = HealthState::kHealthy;
+  v.reason = "GPUsHealthy";
+  v.message = "8 GPU(s) healthy";
+  v.recovered = recovered;
+  v.memory.state = HealthState::kHealthy;
+  v.memory.since = kNow;
+  return v;
+}
+
+Verdict Unknown() {
+  Verdict v;
+  v.policy = "default";
+  v.state = HealthState::kUnknown;
+  v.action = Action::kEvent;
+  v.reason = "StaleReport";
+  v.message = "Last agent heartbeat is older than 15m";
+  return v;
+}
+
+PolicyRemediation Pol() {
+  PolicyRemediation p;
+  p.policy = "default";
+  return p;
+}
+
+NodeView Node() {
+  NodeView n;
+  n.name = "node-a";
+  n.labels = {{"nvidia.com/gpu.present", "true"}};
+  return n;
+}
+
+bool HasStep(const RemediationPlan& p, StepKind k) {
+  for (const auto& s : p.steps) {
+    if (s.kind == k) return true;
+  }
+  return false;
+}
+bool HasEvent(const RemediationPlan& p, const std::string& reason) {
+  for (const auto& e : p.Events()) {
+    if (e.reason == reason) return true;
+  }
+  return false;
+}
+const NodeTaint* OurTaint(const NodeView& n) {
+  for (const auto& t : n.taints) {
+    if (t.key == api::kTaintKey) return &t;
+  }
+  return nullptr;
+}
+RemediationRecord Record(const NodeView& n) {
+  EXPECT_TRUE(n.record_annotation.has_value());
+  auto r = DecodeRecord(n.record_annotation.value_or(""));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : RemediationRecord{};
+}
+
+// Plans, applies, and checks that planning again on the result changes nothing.
+NodeView Step(const Verdict& v, const NodeView& n, const PolicyRemediation& pol = Pol(),
+              const BrakeDecision& brake = BrakeAllowAll(), WallTime now = kNow,
+              RemediationPlan* out = nullptr) {
+  RemediationPlan p = Plan(v, n, pol, brake, now);
+  NodeView after = ApplyPlan(n, p);
+  RemediationPlan again = Plan(v, after, pol, brake, now + seconds(5));
+  EXPECT_TRUE(again.Empty()) << "not idempotent; first step " << StepKindName(again.steps[0].kind)
+                             << " " << again.steps[0].event.message;
+  if (out) *out = p;
+  return after;
+}
+
+TEST(Plan, CordonFencesNodeAndIsIdempotent) {
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kCordon), Node(), Pol(), BrakeAllowAll(), kNow, &p);
+  EXPECT_EQ(p.steps[0].kind, StepKind::kWriteRecord);  // intent and ownership first
+  EXPECT_TRUE(n.unschedulable);
+  ASSERT_NE(OurTaint(n), nullptr);
+  EXPECT_EQ(OurTaint(n)->effect, "NoSchedule");
+  EXPECT_EQ(OurTaint(n)->value, kTaintValueCordoned);
+  EXPECT_EQ(n.gpu_condition->status, "False");
+  EXPECT_EQ(n.gpu_condition->reason, "RulesMatched");
+  EXPECT_TRUE(HasEvent(p, kReasonGpuUnhealthy));
+  EXPECT_TRUE(HasEvent(p, kReasonNodeCordoned));
+  EXPECT_TRUE(HasEvent(p, kReasonNodeTainted));
+  EXPECT_TRUE(p.starts_node_fence);
+  RemediationRecord r = Record(n);
+  EXPECT_TRUE(r.tainted);
+  EXPECT_TRUE(r.cordoned);
+  EXPECT_EQ(r.action, Action::kCordon);
+  EXPECT_EQ(r.occurrence, "node-a-1800000000");
+  EXPECT_EQ(r.policy, "default");
+  EXPECT_EQ(r.memory.at("default").state, HealthState::kUnhealthy);
+}
+
+TEST(Plan, TaintOnlyAndNoExecuteEffect) {
+  auto pol = Pol();
+  pol.remediation.taint_effect = api::TaintEffect::kNoExecute;
+  NodeView n = Step(Bad(Action::kTaint), Node(), pol);
+  EXPECT_FALSE(n.unschedulable);
+  ASSERT_NE(OurTaint(n), nullptr);
+  EXPECT_EQ(OurTaint(n)->effect, "NoExecute");
+  EXPECT_EQ(OurTaint(n)->value, kTaintValueTainted);
+}
+
+TEST(Plan, DrainStartsOnceThenContinues) {
+  RemediationPlan p = Plan(Bad(Action::kDrain), Node(), Pol(), BrakeAllowAll(), kNow);
+  ASSERT_TRUE(p.drain.has_value());
+  EXPECT_TRUE(p.drain->start);
+  EXPECT_EQ(p.drain->deadline, kNow + std::chrono::hours(1));
+  EXPECT_TRUE(p.starts_drain);
+  NodeView n = ApplyPlan(Node(), p);
+  RemediationPlan again = Plan(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(1));
+  EXPECT_TRUE(again.Empty());
+  ASSERT_TRUE(again.drain.has_value());
+  EXPECT_FALSE(again.drain->start);  // a restarted operator continues, never restarts
+  // The drainer reports completion: nothing more to do.
+  RemediationRecord r = Record(n);
+  MarkDrainCompleted(r, kNow + minutes(2));
+  n.record_annotation = EncodeRecord(r);
+  RemediationPlan done = Plan(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(3));
+  EXPECT_TRUE(done.Empty());
+  EXPECT_FALSE(done.drain.has_value());
+}
+
+TEST(Plan, AdminCordonAndTaintAreNeverUndone) {
+  NodeView admin = Node();
+  admin.unschedulable = true;                              // cordoned by an admin
+  admin.taints = {{"example.com/maintenance", "", "NoSchedule"}};
+  NodeView n = Step(Bad(Action::kCordon), admin);
+  RemediationRecord r = Record(n);
+  EXPECT_FALSE(r.cordoned);  // not ours
+  EXPECT_TRUE(r.tainted);
+  EXPECT_EQ(OurTaint(n)->value, kTaintValueTainted);
+  // Recovery removes only our taint; the admin's cordon and taint stay.
+  n = Step(Healthy(true), n);
+  EXPECT_TRUE(n.unschedulable);
+  EXPECT_EQ(OurTaint(n), nullptr);
+  ASSERT_EQ(n.taints.size(), 1u);
+  EXPECT_EQ(n.taints[0].key, "example.com/maintenance");
+}
+
+TEST(Plan, AdminUncordonCancelsTheOccurrence) {
+  NodeView n = Step(Bad(Action::kDrain), Node());
+  n.unschedulable = false;  // kubectl uncordon
+  RemediationPlan p;
+  n = Step(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(1), &p);
+  EXPECT_FALSE(n.unschedulable);  // not re-cordoned
+  EXPECT_EQ(OurTaint(n), nullptr);
+  EXPECT_TRUE(p.stop_drain);
+  EXPECT_TRUE(HasEvent(p, kReasonRemediationSkipped));
+  EXPECT_TRUE(Record(n).cancelled);
+  // A new fault (another GPU) is a new occurrence: fenced again.
+  n = Step(Bad(Action::kCordon, {"GPU-3", "GPU-5"}), n, Pol(), BrakeAllowAll(), kNow + minutes(2), &p);
+  EXPECT_TRUE(n.unschedulable);
+  EXPECT_FALSE(Record(n).cancelled);
+  EXPECT_EQ(Record(n).occurrence, "node-a-" + std::to_string(1'800'000'000 + 120));
+  // Healthy closes a cancelled occurrence without hysteresis; nothing is left behind.
+  NodeView c = Step(Bad(Action::kCordon), Node());
+  c.unschedulable = false;
+  c = Step(Bad(Action::kCordon), c);
+  c = Step(Healthy(false), c);
+  EXPECT_FALSE(Record(c).Active());
+}
+
+TEST(Plan, RecordRemovalReOnboards) {
+  NodeView n = Step(Bad(Action::kCordon), Node());
+  // Still bad: a new occurrence takes over the existing fences (no flapping).
+  NodeView removed = n;
+  removed.record_annotation.reset();
+  RemediationPlan p;
+  NodeView still = Step(Bad(Action::kCordon), removed, Pol(), BrakeAllowAll(), kNow + minutes(3), &p);
+  EXPECT_TRUE(still.unschedulable);
+  EXPECT_NE(OurTaint(still), nullptr);
+  EXPECT_EQ(Record(still).occurrence, "node-a-" + std::to_string(1'800'000'000 + 180));
+  EXPECT_TRUE(Record(still).cordoned);
+  EXPECT_TRUE(HasEvent(p, kReasonGpuUnhealthy));
+  // Healthy: our taint and our cordon go at once (no record, no hysteresis to honour).
+  NodeView healthy = Step(Healthy(false), removed);
+  EXPECT_FALSE(healthy.unschedulable);
+  EXPECT_EQ(OurTaint(healthy), nullptr);
+  // Garbage in the annotation is treated like a removed record.
+  NodeView garbage = n;
+  garbage.record_annotation = "{not json";
+  healthy = Step(Healthy(false), garbage);
+  EXPECT_FALSE(healthy.unschedulable);
+}
+
+TEST(Plan, RecoveryWaitsForHealthyForThenUndoesOnlyOurs) {
+  NodeView n = Step(Bad(Action::kCordon), Node());
+  RemediationPlan p;
+  NodeView held = Step(Healthy(false), n, Pol(), BrakeAllowAll(), kNow + minutes(1), &p);
+  EXPECT_TRUE(held.unschedulable);  // hysteresis: still fenced
+  EXPECT_NE(OurTaint(held), nullptr);
+  EXPECT_EQ(held.gpu_condition->status, "True");
+  NodeView rec = Step(Healthy(true), held, Pol(), BrakeAllowAll(), kNow + minutes(11), &p);
+  EXPECT_FALSE(rec.unschedulable);
+  EXPECT_EQ(OurTaint(rec), nullptr);
+  EXPECT_TRUE(HasEvent(p, kReasonGpuRecovered));
+  EXPECT_TRUE(HasEvent(p, kReasonNodeUncordoned));
+  EXPECT_TRUE(p.ends_node_fence);
+  RemediationRecord r = Record(rec);
+  EXPECT_FALSE(r.Active());
+  EXPECT_EQ(r.recovered_at, kNow + minutes(11));
+  // A later fault is a fresh occurrence.
+  NodeView again = Step(Bad(Action::kCordon), rec, Pol(), BrakeAllowAll(), kNow + minutes(20));
+  EXPECT_TRUE(again.unschedulable);
+}
+
+TEST(Plan, DryRunDecidesRecordsAndChangesNothing) {
+  auto pol = Pol();
+  pol.dry_run = true;
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kDrain), Node(), pol, BrakeAllowAll(), kNow, &p);
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_TRUE(n.taints.empty());
+  EXPECT_FALSE(n.gpu_condition.has_value());
+  EXPECT_FALSE(p.drain.has_value());
+  for (const auto& e : p.Events()) EXPECT_EQ(e.message.rfind("dry run: ", 0), 0u) << e.message;
+  EXPECT_TRUE(HasEvent(p, kReasonGpuUnhealthy));
+  RemediationRecord r = Record(n);
+  EXPECT_TRUE(r.dry_run);
+  EXPECT_EQ(r.action, Action::kDrain);
+  EXPECT_FALSE(r.tainted);
+  EXPECT_FALSE(r.cordoned);
+}
+
+TEST(Plan, PausedDoesNothingExcludedOnlySetsCondition) {
+  auto pol = Pol();
+  pol.paused = true;
+  EXPECT_TRUE(Plan(Bad(Action::kDrain), Node(), pol, BrakeAllowAll(), kNow).Empty());
+  NodeView ex = Node();
+  ex.labels[api::kExcludeLabel] = "true";
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kDrain), ex, Pol(), BrakeAllowAll(), kNow, &p);
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].kind, StepKind::kSetCondition);
+  EXPECT_NE(n.gpu_condition->message.find("remediation disabled"), std::string::npos);
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_FALSE(p.drain.has_value());
+}
+
+TEST(Plan, BrakeHoldsBackNewFencesButNotRecovery) {
+  BrakeDecision brake;
+  brake.allow_new_node = false;
+  brake.engaged = true;
+  brake.reason = "maxUnhealthy 10% of 25 nodes allows 3; 3 under remediation";
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kCordon), Node(), Pol(), brake, kNow, &p);
+  EXPECT_TRUE(p.brake_blocked);
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_EQ(OurTaint(n), nullptr);
+  EXPECT_EQ(n.gpu_condition->status, "False");  // the condition still tells the truth
+  EXPECT_TRUE(HasEvent(p, kReasonRemediationSkipped));
+  // Released: the fence goes on.
+  n = Step(Bad(Action::kCordon), n, Pol(), BrakeAllowAll(), kNow + minutes(1));
+  EXPECT_TRUE(n.unschedulable);
+  // Engaged again: recovery still proceeds.
+  n = Step(Healthy(true), n, Pol(), brake, kNow + minutes(30));
+  EXPECT_FALSE(n.unschedulable);
+  // Drain budget: cordon happens, drain waits.
+  BrakeDecision drains;
+  drains.allow_new_drain = false;
+  drains.reason = "maxConcurrentDrains 5 reached";
+  RemediationPlan d = Plan(Bad(Action::kDrain), Node(), Pol(), drains, kNow);
+  EXPECT_FALSE(d.drain.has_value());
+  EXPECT_TRUE(ApplyPlan(Node(), d).unschedulable);
+}
+
+TEST(Plan, DeviceLevelFencesOnlyTheBadGpu) {
+  auto pol = Pol();
+  pol.remediation.device_level = api::DeviceLevelMode::kAuto;
+  NodeView dra = Node();
+  dra.dra_devices = true;
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kDrain, {"GPU-3"}, /*node_wide=*/false), dra, pol, BrakeAllowAll(),
+                    kNow, &p);
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_EQ(OurTaint(n), nullptr);
+  ASSERT_TRUE(HasStep(p, StepKind::kAddDeviceTaint));
+  EXPECT_EQ(p.device_fences_started, 1);
+  ASSERT_TRUE(p.drain.has_value());
+  EXPECT_EQ(p.drain->gpu_uuids, std::vector<std::string>{"GPU-3"});
+  EXPECT_EQ(Record(n).device_taints.size(), 1u);
+  // Recovery removes the device taint.
+  RemediationPlan rp;
+  Step(Healthy(true), n, pol, BrakeAllowAll(), kNow + minutes(20), &rp);
+  EXPECT_TRUE(HasStep(rp, StepKind::kRemoveDeviceTaint));
+  // Node-wide failure (GPU lost) on a DRA node still fences the node.
+  NodeView nw = Step(Bad(Action::kCordon, {"GPU-3"}, /*node_wide=*/true), dra, pol);
+  EXPECT_TRUE(nw.unschedulable);
+}
+
+TEST(Plan, UnknownRaisesConditionAndEventOnlyOnce) {
+  RemediationPlan p;
+  NodeView n = Step(Unknown(), Node(), Pol(), BrakeAllowAll(), kNow, &p);
+  EXPECT_EQ(n.gpu_condition->status, "Unknown");
+  EXPECT_TRUE(HasEvent(p, kReasonGpuTelemetryLost));
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_TRUE(n.taints.empty());
+  // Unknown on a fenced node holds the fence (never undoes on missing data).
+  NodeView f = Step(Bad(Action::kCordon), Node());
+  f = Step(Unknown(), f, Pol(), BrakeAllowAll(), kNow + minutes(1));
+  EXPECT_TRUE(f.unschedulable);
+  // Telemetry back and healthy.
+  RemediationPlan back;
+  Step(Healthy(true), n, Pol(), BrakeAllowAll(), kNow + minutes(2), &back);
+  EXPECT_TRUE(HasEvent(back, kReasonGpuRecovered));
+}
+
+TEST(Plan, AlwaysHealthyNodeNeedsNoRecord) {
+  Verdict v = Healthy(true);
+  v.memory = {};
+  RemediationPlan p;
+  NodeView n = Step(v, Node(), Pol(), BrakeAllowAll(), kNow, &p);
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].kind, StepKind::kSetCondition);
+  EXPECT_FALSE(n.record_annotation.has_value());
+  EXPECT_EQ(n.gpu_condition->status, "True");
+}
+
+TEST(Plan, EscalatesWithinAnOccurrenceButNeverDeescalates) {
+  NodeView n = Step(Bad(Action::kTaint), Node());
+  EXPECT_FALSE(n.unschedulable);
+  n = Step(Bad(Action::kCordon), n, Pol(), BrakeAllowAll(), kNow + minutes(1));
+  EXPECT_TRUE(n.unschedulable);
+  EXPECT_EQ(OurTaint(n)->value, kTaintValueCordoned);
+  n = Step(Bad(Action::kTaint), n, Pol(), BrakeAllowAll(), kNow + minutes(2));
+  EXPECT_TRUE(n.unschedulable);
+  EXPECT_EQ(Record(n).action, Action::kCordon);
+}
+
+}  // namespace
+}  // namespace gg::remediation

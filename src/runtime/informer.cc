@@ -1,0 +1,151 @@
+// Informer core: the LIST-then-WATCH loop with resume, relist on 410 and backoff.
+#include "runtime/informer.h"
+
+#include <random>
+
+#include "k8s/backoff.h"
+#include "k8s/errors.h"
+
+namespace gg::runtime {
+
+InformerCore::InformerCore(k8s::RestClient& client, k8s::ResourceType type, Clock& clock,
+                           InformerOptions options)
+    : log_(Logger().WithName("informer").WithValues({{"resource", type.resource}})),
+      client_(client), type_(std::move(type)), clock_(clock), options_(std::move(options)) {}
+
+InformerCore::~InformerCore() { Stop(); }
+
+void InformerCore::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::jthread([this](std::stop_token st) { Run(st); });
+}
+
+void InformerCore::Stop() {
+  if (!thread_.joinable()) return;
+  thread_.request_stop();
+  thread_.join();
+}
+
+bool InformerCore::WaitForSync(std::stop_token stop, std::chrono::milliseconds timeout) const {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!synced_.load()) {
+    if (stop.stop_requested() || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+std::string InformerCore::LastResourceVersion() const {
+  std::scoped_lock lock(rv_mu_);
+  return rv_;
+}
+
+Status InformerCore::ListAll(std::stop_token stop) {
+  k8s::ListOptions lo;
+  lo.limit = options_.page_size;
+  lo.label_selector = options_.label_selector;
+  lo.field_selector = options_.field_selector;
+  // resourceVersion "" = a consistent (paged) read; "0" would let a real server ignore limit.
+  BeginRelist();
+  std::string list_rv;
+  Status s = client_.ListPages(type_, options_.namespace_, lo,
+                               [&](std::string& body) -> StatusOr<k8s::ListPageInfo> {
+                                 if (stop.stop_requested()) return CancelledError("stopping");
+                                 stats_.list_pages.fetch_add(1, std::memory_order_relaxed);
+                                 auto info = OnListPage(body);
+                                 if (info.ok() && list_rv.empty()) {
+                                   list_rv = info->resource_version;
+                                 }
+                                 return info;
+                               });
+  if (!s.ok()) return s;
+  EndRelist();
+  {
+    std::scoped_lock lock(rv_mu_);
+    rv_ = list_rv;
+  }
+  if (stats_.lists.fetch_add(1) > 0) stats_.relists.fetch_add(1);
+  return OkStatus();
+}
+
+void InformerCore::Run(std::stop_token stop) {
+  k8s::Backoff backoff(options_.backoff_initial, options_.backoff_max);
+  std::uint64_t rng = std::random_device{}();
+  bool need_list = true;
+  while (!stop.stop_requested()) {
+    if (need_list) {
+      Status s = ListAll(stop);
+      if (stop.stop_requested()) return;
+      if (!s.ok()) {
+        stats_.errors.fetch_add(1);
+        log_.Warn("list failed; retrying", {{"error", s.ToString()}});
+        if (!clock_.SleepFor(backoff.Next(), stop)) return;
+        continue;
+      }
+      need_list = false;
+      backoff.Reset();
+      synced_.store(true);
+    }
+
+    k8s::WatchOptions wo;
+    wo.resource_version = LastResourceVersion();
+    wo.allow_bookmarks = true;
+    wo.label_selector = options_.label_selector;
+    wo.field_selector = options_.field_selector;
+    if (options_.watch_timeout_seconds > 0) {
+      // Spread reconnects of many informers: [t, 2t) as client-go's reflector does.
+      wo.timeout_seconds = options_.watch_timeout_seconds +
+                           static_cast<int>(k8s::NextUnit(rng) * options_.watch_timeout_seconds);
+    }
+    stats_.watches.fetch_add(1);
+    Status line_status;
+    std::uint64_t events_before = stats_.events.load() + stats_.bookmarks.load();
+    MonoTime started = clock_.Monotonic();
+    Status ws = client_.Watch(
+        type_, options_.namespace_, wo,
+        [&](std::string_view line) {
+          std::string rv;
+          Status s = OnWatchLine(line, &rv);
+          if (!s.ok()) {
+            line_status = s;
+            return false;
+          }
+          if (!rv.empty()) {
+            std::scoped_lock lock(rv_mu_);
+            rv_ = std::move(rv);
+          }
+          return true;
+        },
+        stop);
+    if (stop.stop_requested()) return;
+    if (!line_status.ok()) ws = line_status;
+    bool progressed = stats_.events.load() + stats_.bookmarks.load() > events_before;
+    if (ws.ok()) {
+      // Server-side timeout: resume from the last resourceVersion (no LIST). A server that
+      // closes at once without sending anything gets a backoff rather than a hot loop.
+      if (progressed || clock_.Monotonic() - started > std::chrono::seconds(1)) {
+        backoff.Reset();
+      } else if (!clock_.SleepFor(backoff.Next(), stop)) {
+        return;
+      }
+      continue;
+    }
+    if (k8s::IsExpired(ws)) {
+      log_.Info("watch expired (410); relisting", {{"rv", wo.resource_version}});
+      need_list = true;
+      continue;
+    }
+    stats_.errors.fetch_add(1);
+    if (ws.code() == StatusCode::kInvalidArgument && !line_status.ok()) {
+      // An event we could not decode is lost: only a relist restores a consistent cache.
+      log_.Warn("undecodable watch event; relisting", {{"error", ws.ToString()}});
+      need_list = true;
+    } else {
+      log_.Warn("watch ended with error; resuming", {{"error", ws.ToString()}});
+    }
+    if (progressed) backoff.Reset();
+    if (!clock_.SleepFor(backoff.Next(), stop)) return;
+  }
+}
+
+}  // namespace gg::runtime

@@ -1,0 +1,231 @@
+// Lease-based leader election (client-go tryAcquireOrRenew semantics on our Clock).
+#include "runtime/leader_election.h"
+
+#include <random>
+
+#include "k8s/backoff.h"
+#include "k8s/builders.h"
+#include "k8s/codec.h"
+#include "k8s/errors.h"
+#include "k8s/resource.h"
+
+namespace gg::runtime {
+
+Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
+  if (c.lease_name.empty() || c.lease_namespace.empty()) {
+    return InvalidArgumentError("leader election: lease name and namespace are required");
+  }
+  if (c.identity.empty()) return InvalidArgumentError("leader election: identity is required");
+  if (c.retry_period <= Duration(0)) {
+    return InvalidArgumentError("leader election: retry period must be positive");
+  }
+  if (!(c.lease_duration > c.renew_deadline)) {
+    return InvalidArgumentError("leader election: lease duration must exceed renew deadline");
+  }
+  if (!(c.renew_deadline.count() > 1.2 * static_cast<double>(c.retry_period.count()))) {
+    return InvalidArgumentError("leader election: renew deadline must exceed 1.2 x retry period");
+  }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(k8s::RestClient& client,
+                                                               Clock& clock,
+                                                               LeaderElectionConfig config) {
+  GG_RETURN_IF_ERROR(ValidateLeaderElectionConfig(config));
+  return std::unique_ptr<LeaderElector>(new LeaderElector(client, clock, std::move(config)));
+}
+
+LeaderElector::LeaderElector(k8s::RestClient& client, Clock& clock, LeaderElectionConfig config)
+    : client_(client), clock_(clock), config_(std::move(config)),
+      log_(Logger().WithName("leader-election").WithValues(
+          {{"lease", config_.lease_namespace + "/" + config_.lease_name},
+           {"identity", config_.identity}})),
+      jitter_state_(std::random_device{}()) {}
+
+LeaderElector::~LeaderElector() { Stop(); }
+
+void LeaderElector::Start() {
+  if (thread_.joinable()) return;
+  running_.store(true);
+  thread_ = std::jthread([this](std::stop_token st) { Run(st); });
+}
+
+void LeaderElector::Stop() {
+  if (!thread_.joinable()) return;
+  thread_.request_stop();
+  thread_.join();
+}
+
+bool LeaderElector::IsLeader() const {
+  if (!leading_.load(std::memory_order_acquire)) return false;
+  std::scoped_lock lock(mu_);
+  return clock_.Monotonic() - last_renew_ < config_.renew_deadline;
+}
+
+std::string LeaderElector::CurrentLeader() const {
+  std::scoped_lock lock(mu_);
+  return observed_ ? observed_->holder_identity : std::string();
+}
+
+Duration LeaderElector::Jittered(Duration d) {
+  double u;
+  {
+    std::scoped_lock lock(mu_);
+    u = k8s::NextUnit(jitter_state_);
+  }
+  return d + Duration(static_cast<Duration::rep>(static_cast<double>(d.count()) * 1.2 * u));
+}
+
+Status LeaderElector::TryAcquireOrRenew() {
+  const WallTime now = clock_.Now();
+  const MonoTime now_mono = clock_.Monotonic();
+  const auto duration_s = static_cast<std::int32_t>(
+      std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
+                                    config_.lease_duration + std::chrono::milliseconds(999))
+                                    .count()));
+  auto body = client_.Get(k8s::kLeases, config_.lease_namespace, config_.lease_name);
+  if (!body.ok() && IsNotFound(body.status())) {
+    k8s::Lease lease;
+    lease.meta.name = config_.lease_name;
+    lease.meta.namespace_ = config_.lease_namespace;
+    lease.holder_identity = config_.identity;
+    lease.lease_duration_seconds = duration_s;
+    lease.acquire_time = now;
+    lease.renew_time = now;
+    auto created = client_.Create(k8s::kLeases, config_.lease_namespace, k8s::LeaseBody(lease));
+    if (!created.ok()) return created.status();
+    auto parsed = k8s::ParseObject<k8s::Lease>(*created);
+    std::scoped_lock lock(mu_);
+    observed_ = parsed.ok() ? *parsed : lease;
+    observed_raw_key_ = observed_->meta.resource_version;
+    observed_time_ = now_mono;
+    last_renew_ = now_mono;
+    return OkStatus();
+  }
+  if (!body.ok()) return body.status();
+  GG_ASSIGN_OR_RETURN(k8s::Lease current, k8s::ParseObject<k8s::Lease>(*body));
+
+  std::string previous_holder;
+  bool holder_changed = false;
+  {
+    std::scoped_lock lock(mu_);
+    previous_holder = observed_ ? observed_->holder_identity : std::string();
+    if (current.meta.resource_version != observed_raw_key_ || !observed_) {
+      // Validity is judged by when WE saw the record change, never the server's renewTime.
+      observed_raw_key_ = current.meta.resource_version;
+      observed_time_ = now_mono;
+      holder_changed = previous_holder != current.holder_identity;
+    }
+    observed_ = current;
+  }
+  if (holder_changed && config_.on_new_leader && !current.holder_identity.empty()) {
+    config_.on_new_leader(current.holder_identity);
+  }
+  Duration held_for = current.lease_duration_seconds
+                          ? Duration(std::chrono::seconds(*current.lease_duration_seconds))
+                          : config_.lease_duration;
+  bool mine = current.holder_identity == config_.identity;
+  {
+    std::scoped_lock lock(mu_);
+    if (!current.holder_identity.empty() && !mine && observed_time_ + held_for > now_mono) {
+      return FailedPreconditionError("lease held by " + current.holder_identity);
+    }
+  }
+  k8s::Lease next = current;
+  if (!mine) {
+    next.acquire_time = now;
+    next.lease_transitions = current.lease_transitions + 1;
+  }
+  next.holder_identity = config_.identity;
+  next.lease_duration_seconds = duration_s;
+  next.renew_time = now;
+  auto updated = client_.Update(k8s::kLeases, config_.lease_namespace, config_.lease_name,
+                                k8s::LeaseBody(next));
+  if (!updated.ok()) return updated.status();
+  auto parsed = k8s::ParseObject<k8s::Lease>(*updated);
+  std::scoped_lock lock(mu_);
+  observed_ = parsed.ok() ? *parsed : next;
+  observed_raw_key_ = observed_->meta.resource_version;
+  observed_time_ = now_mono;
+  last_renew_ = now_mono;
+  return OkStatus();
+}
+
+Status LeaderElector::Release() {
+  k8s::Lease lease;
+  {
+    std::scoped_lock lock(mu_);
+    if (!observed_ || observed_->holder_identity != config_.identity) return OkStatus();
+    lease = *observed_;
+  }
+  const WallTime now = clock_.Now();
+  lease.holder_identity.clear();
+  lease.lease_duration_seconds = 1;
+  lease.acquire_time = now;
+  lease.renew_time = now;
+  auto updated = client_.Update(k8s::kLeases, config_.lease_namespace, config_.lease_name,
+                                k8s::LeaseBody(lease));
+  if (!updated.ok()) return updated.status();
+  std::scoped_lock lock(mu_);
+  observed_ = lease;
+  return OkStatus();
+}
+
+void LeaderElector::SetLeading(bool leading) {
+  bool was = leading_.exchange(leading);
+  if (was == leading) return;
+  if (leading) {
+    log_.Info("became leader");
+    if (config_.on_started_leading) config_.on_started_leading();
+  } else {
+    log_.Info("stopped leading");
+    if (config_.on_stopped_leading) config_.on_stopped_leading();
+  }
+}
+
+void LeaderElector::Run(std::stop_token stop) {
+  // Acquire.
+  while (!stop.stop_requested()) {
+    Status s = TryAcquireOrRenew();
+    if (s.ok()) break;
+    if (s.code() != StatusCode::kFailedPrecondition && !k8s::IsConflict(s)) {
+      log_.Warn("acquiring lease failed", {{"error", s.ToString()}});
+    }
+    if (!clock_.SleepFor(Jittered(config_.retry_period), stop)) break;
+  }
+  if (stop.stop_requested()) {
+    running_.store(false);
+    return;
+  }
+  SetLeading(true);
+  // Renew every RetryPeriod; give up once RenewDeadline passed without a successful renew,
+  // or at once when someone else validly holds the lease.
+  bool lost = false;
+  while (!stop.stop_requested()) {
+    if (!clock_.SleepFor(config_.retry_period, stop)) break;
+    Status s = TryAcquireOrRenew();
+    if (s.ok()) continue;
+    log_.Warn("renewing lease failed", {{"error", s.ToString()}});
+    MonoTime last;
+    {
+      std::scoped_lock lock(mu_);
+      last = last_renew_;
+    }
+    if (s.code() == StatusCode::kFailedPrecondition ||
+        clock_.Monotonic() - last >= config_.renew_deadline) {
+      lost = true;
+      break;
+    }
+  }
+  if (lost) {
+    log_.Error("leader election lost");
+    lost_.store(true);
+  } else if (config_.release_on_cancel) {
+    Status r = Release();
+    if (!r.ok()) log_.Warn("releasing lease failed", {{"error", r.ToString()}});
+  }
+  SetLeading(false);
+  running_.store(false);
+}
+
+}  // namespace gg::runtime

@@ -1,0 +1,102 @@
+// Manager: runs a process's components in controller-runtime's start order and stops them
+// together.
+//   1. health/metrics server (served whether or not this process leads)
+//   2. caches (informers), then waits until all have synced (timeout → error)
+//   3. runnables that do not need leader election
+//   4. leader election (when one is given; otherwise step 5 follows at once)
+//   5. leader-only runnables (controllers), started once the lease is held
+// Stop (the stop_token, e.g. SIGTERM): leader runnables stop first, then the lease is
+// released, then the rest — all within graceful_shutdown_timeout (5 s). Losing the lease or
+// a runnable failing ends Run() with an error (the process should then exit non-zero).
+// Health: /readyz check "informers-synced" (all caches synced), /healthz check "runnables"
+// (no runnable has failed).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "metrics/http_server.h"
+#include "runtime/runnable.h"
+
+namespace gg::k8s {
+class RestClient;
+}  // namespace gg::k8s
+
+namespace gg::runtime {
+
+struct ManagerOptions {
+  // Address for the health server when one is given and not started yet ("" = leave it).
+  std::string health_listen = "127.0.0.1:0";
+  std::chrono::milliseconds cache_sync_timeout = std::chrono::minutes(2);
+  std::chrono::milliseconds graceful_shutdown_timeout = std::chrono::seconds(5);
+  std::chrono::milliseconds sync_poll_interval = std::chrono::milliseconds(10);
+};
+
+class Manager {
+ public:
+  // `server` and `election` may be null; they and every added Runnable must outlive Run().
+  explicit Manager(ManagerOptions options = {}, Logger log = Logger(),
+                   metrics::HealthServer* server = nullptr, LeaderElection* election = nullptr);
+  ~Manager();
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // Sorted by r.NeedsLeaderElection(). Add everything before Run().
+  void Add(Runnable& r);
+  // A cache: started right after the server; Run waits until has_synced() is true.
+  void AddCache(Runnable& r, std::function<bool()> has_synced);
+  // Any informer-like type with Start(), Stop(), HasSynced() (runtime/informer.h).
+  template <typename T>
+  void AddInformer(std::string name, T& informer) {
+    owned_.push_back(std::make_unique<StartStopRunnable>(
+        std::move(name), [&informer] { informer.Start(); }, [&informer] { informer.Stop(); },
+        false));
+    AddCache(*owned_.back(), [&informer] { return informer.HasSynced(); });
+  }
+
+  // Blocks until `stop` (→ OK after a clean shutdown; DeadlineExceeded when something did
+  // not stop within graceful_shutdown_timeout — those threads are left detached) or a
+  // failure: server bind error, cache sync timeout, lost lease, a runnable's error.
+  Status Run(std::stop_token stop);
+
+  bool CachesSynced() const;
+  bool Leading() const;
+  int HealthPort() const { return server_ ? server_->port() : 0; }
+
+ private:
+  struct Shared;
+  struct Task;
+  struct CacheEntry {
+    Runnable* runnable;
+    std::function<bool()> has_synced;
+  };
+  std::shared_ptr<Task> Spawn(std::string name, std::function<Status()> fn, bool is_leader);
+
+  ManagerOptions options_;
+  Logger log_;
+  metrics::HealthServer* server_;
+  LeaderElection* election_;
+  std::vector<CacheEntry> caches_;
+  std::vector<Runnable*> runnables_;
+  std::vector<Runnable*> leader_runnables_;
+  std::vector<std::unique_ptr<Runnable>> owned_;
+  std::shared_ptr<Shared> shared_;  // shared with task threads and health checks
+};
+
+// Adapts the Lease-based runtime::LeaderElector (runtime/leader_election.h) to the
+// LeaderElection interface: creates the elector from `config` (its callbacks are wrapped,
+// user callbacks still run) and runs it for the Manager. Lost lease → Run returns Aborted.
+struct LeaderElectionConfig;
+StatusOr<std::unique_ptr<LeaderElection>> NewLeaseLeaderElection(k8s::RestClient& client,
+                                                                  Clock& clock,
+                                                                  LeaderElectionConfig config);
+
+}  // namespace gg::runtime

@@ -1,0 +1,293 @@
+// WorkQueue implementation: one map of per-key state, a FIFO of pointers into it, and a
+// map of keys waiting for their AddAfter time (one clock timer each).
+#include "runtime/workqueue.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace gg::runtime {
+namespace {
+
+double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+struct WorkQueue::Impl {
+  struct Item {
+    bool dirty = false;       // needs processing (queued, or re-queued once Done)
+    bool processing = false;  // handed out by Get, not Done yet
+    MonoTime added{};         // when it became dirty (queue duration metric)
+  };
+  struct Waiting {
+    MonoTime ready;
+    TimerId timer;
+  };
+  struct Running {
+    const std::string* key;
+    MonoTime started;
+  };
+
+  Impl(std::string n, Clock& c, std::unique_ptr<RateLimiter> l)
+      : name(std::move(n)), clock(c), limiter(std::move(l)) {}
+
+  const std::string name;
+  Clock& clock;
+  std::unique_ptr<RateLimiter> limiter;
+
+  mutable std::mutex mu;
+  std::condition_variable_any cv;
+  // Node-based map: element addresses are stable, so queue/running hold key pointers.
+  std::unordered_map<std::string, Item> items;
+  std::deque<const std::string*> queue;
+  std::vector<Running> running;  // at most one per worker
+  std::unordered_map<std::string, Waiting> waiting;
+  bool shutting_down = false;
+
+  // Metrics; all null when no registry was given.
+  metrics::Gauge* depth = nullptr;
+  metrics::Counter* adds = nullptr;
+  metrics::Histogram* queue_duration = nullptr;
+  metrics::Histogram* work_duration = nullptr;
+  metrics::Counter* retries = nullptr;
+  metrics::Gauge* unfinished = nullptr;
+  metrics::Gauge* longest = nullptr;
+
+  MonoTime Now() const { return depth ? clock.Monotonic() : MonoTime{}; }
+
+  // Requires mu.
+  void AddLocked(const std::string& key) {
+    if (shutting_down) return;
+    auto [it, inserted] = items.try_emplace(key);
+    Item& item = it->second;
+    if (item.dirty) return;
+    item.dirty = true;
+    if (adds) {
+      adds->Inc();
+      item.added = Now();
+    }
+    if (item.processing) return;  // queued again by Done
+    queue.push_back(&it->first);
+    if (depth) depth->Inc();
+    cv.notify_one();
+  }
+
+  // Requires mu and a non-empty queue.
+  std::string PopLocked() {
+    const std::string* key = queue.front();
+    queue.pop_front();
+    auto it = items.find(*key);
+    Item& item = it->second;
+    item.dirty = false;
+    item.processing = true;
+    MonoTime now = Now();
+    if (depth) {
+      depth->Dec();
+      queue_duration->Observe(Seconds(now - item.added));
+    }
+    running.push_back({key, now});
+    return *key;
+  }
+
+  void CancelWaitingLocked() {
+    for (auto& [_, w] : waiting) clock.Cancel(w.timer);
+    waiting.clear();
+  }
+
+  double UnfinishedSeconds() const {
+    std::scoped_lock lock(mu);
+    MonoTime now = clock.Monotonic();
+    double total = 0;
+    for (const auto& r : running) total += Seconds(now - r.started);
+    return total;
+  }
+
+  double LongestSeconds() const {
+    std::scoped_lock lock(mu);
+    MonoTime now = clock.Monotonic();
+    double longest_s = 0;
+    for (const auto& r : running) longest_s = std::max(longest_s, Seconds(now - r.started));
+    return longest_s;
+  }
+};
+
+WorkQueue::WorkQueue(std::string name, Clock& clock, metrics::Registry* registry,
+                     std::unique_ptr<RateLimiter> limiter) {
+  if (!limiter) limiter = DefaultControllerRateLimiter(clock);
+  impl_ = std::make_shared<Impl>(std::move(name), clock, std::move(limiter));
+  if (!registry) return;
+  auto& r = *registry;
+  const std::string& n = impl_->name;
+  // One declaration table: the names and help of client-go's workqueue metrics.
+  impl_->depth = &r.AddGauge("workqueue_depth", "Current depth of workqueue.", {"name"})
+                      .WithLabels({n});
+  impl_->adds = &r.AddCounter("workqueue_adds_total", "Total number of adds handled by workqueue.",
+                              {"name"})
+                     .WithLabels({n});
+  impl_->queue_duration =
+      &r.AddHistogram("workqueue_queue_duration_seconds",
+                      "How long in seconds an item stays in workqueue before being requested.",
+                      {"name"}, metrics::ExponentialBuckets(1e-8, 10, 12))
+           .WithLabels({n});
+  impl_->work_duration =
+      &r.AddHistogram("workqueue_work_duration_seconds",
+                      "How long in seconds processing an item from workqueue takes.", {"name"},
+                      metrics::ExponentialBuckets(1e-8, 10, 12))
+           .WithLabels({n});
+  impl_->retries = &r.AddCounter("workqueue_retries_total",
+                                 "Total number of retries handled by workqueue.", {"name"})
+                        .WithLabels({n});
+  impl_->unfinished =
+      &r.AddGauge("workqueue_unfinished_work_seconds",
+                  "How many seconds of work has been done that is in progress and hasn't been "
+                  "observed by work_duration. Large values indicate stuck threads.",
+                  {"name"})
+           .WithLabels({n});
+  impl_->longest = &r.AddGauge("workqueue_longest_running_processor_seconds",
+                               "How many seconds has the longest running processor for workqueue "
+                               "been running.",
+                               {"name"})
+                        .WithLabels({n});
+  Impl* impl = impl_.get();
+  impl_->unfinished->SetCallback([impl] { return impl->UnfinishedSeconds(); });
+  impl_->longest->SetCallback([impl] { return impl->LongestSeconds(); });
+}
+
+WorkQueue::~WorkQueue() {
+  ShutDown();
+  // Clearing waits for a scrape that is running the callback right now.
+  if (impl_->unfinished) impl_->unfinished->SetCallback(nullptr);
+  if (impl_->longest) impl_->longest->SetCallback(nullptr);
+}
+
+void WorkQueue::Add(const std::string& key) {
+  std::scoped_lock lock(impl_->mu);
+  impl_->AddLocked(key);
+}
+
+void WorkQueue::AddAfter(const std::string& key, Duration delay) {
+  if (delay <= Duration(0)) {
+    Add(key);
+    return;
+  }
+  Impl& q = *impl_;
+  std::scoped_lock lock(q.mu);
+  if (q.shutting_down) return;
+  MonoTime ready = q.clock.Monotonic() + delay;
+  auto it = q.waiting.find(key);
+  if (it != q.waiting.end()) {
+    if (it->second.ready <= ready) return;  // already due sooner
+    q.clock.Cancel(it->second.timer);
+  } else {
+    it = q.waiting.try_emplace(key).first;
+  }
+  // The timer holds a weak reference: a queue destroyed meanwhile makes it a no-op.
+  std::weak_ptr<Impl> weak = impl_;
+  // The id is only known after ScheduleAfter returns; the callback needs q.mu (held here)
+  // before it reads it, so it always sees the id stored below.
+  auto id = std::make_shared<TimerId>(0);
+  TimerId timer = q.clock.ScheduleAfter(delay, [weak, key, id] {
+    auto impl = weak.lock();
+    if (!impl) return;
+    std::scoped_lock lock(impl->mu);
+    auto w = impl->waiting.find(key);
+    if (w == impl->waiting.end() || w->second.timer != *id) return;  // superseded
+    impl->waiting.erase(w);
+    impl->AddLocked(key);
+  });
+  *id = timer;
+  it->second = {ready, timer};
+}
+
+void WorkQueue::AddRateLimited(const std::string& key) {
+  {
+    std::scoped_lock lock(impl_->mu);
+    if (impl_->shutting_down) return;
+    if (impl_->retries) impl_->retries->Inc();
+  }
+  AddAfter(key, impl_->limiter->When(key));
+}
+
+void WorkQueue::Forget(const std::string& key) { impl_->limiter->Forget(key); }
+
+int WorkQueue::NumRequeues(const std::string& key) { return impl_->limiter->NumRequeues(key); }
+
+std::optional<std::string> WorkQueue::Get(std::stop_token stop) {
+  Impl& q = *impl_;
+  std::unique_lock lock(q.mu);
+  q.cv.wait(lock, stop, [&] { return !q.queue.empty() || q.shutting_down; });
+  if (q.queue.empty() || stop.stop_requested()) return std::nullopt;
+  return q.PopLocked();
+}
+
+std::optional<std::string> WorkQueue::TryGet() {
+  std::scoped_lock lock(impl_->mu);
+  if (impl_->queue.empty()) return std::nullopt;
+  return impl_->PopLocked();
+}
+
+void WorkQueue::Done(const std::string& key) {
+  Impl& q = *impl_;
+  std::scoped_lock lock(q.mu);
+  auto it = q.items.find(key);
+  if (it == q.items.end() || !it->second.processing) return;  // not handed out: ignore
+  const std::string* k = &it->first;
+  auto r = std::find_if(q.running.begin(), q.running.end(),
+                        [k](const Impl::Running& x) { return x.key == k; });
+  if (r != q.running.end()) {
+    if (q.work_duration) q.work_duration->Observe(Seconds(q.Now() - r->started));
+    *r = q.running.back();
+    q.running.pop_back();
+  }
+  it->second.processing = false;
+  if (it->second.dirty) {
+    q.queue.push_back(k);
+    if (q.depth) q.depth->Inc();
+    q.cv.notify_one();
+  } else {
+    q.items.erase(it);
+  }
+  if (q.running.empty()) q.cv.notify_all();  // ShutDownWithDrain waits for this
+}
+
+void WorkQueue::ShutDown() {
+  std::scoped_lock lock(impl_->mu);
+  impl_->shutting_down = true;
+  impl_->CancelWaitingLocked();
+  impl_->cv.notify_all();
+}
+
+void WorkQueue::ShutDownWithDrain(std::stop_token stop) {
+  ShutDown();
+  Impl& q = *impl_;
+  std::unique_lock lock(q.mu);
+  q.cv.wait(lock, stop, [&] { return q.running.empty(); });
+}
+
+bool WorkQueue::ShuttingDown() const {
+  std::scoped_lock lock(impl_->mu);
+  return impl_->shutting_down;
+}
+
+std::size_t WorkQueue::Len() const {
+  std::scoped_lock lock(impl_->mu);
+  return impl_->queue.size();
+}
+
+std::size_t WorkQueue::Processing() const {
+  std::scoped_lock lock(impl_->mu);
+  return impl_->running.size();
+}
+
+std::size_t WorkQueue::Waiting() const {
+  std::scoped_lock lock(impl_->mu);
+  return impl_->waiting.size();
+}
+
+const std::string& WorkQueue::name() const { return impl_->name; }
+
+}  // namespace gg::runtime

@@ -1,0 +1,265 @@
+// Unit tests for WorkQueue: client-go semantics (de-dup, processing set, AddAfter on a
+// FakeClock, rate limiting, shutdown) and its metrics.
+#include "runtime/workqueue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace gg::runtime {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Waits for a condition on a loaded machine without fixed sleeps.
+template <typename F>
+bool Eventually(F f, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return f();
+}
+
+class WorkQueueTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  metrics::Registry registry_;
+  WorkQueue q_{"test", clock_, &registry_};
+};
+
+TEST_F(WorkQueueTest, DeduplicatesWhileQueued) {
+  q_.Add("a");
+  q_.Add("b");
+  q_.Add("a");
+  EXPECT_EQ(q_.Len(), 2u);
+  EXPECT_EQ(q_.TryGet(), "a");  // FIFO
+  EXPECT_EQ(q_.TryGet(), "b");
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
+  EXPECT_EQ(registry_.Value("workqueue_adds_total", {"test"}), 2);
+}
+
+TEST_F(WorkQueueTest, ReAddWhileProcessingIsQueuedAfterDone) {
+  q_.Add("a");
+  auto k = q_.TryGet();
+  ASSERT_EQ(k, "a");
+  q_.Add("a");  // changed while being processed
+  q_.Add("a");  // still once
+  EXPECT_EQ(q_.Len(), 0u);  // not handed to a second worker
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
+  EXPECT_EQ(q_.Processing(), 1u);
+  q_.Done("a");
+  EXPECT_EQ(q_.Len(), 1u);
+  EXPECT_EQ(q_.TryGet(), "a");
+  q_.Done("a");
+  EXPECT_EQ(q_.Len(), 0u);
+  EXPECT_EQ(q_.Processing(), 0u);
+  q_.Done("a");      // extra Done is ignored
+  q_.Done("never");  // unknown key ignored
+  EXPECT_EQ(q_.Len(), 0u);
+}
+
+TEST_F(WorkQueueTest, AddAfterFiresOnFakeClock) {
+  q_.AddAfter("a", seconds(10));
+  q_.AddAfter("b", seconds(5));
+  EXPECT_EQ(q_.Len(), 0u);
+  EXPECT_EQ(q_.Waiting(), 2u);
+  clock_.Advance(seconds(5));
+  EXPECT_EQ(q_.TryGet(), "b");
+  EXPECT_EQ(q_.Len(), 0u);
+  clock_.Advance(seconds(4));
+  EXPECT_EQ(q_.Len(), 0u);
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(q_.TryGet(), "a");
+  EXPECT_EQ(q_.Waiting(), 0u);
+}
+
+TEST_F(WorkQueueTest, AddAfterKeepsEarliestTime) {
+  q_.AddAfter("a", seconds(10));
+  q_.AddAfter("a", seconds(20));  // later: ignored
+  q_.AddAfter("a", seconds(3));   // sooner: replaces
+  EXPECT_EQ(q_.Waiting(), 1u);
+  EXPECT_EQ(clock_.PendingTimers(), 1u);  // the superseded timer was cancelled
+  clock_.Advance(seconds(3));
+  EXPECT_EQ(q_.Len(), 1u);
+  clock_.Advance(seconds(30));
+  EXPECT_EQ(q_.Len(), 1u);  // no second copy from the old timers
+  q_.AddAfter("b", Duration(0));  // zero delay: immediate
+  EXPECT_EQ(q_.Len(), 2u);
+}
+
+TEST_F(WorkQueueTest, AddAfterOfQueuedKeyDeduplicates) {
+  q_.Add("a");
+  q_.AddAfter("a", seconds(1));
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(q_.Len(), 1u);
+}
+
+TEST_F(WorkQueueTest, RateLimitedBackoffAndForget) {
+  q_.AddRateLimited("a");  // 5 ms
+  EXPECT_EQ(q_.NumRequeues("a"), 1);
+  clock_.Advance(milliseconds(4));
+  EXPECT_EQ(q_.Len(), 0u);
+  clock_.Advance(milliseconds(1));
+  ASSERT_EQ(q_.TryGet(), "a");
+  q_.Done("a");
+  q_.AddRateLimited("a");  // 10 ms
+  clock_.Advance(milliseconds(9));
+  EXPECT_EQ(q_.Len(), 0u);
+  clock_.Advance(milliseconds(1));
+  ASSERT_EQ(q_.TryGet(), "a");
+  q_.Done("a");
+  EXPECT_EQ(q_.NumRequeues("a"), 2);
+  q_.Forget("a");
+  EXPECT_EQ(q_.NumRequeues("a"), 0);
+  q_.AddRateLimited("a");  // back to 5 ms
+  clock_.Advance(milliseconds(5));
+  EXPECT_EQ(q_.Len(), 1u);
+  EXPECT_EQ(registry_.Value("workqueue_retries_total", {"test"}), 3);
+}
+
+TEST_F(WorkQueueTest, ShutDownHandsOutRestThenStops) {
+  q_.Add("a");
+  q_.AddAfter("later", seconds(1));
+  q_.ShutDown();
+  EXPECT_TRUE(q_.ShuttingDown());
+  q_.Add("b");  // ignored
+  q_.AddRateLimited("c");  // ignored
+  EXPECT_EQ(clock_.PendingTimers(), 0u);  // waiting keys dropped
+  EXPECT_EQ(q_.Get(), "a");
+  EXPECT_EQ(q_.Get(), std::nullopt);  // does not block once shut down and empty
+  clock_.Advance(seconds(5));
+  EXPECT_EQ(q_.Len(), 0u);
+}
+
+TEST_F(WorkQueueTest, GetBlocksUntilAddOrStop) {
+  std::optional<std::string> got;
+  std::thread t([&] { got = q_.Get(); });
+  q_.Add("x");
+  t.join();
+  EXPECT_EQ(got, "x");
+
+  std::stop_source stop;
+  std::atomic<bool> returned{false};
+  std::thread t2([&] {
+    auto r = q_.Get(stop.get_token());
+    EXPECT_EQ(r, std::nullopt);
+    returned = true;
+  });
+  std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_FALSE(returned);
+  stop.request_stop();
+  t2.join();
+  EXPECT_TRUE(returned);
+}
+
+TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
+  std::vector<std::thread> ts;
+  std::atomic<int> woke{0};
+  for (int i = 0; i < 3; ++i) ts.emplace_back([&] {
+      if (!q_.Get()) ++woke;
+    });
+  q_.ShutDown();
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(woke, 3);
+}
+
+TEST_F(WorkQueueTest, ShutDownWithDrainWaitsForDone) {
+  q_.Add("a");
+  ASSERT_EQ(q_.TryGet(), "a");
+  std::atomic<bool> drained{false};
+  std::thread t([&] {
+    q_.ShutDownWithDrain();
+    drained = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return q_.ShuttingDown(); }));
+  std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_FALSE(drained);
+  q_.Done("a");
+  t.join();
+  EXPECT_TRUE(drained);
+}
+
+TEST_F(WorkQueueTest, Metrics) {
+  q_.Add("a");
+  q_.Add("b");
+  EXPECT_EQ(registry_.Value("workqueue_depth", {"test"}), 2);
+  clock_.Advance(seconds(2));
+  ASSERT_EQ(q_.TryGet(), "a");
+  EXPECT_EQ(registry_.Value("workqueue_depth", {"test"}), 1);
+  clock_.Advance(seconds(3));
+  EXPECT_DOUBLE_EQ(registry_.Value("workqueue_unfinished_work_seconds", {"test"}), 3);
+  EXPECT_DOUBLE_EQ(registry_.Value("workqueue_longest_running_processor_seconds", {"test"}), 3);
+  q_.Done("a");
+  EXPECT_DOUBLE_EQ(registry_.Value("workqueue_unfinished_work_seconds", {"test"}), 0);
+  const std::string text = registry_.ExposeText();
+  EXPECT_NE(text.find("workqueue_queue_duration_seconds_sum{name=\"test\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("workqueue_work_duration_seconds_sum{name=\"test\"} 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("workqueue_adds_total{name=\"test\"} 2\n"), std::string::npos);
+}
+
+TEST(WorkQueue, DestroyedWithPendingTimersIsSafe) {
+  FakeClock clock;
+  {
+    WorkQueue q("gone", clock);
+    q.AddAfter("a", seconds(1));
+  }
+  EXPECT_EQ(clock.PendingTimers(), 0u);
+  clock.Advance(seconds(2));  // nothing fires into a dead queue
+}
+
+TEST(WorkQueue, RealClockAddAfter) {
+  WorkQueue q("real", RealClock::Default());
+  q.AddAfter("a", milliseconds(5));
+  std::stop_source stop;
+  auto got = q.Get(stop.get_token());
+  EXPECT_EQ(got, "a");
+}
+
+TEST(WorkQueue, ConcurrentWorkersNeverShareAKey) {
+  FakeClock clock;
+  WorkQueue q("conc", clock);
+  constexpr int kKeys = 20;
+  constexpr int kAdds = 4000;
+  std::mutex mu;
+  std::set<std::string> in_flight;
+  std::atomic<bool> overlap{false};
+  std::atomic<int> processed{0};
+  std::vector<std::jthread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&](std::stop_token st) {
+      while (auto key = q.Get(st)) {
+        {
+          std::scoped_lock lock(mu);
+          if (!in_flight.insert(*key).second) overlap = true;
+        }
+        std::this_thread::yield();
+        {
+          std::scoped_lock lock(mu);
+          in_flight.erase(*key);
+        }
+        ++processed;
+        q.Done(*key);
+      }
+    });
+  }
+  for (int i = 0; i < kAdds; ++i) q.Add("k" + std::to_string(i % kKeys));
+  ASSERT_TRUE(Eventually([&] { return q.Len() == 0 && q.Processing() == 0; }));
+  q.ShutDown();
+  workers.clear();
+  EXPECT_FALSE(overlap);
+  EXPECT_GE(processed, kKeys);     // every key at least once
+  EXPECT_LE(processed, kAdds);     // de-duplicated
+}
+
+}  // namespace
+}  // namespace gg::runtime

@@ -1,0 +1,617 @@
+// ApiCore: routing and write semantics (create, update, patch, delete) of the simulator.
+#include "sim/api.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/time_util.h"
+#include "sim/api_util.h"
+#include "sim/patch.h"
+#include "sim/pdb.h"
+#include "sim/rbac.h"
+#include "sim/schema.h"
+#include "sim/selector.h"
+
+namespace gg::sim {
+
+using nlohmann::json;
+
+bool ParseBoolParam(std::string_view v) {
+  return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
+}
+
+ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
+    : opts_(std::move(opts)),
+      clock_(clock),
+      registry_(opts_.kube_version),
+      store_(opts_.watch_history, opts_.watcher_queue_limit),
+      rng_(std::random_device{}()) {
+  LoadSchemas();
+  // The namespaces every cluster has.
+  for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+    Target t{registry_.Find("", "v1", "namespaces"), "", ns, ""};
+    WriteOpts o;
+    o.seed = true;
+    Create(t, json{{"metadata", {{"name", ns}}}}, o);
+  }
+}
+
+ApiCore::~ApiCore() = default;
+
+void ApiCore::LoadSchemas() {
+  if (opts_.openapi_dir.empty()) return;
+  auto s = LoadBuiltinSchemas(opts_.openapi_dir, opts_.kube_version);
+  if (s.ok()) schemas_ = std::make_shared<SchemaSet>(std::move(*s));
+}
+
+std::string ApiCore::NowRfc3339() const { return FormatRfc3339(clock_.Now()); }
+
+std::string ApiCore::NewUid() {
+  std::scoped_lock lock(rng_mu_);
+  std::uint64_t a = rng_(), b = rng_();
+  a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
+  b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx",
+                static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xffff),
+                static_cast<unsigned>(a & 0xffff), static_cast<unsigned>(b >> 48),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
+
+std::string ApiCore::RandomSuffix() {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::scoped_lock lock(rng_mu_);
+  std::string s;
+  for (int i = 0; i < 5; ++i) s += kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
+  return s;
+}
+
+std::optional<Target> ApiCore::ResolvePath(std::string_view path, std::optional<ApiError>* err) {
+  auto parts = SplitPath(path);
+  *err = PathNotFoundErr();
+  std::string group, version;
+  std::size_t i = 0;
+  if (parts.size() >= 2 && parts[0] == "api") {
+    version = parts[1];
+    i = 2;
+  } else if (parts.size() >= 3 && parts[0] == "apis") {
+    group = parts[1];
+    version = parts[2];
+    i = 3;
+  } else {
+    return std::nullopt;
+  }
+  std::vector<std::string> rest(parts.begin() + static_cast<long>(i), parts.end());
+  if (rest.empty()) return std::nullopt;
+  Target t;
+  std::string resource;
+  if (rest[0] == "namespaces" && rest.size() >= 3 &&
+      !(rest.size() == 3 && (rest[2] == "status" || rest[2] == "finalize"))) {
+    t.ns = rest[1];
+    resource = rest[2];
+    if (rest.size() > 3) t.name = rest[3];
+    if (rest.size() > 4) t.sub = rest[4];
+    if (rest.size() > 5) return std::nullopt;
+  } else {
+    resource = rest[0];
+    if (rest.size() > 1) t.name = rest[1];
+    if (rest.size() > 2) t.sub = rest[2];
+    if (rest.size() > 3) return std::nullopt;
+  }
+  t.ri = registry_.Find(group, version, resource);
+  if (!t.ri) return std::nullopt;
+  if (!t.ri->namespaced && !t.ns.empty()) return std::nullopt;
+  if (t.ri->namespaced && t.ns.empty() && !t.name.empty()) return std::nullopt;
+  if (!t.sub.empty()) {
+    if (t.name.empty()) return std::nullopt;
+    bool ok = (t.sub == "status" && t.ri->status_subresource) ||
+              (t.sub == "eviction" && t.ri->eviction) ||
+              (t.sub == "finalize" && t.ri->resource == "namespaces");
+    if (!ok) return std::nullopt;
+  }
+  err->reset();
+  return t;
+}
+
+ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
+  obj["metadata"]["resourceVersion"] = std::to_string(rv);
+  auto o = std::make_shared<Obj>();
+  o->rv = rv;
+  const auto& md = obj["metadata"];
+  o->name = md.value("name", "");
+  o->ns = md.value("namespace", "");
+  o->uid = md.value("uid", "");
+  o->api_version = obj.value("apiVersion", "");
+  o->labels = LabelsOf(obj);
+  std::string_view group = t.ri->storage == "events" ? std::string_view() : t.ri->group;
+  o->fields = IndexFields(group, t.ri->resource, t.ri->namespaced, obj);
+  o->json = obj.dump();
+  return o;
+}
+
+void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  json& md = obj["metadata"];
+  md["uid"] = NewUid();
+  md["creationTimestamp"] = NowRfc3339();
+  md.erase("resourceVersion");
+  md.erase("deletionTimestamp");
+  md.erase("deletionGracePeriodSeconds");
+  if (ri.has_generation)
+    md["generation"] = 1;
+  else
+    md.erase("generation");
+  if (ri.resource == "namespaces") {
+    if (!obj.contains("spec") || !obj["spec"].is_object()) obj["spec"] = json::object();
+    obj["spec"]["finalizers"] = json::array({"kubernetes"});
+    obj["status"] = {{"phase", "Active"}};
+    if (!md.contains("labels") || !md["labels"].is_object()) md["labels"] = json::object();
+    md["labels"]["kubernetes.io/metadata.name"] = md["name"];
+  }
+  if (o.seed) return;
+  if (ri.resource == "pods" && ri.group.empty()) {
+    obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+  } else if (ri.resource == "poddisruptionbudgets") {
+    obj["status"] = {{"currentHealthy", 0}, {"desiredHealthy", 0},
+                     {"disruptionsAllowed", 0}, {"expectedPods", 0}};
+  } else if (ri.resource == "customresourcedefinitions") {
+    const auto& spec = obj.value("spec", json::object());
+    json names = spec.value("names", json::object());
+    json stored = json::array();
+    for (const auto& v : spec.value("versions", json::array()))
+      if (v.is_object() && v.value("storage", false)) stored.push_back(v.value("name", ""));
+    std::string now = NowRfc3339();
+    obj["status"] = {
+        {"acceptedNames", names},
+        {"storedVersions", stored},
+        {"conditions",
+         {{{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
+           {"message", "no conflicts found"}, {"lastTransitionTime", now}},
+          {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
+           {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}}};
+  } else if (ri.status_subresource && ri.resource != "nodes") {
+    obj.erase("status");
+  }
+}
+
+std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool create,
+                                          const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  std::string name = obj["metadata"].value("name", "");
+  std::vector<StatusCause> causes;
+  if (ri.custom) {
+    causes = ValidateObjectMeta(obj["metadata"], ri.namespaced);
+    if (schemas_ && ri.schema.is_object()) {
+      auto v = schemas_->Validate(obj, ri.schema);
+      causes.insert(causes.end(), v.causes.begin(), v.causes.end());
+    }
+  } else {
+    causes = ValidateBuiltin(obj, ri.storage == "events" ? "" : ri.group,
+                             ri.storage == "events" ? "v1" : ri.version, ri.kind, ri.namespaced,
+                             create, opts_.kube_version);
+  }
+  if (!causes.empty()) return InvalidErr(ri.kind, ri.group, name, std::move(causes));
+  if (o.strict && schemas_) {
+    const json* schema = nullptr;
+    if (ri.custom) {
+      if (ri.schema.is_object()) schema = &ri.schema;
+    } else if (auto n = schemas_->NameForGvk(ri.group, ri.version, ri.kind)) {
+      schema = schemas_->Find(*n);
+    }
+    if (schema) {
+      auto unknown = schemas_->UnknownFields(obj, *schema);
+      if (!unknown.empty())
+        return BadRequestErr(ri.kind + " in version \"" + ri.version +
+                             "\" cannot be handled as a " + ri.kind + ": " +
+                             StrictDecodingMessage(unknown));
+    }
+  }
+  return std::nullopt;
+}
+
+ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, bool dry_run) {
+  (void)old;
+  if (dry_run) return ApiResult{std::nullopt, std::move(next), 200};
+  std::uint64_t rv = store_.NextRvLocked();
+  ObjPtr o = MakeObj(t, next, rv);
+  store_.PutLocked(t.ri->storage, t.Key(), o);
+  if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
+    registry_.ApplyCrd(next).IgnoreError();
+  return ApiResult{std::nullopt, std::move(next), 200};
+}
+
+void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {
+  json last = json::parse(old->json);
+  std::uint64_t rv = store_.NextRvLocked();
+  ObjPtr o = MakeObj(t, last, rv);
+  store_.RemoveLocked(t.ri->storage, t.Key(), o);
+}
+
+ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  if (!body.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (ri.storage == "events" && ri.group == "events.k8s.io") {
+    // Validated in its own version first, stored in core/v1 form.
+    body["apiVersion"] = ri.ApiVersion();
+    body["kind"] = ri.kind;
+  }
+  if (body.contains("kind") && body["kind"].is_string() && body["kind"] != ri.kind)
+    return ApiResult::Err(BadRequestErr("the object kind \"" + body["kind"].get<std::string>() +
+                                        "\" does not match the expected kind \"" + ri.kind + "\""));
+  if (body.contains("apiVersion") && body["apiVersion"].is_string() &&
+      body["apiVersion"] != ri.ApiVersion())
+    return ApiResult::Err(BadRequestErr("the API version in the data (" +
+                                        body["apiVersion"].get<std::string>() +
+                                        ") does not match the expected API version (" +
+                                        ri.ApiVersion() + ")"));
+  body["apiVersion"] = ri.ApiVersion();
+  body["kind"] = ri.kind;
+  if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = json::object();
+  json& md = body["metadata"];
+  if (ri.namespaced) {
+    std::string ns = md.value("namespace", "");
+    if (!ns.empty() && !t.ns.empty() && ns != t.ns)
+      return ApiResult::Err(BadRequestErr(
+          "the namespace of the provided object does not match the namespace sent on the request"));
+    if (ns.empty()) md["namespace"] = t.ns;
+  } else {
+    md.erase("namespace");
+  }
+  std::string name = md.value("name", "");
+  if (name.empty() && md.contains("generateName") && md["generateName"].is_string() &&
+      !md["generateName"].get<std::string>().empty()) {
+    name = md["generateName"].get<std::string>() + RandomSuffix();
+    md["name"] = name;
+  }
+  PrepareForCreate(t, body, o);
+  if (auto e = Validate(t, body, true, o)) return ApiResult::Err(*e);
+  if (ri.storage == "events" && ri.group == "events.k8s.io") body = EventsV1ToCoreEvent(body);
+  Target tt = t;
+  tt.name = name;
+  tt.ns = md.value("namespace", "");
+  std::scoped_lock lock(store_.mu());
+  if (ri.namespaced) {
+    Target nst{registry_.Find("", "v1", "namespaces"), "", tt.ns, ""};
+    auto ns_obj = store_.GetLocked(nst.ri->storage, tt.ns);
+    if (!ns_obj) {
+      if (!o.seed) return ApiResult::Err(NotFoundErr("namespaces", "", tt.ns));
+      json nsj = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", tt.ns}}}};
+      PrepareForCreate(nst, nsj, o);
+      CommitLocked(nst, nullptr, std::move(nsj), false);
+    } else if (ns_obj->json.find("\"deletionTimestamp\"") != std::string::npos && !o.seed) {
+      ApiError e = ForbiddenErr(QualifiedResource(ri.resource, ri.group) + " \"" + name +
+                                "\" is forbidden: unable to create new content in namespace " +
+                                tt.ns + " because it is being terminated");
+      e.causes.push_back({"NamespaceTerminating", "namespace " + tt.ns + " is being terminated", "metadata.namespace"});
+      return ApiResult::Err(e);
+    }
+  }
+  if (store_.GetLocked(ri.storage, tt.Key()))
+    return ApiResult::Err(AlreadyExistsErr(ri.resource, ri.group, name));
+  auto r = CommitLocked(tt, nullptr, std::move(body), o.dry_run);
+  r.code = 201;
+  return r;
+}
+
+ApiResult ApiCore::Get(const Target& t) {
+  std::scoped_lock lock(store_.mu());
+  auto o = store_.GetLocked(t.ri->storage, t.Key());
+  if (!o) return ApiResult::Err(NotFoundErr(t.ri->resource, t.ri->group, t.name));
+  return ApiResult{std::nullopt, json::parse(Render(*o, *t.ri)), 200};
+}
+
+namespace {
+
+// Everything an update may change that counts for metadata.generation.
+json GenerationView(const json& obj, bool drop_status) {
+  json v = obj;
+  v.erase("metadata");
+  if (drop_status) v.erase("status");
+  v.erase("apiVersion");
+  v.erase("kind");
+  return v;
+}
+
+bool HasFinalizers(const json& obj) {
+  const auto& md = obj["metadata"];
+  return md.contains("finalizers") && md["finalizers"].is_array() && !md["finalizers"].empty();
+}
+
+}  // namespace
+
+ApiResult ApiCore::UpdateLocked(const Target& t, const ObjPtr& old, json next, const WriteOpts& o,
+                                bool check_rv, bool from_patch) {
+  const auto& ri = *t.ri;
+  json old_j = json::parse(old->json);
+  if (ri.storage == "events" && ri.group == "events.k8s.io" && next.value("apiVersion", "") != "v1")
+    next = EventsV1ToCoreEvent(next);
+  if (!next.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (!next.contains("metadata") || !next["metadata"].is_object()) next["metadata"] = json::object();
+  std::string want_rv = next["metadata"].value("resourceVersion", "");
+  if (check_rv) {
+    if (!want_rv.empty() && want_rv != std::to_string(old->rv))
+      return ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name));
+    if (want_rv.empty() && ri.custom && !from_patch)
+      return ApiResult::Err(InvalidErr(
+          ri.kind, ri.group, t.name,
+          {{"FieldValueInvalid", "Invalid value: 0: must be specified for an update",
+            "metadata.resourceVersion"}}));
+  }
+  if (t.sub == "status") {
+    json merged = old_j;
+    if (next.contains("status"))
+      merged["status"] = next["status"];
+    else
+      merged.erase("status");
+    next = std::move(merged);
+  } else if (ri.status_subresource) {
+    if (old_j.contains("status"))
+      next["status"] = old_j["status"];
+    else
+      next.erase("status");
+  }
+  json& md = next["metadata"];
+  const json& omd = old_j["metadata"];
+  for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
+                        "deletionGracePeriodSeconds", "generation", "name", "namespace"}) {
+    if (omd.contains(k))
+      md[k] = omd[k];
+    else
+      md.erase(k);
+  }
+  next["apiVersion"] = old_j.value("apiVersion", ri.ApiVersion());
+  next["kind"] = ri.kind;
+  if (ri.has_generation && t.sub != "status") {
+    bool drop_status = ri.status_subresource || !ri.custom;
+    if (GenerationView(next, drop_status) != GenerationView(old_j, drop_status))
+      md["generation"] = omd.value("generation", 0) + 1;
+  }
+  md["resourceVersion"] = std::to_string(old->rv);
+  if (next == old_j) return ApiResult{std::nullopt, std::move(old_j), 200};
+  if (auto e = Validate(t, ri.storage == "events" && ri.group == "events.k8s.io"
+                               ? CoreEventToEventsV1(next) : next,
+                        false, o))
+    return ApiResult::Err(*e);
+  if (o.dry_run) return ApiResult{std::nullopt, std::move(next), 200};
+  // Finalizers gone on an object being deleted: now it goes.
+  if (md.contains("deletionTimestamp") && !HasFinalizers(next) &&
+      (ri.resource != "pods" || md.value("deletionGracePeriodSeconds", 0) == 0)) {
+    std::uint64_t rv = store_.NextRvLocked();
+    ObjPtr last = MakeObj(t, next, rv);
+    store_.RemoveLocked(ri.storage, t.Key(), last);
+    return ApiResult{std::nullopt, std::move(next), 200};
+  }
+  return CommitLocked(t, old, std::move(next), false);
+}
+
+ApiResult ApiCore::Update(const Target& t, json body, const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  if (!body.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (body.contains("metadata") && body["metadata"].is_object()) {
+    std::string n = body["metadata"].value("name", "");
+    if (!n.empty() && n != t.name)
+      return ApiResult::Err(BadRequestErr("the name of the object (" + n +
+                                          ") does not match the name on the URL (" + t.name + ")"));
+    std::string ns = body["metadata"].value("namespace", "");
+    if (ri.namespaced && !ns.empty() && ns != t.ns)
+      return ApiResult::Err(BadRequestErr(
+          "the namespace of the provided object does not match the namespace sent on the request"));
+  }
+  std::scoped_lock lock(store_.mu());
+  auto old = store_.GetLocked(ri.storage, t.Key());
+  if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
+  return UpdateLocked(t, old, std::move(body), o, true, false);
+}
+
+ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const json& patch,
+                         const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  std::string ct = MediaType(content_type);
+  if (ct == "application/strategic-merge-patch+json" && ri.custom)
+    return ApiResult::Err(UnsupportedMediaTypeErr(ct));
+  std::unique_lock lock(store_.mu());
+  auto old = store_.GetLocked(ri.storage, t.Key());
+  if (!old) {
+    if (ct == "application/apply-patch+yaml") {
+      lock.unlock();
+      json body = patch;
+      if (body.is_object()) {
+        body["metadata"]["name"] = t.name;
+        if (ri.namespaced) body["metadata"]["namespace"] = t.ns;
+      }
+      return Create(t, std::move(body), o);
+    }
+    return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
+  }
+  json cur = json::parse(Render(*old, ri));
+  StatusOr<json> next = InvalidArgumentError("unsupported patch type");
+  if (ct == "application/json-patch+json") {
+    next = ApplyJsonPatch(cur, patch);
+    if (!next.ok() && IsJsonPatchTestFailure(next.status()))
+      return ApiResult::Err(InvalidErr(ri.kind, ri.group, t.name,
+                                       {{"FieldValueInvalid", next.status().message(), ""}}));
+  } else if (ct == "application/merge-patch+json" || ct == "application/apply-patch+yaml") {
+    if (!patch.is_object())
+      return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+    next = ApplyMergePatch(cur, patch);
+  } else if (ct == "application/strategic-merge-patch+json") {
+    if (!patch.is_object())
+      return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+    next = ApplyStrategicMergePatch(cur, patch, ri.kind);
+  } else {
+    return ApiResult::Err(UnsupportedMediaTypeErr(ct));
+  }
+  if (!next.ok()) return ApiResult::Err(BadRequestErr(next.status().message()));
+  // A patch that names a different object is a 400 in the real server.
+  const json& nmd = (*next).contains("metadata") ? (*next)["metadata"] : json::object();
+  if (nmd.is_object() && nmd.value("name", t.name) != t.name)
+    return ApiResult::Err(BadRequestErr("the name of the object (" + nmd.value("name", "") +
+                                        ") does not match the name on the URL (" + t.name + ")"));
+  return UpdateLocked(t, old, std::move(*next), o, true, true);
+}
+
+ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const WriteOpts& o,
+                          bool immediate) {
+  const auto& ri = *t.ri;
+  std::scoped_lock lock(store_.mu());
+  auto old = store_.GetLocked(ri.storage, t.Key());
+  if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
+  json j = json::parse(Render(*old, ri));
+  if (delete_options.is_object() && delete_options.contains("preconditions") &&
+      delete_options["preconditions"].is_object()) {
+    const auto& pre = delete_options["preconditions"];
+    if (pre.contains("uid") && pre["uid"].is_string() && pre["uid"] != old->uid)
+      return ApiResult::Err(ConflictErrMsg(
+          ri.resource, ri.group, t.name,
+          "Precondition failed: UID in precondition: " + pre["uid"].get<std::string>() +
+              ", UID in object meta: " + old->uid));
+    if (pre.contains("resourceVersion") && pre["resourceVersion"].is_string() &&
+        pre["resourceVersion"] != std::to_string(old->rv))
+      return ApiResult::Err(ConflictErrMsg(
+          ri.resource, ri.group, t.name,
+          "Precondition failed: ResourceVersion in precondition: " +
+              pre["resourceVersion"].get<std::string>() +
+              ", ResourceVersion in object meta: " + std::to_string(old->rv)));
+  }
+  if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
+  json& md = j["metadata"];
+  if (!immediate && HasFinalizers(j)) {
+    if (!md.contains("deletionTimestamp")) {
+      md["deletionTimestamp"] = NowRfc3339();
+      md["deletionGracePeriodSeconds"] = 0;
+      return CommitLocked(t, old, std::move(j), false);
+    }
+    return ApiResult{std::nullopt, std::move(j), 200};
+  }
+  if (!immediate && ri.resource == "pods" && ri.group.empty() && opts_.graceful_pod_deletion) {
+    long grace = 30;
+    if (j.contains("spec") && j["spec"].contains("terminationGracePeriodSeconds") &&
+        j["spec"]["terminationGracePeriodSeconds"].is_number_integer())
+      grace = j["spec"]["terminationGracePeriodSeconds"].get<long>();
+    if (delete_options.is_object() && delete_options.contains("gracePeriodSeconds") &&
+        delete_options["gracePeriodSeconds"].is_number_integer())
+      grace = delete_options["gracePeriodSeconds"].get<long>();
+    std::string phase = j.contains("status") ? j["status"].value("phase", "") : "";
+    std::string node = j.contains("spec") ? j["spec"].value("nodeName", "") : "";
+    bool running = !node.empty() && phase != "Succeeded" && phase != "Failed";
+    if (running && grace > 0) {
+      long cur = md.value("deletionGracePeriodSeconds", -1L);
+      if (md.contains("deletionTimestamp") && cur >= 0 && cur <= grace)
+        return ApiResult{std::nullopt, std::move(j), 200};
+      md["deletionTimestamp"] = FormatRfc3339(clock_.Now() + std::chrono::seconds(grace));
+      md["deletionGracePeriodSeconds"] = grace;
+      return CommitLocked(t, old, std::move(j), false);
+    }
+  }
+  if (ri.resource == "namespaces" && ri.group.empty()) {
+    // Cascade: the namespace controller empties the namespace, then it goes.
+    std::vector<std::string> storages;
+    for (const auto& r : registry_.All())
+      if (r->namespaced &&
+          std::find(storages.begin(), storages.end(), r->storage) == storages.end())
+        storages.push_back(r->storage);
+    for (const auto& s : storages) {
+      auto ri2 = registry_.FindByStorage(s);
+      std::vector<std::pair<std::string, ObjPtr>> doomed;
+      store_.ForEachLocked(s, t.name, "", [&](const std::string& k, const ObjPtr& p) {
+        doomed.emplace_back(k, p);
+        return true;
+      });
+      for (auto& [k, p] : doomed) {
+        Target t2{ri2, t.name, p->name, ""};
+        RemoveLocked(t2, p);
+      }
+    }
+  }
+  if (ri.resource == "customresourcedefinitions" && ri.group == "apiextensions.k8s.io") {
+    std::string group = j["spec"].value("group", "");
+    std::string plural = j["spec"].contains("names") ? j["spec"]["names"].value("plural", "") : "";
+    std::string storage = group + "/" + plural;
+    auto ri2 = registry_.FindByStorage(storage);
+    if (ri2) {
+      std::vector<ObjPtr> doomed;
+      store_.ForEachLocked(storage, "", "", [&](const std::string&, const ObjPtr& p) {
+        doomed.push_back(p);
+        return true;
+      });
+      for (auto& p : doomed) RemoveLocked(Target{ri2, p->ns, p->name, ""}, p);
+    }
+    registry_.RemoveCrd(t.name);
+  }
+  RemoveLocked(t, old);
+  return ApiResult{std::nullopt, std::move(j), 200};
+}
+
+void ApiCore::FinishTermination(const Target& t, const std::string& uid) {
+  std::scoped_lock lock(store_.mu());
+  auto old = store_.GetLocked(t.ri->storage, t.Key());
+  if (!old || old->uid != uid) return;
+  json j = json::parse(old->json);
+  if (!j["metadata"].contains("deletionTimestamp")) return;
+  if (HasFinalizers(j)) {
+    if (j["metadata"].value("deletionGracePeriodSeconds", 0) != 0) {
+      j["metadata"]["deletionGracePeriodSeconds"] = 0;
+      CommitLocked(t, old, std::move(j), false);
+    }
+    return;
+  }
+  RemoveLocked(t, old);
+}
+
+ApiResult ApiCore::Evict(const Target& pod_t, const json& eviction, const WriteOpts& o) {
+  Target pt = pod_t;
+  pt.sub.clear();
+  json delete_options = eviction.is_object() ? eviction.value("deleteOptions", json::object())
+                                             : json::object();
+  if (eviction.is_object() && eviction.contains("metadata") && eviction["metadata"].is_object()) {
+    std::string n = eviction["metadata"].value("name", "");
+    if (!n.empty() && n != pt.name)
+      return ApiResult::Err(BadRequestErr("name in URL does not match name in Eviction object"));
+  }
+  auto pdb_ri = registry_.Find("policy", "v1", "poddisruptionbudgets");
+  {
+    std::unique_lock lock(store_.mu());
+    auto pod = store_.GetLocked(pt.ri->storage, pt.Key());
+    if (!pod) return ApiResult::Err(NotFoundErr("pods", "", pt.name));
+    json pod_j = json::parse(pod->json);
+    std::vector<json> pdbs;
+    store_.ForEachLocked(pdb_ri->storage, pt.ns, "", [&](const std::string&, const ObjPtr& p) {
+      pdbs.push_back(json::parse(p->json));
+      return true;
+    });
+    EvictionDecision d = DecideEviction(pod_j, pdbs, NowRfc3339());
+    if (d.outcome != EvictionDecision::Outcome::kAllow) {
+      ApiError e;
+      e.code = d.code;
+      e.reason = d.status.value("reason", "");
+      e.message = d.status.value("message", "");
+      if (d.status.contains("details") && d.status["details"].is_object()) {
+        const auto& det = d.status["details"];
+        e.retry_after_seconds = det.value("retryAfterSeconds", 0);
+        for (const auto& c : det.value("causes", json::array()))
+          e.causes.push_back({c.value("reason", ""), c.value("message", ""), c.value("field", "")});
+      }
+      ApiResult r = ApiResult::Err(e);
+      r.obj = d.status;
+      return r;
+    }
+    if (o.dry_run) return ApiResult{std::nullopt, EvictionSuccessStatus(), 201};
+    if (d.updated_pdb) {
+      json upd = *d.updated_pdb;
+      std::string key = pt.ns + "/" + upd["metadata"].value("name", "");
+      auto old_pdb = store_.GetLocked(pdb_ri->storage, key);
+      if (old_pdb) {
+        Target pdbt{pdb_ri, pt.ns, upd["metadata"].value("name", ""), "status"};
+        upd["metadata"]["resourceVersion"] = std::to_string(old_pdb->rv);
+        auto r = UpdateLocked(pdbt, old_pdb, std::move(upd), WriteOpts{}, true, true);
+        if (!r.ok()) return r;
+      }
+    }
+  }
+  auto r = Delete(pt, delete_options, o);
+  if (!r.ok()) return r;
+  return ApiResult{std::nullopt, EvictionSuccessStatus(), 201};
+}
+
+}  // namespace gg::sim

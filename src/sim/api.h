@@ -1,0 +1,163 @@
+// ApiCore: the REST semantics of the simulated API server, independent of HTTP: request
+// routing by path, CRUD with resourceVersion/generation/status-subresource rules, patches,
+// graceful deletion, eviction, list with selectors and paging, watch set-up, discovery.
+// server.cc puts it behind cpp-httplib; the in-process SimServer API calls it directly.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "sim/api_error.h"
+#include "sim/registry.h"
+#include "sim/store.h"
+
+namespace gg::sim {
+
+class SchemaSet;
+class Authorizer;
+
+struct ApiRequest {
+  std::string method;  // GET POST PUT PATCH DELETE
+  std::string path;
+  std::map<std::string, std::string> query;
+  std::string content_type;
+  std::string accept;
+  std::string body;
+  std::string user;  // authenticated user ("" = anonymous admin when authz is off)
+  std::vector<std::string> groups;
+};
+
+// What a watch request asks for; streamed by the HTTP layer.
+struct WatchSpec {
+  std::shared_ptr<const ResourceInfo> ri;
+  std::shared_ptr<Watcher> watcher;
+  bool bookmarks = false;
+  bool initial_events_end = false;  // sendInitialEvents: bookmark after the initial state
+  int timeout_seconds = 0;          // 0 = server default
+  std::string expired_message;      // non-empty: send one ERROR 410 and close
+  std::uint64_t start_rv = 0;
+  std::size_t initial_count = 0;
+};
+
+struct ApiResponse {
+  int code = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::optional<WatchSpec> watch;
+  // For metrics: verb and resource as the request resolved.
+  std::string verb, resource;
+};
+
+struct ApiResult {
+  std::optional<ApiError> err;
+  nlohmann::json obj;
+  int code = 200;
+  bool ok() const { return !err.has_value(); }
+  static ApiResult Err(ApiError e) {
+    ApiResult r;
+    r.err = std::move(e);
+    return r;
+  }
+};
+
+// The resolved target of a resource request.
+struct Target {
+  std::shared_ptr<const ResourceInfo> ri;
+  std::string ns, name, sub;
+  std::string Key() const { return ri && ri->namespaced ? ns + "/" + name : name; }
+};
+
+struct WriteOpts {
+  bool dry_run = false;
+  bool seed = false;    // in-process seeding: keep status, auto-create namespaces
+  bool strict = false;  // fieldValidation=Strict
+};
+
+struct ApiCoreOptions {
+  std::string kube_version = "1.35";
+  std::size_t watch_history = 20000;
+  std::size_t watcher_queue_limit = 200000;
+  std::size_t max_body_bytes = 3 * 1024 * 1024;
+  bool graceful_pod_deletion = true;  // a kubelet will finish termination
+  std::string openapi_dir;
+};
+
+class ApiCore {
+ public:
+  ApiCore(ApiCoreOptions opts, Clock& clock);
+  ~ApiCore();
+
+  ApiResponse Handle(const ApiRequest& req);
+
+  // Building blocks (also used by the in-process API and the simulated controllers).
+  std::optional<Target> ResolvePath(std::string_view path, std::optional<ApiError>* err);
+  ApiResult Create(const Target& t, nlohmann::json body, const WriteOpts& o);
+  ApiResult Get(const Target& t);
+  ApiResult Update(const Target& t, nlohmann::json body, const WriteOpts& o);
+  ApiResult Patch(const Target& t, std::string_view content_type, const nlohmann::json& patch,
+                  const WriteOpts& o);
+  // Graceful delete (finalizers, pod grace). `immediate` removes at once.
+  ApiResult Delete(const Target& t, const nlohmann::json& delete_options, const WriteOpts& o,
+                   bool immediate = false);
+  // Removes a terminating object if its uid still matches (the simulated kubelet).
+  void FinishTermination(const Target& t, const std::string& uid);
+  ApiResult Evict(const Target& pod, const nlohmann::json& eviction, const WriteOpts& o);
+  // The JSON list body (string concatenation of stored objects).
+  ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
+                     std::string* body);
+  // Parsed objects of a collection (controllers, tests).
+  std::vector<nlohmann::json> ListObjects(const std::string& storage, const std::string& ns = "");
+
+  Registry& registry() { return registry_; }
+  Store& store() { return store_; }
+  const std::string& openapi_dir() const { return opts_.openapi_dir; }
+  void SetAuthorizer(std::shared_ptr<Authorizer> a) { authorizer_ = std::move(a); }
+  Clock& clock() { return clock_; }
+  // Renders a stored object for `view` (apiVersion / events.k8s.io conversion).
+  std::string Render(const Obj& o, const ResourceInfo& view) const;
+  std::string NowRfc3339() const;
+
+ private:
+  ApiResponse HandleResource(const ApiRequest& req, const Target& t);
+  ApiResponse HandleDiscovery(const ApiRequest& req, bool* handled);
+  ApiResponse StartWatch(const ApiRequest& req, const Target& t);
+  ApiResult CommitLocked(const Target& t, const ObjPtr& old, nlohmann::json next, bool dry_run);
+  ApiResult UpdateLocked(const Target& t, const ObjPtr& old, nlohmann::json next,
+                         const WriteOpts& o, bool check_rv, bool from_patch);
+  std::optional<ApiError> Validate(const Target& t, const nlohmann::json& obj, bool create,
+                                   const WriteOpts& o);
+  void PrepareForCreate(const Target& t, nlohmann::json& obj, const WriteOpts& o);
+  ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
+  void RemoveLocked(const Target& t, const ObjPtr& old);
+  std::string NewUid();
+  std::string RandomSuffix();
+  void LoadSchemas();
+
+  ApiCoreOptions opts_;
+  Clock& clock_;
+  Registry registry_;
+  Store store_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+  std::shared_ptr<SchemaSet> schemas_;
+  std::shared_ptr<Authorizer> authorizer_;
+};
+
+// Go strconv.ParseBool.
+bool ParseBoolParam(std::string_view v);
+// core/v1 <-> events.k8s.io/v1 Event conversion (k8s-api-contract.md §6.1).
+nlohmann::json CoreEventToEventsV1(const nlohmann::json& ev);
+nlohmann::json EventsV1ToCoreEvent(const nlohmann::json& ev);
+
+}  // namespace gg::sim

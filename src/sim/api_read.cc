@@ -1,0 +1,504 @@
+// ApiCore: request dispatch, reads (get/list/watch set-up), discovery, OpenAPI documents,
+// Event view conversion.
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/api.h"
+#include "sim/api_util.h"
+#include "sim/rbac.h"
+#include "sim/selector.h"
+
+namespace gg::sim {
+
+using nlohmann::json;
+
+namespace {
+
+std::optional<std::uint64_t> ParseUint(std::string_view s) {
+  std::uint64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string Q(const std::map<std::string, std::string>& q, const std::string& k) {
+  auto it = q.find(k);
+  return it == q.end() ? std::string() : it->second;
+}
+
+ApiResponse ErrorResponse(const ApiError& e) {
+  ApiResponse r;
+  r.code = e.code;
+  r.body = e.Body();
+  if (e.retry_after_seconds > 0)
+    r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_seconds));
+  return r;
+}
+
+ApiResponse JsonResponse(int code, const json& j) {
+  ApiResponse r;
+  r.code = code;
+  r.body = j.dump();
+  return r;
+}
+
+// gracePeriodSeconds from a protobuf DeleteOptions envelope ("k8s\0" + runtime.Unknown).
+std::optional<long> ProtoDeleteGrace(std::string_view b) {
+  if (b.size() < 4 || b.substr(0, 4) != std::string_view("k8s\0", 4)) return std::nullopt;
+  b.remove_prefix(4);
+  auto varint = [](std::string_view& s) -> std::optional<std::uint64_t> {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64 && !s.empty(); shift += 7) {
+      auto c = static_cast<unsigned char>(s.front());
+      s.remove_prefix(1);
+      v |= static_cast<std::uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
+    }
+    return std::nullopt;
+  };
+  auto field = [&](std::string_view msg, int want_field,
+                   int want_type) -> std::optional<std::pair<std::uint64_t, std::string_view>> {
+    while (!msg.empty()) {
+      auto key = varint(msg);
+      if (!key) return std::nullopt;
+      int f = static_cast<int>(*key >> 3), type = static_cast<int>(*key & 7);
+      if (type == 0) {
+        auto v = varint(msg);
+        if (!v) return std::nullopt;
+        if (f == want_field && type == want_type) return std::make_pair(*v, std::string_view());
+      } else if (type == 2) {
+        auto len = varint(msg);
+        if (!len || *len > msg.size()) return std::nullopt;
+        std::string_view sub = msg.substr(0, *len);
+        msg.remove_prefix(*len);
+        if (f == want_field && type == want_type) return std::make_pair(std::uint64_t{0}, sub);
+      } else {
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  };
+  auto raw = field(b, 2, 2);
+  if (!raw) return std::nullopt;
+  auto grace = field(raw->second, 1, 0);
+  if (!grace) return std::nullopt;
+  return static_cast<long>(grace->first);
+}
+
+}  // namespace
+
+json CoreEventToEventsV1(const json& ev) {
+  json out = ev;
+  out["apiVersion"] = "events.k8s.io/v1";
+  out["kind"] = "Event";
+  auto move = [&](const char* from, const char* to) {
+    if (out.contains(from)) {
+      if (!out[from].is_null()) out[to] = out[from];
+      out.erase(from);
+    }
+  };
+  move("involvedObject", "regarding");
+  move("message", "note");
+  move("source", "deprecatedSource");
+  move("firstTimestamp", "deprecatedFirstTimestamp");
+  move("lastTimestamp", "deprecatedLastTimestamp");
+  move("count", "deprecatedCount");
+  move("reportingComponent", "reportingController");
+  if (out.contains("deprecatedSource") && out["deprecatedSource"].is_object() &&
+      out["deprecatedSource"].empty())
+    out.erase("deprecatedSource");
+  // Python 22.6 needs eventTime on events.k8s.io objects (contract §6.2).
+  if (!out.contains("eventTime") || out["eventTime"].is_null()) {
+    std::string t = out.value("deprecatedFirstTimestamp", "");
+    if (t.empty() && out.contains("metadata")) t = out["metadata"].value("creationTimestamp", "");
+    if (t.size() == 20 && t.back() == 'Z') t = t.substr(0, 19) + ".000000Z";
+    if (!t.empty()) out["eventTime"] = t;
+  }
+  return out;
+}
+
+json EventsV1ToCoreEvent(const json& ev) {
+  json out = ev;
+  out["apiVersion"] = "v1";
+  out["kind"] = "Event";
+  auto move = [&](const char* from, const char* to) {
+    if (out.contains(from)) {
+      if (!out[from].is_null()) out[to] = out[from];
+      out.erase(from);
+    }
+  };
+  move("regarding", "involvedObject");
+  move("note", "message");
+  move("deprecatedSource", "source");
+  move("deprecatedFirstTimestamp", "firstTimestamp");
+  move("deprecatedLastTimestamp", "lastTimestamp");
+  move("deprecatedCount", "count");
+  move("reportingController", "reportingComponent");
+  if (!out.contains("involvedObject")) out["involvedObject"] = json::object();
+  return out;
+}
+
+std::string ApiCore::Render(const Obj& o, const ResourceInfo& view) const {
+  if (o.api_version == view.ApiVersion()) return o.json;
+  json j = json::parse(o.json, nullptr, false);
+  if (j.is_discarded()) return o.json;
+  if (view.storage == "events" && view.group == "events.k8s.io") return CoreEventToEventsV1(j).dump();
+  if (view.storage == "events") return EventsV1ToCoreEvent(j).dump();
+  j["apiVersion"] = view.ApiVersion();
+  return j.dump();
+}
+
+std::vector<json> ApiCore::ListObjects(const std::string& storage, const std::string& ns) {
+  std::vector<json> out;
+  std::scoped_lock lock(store_.mu());
+  store_.ForEachLocked(storage, ns, "", [&](const std::string&, const ObjPtr& o) {
+    out.push_back(json::parse(o->json));
+    return true;
+  });
+  return out;
+}
+
+ApiResult ApiCore::ListBody(const Target& t, const std::map<std::string, std::string>& q,
+                            std::string* body) {
+  const auto& ri = *t.ri;
+  auto ls = LabelSelector::Parse(Q(q, "labelSelector"));
+  if (!ls.ok()) return ApiResult::Err(BadRequestErr("unable to parse requirement: " + ls.status().message()));
+  auto fs = FieldSelector::Parse(Q(q, "fieldSelector"));
+  if (!fs.ok()) return ApiResult::Err(BadRequestErr(fs.status().message()));
+  if (auto st = fs->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
+      !st.ok())
+    return ApiResult::Err(BadRequestErr(st.message()));
+  if (!Q(q, "resourceVersionMatch").empty() && Q(q, "resourceVersion").empty())
+    return ApiResult::Err(InvalidErr("ListOptions", "meta.k8s.io", "",
+                                     {{"FieldValueForbidden",
+                                       "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                                       "resourceVersionMatch"}}));
+  std::size_t limit = 0;
+  if (auto l = ParseUint(Q(q, "limit"))) limit = *l;
+  std::string after;
+  std::string cont = Q(q, "continue");
+  if (!cont.empty()) {
+    auto dec = B64Decode(cont);
+    json cj = dec.ok() ? json::parse(*dec, nullptr, false) : json();
+    if (!cj.is_object() || !cj.contains("start"))
+      return ApiResult::Err(BadRequestErr("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
+    after = cj.value("start", "");
+  }
+  // Field index: equality on metadata.name narrows nothing in an ordered map by ns/name
+  // without namespace; plain scan (selectors are precomputed per object).
+  std::string& out = *body;
+  out.clear();
+  out += "{\"kind\":\"";
+  out += ri.list_kind;
+  out += "\",\"apiVersion\":\"";
+  out += ri.ApiVersion();
+  out += "\",\"items\":[";
+  std::size_t n = 0;
+  std::string last_key;
+  bool more = false;
+  std::uint64_t rv;
+  {
+    std::scoped_lock lock(store_.mu());
+    rv = store_.RvLocked();
+    store_.ForEachLocked(ri.storage, t.ns, after, [&](const std::string& key, const ObjPtr& o) {
+      if (!ls->Matches(o->labels) || !fs->Matches(o->fields)) return true;
+      if (limit && n == limit) {
+        more = true;
+        return false;
+      }
+      if (n++) out += ',';
+      if (o->api_version == ri.ApiVersion())
+        out += o->json;
+      else
+        out += Render(*o, ri);
+      last_key = key;
+      return true;
+    });
+  }
+  out += "],\"metadata\":{\"resourceVersion\":\"";
+  out += std::to_string(rv);
+  out += '"';
+  if (more) {
+    out += ",\"continue\":\"";
+    out += B64Encode(json{{"rv", rv}, {"start", last_key}}.dump());
+    out += '"';
+  }
+  out += "}}";
+  return ApiResult{};
+}
+
+ApiResponse ApiCore::StartWatch(const ApiRequest& req, const Target& t) {
+  const auto& ri = *t.ri;
+  const auto& q = req.query;
+  auto ls = LabelSelector::Parse(Q(q, "labelSelector"));
+  if (!ls.ok()) return ErrorResponse(BadRequestErr("unable to parse requirement: " + ls.status().message()));
+  auto fs = FieldSelector::Parse(Q(q, "fieldSelector"));
+  if (!fs.ok()) return ErrorResponse(BadRequestErr(fs.status().message()));
+  if (auto st = fs->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
+      !st.ok())
+    return ErrorResponse(BadRequestErr(st.message()));
+  // A watch on one object: metadata.name field selector, as client-go does it.
+  if (!t.name.empty()) {
+    auto name_sel = FieldSelector::Parse("metadata.name=" + t.name);
+    if (name_sel.ok()) fs = std::move(*name_sel);
+  }
+  bool send_initial = ParseBoolParam(Q(q, "sendInitialEvents"));
+  std::string rvm = Q(q, "resourceVersionMatch");
+  if (send_initial && rvm != "NotOlderThan")
+    return ErrorResponse(InvalidErr("ListOptions", "meta.k8s.io", "",
+                                    {{"FieldValueForbidden",
+                                      "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+                                      "sendInitialEvents"}}));
+  if (!send_initial && !rvm.empty())
+    return ErrorResponse(InvalidErr("ListOptions", "meta.k8s.io", "",
+                                    {{"FieldValueForbidden",
+                                      "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                                      "resourceVersionMatch"}}));
+  std::string rvs = Q(q, "resourceVersion");
+  std::optional<std::uint64_t> from;
+  if (!send_initial && !rvs.empty() && rvs != "0") {
+    from = ParseUint(rvs);
+    if (!from)
+      return ErrorResponse(BadRequestErr("resourceVersion: Invalid value: \"" + rvs +
+                                         "\": strconv.ParseUint: parsing \"" + rvs +
+                                         "\": invalid syntax"));
+  }
+  ApiResponse r;
+  WatchSpec w;
+  w.ri = t.ri;
+  w.bookmarks = ParseBoolParam(Q(q, "allowWatchBookmarks"));
+  w.initial_events_end = send_initial;
+  if (auto ts = ParseUint(Q(q, "timeoutSeconds"))) w.timeout_seconds = static_cast<int>(*ts);
+  auto ws = store_.StartWatch(ri.storage, t.ns, std::move(*ls), std::move(*fs), from);
+  if (ws.too_old_rv) {
+    w.expired_message = "too old resource version: " + std::to_string(ws.too_old_rv) + " (" +
+                        std::to_string(ws.oldest_rv) + ")";
+  } else {
+    w.watcher = ws.watcher;
+    w.start_rv = ws.start_rv;
+    w.initial_count = ws.initial_count;
+  }
+  r.watch = std::move(w);
+  return r;
+}
+
+ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
+  *handled = true;
+  auto parts = SplitPath(req.path);
+  if (req.method != "GET") {
+    *handled = false;
+    return {};
+  }
+  if (parts.size() == 1 && parts[0] == "api") return JsonResponse(200, registry_.ApiVersions());
+  if (parts.size() == 1 && parts[0] == "apis") return JsonResponse(200, registry_.ApiGroupList());
+  if (parts.size() == 2 && parts[0] == "api") {
+    if (auto d = registry_.ApiResourceList("", parts[1])) return JsonResponse(200, *d);
+    return ErrorResponse(PathNotFoundErr());
+  }
+  if (parts.size() == 2 && parts[0] == "apis") {
+    for (const auto& [g, versions] : registry_.Groups()) {
+      if (g != parts[1]) continue;
+      json vs = json::array();
+      for (const auto& v : versions) vs.push_back({{"groupVersion", g + "/" + v}, {"version", v}});
+      return JsonResponse(200, {{"kind", "APIGroup"},
+                                {"apiVersion", "v1"},
+                                {"name", g},
+                                {"versions", vs},
+                                {"preferredVersion", vs[0]}});
+    }
+    return ErrorResponse(PathNotFoundErr());
+  }
+  if (parts.size() == 3 && parts[0] == "apis") {
+    if (auto d = registry_.ApiResourceList(parts[1], parts[2])) return JsonResponse(200, *d);
+    return ErrorResponse(PathNotFoundErr());
+  }
+  if (parts.size() >= 2 && parts[0] == "openapi") {
+    if (parts[1] != "v3") return ErrorResponse(PathNotFoundErr());
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (opts_.openapi_dir.empty() || !fs::is_directory(opts_.openapi_dir, ec))
+      return ErrorResponse(PathNotFoundErr());
+    if (parts.size() == 2) {
+      json paths = json::object();
+      for (const auto& e : fs::directory_iterator(opts_.openapi_dir, ec)) {
+        std::string f = e.path().filename().string();
+        const std::string suffix = "_openapi.json";
+        if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
+          continue;
+        std::string key = f.substr(0, f.size() - suffix.size());
+        for (std::size_t p; (p = key.find("__")) != std::string::npos;) key.replace(p, 2, "/");
+        char hash[32];
+        std::snprintf(hash, sizeof hash, "%016llX",
+                      static_cast<unsigned long long>(std::hash<std::string>{}(f) ^
+                                                      static_cast<unsigned long long>(e.file_size(ec))));
+        paths[key] = {{"serverRelativeURL", "/openapi/v3/" + key + "?hash=" + hash}};
+      }
+      return JsonResponse(200, {{"paths", paths}});
+    }
+    std::string key;
+    for (std::size_t i = 2; i < parts.size(); ++i) key += (i > 2 ? "__" : "") + parts[i];
+    std::ifstream in(opts_.openapi_dir + "/" + key + "_openapi.json", std::ios::binary);
+    if (!in) return ErrorResponse(PathNotFoundErr());
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    ApiResponse r;
+    r.body = ss.str();
+    return r;
+  }
+  *handled = false;
+  return {};
+}
+
+ApiResponse ApiCore::Handle(const ApiRequest& req) {
+  bool handled = false;
+  ApiResponse d = HandleDiscovery(req, &handled);
+  if (handled) {
+    d.verb = "get";
+    d.resource = "discovery";
+    return d;
+  }
+  std::optional<ApiError> err;
+  auto t = ResolvePath(req.path, &err);
+  if (!t) {
+    auto r = ErrorResponse(err ? *err : PathNotFoundErr());
+    r.verb = "unknown";
+    return r;
+  }
+  ApiResponse r = HandleResource(req, *t);
+  r.resource = t->ri->resource + (t->sub.empty() ? "" : "/" + t->sub);
+  return r;
+}
+
+ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
+  const auto& ri = *t.ri;
+  std::string verb;
+  const std::string& m = req.method;
+  if (m == "GET")
+    verb = t.name.empty() ? (ParseBoolParam(Q(req.query, "watch")) ? "watch" : "list") : "get";
+  else if (m == "POST")
+    verb = "create";
+  else if (m == "PUT")
+    verb = "update";
+  else if (m == "PATCH")
+    verb = "patch";
+  else if (m == "DELETE")
+    verb = t.name.empty() ? "deletecollection" : "delete";
+  else {
+    auto r = ErrorResponse(MethodNotAllowedErr("the server does not allow this method on the requested resource"));
+    r.verb = m;
+    return r;
+  }
+  if ((m == "POST" && !t.name.empty() && t.sub != "eviction") ||
+      ((m == "PUT" || m == "PATCH") && t.name.empty()) || (m != "POST" && t.sub == "eviction") ||
+      (m == "POST" && t.name.empty() && !t.sub.empty())) {
+    auto r = ErrorResponse(MethodNotAllowedErr("the server does not allow this method on the requested resource"));
+    r.verb = verb;
+    return r;
+  }
+  if (authorizer_) {
+    Attributes a;
+    a.user = req.user;
+    a.groups = req.groups;
+    a.verb = verb;
+    a.api_group = ri.group;
+    a.resource = ri.resource;
+    a.subresource = t.sub;
+    a.namespace_ = t.ns;
+    a.name = t.name;
+    a.path = req.path;
+    if (!authorizer_->Authorize(a).allowed) {
+      ApiResponse r = JsonResponse(403, ForbiddenStatus(a));
+      r.verb = verb;
+      return r;
+    }
+  }
+  WriteOpts wo;
+  wo.dry_run = Q(req.query, "dryRun") == "All";
+  wo.strict = Q(req.query, "fieldValidation") == "Strict";
+  auto finish = [&](ApiResult res) {
+    ApiResponse r;
+    r.verb = verb;
+    if (!res.ok()) {
+      r = res.obj.is_object() && res.obj.contains("code") ? JsonResponse(res.err->code, res.obj)
+                                                          : ErrorResponse(*res.err);
+      if (res.err->retry_after_seconds > 0 && r.headers.empty())
+        r.headers.emplace_back("Retry-After", std::to_string(res.err->retry_after_seconds));
+      r.verb = verb;
+      return r;
+    }
+    r.code = res.code;
+    if (ri.storage == "events" && ri.group == "events.k8s.io" && res.obj.value("apiVersion", "") == "v1")
+      res.obj = CoreEventToEventsV1(res.obj);
+    else if (res.obj.is_object() && res.obj.value("kind", "") == ri.kind)
+      res.obj["apiVersion"] = ri.ApiVersion();
+    r.body = res.obj.dump();
+    return r;
+  };
+  if (verb == "watch") {
+    auto r = StartWatch(req, t);
+    r.verb = verb;
+    return r;
+  }
+  if (verb == "list") {
+    ApiResponse r;
+    r.verb = verb;
+    auto res = ListBody(t, req.query, &r.body);
+    if (!res.ok()) return finish(res);
+    return r;
+  }
+  if (verb == "get") return finish(Get(t));
+  // Bodies.
+  if (req.body.size() > opts_.max_body_bytes) {
+    ApiError e;
+    e.code = 413;
+    e.reason = "RequestEntityTooLarge";
+    e.message = "Request entity too large: limit is " + std::to_string(opts_.max_body_bytes);
+    return finish(ApiResult::Err(e));
+  }
+  std::string ct = MediaType(req.content_type);
+  json body;
+  bool proto = ct == "application/vnd.kubernetes.protobuf";
+  if (!req.body.empty() && !proto) {
+    if (ct == "application/yaml" || ct == "application/apply-patch+yaml") {
+      auto y = YamlToJson(req.body);
+      if (!y.ok()) return finish(ApiResult::Err(BadRequestErr(y.status().message())));
+      body = std::move(*y);
+    } else {
+      body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded())
+        return finish(ApiResult::Err(BadRequestErr(
+            "couldn't get version/kind; json parse error: invalid character in request body")));
+    }
+  }
+  if (verb == "delete" || verb == "deletecollection") {
+    json opts = body.is_object() ? body : json::object();
+    if (proto) {
+      if (auto g = ProtoDeleteGrace(req.body)) opts["gracePeriodSeconds"] = *g;
+    }
+    if (auto g = ParseUint(Q(req.query, "gracePeriodSeconds"))) opts["gracePeriodSeconds"] = *g;
+    if (verb == "delete") return finish(Delete(t, opts, wo));
+    std::string list_body;
+    auto lr = ListBody(t, req.query, &list_body);
+    if (!lr.ok()) return finish(lr);
+    json list = json::parse(list_body);
+    json deleted = json::array();
+    for (auto& item : list["items"]) {
+      Target it = t;
+      it.name = item["metadata"].value("name", "");
+      it.ns = item["metadata"].value("namespace", "");
+      auto dr = Delete(it, opts, wo);
+      if (dr.ok()) deleted.push_back(std::move(dr.obj));
+    }
+    list["items"] = deleted;
+    return finish(ApiResult{std::nullopt, list, 200});
+  }
+  if (proto) return finish(ApiResult::Err(UnsupportedMediaTypeErr(ct)));
+  if (verb == "create" && t.sub == "eviction") return finish(Evict(t, body, wo));
+  if (verb == "create") return finish(Create(t, std::move(body), wo));
+  if (verb == "update") return finish(Update(t, std::move(body), wo));
+  return finish(Patch(t, req.content_type, body, wo));
+}
+
+}  // namespace gg::sim

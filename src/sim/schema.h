@@ -1,0 +1,113 @@
+// OpenAPI v3 (Kubernetes structural subset) validation for the simulator: CRD schemas and
+// the real built-in documents, plus the Go-side validation rules of built-in kinds that the
+// real server applies instead of OpenAPI (names, labels, taint effects, Event fields, ...).
+// Pure; results are StatusCause lists a 422 Status is built from.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "sim/selector.h"
+
+namespace gg::sim {
+
+struct SchemaValidation {
+  std::vector<StatusCause> causes;            // empty = valid
+  // CEL rules (x-kubernetes-validations) found on the validated path, which we cannot
+  // evaluate: "<field path>: <rule>" — report them (log / CRD status), never drop silently.
+  std::vector<std::string> not_evaluated;
+  bool ok() const { return causes.empty(); }
+};
+
+// A set of named schemas ("#/components/schemas/<name>") from one or more OpenAPI v3
+// documents (or CRD versions), with $ref/allOf resolution.
+class SchemaSet {
+ public:
+  // Adds every components.schemas entry of an OpenAPI v3 document.
+  Status AddDocument(const nlohmann::json& openapi_doc);
+  // Reads and adds an OpenAPI v3 JSON file.
+  Status AddDocumentFile(const std::string& path);
+  // Adds (or replaces) one named schema.
+  void AddSchema(const std::string& name, nlohmann::json schema);
+
+  const nlohmann::json* Find(std::string_view name) const;
+  // Schema name for a GVK via x-kubernetes-group-version-kind (group "" = core).
+  std::optional<std::string> NameForGvk(std::string_view group, std::string_view version,
+                                        std::string_view kind) const;
+  size_t size() const { return schemas_.size(); }
+
+  // Validates `value` against `schema` (which may $ref into this set). `root` prefixes field
+  // paths (e.g. "" gives "spec.taints[0].effect"). Checks: type (incl. nullable,
+  // int-or-string, int32/int64 format), properties/required, items, additionalProperties,
+  // enum, minimum/maximum (+exclusive), minLength/maxLength, pattern (ECMAScript),
+  // minItems/maxItems, minProperties/maxProperties, x-kubernetes-list-type set/map
+  // uniqueness, preserve-unknown-fields and embedded-resource (apiVersion/kind required).
+  SchemaValidation Validate(const nlohmann::json& value, const nlohmann::json& schema,
+                            std::string_view root = "") const;
+  SchemaValidation ValidateNamed(const nlohmann::json& value, std::string_view name) const;
+
+  // Fields present in `value` but not declared by `schema` (no additionalProperties, no
+  // x-kubernetes-preserve-unknown-fields on the way): paths such as "spec.foo" — the
+  // fieldValidation=Strict list. Built-in object metadata is walked too.
+  std::vector<std::string> UnknownFields(const nlohmann::json& value,
+                                         const nlohmann::json& schema) const;
+
+  // Resolves a {"$ref": "#/components/schemas/X"} (or a single-element allOf of one) to the
+  // referenced schema; returns `schema` itself otherwise; nullptr on a dangling ref.
+  const nlohmann::json* Resolve(const nlohmann::json& schema) const;
+
+ private:
+  std::map<std::string, nlohmann::json, std::less<>> schemas_;
+};
+
+// Loads every *.json OpenAPI document in `dir` (e.g. src/sim/data/openapi/release-1.35),
+// plus the hand-written DeviceTaintRule schema for `kube_version` ("1.33".."1.36").
+StatusOr<SchemaSet> LoadBuiltinSchemas(const std::string& dir, std::string_view kube_version);
+
+// Directory of the shipped OpenAPI documents for a kube version ("1.32".."1.36"):
+// "<data_root>/openapi/release-1.35" etc. (1.33/1.34 map to the 1.35 set; 1.32 to 1.32).
+std::string OpenApiDirFor(const std::string& data_root, std::string_view kube_version);
+// The source tree's data root (src/sim/data), compiled in.
+std::string DefaultDataRoot();
+
+// DeviceTaintRule is absent from the saved documents; written from
+// dra-and-device-plugin.md §3. Component name "io.k8s.api.resource.<ver>.DeviceTaintRule"
+// with ver v1alpha3 (1.33-1.35) or v1beta2 (1.36); 1.35+ adds status and effect None.
+nlohmann::json DeviceTaintRuleSchema(std::string_view kube_version);
+std::string DeviceTaintRuleVersion(std::string_view kube_version);
+
+// Go-validation rules of built-in kinds that the real server enforces and we emulate:
+// * every kind: ValidateObjectMeta (name syntax per kind, labels, annotations ≤ 256 KiB);
+// * Node: spec.taints[i]: key required + qualified name, value label value, effect
+//   required ∈ {NoSchedule, PreferNoSchedule, NoExecute}, no duplicate key+effect;
+// * Pod: spec.containers required non-empty, container name DNS label + unique + image
+//   required (create), tolerations operator/effect enums;
+// * core/v1 Event and events.k8s.io/v1 Event: the rules of k8s-api-contract.md §6.2;
+// * PodDisruptionBudget: minAvailable/maxUnavailable mutually exclusive, non-negative,
+//   percent ≤ 100%;
+// * Lease: leaseDurationSeconds > 0 when set; leaseTransitions ≥ 0;
+// * DeviceTaintRule / ResourceSlice device taints: effect enum per version, key required.
+// `group` "" is core. `kind` is the Kind. `is_create` selects create-only rules.
+std::vector<StatusCause> ValidateBuiltin(const nlohmann::json& obj, std::string_view group,
+                                         std::string_view version, std::string_view kind,
+                                         bool namespaced, bool is_create = true,
+                                         std::string_view kube_version = "1.35");
+
+// The 422 body: {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+// "message":"<Kind> \"<name>\" is invalid: <c1>" (or ": [c1, c2]"),"reason":"Invalid",
+// "details":{"name":..,"group":..,"kind":"<Kind>","causes":[...]},"code":422}.
+// `group` omitted from details when empty.
+nlohmann::json InvalidStatus(std::string_view kind, std::string_view group,
+                             std::string_view name, const std::vector<StatusCause>& causes);
+
+// Strict field validation error text, as the server words it for
+// fieldValidation=Strict: "strict decoding error: unknown field \"spec.foo\", ..."
+std::string StrictDecodingMessage(const std::vector<std::string>& unknown_fields);
+
+}  // namespace gg::sim

@@ -1,0 +1,580 @@
+// SimServer: cpp-httplib front of ApiCore — health/version/metrics, fault injection,
+// authentication, chunked watch streams — and the in-process store API.
+#include "sim/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "common/log.h"
+#include "sim/api.h"
+#include "sim/api_util.h"
+#include "sim/controllers.h"
+#include "sim/faults.h"
+#include "sim/schema.h"
+#include "sim/tls.h"
+
+namespace gg::sim {
+
+using nlohmann::json;
+
+struct SimServer::Impl {
+  SimOptions opts;
+  Clock* clock = nullptr;
+  std::unique_ptr<ApiCore> core;
+  std::unique_ptr<httplib::Server> http;
+  std::thread thread;
+  std::string host;
+  int port = 0;
+  std::string ca_pem;
+  std::atomic<bool> stopping{false};
+  FaultInjector faults;
+  std::unique_ptr<Controllers> controllers;
+  Logger log = Logger().WithName("sim");
+
+  std::mutex metrics_mu;
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests;
+  std::atomic<std::uint64_t> watch_events_sent{0};
+
+  void Serve(const httplib::Request& req, httplib::Response& res);
+  void ServeWatch(const WatchSpec& spec, httplib::Response& res);
+  std::string Metrics();
+  void Count(const std::string& verb, const std::string& resource, int code) {
+    std::scoped_lock lock(metrics_mu);
+    ++requests[{verb, resource, code}];
+  }
+};
+
+namespace {
+
+std::string WatchLine(const char* type, const std::string& object_json) {
+  std::string s;
+  s.reserve(object_json.size() + 32);
+  s += "{\"type\":\"";
+  s += type;
+  s += "\",\"object\":";
+  s += object_json;
+  s += "}\n";
+  return s;
+}
+
+void SetError(httplib::Response& res, const ApiError& e) {
+  res.status = e.code;
+  if (e.retry_after_seconds > 0) res.set_header("Retry-After", std::to_string(e.retry_after_seconds));
+  res.set_content(e.Body(), "application/json");
+}
+
+}  // namespace
+
+void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) {
+  struct State {
+    WatchSpec spec;
+    std::chrono::steady_clock::time_point deadline, last_write;
+    std::size_t sent = 0;
+    int cut_after = 0;
+    bool initial_end_sent = false;
+    bool finished = false;
+  };
+  auto st = std::make_shared<State>();
+  st->spec = spec;
+  auto now = std::chrono::steady_clock::now();
+  // Without timeoutSeconds the real server picks 30-60 min; keep it bounded as well.
+  int timeout = spec.timeout_seconds > 0 ? spec.timeout_seconds : 1800 + std::rand() % 1800;
+  st->deadline = now + std::chrono::seconds(timeout);
+  st->last_write = now;
+  st->cut_after = faults.WatchCutAfter();
+  res.status = 200;
+  Store& store = core->store();
+  auto interval = opts.bookmark_interval;
+  res.set_chunked_content_provider(
+      "application/json",
+      [this, st, &store, interval](std::size_t, httplib::DataSink& sink) {
+        if (st->finished) {
+          sink.done();
+          return true;
+        }
+        auto finish = [&] {
+          st->finished = true;
+          sink.done();
+          return true;
+        };
+        if (!st->spec.expired_message.empty()) {
+          ApiError e = ExpiredErr(st->spec.expired_message);
+          std::string line = WatchLine("ERROR", e.Body());
+          sink.write(line.data(), line.size());
+          return finish();
+        }
+        if (stopping.load()) return finish();
+        auto now = std::chrono::steady_clock::now();
+        if (now >= st->deadline) return finish();
+        std::deque<WatchEvent> evs;
+        bool alive = st->spec.watcher->Pop(evs, std::chrono::milliseconds(200));
+        std::string buf;
+        bool cut = false;
+        for (const auto& e : evs) {
+          buf += WatchLine(EventTypeName(e.type), core->Render(*e.obj, *st->spec.ri));
+          ++st->sent;
+          if (st->cut_after > 0 && static_cast<int>(st->sent) >= st->cut_after) {
+            cut = true;
+            break;
+          }
+          if (st->spec.initial_events_end && !st->initial_end_sent &&
+              st->sent >= st->spec.initial_count) {
+            st->initial_end_sent = true;
+            json bm = {{"kind", st->spec.ri->kind},
+                       {"apiVersion", st->spec.ri->ApiVersion()},
+                       {"metadata",
+                        {{"resourceVersion", std::to_string(st->spec.start_rv)},
+                         {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+            buf += WatchLine("BOOKMARK", bm.dump());
+          }
+        }
+        if (st->spec.initial_events_end && !st->initial_end_sent && st->spec.initial_count == 0) {
+          st->initial_end_sent = true;
+          json bm = {{"kind", st->spec.ri->kind},
+                     {"apiVersion", st->spec.ri->ApiVersion()},
+                     {"metadata",
+                      {{"resourceVersion", std::to_string(st->spec.start_rv)},
+                       {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+          buf += WatchLine("BOOKMARK", bm.dump());
+        }
+        if (!buf.empty()) {
+          watch_events_sent += evs.size();
+          if (!sink.write(buf.data(), buf.size())) return false;
+          st->last_write = now;
+        }
+        if (cut || !alive) return finish();
+        if (st->spec.bookmarks && now - st->last_write >= interval) {
+          std::uint64_t rv = 0;
+          {
+            std::scoped_lock lock(store.mu());
+            if (st->spec.watcher->QueueEmpty()) rv = store.RvLocked();
+          }
+          if (rv) {
+            json bm = {{"kind", st->spec.ri->kind},
+                       {"apiVersion", st->spec.ri->ApiVersion()},
+                       {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
+            std::string line = WatchLine("BOOKMARK", bm.dump());
+            if (!sink.write(line.data(), line.size())) return false;
+            st->last_write = now;
+          }
+        }
+        return true;
+      },
+      [this, st, &store](bool) {
+        if (st->spec.watcher) store.StopWatch(st->spec.watcher);
+      });
+}
+
+std::string SimServer::Impl::Metrics() {
+  std::string out;
+  out += "# HELP apiserver_request_total Requests served by the simulator, by verb, resource and code.\n";
+  out += "# TYPE apiserver_request_total counter\n";
+  {
+    std::scoped_lock lock(metrics_mu);
+    for (const auto& [k, v] : requests) {
+      const auto& [verb, resource, code] = k;
+      out += "apiserver_request_total{verb=\"" + verb + "\",resource=\"" + resource +
+             "\",code=\"" + std::to_string(code) + "\"} " + std::to_string(v) + "\n";
+    }
+  }
+  out += "# HELP apiserver_registered_watchers Open watch streams.\n";
+  out += "# TYPE apiserver_registered_watchers gauge\n";
+  out += "apiserver_registered_watchers " + std::to_string(core->store().WatchCount()) + "\n";
+  out += "# HELP apiserver_watch_events_total Watch events sent.\n";
+  out += "# TYPE apiserver_watch_events_total counter\n";
+  out += "apiserver_watch_events_total " + std::to_string(watch_events_sent.load()) + "\n";
+  out += "# HELP apiserver_storage_objects Objects stored, by resource.\n";
+  out += "# TYPE apiserver_storage_objects gauge\n";
+  for (const auto& [k, v] : core->store().Counts())
+    out += "apiserver_storage_objects{resource=\"" + k + "\"} " + std::to_string(v) + "\n";
+  out += "# HELP gg_sim_resource_version The current global resourceVersion.\n";
+  out += "# TYPE gg_sim_resource_version gauge\n";
+  out += "gg_sim_resource_version " + std::to_string(core->store().rv()) + "\n";
+  return out;
+}
+
+void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res) {
+  const std::string& path = hreq.path;
+  if (path == "/healthz" || path == "/readyz" || path == "/livez") {
+    res.set_content("ok", "text/plain");
+    return;
+  }
+  if (path == "/version") {
+    std::string minor = opts.kube_version.substr(opts.kube_version.find('.') + 1);
+    json v = {{"major", "1"},
+              {"minor", minor},
+              {"gitVersion", "v" + opts.kube_version + ".0"},
+              {"gitCommit", "0000000000000000000000000000000000000000"},
+              {"gitTreeState", "clean"},
+              {"buildDate", "2026-01-01T00:00:00Z"},
+              {"goVersion", "go1.24.0"},
+              {"compiler", "gc"},
+              {"platform", "linux/amd64"}};
+    res.set_content(v.dump(), "application/json");
+    return;
+  }
+  if (path == "/metrics") {
+    res.set_content(Metrics(), "text/plain; version=0.0.4");
+    return;
+  }
+  if (path == "/_sim/faults") {
+    if (hreq.method == "GET") {
+      res.set_content(faults.ToJson().dump(), "application/json");
+    } else if (hreq.method == "DELETE") {
+      faults.Clear();
+      res.set_content("{}", "application/json");
+    } else {
+      json j = json::parse(hreq.body, nullptr, false);
+      auto st = faults.SetFromJson(j);
+      if (!st.ok()) {
+        SetError(res, BadRequestErr(st.message()));
+        return;
+      }
+      res.set_content(faults.ToJson().dump(), "application/json");
+    }
+    return;
+  }
+  if (path == "/_sim/compact" && hreq.method == "POST") {
+    core->store().Compact();
+    res.set_content("{}", "application/json");
+    return;
+  }
+  ApiRequest req;
+  req.method = hreq.method;
+  req.path = path;
+  while (req.path.size() > 1 && req.path.back() == '/') req.path.pop_back();
+  for (const auto& [k, v] : hreq.params) req.query.emplace(k, v);
+  req.content_type = hreq.get_header_value("Content-Type");
+  req.accept = hreq.get_header_value("Accept");
+  req.body = hreq.body;
+  // Authentication: bearer tokens map to users (authz on); otherwise everyone is admin.
+  if (!opts.authz.empty()) {
+    std::string auth = hreq.get_header_value("Authorization");
+    std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : std::string();
+    req.user = "system:anonymous";
+    req.groups = {"system:unauthenticated"};
+    for (const auto& [tok, user] : opts.token_users) {
+      if (tok != token) continue;
+      req.user = user;
+      req.groups = {"system:authenticated"};
+      // system:serviceaccount:NS:NAME -> its groups
+      const std::string sa = "system:serviceaccount:";
+      if (user.rfind(sa, 0) == 0) {
+        std::string rest = user.substr(sa.size());
+        std::string ns = rest.substr(0, rest.find(':'));
+        req.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns,
+                      "system:authenticated"};
+      }
+    }
+    if (!token.empty() && req.user == "system:anonymous") {
+      ApiError e;
+      e.code = 401;
+      e.reason = "Unauthorized";
+      e.message = "Unauthorized";
+      SetError(res, e);
+      Count("unknown", "", 401);
+      return;
+    }
+  }
+  // Fault injection decides on the verb and resource.
+  std::string verb, resource;
+  {
+    std::optional<ApiError> err;
+    if (auto t = core->ResolvePath(req.path, &err)) {
+      resource = t->ri->resource + (t->sub.empty() ? "" : "/" + t->sub);
+      const auto& m = req.method;
+      auto w = req.query.find("watch");
+      bool watch = w != req.query.end() && ParseBoolParam(w->second);
+      verb = m == "GET"    ? (t->name.empty() ? (watch ? "watch" : "list") : "get")
+             : m == "POST" ? "create"
+             : m == "PUT"  ? "update"
+             : m == "PATCH" ? "patch"
+                            : (t->name.empty() ? "deletecollection" : "delete");
+    }
+  }
+  FaultDecision fd = faults.Decide(verb, resource);
+  if (fd.latency.count() > 0) std::this_thread::sleep_for(fd.latency);
+  if (fd.error) {
+    SetError(res, *fd.error);
+    Count(verb, resource, fd.error->code);
+    return;
+  }
+  ApiResponse r = core->Handle(req);
+  Count(r.verb, r.resource, r.watch ? 200 : r.code);
+  if (r.watch) {
+    if (faults.TakeForced410() && r.watch->watcher) {
+      core->store().StopWatch(r.watch->watcher);
+      r.watch->watcher = nullptr;
+      r.watch->expired_message = "too old resource version: " +
+                                 hreq.get_param_value("resourceVersion") + " (" +
+                                 std::to_string(core->store().rv()) + ")";
+    }
+    ServeWatch(*r.watch, res);
+    return;
+  }
+  res.status = r.code;
+  for (const auto& [k, v] : r.headers) res.set_header(k, v);
+  std::size_t rate = faults.SlowBodyRate();
+  if (rate > 0 && !r.body.empty()) {
+    auto body = std::make_shared<std::string>(std::move(r.body));
+    res.set_content_provider(
+        body->size(), r.content_type,
+        [body, rate](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+          std::size_t chunk = std::max<std::size_t>(1, std::min(length, rate / 10));
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          return sink.write(body->data() + offset, chunk);
+        });
+    return;
+  }
+  res.body = std::move(r.body);
+  res.set_header("Content-Type", r.content_type);
+}
+
+SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SimServer::~SimServer() { Stop(); }
+
+StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->clock = opts.clock ? opts.clock : &RealClock::Default();
+  auto colon = opts.listen.rfind(':');
+  if (colon == std::string::npos) return InvalidArgumentError("--listen must be HOST:PORT");
+  impl->host = opts.listen.substr(0, colon);
+  int want_port = 0;
+  try {
+    want_port = std::stoi(opts.listen.substr(colon + 1));
+  } catch (...) {
+    return InvalidArgumentError("--listen must be HOST:PORT, got " + opts.listen);
+  }
+  ApiCoreOptions co;
+  co.kube_version = opts.kube_version;
+  co.watch_history = opts.watch_history;
+  co.watcher_queue_limit = opts.watcher_queue_limit;
+  co.max_body_bytes = opts.max_body_bytes;
+  co.graceful_pod_deletion = true;
+  co.openapi_dir = opts.openapi_dir;
+  if (co.openapi_dir.empty()) {
+#ifdef GG_SIM_DATA_DIR
+    co.openapi_dir = OpenApiDirFor(GG_SIM_DATA_DIR, opts.kube_version);
+#endif
+  }
+  impl->core = std::make_unique<ApiCore>(co, *impl->clock);
+
+  if (opts.tls) {
+    std::string cert = opts.tls_cert_file, key = opts.tls_key_file;
+    if (cert.empty() || key.empty()) {
+      auto m = GenerateTlsMaterial();
+      if (!m.ok()) return m.status();
+      std::string dir = opts.tls_dir;
+      if (dir.empty()) {
+        dir = (std::filesystem::temp_directory_path() /
+               ("gg-sim-tls-" + std::to_string(::getpid()) + "-" +
+                std::to_string(reinterpret_cast<std::uintptr_t>(impl.get()) & 0xffffff)))
+                  .string();
+      }
+      GG_RETURN_IF_ERROR(WriteTlsFiles(*m, dir));
+      cert = m->server_cert_path;
+      key = m->server_key_path;
+      impl->ca_pem = m->ca_cert_pem;
+    }
+    impl->http = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str());
+  } else {
+    impl->http = std::make_unique<httplib::Server>();
+  }
+  if (!impl->http->is_valid()) return InternalError("could not set up the HTTP(S) server");
+  int threads = std::max(8, opts.http_threads);
+  impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->http->set_payload_max_length(opts.max_body_bytes * 4 + 1024);
+  impl->http->set_keep_alive_max_count(100000);
+  impl->http->set_read_timeout(60, 0);
+  impl->http->set_write_timeout(60, 0);
+  Impl* raw = impl.get();
+  auto handler = [raw](const httplib::Request& req, httplib::Response& res) {
+    raw->Serve(req, res);
+  };
+  impl->http->Get(".*", handler);
+  impl->http->Post(".*", handler);
+  impl->http->Put(".*", handler);
+  impl->http->Patch(".*", handler);
+  impl->http->Delete(".*", handler);
+  impl->http->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SetError(res, InternalErr(what));
+      });
+  if (opts.log_requests) {
+    impl->http->set_logger([raw](const httplib::Request& req, const httplib::Response& res) {
+      raw->log.Info("request", {{"method", req.method}, {"path", req.path}, {"code", res.status}});
+    });
+  }
+  if (want_port == 0) {
+    impl->port = impl->http->bind_to_any_port(impl->host);
+    if (impl->port <= 0) return UnavailableError("cannot bind " + opts.listen);
+  } else {
+    if (!impl->http->bind_to_port(impl->host, want_port))
+      return UnavailableError("cannot bind " + opts.listen);
+    impl->port = want_port;
+  }
+  impl->thread = std::thread([raw] { raw->http->listen_after_bind(); });
+  ControllerOptions cto;
+  cto.kubelet = opts.kubelet;
+  cto.scheduler = opts.scheduler;
+  cto.controllers = opts.controllers;
+  cto.time_scale = opts.time_scale;
+  impl->controllers = std::make_unique<Controllers>(*impl->core, cto);
+  impl->controllers->Start();
+  return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
+}
+
+void SimServer::Stop() {
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  if (impl_->controllers) impl_->controllers->Stop();
+  impl_->core->store().CloseAllWatches();
+  impl_->http->stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::string SimServer::Url() const {
+  std::string host = impl_->host;
+  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+  return (impl_->opts.tls ? "https://" : "http://") + host + ":" + std::to_string(impl_->port);
+}
+int SimServer::Port() const { return impl_->port; }
+const SimOptions& SimServer::options() const { return impl_->opts; }
+std::string SimServer::CaCertPem() const { return impl_->ca_pem; }
+
+namespace {
+
+Status ToStatus(const ApiError& e) {
+  StatusCode code = StatusCode::kUnknown;
+  switch (e.code) {
+    case 400:
+    case 422:
+      code = StatusCode::kInvalidArgument;
+      break;
+    case 404:
+      code = StatusCode::kNotFound;
+      break;
+    case 409:
+      code = e.reason == "AlreadyExists" ? StatusCode::kAlreadyExists : StatusCode::kAborted;
+      break;
+    case 403:
+      code = StatusCode::kPermissionDenied;
+      break;
+    case 410:
+      code = StatusCode::kOutOfRange;
+      break;
+    case 429:
+      code = StatusCode::kResourceExhausted;
+      break;
+    default:
+      code = StatusCode::kInternal;
+  }
+  Status s(code, e.message);
+  s.set_http_status(e.code).set_reason(e.reason);
+  return s;
+}
+
+}  // namespace
+
+StatusOr<json> SimServer::CreateAndGet(std::string_view path, const json& obj) {
+  std::optional<ApiError> err;
+  auto t = impl_->core->ResolvePath(path, &err);
+  if (!t || !t->name.empty()) return NotFoundError("no collection at " + std::string(path));
+  WriteOpts o;
+  o.seed = true;
+  auto r = impl_->core->Create(*t, obj, o);
+  if (!r.ok()) return ToStatus(*r.err);
+  return r.obj;
+}
+
+Status SimServer::Create(std::string_view path, const json& obj) {
+  auto r = CreateAndGet(path, obj);
+  return r.ok() ? OkStatus() : r.status();
+}
+
+StatusOr<json> SimServer::Get(std::string_view path) {
+  std::optional<ApiError> err;
+  auto t = impl_->core->ResolvePath(path, &err);
+  if (!t || t->name.empty()) return NotFoundError("no object at " + std::string(path));
+  auto r = impl_->core->Get(*t);
+  if (!r.ok()) return ToStatus(*r.err);
+  return r.obj;
+}
+
+StatusOr<json> SimServer::Update(std::string_view path, const json& obj) {
+  std::optional<ApiError> err;
+  auto t = impl_->core->ResolvePath(path, &err);
+  if (!t || t->name.empty()) return NotFoundError("no object at " + std::string(path));
+  json body = obj;
+  // In-process updates write status too: first the main resource, then /status.
+  auto r = impl_->core->Update(*t, body, WriteOpts{});
+  if (!r.ok()) return ToStatus(*r.err);
+  if (t->ri->status_subresource && obj.contains("status") && t->sub.empty()) {
+    Target st = *t;
+    st.sub = "status";
+    json b2 = r.obj;
+    b2["status"] = obj["status"];
+    auto r2 = impl_->core->Update(st, b2, WriteOpts{});
+    if (!r2.ok()) return ToStatus(*r2.err);
+    return r2.obj;
+  }
+  return r.obj;
+}
+
+StatusOr<json> SimServer::MergePatch(std::string_view path, const json& patch) {
+  std::optional<ApiError> err;
+  auto t = impl_->core->ResolvePath(path, &err);
+  if (!t || t->name.empty()) return NotFoundError("no object at " + std::string(path));
+  auto r = impl_->core->Patch(*t, "application/merge-patch+json", patch, WriteOpts{});
+  if (!r.ok()) return ToStatus(*r.err);
+  if (t->ri->status_subresource && patch.contains("status") && t->sub.empty()) {
+    Target st = *t;
+    st.sub = "status";
+    json p2 = {{"status", patch["status"]}};
+    auto r2 = impl_->core->Patch(st, "application/merge-patch+json", p2, WriteOpts{});
+    if (!r2.ok()) return ToStatus(*r2.err);
+    return r2.obj;
+  }
+  return r.obj;
+}
+
+Status SimServer::Delete(std::string_view path) {
+  std::optional<ApiError> err;
+  auto t = impl_->core->ResolvePath(path, &err);
+  if (!t || t->name.empty()) return NotFoundError("no object at " + std::string(path));
+  auto r = impl_->core->Delete(*t, json::object(), WriteOpts{}, /*immediate=*/true);
+  return r.ok() ? OkStatus() : ToStatus(*r.err);
+}
+
+StatusOr<json> SimServer::List(std::string_view path) {
+  std::optional<ApiError> err;
+  auto t = impl_->core->ResolvePath(path, &err);
+  if (!t || !t->name.empty()) return NotFoundError("no collection at " + std::string(path));
+  std::string body;
+  auto r = impl_->core->ListBody(*t, {}, &body);
+  if (!r.ok()) return ToStatus(*r.err);
+  return json::parse(body);
+}
+
+std::uint64_t SimServer::ResourceVersion() const { return impl_->core->store().rv(); }
+std::size_t SimServer::ObjectCount() const { return impl_->core->store().TotalObjects(); }
+void SimServer::SetFaults(FaultConfig f) { impl_->faults.Set(std::move(f)); }
+void SimServer::ClearFaults() { impl_->faults.Clear(); }
+void SimServer::CompactHistory() { impl_->core->store().Compact(); }
+std::size_t SimServer::ActiveWatches() const { return impl_->core->store().WatchCount(); }
+
+}  // namespace gg::sim

@@ -1,0 +1,233 @@
+// Store implementation: ordered maps per resource, history window, watcher fan-out.
+#include "sim/store.h"
+
+namespace gg::sim {
+
+const char* EventTypeName(EventType t) {
+  switch (t) {
+    case EventType::kAdded:
+      return "ADDED";
+    case EventType::kModified:
+      return "MODIFIED";
+    case EventType::kDeleted:
+      return "DELETED";
+    case EventType::kBookmark:
+      return "BOOKMARK";
+    case EventType::kError:
+      return "ERROR";
+  }
+  return "ERROR";
+}
+
+bool Watcher::Matches(const Obj& o) const {
+  if (!ns_.empty() && o.ns != ns_) return false;
+  return ls_.Matches(o.labels) && fs_.Matches(o.fields);
+}
+
+void Watcher::Push(WatchEvent e, std::size_t limit) {
+  if (e.storage != storage_) return;
+  bool now = e.obj && Matches(*e.obj);
+  // History entries drop `prev`; then assume the selector result did not change.
+  bool before = e.prev ? Matches(*e.prev) : now;
+  if (e.type == EventType::kDeleted) {
+    if (!before && !now) return;
+  } else if (e.type == EventType::kModified) {
+    if (!now && !before) return;
+    if (now && !before) e.type = EventType::kAdded;
+    if (!now && before) e.type = EventType::kDeleted;
+  } else if (!now) {
+    return;
+  }
+  {
+    std::scoped_lock lock(mu_);
+    if (closed_) return;
+    if (q_.size() >= limit) {
+      overflow_ = true;
+      closed_ = true;
+      q_.clear();
+    } else {
+      q_.push_back(std::move(e));
+    }
+  }
+  cv_.notify_one();
+}
+
+void Watcher::Close() {
+  {
+    std::scoped_lock lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Watcher::Pop(std::deque<WatchEvent>& out, std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (q_.empty() && !closed_) cv_.wait_for(lock, wait, [&] { return !q_.empty() || closed_; });
+  if (!q_.empty()) {
+    out.swap(q_);
+    if (!q_.empty()) {  // `out` was not empty: append instead
+      for (auto& e : q_) out.push_back(std::move(e));
+      q_.clear();
+    }
+    return true;
+  }
+  return !closed_;
+}
+
+bool Watcher::overflowed() const {
+  std::scoped_lock lock(mu_);
+  return overflow_;
+}
+
+bool Watcher::QueueEmpty() const {
+  std::scoped_lock lock(mu_);
+  return q_.empty();
+}
+
+std::uint64_t Store::rv() const {
+  std::scoped_lock lock(mu_);
+  return rv_;
+}
+
+ObjPtr Store::GetLocked(const std::string& storage, const std::string& key) const {
+  auto it = data_.find(storage);
+  if (it == data_.end()) return nullptr;
+  auto jt = it->second.find(key);
+  return jt == it->second.end() ? nullptr : jt->second;
+}
+
+void Store::PutLocked(const std::string& storage, const std::string& key, ObjPtr obj) {
+  auto& m = data_[storage];
+  WatchEvent e;
+  e.rv = obj->rv;
+  e.storage = storage;
+  auto it = m.find(key);
+  if (it == m.end()) {
+    e.type = EventType::kAdded;
+    m.emplace(key, obj);
+  } else {
+    e.type = EventType::kModified;
+    e.prev = it->second;
+    it->second = obj;
+  }
+  e.obj = std::move(obj);
+  rv_ = e.rv;
+  FanOutLocked(e);
+}
+
+void Store::RemoveLocked(const std::string& storage, const std::string& key, ObjPtr last) {
+  auto& m = data_[storage];
+  auto it = m.find(key);
+  WatchEvent e;
+  e.rv = last->rv;
+  e.type = EventType::kDeleted;
+  e.storage = storage;
+  if (it != m.end()) {
+    e.prev = it->second;
+    m.erase(it);
+  }
+  e.obj = std::move(last);
+  rv_ = e.rv;
+  FanOutLocked(e);
+}
+
+void Store::FanOutLocked(const WatchEvent& e) {
+  for (auto& w : watchers_) w->Push(e, queue_limit_);
+  history_.push_back(e);
+  // Keep the history lean: the previous state is only needed for live fan-out.
+  history_.back().prev = nullptr;
+  while (history_.size() > history_limit_) {
+    compacted_rv_ = history_.front().rv;
+    history_.pop_front();
+  }
+}
+
+void Store::ForEachLocked(
+    const std::string& storage, const std::string& ns, const std::string& after,
+    const std::function<bool(const std::string& key, const ObjPtr&)>& fn) const {
+  auto it = data_.find(storage);
+  if (it == data_.end()) return;
+  const auto& m = it->second;
+  std::string prefix = ns.empty() ? std::string() : ns + "/";
+  auto jt = after.empty() ? m.lower_bound(prefix) : m.upper_bound(after);
+  for (; jt != m.end(); ++jt) {
+    if (!prefix.empty() && jt->first.compare(0, prefix.size(), prefix) != 0) break;
+    if (!fn(jt->first, jt->second)) break;
+  }
+}
+
+std::size_t Store::CountLocked(const std::string& storage) const {
+  auto it = data_.find(storage);
+  return it == data_.end() ? 0 : it->second.size();
+}
+
+std::size_t Store::TotalObjects() const {
+  std::scoped_lock lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [k, m] : data_) n += m.size();
+  return n;
+}
+
+std::map<std::string, std::size_t> Store::Counts() const {
+  std::scoped_lock lock(mu_);
+  std::map<std::string, std::size_t> out;
+  for (const auto& [k, m] : data_) out[k] = m.size();
+  return out;
+}
+
+Store::WatchStart Store::StartWatch(const std::string& storage, const std::string& ns,
+                                    LabelSelector ls, FieldSelector fs,
+                                    std::optional<std::uint64_t> from_rv) {
+  WatchStart ws;
+  auto w = std::make_shared<Watcher>(storage, ns, std::move(ls), std::move(fs));
+  std::scoped_lock lock(mu_);
+  if (from_rv && *from_rv < compacted_rv_) {
+    ws.too_old_rv = *from_rv;
+    ws.oldest_rv = compacted_rv_ + 1;
+    return ws;
+  }
+  ws.start_rv = rv_;
+  if (!from_rv) {
+    ForEachLocked(storage, ns, "", [&](const std::string&, const ObjPtr& o) {
+      if (w->Matches(*o)) {
+        WatchEvent e;
+        e.rv = o->rv;
+        e.type = EventType::kAdded;
+        e.storage = storage;
+        e.obj = o;
+        w->q_.push_back(std::move(e));
+      }
+      return true;
+    });
+  } else {
+    for (const auto& e : history_)
+      if (e.rv > *from_rv && e.storage == storage) w->Push(e, SIZE_MAX);
+  }
+  ws.initial_count = from_rv ? 0 : w->q_.size();
+  watchers_.push_back(w);
+  ws.watcher = std::move(w);
+  return ws;
+}
+
+void Store::StopWatch(const std::shared_ptr<Watcher>& w) {
+  std::scoped_lock lock(mu_);
+  watchers_.remove(w);
+}
+
+void Store::CloseAllWatches() {
+  std::scoped_lock lock(mu_);
+  for (auto& w : watchers_) w->Close();
+}
+
+std::size_t Store::WatchCount() const {
+  std::scoped_lock lock(mu_);
+  return watchers_.size();
+}
+
+void Store::Compact() {
+  std::scoped_lock lock(mu_);
+  history_.clear();
+  compacted_rv_ = rv_;
+}
+
+}  // namespace gg::sim
