@@ -1,11 +1,10 @@
 // gpu-guardian-agent: flags -> AgentConfig -> AgentApp -> run until SIGTERM (or --once).
+#include <CLI/CLI.hpp>
 #include <condition_variable>
 #include <cstdlib>
-#include <mutex>
 #include <iostream>
+#include <mutex>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "agent/app.h"
 #include "common/clock.h"

@@ -95,6 +95,9 @@ void Agent::Stop() {
 }
 
 void Agent::Loop(std::stop_token stop) {
+  // The first report waits for a source to finish its first collection (or one interval),
+  // so the API never sees a report made only of "not collected yet" placeholders.
+  waker_.Wait(options_.rebuild_interval, stop);
   while (!stop.stop_requested()) {
     auto report = BuildNow();
     for (auto& p : publishers_) p->Offer(report);

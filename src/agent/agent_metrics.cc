@@ -21,8 +21,8 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, std::string hostname)
       shutdown_temp_(r.AddGauge("DCGM_FI_DEV_SHUTDOWN_TEMP",
                                 "Shutdown temperature threshold (in C).", kGpuLabelNames)),
       power_(r.AddGauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", kGpuLabelNames)),
-      power_limit_(r.AddGauge("DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-                              "Enforced power limit (in W).", kGpuLabelNames)),
+      power_limit_(r.AddGauge("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "Enforced power limit (in W).",
+                              kGpuLabelNames)),
       clock_reasons_(r.AddGauge("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
                                 "Current clock event (throttle) reasons, NVML bitmask.",
                                 kGpuLabelNames)),
@@ -31,11 +31,9 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, std::string hostname)
                            kGpuLabelNames)),
       ecc_mode_(r.AddGauge("DCGM_FI_DEV_ECC_CURRENT", "ECC mode (1 = enabled).", kGpuLabelNames)),
       ecc_sbe_vol_(r.AddCounter("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-                                "Total number of single-bit volatile ECC errors.",
-                                kGpuLabelNames)),
+                                "Total number of single-bit volatile ECC errors.", kGpuLabelNames)),
       ecc_dbe_vol_(r.AddCounter("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-                                "Total number of double-bit volatile ECC errors.",
-                                kGpuLabelNames)),
+                                "Total number of double-bit volatile ECC errors.", kGpuLabelNames)),
       ecc_sbe_agg_(r.AddCounter("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
                                 "Total number of single-bit persistent ECC errors.",
                                 kGpuLabelNames)),
@@ -43,11 +41,9 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, std::string hostname)
                                 "Total number of double-bit persistent ECC errors.",
                                 kGpuLabelNames)),
       remap_corr_(r.AddCounter("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-                               "Number of remapped rows for correctable errors.",
-                               kGpuLabelNames)),
+                               "Number of remapped rows for correctable errors.", kGpuLabelNames)),
       remap_unc_(r.AddCounter("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-                              "Number of remapped rows for uncorrectable errors.",
-                              kGpuLabelNames)),
+                              "Number of remapped rows for uncorrectable errors.", kGpuLabelNames)),
       remap_failure_(r.AddGauge("DCGM_FI_DEV_ROW_REMAP_FAILURE",
                                 "Whether remapping of rows has failed.", kGpuLabelNames)),
       remap_pending_(r.AddGauge("DCGM_FI_DEV_ROW_REMAP_PENDING",
@@ -61,14 +57,14 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, std::string hostname)
                                 kGpuLabelNames)),
       retired_pending_(r.AddGauge("DCGM_FI_DEV_RETIRED_PENDING",
                                   "Whether page retirement is pending.", kGpuLabelNames)),
-      pcie_replay_(r.AddCounter("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-                                "Total number of PCIe retries.", kGpuLabelNames)),
+      pcie_replay_(r.AddCounter("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.",
+                                kGpuLabelNames)),
       mig_mode_(r.AddGauge("DCGM_FI_DEV_MIG_MODE", "MIG mode (1 = enabled).", kGpuLabelNames)),
       gpu_lost_(r.AddGauge("gpu_guardian_agent_gpu_lost",
                            "1 when the GPU is lost (GPU_IS_LOST, off the bus, NVML hang).",
                            kGpuLabelNames)),
-      nvlink_down_(r.AddGauge("gpu_guardian_agent_nvlink_links_down",
-                              "NVLink links reported down.", kGpuLabelNames)),
+      nvlink_down_(r.AddGauge("gpu_guardian_agent_nvlink_links_down", "NVLink links reported down.",
+                              kGpuLabelNames)),
       xid_total_(r.AddCounter("gpu_guardian_agent_xid_total",
                               "Xid (and SXid) occurrences seen by the agent, by code.", {"xid"})),
       source_state_(r.AddGauge("gpu_guardian_agent_source_state",
@@ -93,7 +89,8 @@ AgentMetrics::AgentMetrics(metrics::Registry& r, std::string hostname)
 }
 
 void AgentMetrics::RegisterSource(std::string_view source) {
-  for (auto s : {api::SourceState::kOk, api::SourceState::kDegraded, api::SourceState::kUnavailable})
+  for (auto s :
+       {api::SourceState::kOk, api::SourceState::kDegraded, api::SourceState::kUnavailable})
     source_state_.WithLabels({source, api::SourceStateName(s)});
 }
 
@@ -136,8 +133,7 @@ void AgentMetrics::Observe(const api::GpuNodeHealthStatus& report,
     if (g.ecc_corrected_volatile) SetCounter(ecc_sbe_vol_, labels, *g.ecc_corrected_volatile);
     if (g.ecc_uncorrected_volatile) SetCounter(ecc_dbe_vol_, labels, *g.ecc_uncorrected_volatile);
     if (g.ecc_corrected_aggregate) SetCounter(ecc_sbe_agg_, labels, *g.ecc_corrected_aggregate);
-    if (g.ecc_uncorrected_aggregate)
-      SetCounter(ecc_dbe_agg_, labels, *g.ecc_uncorrected_aggregate);
+    if (g.ecc_uncorrected_aggregate) SetCounter(ecc_dbe_agg_, labels, *g.ecc_uncorrected_aggregate);
     if (g.remapped_rows_correctable) SetCounter(remap_corr_, labels, *g.remapped_rows_correctable);
     if (g.remapped_rows_uncorrectable)
       SetCounter(remap_unc_, labels, *g.remapped_rows_uncorrectable);
@@ -167,9 +163,7 @@ void AgentMetrics::CountXid(int xid, int64_t count) {
   if (count > 0) xid_total_.WithLabels({std::to_string(xid)}).Inc(static_cast<double>(count));
 }
 
-void AgentMetrics::PublishResult(std::string_view result) {
-  publishes_.WithLabels({result}).Inc();
-}
+void AgentMetrics::PublishResult(std::string_view result) { publishes_.WithLabels({result}).Inc(); }
 
 void AgentMetrics::PublishLatency(double seconds) {
   publish_latency_.WithLabels(metrics::LabelValues{}).Observe(seconds);

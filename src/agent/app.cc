@@ -3,9 +3,8 @@
 
 #include <cstdlib>
 #include <map>
-#include <ostream>
-
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "agent/file_source.h"
 #include "agent/k8s_writers.h"
@@ -86,8 +85,7 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
   // Classification overrides: flags, then the device plugin's environment variables.
   gpu::XidOverrides overrides;
   GG_RETURN_IF_ERROR(overrides.AddIgnoreList(config_.xid_ignore).WithContext("--xid-ignore"));
-  GG_RETURN_IF_ERROR(
-      overrides.AddCriticalList(config_.xid_critical).WithContext("--xid-critical"));
+  GG_RETURN_IF_ERROR(overrides.AddCriticalList(config_.xid_critical).WithContext("--xid-critical"));
   if (config_.honor_device_plugin_env) {
     std::vector<std::string> skipped;
     if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS"))
@@ -190,7 +188,8 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
       } else {
         w = std::make_unique<AnnotationWriter>(*client_, config_.node_name);
       }
-      agent_->AddPublisher(std::make_unique<Publisher>(std::move(w), clock_, po, metrics_.get(), log_));
+      agent_->AddPublisher(
+          std::make_unique<Publisher>(std::move(w), clock_, po, metrics_.get(), log_));
     }
   }
   return OkStatus();
@@ -207,8 +206,8 @@ int AgentApp::RunOnce(std::ostream& out) {
                                   {"state", std::string(api::SourceStateName(s.state))},
                                   {"message", s.message}});
   if (config_.print) {
-    auto j = nlohmann::json::parse(api::EncodeGpuNodeHealthStatus(report), nullptr, false);
-    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    auto j = nlohmann::ordered_json::parse(api::EncodeGpuNodeHealthStatus(report), nullptr, false);
+    out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     out.flush();
   } else if (client_ != nullptr) {
     report.heartbeat_time = clock_.Now();
@@ -233,8 +232,7 @@ int AgentApp::RunOnce(std::ostream& out) {
 Status AgentApp::Start(std::stop_token stop) {
   if (!config_.metrics_addr.empty() && config_.metrics_addr != "0") {
     server_ = std::make_unique<metrics::HealthServer>(registry_, log_);
-    const double budget =
-        3 * std::chrono::duration<double>(config_.sweep_interval).count() + 60.0;
+    const double budget = 3 * std::chrono::duration<double>(config_.sweep_interval).count() + 60.0;
     Agent* agent = agent_.get();
     server_->AddHealthCheck("report-builder", [agent, budget]() -> Status {
       if (agent->SecondsSinceLastBuild() > budget)

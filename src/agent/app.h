@@ -29,28 +29,28 @@ std::string_view AgentVersion();
 inline constexpr char kDefaultMetricsAddr[] = ":9402";
 
 struct AgentConfig {
-  std::string node_name;                      // --node-name (default $NODE_NAME)
-  std::string kubeconfig;                     // --kubeconfig
-  std::string server;                         // --server
-  std::vector<std::string> sources = {"nvml"};  // --source nvml,kmsg,file,script
-  std::string file_path;                      // --file (source "file")
-  std::string script_path;                    // --script (source "script")
-  double time_scale = 1.0;                    // --time-scale (script timelines)
-  std::vector<std::string> publish = {"resource"};  // --publish resource,annotation
-  Duration heartbeat = std::chrono::minutes(5);     // --heartbeat
+  std::string node_name;                               // --node-name (default $NODE_NAME)
+  std::string kubeconfig;                              // --kubeconfig
+  std::string server;                                  // --server
+  std::vector<std::string> sources = {"nvml"};         // --source nvml,kmsg,file,script
+  std::string file_path;                               // --file (source "file")
+  std::string script_path;                             // --script (source "script")
+  double time_scale = 1.0;                             // --time-scale (script timelines)
+  std::vector<std::string> publish = {"resource"};     // --publish resource,annotation
+  Duration heartbeat = std::chrono::minutes(5);        // --heartbeat
   Duration sweep_interval = std::chrono::seconds(10);  // --sweep-interval
   Duration debounce = std::chrono::milliseconds(200);  // --debounce
-  bool once = false;                          // --once
-  bool print = false;                         // --print
-  std::string metrics_addr = kDefaultMetricsAddr;  // --metrics-addr ("" or "0": off)
-  std::string xid_ignore;                     // --xid-ignore 13,31
-  std::string xid_critical;                   // --xid-critical 63
-  bool honor_device_plugin_env = true;        // DP_DISABLE/ENABLE_HEALTHCHECKS
-  std::string kmsg_path = "/dev/kmsg";        // --kmsg-path
-  bool kmsg_from_boot = false;                // --kmsg-from-boot
-  std::string nvml_library = "libnvidia-ml.so.1";  // --nvml-library
-  std::size_t xid_ring_size = 64;             // --xid-ring-size
-  std::chrono::milliseconds nvml_deadline{5000};   // --nvml-deadline
+  bool once = false;                                   // --once
+  bool print = false;                                  // --print
+  std::string metrics_addr = kDefaultMetricsAddr;      // --metrics-addr ("" or "0": off)
+  std::string xid_ignore;                              // --xid-ignore 13,31
+  std::string xid_critical;                            // --xid-critical 63
+  bool honor_device_plugin_env = true;                 // DP_DISABLE/ENABLE_HEALTHCHECKS
+  std::string kmsg_path = "/dev/kmsg";                 // --kmsg-path
+  bool kmsg_from_boot = false;                         // --kmsg-from-boot
+  std::string nvml_library = "libnvidia-ml.so.1";      // --nvml-library
+  std::size_t xid_ring_size = 64;                      // --xid-ring-size
+  std::chrono::milliseconds nvml_deadline{5000};       // --nvml-deadline
 };
 
 // Flag-level checks (unknown source/publish names, missing --file/--script, node name when

@@ -12,11 +12,13 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr const char* kStatusTopLevel[] = {"nodeName", "agentVersion", "observedAt",
+constexpr const char* kStatusTopLevel[] = {"nodeName",      "agentVersion", "observedAt",
                                            "heartbeatTime", "expectedGPUs", "gpus",
-                                           "xids", "sources"};
+                                           "xids",          "sources"};
 
-std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string DumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 }  // namespace
 
@@ -42,10 +44,8 @@ std::string ResourceWriter::NewObjectBody(const std::string& node_name,
        {{"name", node_name},
         {"labels", {{"app.kubernetes.io/managed-by", kFieldManager}}},
         {"ownerReferences",
-         Json::array({{{"apiVersion", "v1"},
-                       {"kind", "Node"},
-                       {"name", node_name},
-                       {"uid", node_uid}}})}}},
+         Json::array(
+             {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name}, {"uid", node_uid}}})}}},
   };
   return DumpJson(obj);
 }
@@ -64,8 +64,7 @@ Status ResourceWriter::EnsureObject() {
   if (meta->meta.uid.empty()) return InvalidArgumentError("Node " + node_ + " has no uid");
   k8s::WriteOptions wo;
   wo.field_manager = kFieldManager;
-  auto created =
-      client_.Create(k8s::kGpuNodeHealths, "", NewObjectBody(node_, meta->meta.uid), wo);
+  auto created = client_.Create(k8s::kGpuNodeHealths, "", NewObjectBody(node_, meta->meta.uid), wo);
   if (!created.ok() && !IsAlreadyExists(created.status()))
     return created.status().WithContext("creating GPUNodeHealth " + node_);
   if (created.ok()) log_.Info("created GPUNodeHealth", {{"node", node_}});
@@ -78,8 +77,8 @@ Status ResourceWriter::Write(const api::GpuNodeHealthStatus& report) {
   k8s::WriteOptions wo;
   wo.field_manager = kFieldManager;
   const std::string body = StatusPatchBody(report);
-  auto r = client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge, body, "status",
-                         wo);
+  auto r =
+      client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge, body, "status", wo);
   if (r.ok()) return OkStatus();
   if (IsNotFound(r.status())) {
     // Deleted behind our back (or by garbage collection): create again and retry once.
@@ -95,8 +94,9 @@ AnnotationWriter::AnnotationWriter(k8s::RestClient& client, std::string node_nam
     : client_(client), node_(std::move(node_name)) {}
 
 Status AnnotationWriter::Write(const api::GpuNodeHealthStatus& report) {
-  Json body = {{"metadata",
-                {{"annotations", {{api::kHealthAnnotation, api::EncodeHealthAnnotation(report)}}}}}};
+  Json body = {
+      {"metadata",
+       {{"annotations", {{api::kHealthAnnotation, api::EncodeHealthAnnotation(report)}}}}}};
   k8s::WriteOptions wo;
   wo.field_manager = kFieldManager;
   auto r = client_.Patch(k8s::kNodes, "", node_, k8s::PatchType::kMerge, DumpJson(body), "", wo);

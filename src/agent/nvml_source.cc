@@ -11,11 +11,12 @@ NvmlSource::NvmlSource(gpu::NvmlApi& api, Clock& clock, const gpu::XidClassifier
     : clock_(clock),
       classifier_(classifier),
       options_(std::move(options)),
-      collector_(api, clock, [this] {
-        auto o = options_.collector;
-        o.source_name = options_.name;
-        return o;
-      }()),
+      collector_(api, clock,
+                 [this] {
+                   auto o = options_.collector;
+                   o.source_name = options_.name;
+                   return o;
+                 }()),
       waker_(clock) {
   snapshot_.provides_gpus = true;
   snapshot_.status = {options_.name, api::SourceState::kUnavailable, "not collected yet"};
@@ -27,8 +28,10 @@ void NvmlSource::SweepAndStore() {
   gpu::SweepResult r;
   {
     std::scoped_lock lock(sweep_mu_);
-    if (!collector_.initialized()) {
-      // Failure is recorded in the collector's source status; Sweep() retries later.
+    if (!init_attempted_) {
+      // Failure is recorded in the collector's source status; Sweep() retries it every
+      // CollectorOptions::init_retry.
+      init_attempted_ = true;
       collector_.Init().IgnoreError();
     }
     r = collector_.Sweep();
@@ -121,8 +124,7 @@ uint64_t Fnv1a64(std::string_view s) {
 std::string FakeGpuUuid(std::string_view node, int index) {
   std::string s = std::string(node) + "/" + std::to_string(index);
   char hex[33];
-  std::snprintf(hex, sizeof(hex), "%016llx%016llx",
-                static_cast<unsigned long long>(Fnv1a64(s)),
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(Fnv1a64(s)),
                 static_cast<unsigned long long>(Fnv1a64(s + "~")));
   std::string h(hex, 32);
   return "GPU-" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +

@@ -56,6 +56,7 @@ class NvmlSource final : public Source {
   Waker waker_;
   std::mutex sweep_mu_;  // one Sweep at a time
   bool events_started_ = false;
+  bool init_attempted_ = false;
   mutable std::mutex mu_;
   SourceSnapshot snapshot_;
   std::jthread thread_;
@@ -70,9 +71,11 @@ class ScriptSource final : public Source {
  public:
   // Loads and validates the script; the FakeNvml gets the script's GPUs (UUIDs from the
   // script, else FakeGpuUuid(node, i)).
-  static StatusOr<std::unique_ptr<ScriptSource>> Create(
-      const std::string& path, const std::string& node_name, Clock& clock,
-      const gpu::XidClassifier& classifier, double time_scale, NvmlSourceOptions options);
+  static StatusOr<std::unique_ptr<ScriptSource>> Create(const std::string& path,
+                                                        const std::string& node_name, Clock& clock,
+                                                        const gpu::XidClassifier& classifier,
+                                                        double time_scale,
+                                                        NvmlSourceOptions options);
   static StatusOr<std::unique_ptr<ScriptSource>> FromScript(
       gpu::FaultScript script, const std::string& node_name, Clock& clock,
       const gpu::XidClassifier& classifier, double time_scale, NvmlSourceOptions options);

@@ -7,8 +7,8 @@
 
 namespace gg::agent {
 
-Publisher::Publisher(std::unique_ptr<ReportWriter> writer, Clock& clock,
-                     PublisherOptions options, AgentMetrics* metrics, Logger log)
+Publisher::Publisher(std::unique_ptr<ReportWriter> writer, Clock& clock, PublisherOptions options,
+                     AgentMetrics* metrics, Logger log)
     : writer_(std::move(writer)),
       clock_(clock),
       options_(options),
@@ -111,9 +111,9 @@ void Publisher::Loop(std::stop_token stop) {
       if (metrics_) metrics_->PublishResult("error");
       log_.Warn("report write failed; will retry",
                 {{"error", st.ToString()},
-                 {"retry_in_ms", static_cast<long long>(
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(delay)
-                                         .count())}});
+                 {"retry_in_ms",
+                  static_cast<long long>(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(delay).count())}});
       continue;
     }
     backoff.Reset();

@@ -14,7 +14,7 @@ namespace gg::agent {
 struct ReportInputs {
   std::string node_name;
   std::string agent_version;
-  int expected_gpus = 0;                 // node's nvidia.com/gpu capacity (0 = unknown)
+  int expected_gpus = 0;                  // node's nvidia.com/gpu capacity (0 = unknown)
   std::vector<SourceSnapshot> snapshots;  // in --source order (earlier wins per GPU)
   std::vector<api::XidEvent> xids;        // from the ring, newest last
 };

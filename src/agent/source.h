@@ -20,9 +20,9 @@ using StopForward = std::stop_callback<std::function<void()>>;
 
 // What a source contributes to the report.
 struct SourceSnapshot {
-  bool provides_gpus = false;         // false: `gpus` is not this source's business (kmsg)
-  std::vector<api::GpuStatus> gpus;   // per-GPU facts (may be empty when none are visible)
-  api::SourceStatus status;           // name, state, message
+  bool provides_gpus = false;        // false: `gpus` is not this source's business (kmsg)
+  std::vector<api::GpuStatus> gpus;  // per-GPU facts (may be empty when none are visible)
+  api::SourceStatus status;          // name, state, message
   // Extra per-GPU facts for metrics only (clock-event bitmask), same order as gpus.
   std::vector<uint64_t> clock_event_masks;
   std::string driver_version;

@@ -46,10 +46,11 @@ int64_t XidRing::Add(const api::XidEvent& in, const std::string& source) {
     return counted;
   }
   if (entries_.size() >= capacity_) {
-    auto oldest = std::min_element(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
-      return a.event.last_seen != b.event.last_seen ? a.event.last_seen < b.event.last_seen
-                                                    : a.seq < b.seq;
-    });
+    auto oldest =
+        std::min_element(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+          return a.event.last_seen != b.event.last_seen ? a.event.last_seen < b.event.last_seen
+                                                        : a.seq < b.seq;
+        });
     entries_.erase(oldest);
     ++evicted_;
   }

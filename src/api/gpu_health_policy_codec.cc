@@ -389,6 +389,14 @@ StatusOr<element> ParseRoot(simdjson::dom::parser& parser, std::string_view json
 
 using nlohmann::json;
 
+// FormatDuration is readable but may round sub-millisecond parts; fall back to exact ns.
+std::string Dur(Duration d) {
+  std::string s = FormatDuration(d);
+  auto back = ParseDuration(s);
+  if (back.ok() && *back == d) return s;
+  return std::to_string(d.count()) + "ns";
+}
+
 json EncodeRule(const Rule& r) {
   json j;
   j["name"] = r.name;
@@ -437,9 +445,9 @@ json EncodeRule(const Rule& r) {
   }
   if (r.pcie_replay_above) j["pcieReplayAbove"] = *r.pcie_replay_above;
   if (!r.recovery_actions.empty()) j["recoveryActions"] = r.recovery_actions;
-  if (r.xid) j["count"] = r.count;
-  if (r.window) j["window"] = FormatDuration(*r.window);
-  if (r.for_) j["for"] = FormatDuration(*r.for_);
+  if (r.xid || r.count != 1) j["count"] = r.count;
+  if (r.window) j["window"] = Dur(*r.window);
+  if (r.for_) j["for"] = Dur(*r.for_);
   j["action"] = std::string(ActionName(r.action));
   return j;
 }
@@ -461,7 +469,7 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
   json rules = json::array();
   for (const auto& r : s.rules) rules.push_back(EncodeRule(r));
   j["rules"] = rules;
-  j["unknown"] = {{"after", FormatDuration(s.unknown.after)},
+  j["unknown"] = {{"after", Dur(s.unknown.after)},
                   {"action", std::string(ActionName(s.unknown.action))}};
   const DrainSpec& d = s.remediation.drain;
   json order = json::array();
@@ -472,7 +480,7 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
   }
   json drain = {{"scope", std::string(DrainScopeName(d.scope))},
                 {"order", order},
-                {"timeout", FormatDuration(d.timeout)},
+                {"timeout", Dur(d.timeout)},
                 {"deleteEmptyDirData", d.delete_empty_dir_data},
                 {"force", d.force}};
   if (d.grace_period_seconds) drain["gracePeriodSeconds"] = *d.grace_period_seconds;
@@ -482,7 +490,7 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceLevel", std::string(DeviceLevelModeName(s.remediation.device_level))},
       {"maxBadGPUsForDeviceLevel", s.remediation.max_bad_gpus_for_device_level}};
   j["recovery"] = {{"automatic", s.recovery.automatic},
-                   {"healthyFor", FormatDuration(s.recovery.healthy_for)}};
+                   {"healthyFor", Dur(s.recovery.healthy_for)}};
   json safety = json::object();
   if (s.safety.max_unhealthy.percent) {
     safety["maxUnhealthy"] = s.safety.max_unhealthy.ToString();

@@ -239,3 +239,22 @@ TEST(PolicyCodec, StatusEncodes) {
 
 }  // namespace
 }  // namespace gg::api
+
+namespace gg::api {
+namespace {
+
+TEST(PolicyCodec, OddDurationsAndCountsRoundTrip) {
+  GpuHealthPolicySpec spec = DefaultPolicySpec();
+  spec.rules[0].window = std::chrono::nanoseconds(1'500'000'001);
+  spec.rules[2].for_ = std::chrono::nanoseconds(9'000'000'000'000'123'456);
+  spec.rules[1].count = 7;  // invalid on a level rule, but must survive the codec
+  GpuHealthPolicy p;
+  p.name = "odd";
+  p.spec = spec;
+  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->spec, spec);
+}
+
+}  // namespace
+}  // namespace gg::api

@@ -1,9 +1,9 @@
 // GPUNodeHealth helpers: source state names and fact equality used by the agent to write
 // only on change. What "the same facts" means is documented in docs/api.md.
+#include "api/gpu_node_health.h"
+
 #include <algorithm>
 #include <cstdlib>
-
-#include "api/gpu_node_health.h"
 
 namespace gg::api {
 namespace {
@@ -11,8 +11,8 @@ namespace {
 // Telemetry that moves on every sweep without saying anything about health. Comparing it
 // exactly would turn every 10 s sweep into an API write on every node.
 constexpr int kTemperatureDeadbandC = 3;
-constexpr int kHotMarginC = 5;         // below slowdown - margin the deadband applies
-constexpr int kDefaultHotC = 80;       // when the slowdown threshold is unknown
+constexpr int kHotMarginC = 5;    // below slowdown - margin the deadband applies
+constexpr int kDefaultHotC = 80;  // when the slowdown threshold is unknown
 
 bool IsBenignThrottleReason(const std::string& r) {
   return r == "GpuIdle" || r == "ApplicationsClocksSetting" || r == "SwPowerCap" ||
@@ -30,8 +30,8 @@ std::vector<std::string> HealthThrottleReasons(const std::vector<std::string>& i
 bool SameTemperature(const GpuStatus& a, const GpuStatus& b) {
   if (a.temperature_c == b.temperature_c) return true;
   if (!a.temperature_c || !b.temperature_c) return false;
-  const int hot = (a.slowdown_temperature_c ? *a.slowdown_temperature_c - kHotMarginC
-                                            : kDefaultHotC);
+  const int hot =
+      (a.slowdown_temperature_c ? *a.slowdown_temperature_c - kHotMarginC : kDefaultHotC);
   if (*a.temperature_c >= hot || *b.temperature_c >= hot) return false;
   return std::abs(*a.temperature_c - *b.temperature_c) < kTemperatureDeadbandC;
 }

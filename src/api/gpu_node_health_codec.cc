@@ -1,15 +1,15 @@
 // JSON codecs for the GPUNodeHealth report: strict simdjson decoding (wrong type ->
 // InvalidArgument naming the field path, unknown fields ignored, bounded sizes) and
 // nlohmann encoding (camelCase, absent optionals omitted). Shape documented in docs/api.md.
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
-#include <simdjson.h>
 
 #include "api/gpu_node_health.h"
 #include "common/time_util.h"
@@ -439,9 +439,8 @@ std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 StatusOr<GpuNodeHealthStatus> DecodeGpuNodeHealthStatus(std::string_view status_json) {
   GpuNodeHealthStatus out;
-  GG_RETURN_IF_ERROR(ParseTopObject(status_json, "status", [&](Obj o) {
-    return DecodeStatusObject(o, "status", &out);
-  }));
+  GG_RETURN_IF_ERROR(ParseTopObject(status_json, "status",
+                                    [&](Obj o) { return DecodeStatusObject(o, "status", &out); }));
   return out;
 }
 

@@ -1,11 +1,12 @@
 // Tests for the GPUNodeHealth codecs (round trip, strict types, bounds, garbage) and
 // SameFacts (what counts as a change worth an API write).
+#include "api/gpu_node_health.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-#include "api/gpu_node_health.h"
 #include "common/time_util.h"
 
 namespace gg::api {
@@ -126,12 +127,28 @@ TEST(GpuNodeHealthCodec, EncodesCamelCaseAndOmitsAbsentOptionals) {
   EXPECT_EQ(json.find("observedAt"), std::string::npos) << json;
   EXPECT_EQ(json.find("\"ecc\""), std::string::npos) << json;
   auto full = EncodeGpuNodeHealthStatus(Sample());
-  for (const char* key :
-       {"agentVersion", "observedAt", "heartbeatTime", "pciBusId", "migEnabled",
-        "slowdownTemperatureC", "shutdownTemperatureC", "throttleReasons", "powerLimitWatts",
-        "correctedVolatile", "uncorrectedAggregate", "remappedRows", "retiredPages",
-        "pcieReplayCount", "linksDown", "recoveryAction", "gpuUUID", "firstSeen", "lastSeen",
-        "recommendedAction", "\"sxid\":true", "\"state\":\"Degraded\""}) {
+  for (const char* key : {"agentVersion",
+                          "observedAt",
+                          "heartbeatTime",
+                          "pciBusId",
+                          "migEnabled",
+                          "slowdownTemperatureC",
+                          "shutdownTemperatureC",
+                          "throttleReasons",
+                          "powerLimitWatts",
+                          "correctedVolatile",
+                          "uncorrectedAggregate",
+                          "remappedRows",
+                          "retiredPages",
+                          "pcieReplayCount",
+                          "linksDown",
+                          "recoveryAction",
+                          "gpuUUID",
+                          "firstSeen",
+                          "lastSeen",
+                          "recommendedAction",
+                          "\"sxid\":true",
+                          "\"state\":\"Degraded\""}) {
     EXPECT_NE(full.find(key), std::string::npos) << key;
   }
 }
@@ -182,8 +199,7 @@ TEST(GpuNodeHealthCodec, WrongTypesNameTheFieldPath) {
       {R"({"gpus":{}})", "status.gpus: expected array"},
       {R"({"gpus":[7]})", "status.gpus[0]: expected object"},
       {R"({"xids":[{"xid":79,"count":"3"}]})", "status.xids[0].count: expected integer"},
-      {R"({"xids":[{"lastSeen":"yesterday"}]})",
-       "status.xids[0].lastSeen: invalid RFC 3339 time"},
+      {R"({"xids":[{"lastSeen":"yesterday"}]})", "status.xids[0].lastSeen: invalid RFC 3339 time"},
       {R"({"sources":[{"name":"nvml","state":"Fine"}]})",
        "status.sources[0].state: expected one of OK, Degraded, Unavailable"},
       {R"({"expectedGPUs":-1})", "status.expectedGPUs: must not be negative"},
@@ -199,9 +215,8 @@ TEST(GpuNodeHealthCodec, WrongTypesNameTheFieldPath) {
 }
 
 TEST(GpuNodeHealthCodec, GarbageIsAnErrorNotACrash) {
-  for (std::string_view bad :
-       {"", "{", "null", "\"x\"", "{\"gpus\":[", "{\"a\":1}}", "\xff\xff", "{\"nodeName\":\"\xc3\"}",
-        "{\"gpus\":[{\"index\":1e400}]}"}) {
+  for (std::string_view bad : {"", "{", "null", "\"x\"", "{\"gpus\":[", "{\"a\":1}}", "\xff\xff",
+                               "{\"nodeName\":\"\xc3\"}", "{\"gpus\":[{\"index\":1e400}]}"}) {
     auto r = DecodeGpuNodeHealthStatus(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -171,7 +172,18 @@ void KmsgReader::HandleLine(std::string_view line) {
     }
   }
   std::optional<KmsgXid> x = ParseKmsgLine(line);
-  if (!x) return;
+  if (!x) {
+    // Plain-text logs split the multi-line "The NVIDIA GPU <pci> ... fallen off the bus"
+    // printk into separate lines: remember the address and complete it on the last line.
+    if (size_t at = line.find("NVRM: The NVIDIA GPU "); at != std::string_view::npos) {
+      std::string_view rest = line.substr(at + 21);
+      fallen_pci_.assign(rest.substr(0, std::min<size_t>(rest.find_first_of(" \\"), 32)));
+    } else if (!fallen_pci_.empty() && line.find("fallen off the bus") != std::string_view::npos) {
+      x = ParseKmsgLine("NVRM: GPU " + fallen_pci_ + ": GPU has fallen off the bus.");
+      fallen_pci_.clear();
+    }
+    if (!x) return;
+  }
   xids_.fetch_add(1, std::memory_order_relaxed);
   Deliver(*x);
 }

@@ -96,6 +96,7 @@ class KmsgReader {
   MonoTime window_start_{};
   int window_count_ = 0;
   std::optional<uint64_t> last_seq_;
+  std::string fallen_pci_;  // from a split "NVRM: The NVIDIA GPU <pci>" line
   struct Pending {
     KmsgXid sample;
     int64_t count = 0;

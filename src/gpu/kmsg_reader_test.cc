@@ -157,6 +157,20 @@ TEST(KmsgReaderTest, FloodIsAggregatedWithoutLosingCounts) {
   }
 }
 
+TEST(KmsgReaderTest, SplitFallenOffTheBusLines) {
+  FakeClock clock;
+  Seen seen;
+  KmsgReader reader(nullptr, clock, {}, seen.Callback());
+  reader.Feed("[ 10.0] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+              "[ 10.0] NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+              "[ 10.0] NVRM: fallen off the bus and is not responding to commands.\n");
+  ASSERT_EQ(seen.size(), 1u);
+  std::scoped_lock lock(seen.mu);
+  EXPECT_EQ(seen.items[0].first.xid, 79);
+  EXPECT_TRUE(seen.items[0].first.fallen_off_bus);
+  EXPECT_EQ(seen.items[0].first.pci_bus_id, "0000:b3:00.0");
+}
+
 TEST(KmsgReaderTest, OpenMissingFileIsAnError) {
   auto f = OpenKmsgFile("/nonexistent/kmsg", true);
   EXPECT_FALSE(f.ok());

@@ -78,7 +78,8 @@ struct XidOverrides {
   bool all_ignored = false;   // DP_DISABLE_HEALTHCHECKS=all|xids
   bool all_critical = false;  // DP_ENABLE_HEALTHCHECKS=all|xids
   // Also ignore the device plugin's hard-coded application Xids 13,31,43,45,68,109
-  // (--xid-ignore-dp-defaults). Off by default: the catalog already rates most as RESTART_APP.
+  // (proposed agent flag --xid-ignore-dp-defaults). Off by default: the catalog already rates
+  // most of them RESTART_APP/IGNORE.
   bool device_plugin_defaults = false;
 
   // "13,31" (flag syntax; whitespace allowed). Bad tokens -> InvalidArgument naming them.

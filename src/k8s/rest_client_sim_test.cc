@@ -159,5 +159,37 @@ TEST_F(SimTest, PagedListAndWatchResume) {
   EXPECT_TRUE(IsExpired(expired)) << expired;
 }
 
+TEST(SimTlsTest, VerifiesTheServerCertificate) {
+  gg::sim::SimOptions o;
+  o.tls = true;
+  o.kubelet = o.scheduler = o.controllers = false;
+  auto s = gg::sim::SimServer::Start(o);
+  if (!s.ok()) GTEST_SKIP() << "simulator TLS unavailable: " << s.status();
+  ASSERT_TRUE((*s)->Create("/api/v1/nodes", NodeJson("n1")).ok());
+  ClientConfig cfg;
+  cfg.server = (*s)->Url();
+  ASSERT_EQ(cfg.server.rfind("https://", 0), 0u);
+  RestClientOptions ro;
+  ro.max_attempts = 1;
+  // Default trust store: the simulator's throwaway CA is not trusted → refused.
+  auto untrusted = RestClient::Create(cfg, RealClock::Default(), ro);
+  ASSERT_TRUE(untrusted.ok());
+  auto r = (*untrusted)->Get(kNodes, "", "n1");
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status();
+  // With its CA: works.
+  cfg.ca_pem = (*s)->CaCertPem();
+  auto trusted = RestClient::Create(cfg, RealClock::Default(), ro);
+  ASSERT_TRUE(trusted.ok());
+  auto ok = (*trusted)->Get(kNodes, "", "n1");
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  // insecure-skip-tls-verify only when asked.
+  ClientConfig insecure;
+  insecure.server = (*s)->Url();
+  insecure.insecure_skip_tls_verify = true;
+  auto skip = RestClient::Create(insecure, RealClock::Default(), ro);
+  ASSERT_TRUE(skip.ok());
+  EXPECT_TRUE((*skip)->Get(kNodes, "", "n1").ok());
+}
+
 }  // namespace
 }  // namespace gg::k8s

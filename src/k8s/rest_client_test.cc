@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "k8s/client_metrics.h"
 #include "k8s/codec.h"
 #include "k8s/errors.h"
 #include "k8s/rest_client.h"
@@ -454,6 +455,25 @@ TEST(RestClientTest, DeleteSendsPreconditionsAndGrace) {
   EXPECT_NE(body.find(R"("gracePeriodSeconds":5)"), std::string::npos) << body;
   EXPECT_NE(body.find(R"("uid":"u1")"), std::string::npos) << body;
   EXPECT_EQ(c->Delete(kPods, "d", "missing").code(), StatusCode::kNotFound);
+}
+
+TEST(RestClientTest, CountsRequestsIntoTheRegistry) {
+  TestServer s;
+  s.svr().Get("/api/v1/nodes/n", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(R"({"status":"Failure","reason":"NotFound","code":404,"message":"nodes \"n\" not found"})",
+                    "application/json");
+  });
+  s.Start();
+  metrics::Registry registry;
+  RestClientOptions opts;
+  opts.on_request = RestClientMetrics(registry);
+  auto c = MakeClient(s.Url(), {}, opts);
+  auto r = c->Get(kNodes, "", "n");
+  EXPECT_TRUE(IsNotFound(r.status()));
+  EXPECT_EQ(r.status().message(), "nodes \"n\" not found");
+  std::string host = s.Url().substr(std::string("http://").size());
+  EXPECT_EQ(registry.Value("rest_client_requests_total", {"404", "GET", host}), 1.0);
 }
 
 }  // namespace

@@ -135,9 +135,14 @@ void Planner::StartOccurrence() {
 }
 
 void Planner::Apply(Action target) {
+  // Device level while the failure is confined to GPUs (or, when holding on a Healthy/Unknown
+  // verdict, while this occurrence is fenced at device level only). Once the node itself is
+  // fenced, the occurrence stays node-level.
+  bool confined = v_.state == HealthState::kUnhealthy && !v_.node_wide && !v_.bad_gpus.empty();
+  bool holding_devices = v_.state != HealthState::kUnhealthy && !rec_.device_taints.empty();
   bool device_level = pol_.remediation.device_level == api::DeviceLevelMode::kAuto &&
-                      node_.dra_devices && v_.state == HealthState::kUnhealthy && !v_.node_wide &&
-                      !v_.bad_gpus.empty() && !rec_.tainted && !rec_.cordoned;
+                      node_.dra_devices && !rec_.tainted && !rec_.cordoned &&
+                      (confined || holding_devices);
   Action old = rec_.action;
 
   // Brake: starting to fence a node (or a GPU) that is not fenced yet is new remediation.
@@ -228,7 +233,9 @@ void Planner::Apply(Action target) {
   if (want_drain) {
     DrainRequest req;
     req.spec = pol_.remediation.drain;
-    if (device_level) req.gpu_uuids = v_.bad_gpus;
+    if (device_level) {
+      for (const auto& d : rec_.device_taints) req.gpu_uuids.push_back(d.gpu_uuid);
+    }
     if (rec_.drain.phase == DrainPhase::kNone) {
       rec_.drain.phase = DrainPhase::kRunning;
       rec_.drain.started_at = now_;

@@ -318,6 +318,12 @@ TEST(Plan, DeviceLevelFencesOnlyTheBadGpu) {
   ASSERT_TRUE(p.drain.has_value());
   EXPECT_EQ(p.drain->gpu_uuids, std::vector<std::string>{"GPU-3"});
   EXPECT_EQ(Record(n).device_taints.size(), 1u);
+  // Healthy but not yet recovered: the device fence is held, the node is not fenced.
+  NodeView held = Step(Healthy(false), n, pol, BrakeAllowAll(), kNow + minutes(5), &p);
+  EXPECT_EQ(OurTaint(held), nullptr);
+  EXPECT_FALSE(held.unschedulable);
+  ASSERT_TRUE(p.drain.has_value());
+  EXPECT_EQ(p.drain->gpu_uuids, std::vector<std::string>{"GPU-3"});
   // Recovery removes the device taint.
   RemediationPlan rp;
   Step(Healthy(true), n, pol, BrakeAllowAll(), kNow + minutes(20), &rp);

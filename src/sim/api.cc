@@ -187,9 +187,10 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
       causes.insert(causes.end(), v.causes.begin(), v.causes.end());
     }
   } else {
-    causes = ValidateBuiltin(obj, ri.storage == "events" ? "" : ri.group,
-                             ri.storage == "events" ? "v1" : ri.version, ri.kind, ri.namespaced,
-                             create, opts_.kube_version);
+    // Events are validated in the version the body is in (both views share one store).
+    bool core_event = ri.storage == "events" && obj.value("apiVersion", "") == "v1";
+    causes = ValidateBuiltin(obj, core_event ? "" : ri.group, core_event ? "v1" : ri.version,
+                             ri.kind, ri.namespaced, create, opts_.kube_version);
   }
   if (!causes.empty()) return InvalidErr(ri.kind, ri.group, name, std::move(causes));
   if (o.strict && schemas_) {
@@ -218,6 +219,7 @@ ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, b
   store_.PutLocked(t.ri->storage, t.Key(), o);
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
+  if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io") authorizer_->Add(next).IgnoreError();
   return ApiResult{std::nullopt, std::move(next), 200};
 }
 
@@ -226,6 +228,8 @@ void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = MakeObj(t, last, rv);
   store_.RemoveLocked(t.ri->storage, t.Key(), o);
+  if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io")
+    authorizer_->Remove(t.ri->kind, t.ri->namespaced ? t.ns : "", t.name);
 }
 
 ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
@@ -266,10 +270,10 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
   }
   PrepareForCreate(t, body, o);
   if (auto e = Validate(t, body, true, o)) return ApiResult::Err(*e);
-  if (ri.storage == "events" && ri.group == "events.k8s.io") body = EventsV1ToCoreEvent(body);
   Target tt = t;
   tt.name = name;
   tt.ns = md.value("namespace", "");
+  if (ri.storage == "events" && ri.group == "events.k8s.io") body = EventsV1ToCoreEvent(body);
   std::scoped_lock lock(store_.mu());
   if (ri.namespaced) {
     Target nst{registry_.Find("", "v1", "namespaces"), "", tt.ns, ""};
@@ -369,9 +373,7 @@ ApiResult ApiCore::UpdateLocked(const Target& t, const ObjPtr& old, json next, c
   }
   md["resourceVersion"] = std::to_string(old->rv);
   if (next == old_j) return ApiResult{std::nullopt, std::move(old_j), 200};
-  if (auto e = Validate(t, ri.storage == "events" && ri.group == "events.k8s.io"
-                               ? CoreEventToEventsV1(next) : next,
-                        false, o))
+  if (auto e = Validate(t, next, false, o))
     return ApiResult::Err(*e);
   if (o.dry_run) return ApiResult{std::nullopt, std::move(next), 200};
   // Finalizers gone on an object being deleted: now it goes.

@@ -3,6 +3,7 @@
 // managedFields) but every value is generated.
 #include "sim/population.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace gg::sim {
@@ -89,22 +90,12 @@ std::string KubeletVersion(std::string_view kube_version) {
   return "v" + std::string(kube_version) + ".2";
 }
 
-std::string PodIp(int node, int slot) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "10.%d.%d.%d", 64 + ((node >> 16) & 0x3f), (node >> 8) & 0xff,
-                (node & 0xff) == 0 ? slot + 2 : slot + 2);
-  (void)node;
-  return buf;
+// Pod CIDR 10.<64 + node/256 % 64>.<node % 256>.0/24; pod IPs .2, .3, ... inside it.
+std::string PodNet(int node) {
+  return "10." + std::to_string(64 + ((node >> 8) & 0x3f)) + "." + std::to_string(node & 0xff) + ".";
 }
-
-std::string PodCidr(int node) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "10.%d.%d.0/24", 64 + ((node >> 16) & 0x3f), (node >> 8) & 0xff);
-  std::string s = buf;
-  // Third octet carries the low byte; keep /24 per node unique for < 4M nodes.
-  std::snprintf(buf, sizeof buf, "10.%d.%d.0/24", 64 + ((node >> 8) & 0x3f), node & 0xff);
-  return buf;
-}
+std::string PodIp(int node, int slot) { return PodNet(node) + std::to_string(2 + slot % 250); }
+std::string PodCidr(int node) { return PodNet(node) + "0/24"; }
 
 struct Workload {
   bool job = false;

@@ -91,6 +91,13 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     r.has_generation = true;
     AddBuiltin(r);
   }
+  {
+    auto r = R("batch", "v1", "jobs", "job", "Job", true);
+    r.status_subresource = true;
+    r.has_generation = true;
+    r.categories = {"all"};
+    AddBuiltin(r);
+  }
   AddBuiltin(R("coordination.k8s.io", "v1", "leases", "lease", "Lease", true));
   {
     auto r = R("events.k8s.io", "v1", "events", "event", "Event", true, {"ev"});
@@ -160,6 +167,15 @@ std::shared_ptr<const ResourceInfo> Registry::FindByStorage(std::string_view sto
   std::scoped_lock lock(mu_);
   for (const auto& r : resources_)
     if (r->storage == storage) return r;
+  return nullptr;
+}
+
+std::shared_ptr<const ResourceInfo> Registry::FindKind(std::string_view group,
+                                                       std::string_view version,
+                                                       std::string_view kind) const {
+  std::scoped_lock lock(mu_);
+  for (const auto& r : resources_)
+    if (r->group == group && r->version == version && r->kind == kind) return r;
   return nullptr;
 }
 

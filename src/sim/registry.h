@@ -43,6 +43,8 @@ class Registry {
                                            std::string_view resource) const;
   // Any served version of group/resource with this kind (for in-process helpers).
   std::shared_ptr<const ResourceInfo> FindByStorage(std::string_view storage) const;
+  std::shared_ptr<const ResourceInfo> FindKind(std::string_view group, std::string_view version,
+                                               std::string_view kind) const;
 
   // Adds or replaces the resources served for a CRD (from its JSON); removes on nullopt.
   Status ApplyCrd(const nlohmann::json& crd);

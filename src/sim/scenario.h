@@ -23,8 +23,9 @@
 //       replicas: 4
 //       gpus: 1                # nvidia.com/gpu request+limit per pod
 //       priorityClassName: high
-//       nodes: [gpu-a-0, gpu-a-1]   # pods placed round-robin on these (default: all nodes
-//                                   # with free GPUs, in order); DaemonSet: every node
+//       nodes: [gpu-a-0, gpu-a-1]   # pods placed round-robin on these (default: all
+//                                   # schedulable nodes without NoSchedule/NoExecute taints,
+//                                   # while they have free GPUs); DaemonSet: every node
 //       labels: {app: infer}
 //       pdb: {minAvailable: 3}       # or {maxUnavailable: "25%"}
 //   objects: [ ...raw Kubernetes objects, emitted as is... ]

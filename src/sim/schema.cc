@@ -359,6 +359,11 @@ void Unknown(const SchemaSet& set, const json& v, const json& schema_in, const s
   const json* s = set.Resolve(schema_in);
   if (!s || !s->is_object()) return;
   if (s->value("x-kubernetes-preserve-unknown-fields", false) && !s->contains("properties")) return;
+  // Named component objects without properties are opaque in the built-in documents
+  // (FieldsV1, RawExtension): anything goes inside them.
+  if (s != &schema_in && !s->contains("properties") && !s->contains("additionalProperties") &&
+      !s->contains("items"))
+    return;
   bool embedded = s->value("x-kubernetes-embedded-resource", false);
   if (auto a = s->find("allOf"); a != s->end() && a->is_array() && a->size() == 1 && !s->contains("properties")) {
     Unknown(set, v, (*a)[0], path, root, out, depth + 1);
@@ -545,18 +550,12 @@ void ValidateTaints(const json& taints, const std::string& path,
                     const std::vector<std::string>& effects, bool unique,
                     std::vector<StatusCause>& out) {
   if (taints.is_null()) return;
-  if (!taints.is_array()) {
-    out.push_back(InvalidCause(path, taints, "must be a list"));
-    return;
-  }
+  if (!taints.is_array()) return out.push_back(InvalidCause(path, taints, "must be a list"));
   std::set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < taints.size(); ++i) {
     const json& t = taints[i];
     std::string p = path + "[" + std::to_string(i) + "]";
-    if (!t.is_object()) {
-      out.push_back(InvalidCause(p, t, "must be an object"));
-      continue;
-    }
+    if (!t.is_object()) { out.push_back(InvalidCause(p, t, "must be an object")); continue; }
     std::string key = S(t.value("key", json()));
     for (auto& m : IsQualifiedName(key)) out.push_back(InvalidCause(p + ".key", key, m));
     if (t.contains("value") && !t["value"].is_null()) {
@@ -587,10 +586,7 @@ void ValidateTolerations(const json& tols, const std::string& path, std::vector<
   for (size_t i = 0; i < tols.size(); ++i) {
     const json& t = tols[i];
     std::string p = path + "[" + std::to_string(i) + "]";
-    if (!t.is_object()) {
-      out.push_back(InvalidCause(p, t, "must be an object"));
-      continue;
-    }
+    if (!t.is_object()) { out.push_back(InvalidCause(p, t, "must be an object")); continue; }
     std::string key = S(t.value("key", json()));
     if (!key.empty())
       for (auto& m : IsQualifiedName(key)) out.push_back(InvalidCause(p + ".key", key, m));
@@ -610,10 +606,7 @@ void ValidateTolerations(const json& tols, const std::string& path, std::vector<
 }
 
 void ValidatePodSpec(const json& spec, const std::string& path, std::vector<StatusCause>& out) {
-  if (!spec.is_object()) {
-    out.push_back(RequiredCause(path));
-    return;
-  }
+  if (!spec.is_object()) return out.push_back(RequiredCause(path));
   const json& cs = spec.value("containers", json());
   if (!cs.is_array() || cs.empty()) {
     out.push_back(RequiredCause(path + ".containers"));

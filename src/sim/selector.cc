@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <regex>
 
 namespace gg::sim {
 
@@ -547,7 +546,6 @@ bool LabelSelector::Matches(const FieldMap& labels) const {
 }
 
 bool LabelSelector::MatchesJson(const json& labels) const {
-  std::string tmp;
   return Matches([&](std::string_view k) -> const std::string* {
     if (!labels.is_object()) return nullptr;
     auto it = labels.find(std::string(k));

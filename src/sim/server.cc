@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "sim/api_util.h"
 #include "sim/controllers.h"
 #include "sim/faults.h"
+#include "sim/rbac.h"
 #include "sim/schema.h"
 #include "sim/tls.h"
 
@@ -259,6 +262,10 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
     std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : std::string();
     req.user = "system:anonymous";
     req.groups = {"system:unauthenticated"};
+    if (token == "admin") {
+      req.user = "admin";
+      req.groups = {"system:masters", "system:authenticated"};
+    }
     for (const auto& [tok, user] : opts.token_users) {
       if (tok != token) continue;
       req.user = user;
@@ -366,6 +373,19 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
 #endif
   }
   impl->core = std::make_unique<ApiCore>(co, *impl->clock);
+  if (opts.authz == "rbac") {
+    auto authz = std::make_shared<Authorizer>();
+    for (const auto& f : opts.rbac_files) {
+      std::ifstream in(f);
+      if (!in) return NotFoundError("cannot read RBAC file " + f);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      GG_RETURN_IF_ERROR(authz->AddYaml(ss.str()));
+    }
+    impl->core->SetAuthorizer(authz);
+  } else if (!opts.authz.empty()) {
+    return InvalidArgumentError("--authz must be empty or \"rbac\", got " + opts.authz);
+  }
 
   if (opts.tls) {
     std::string cert = opts.tls_cert_file, key = opts.tls_key_file;
@@ -568,6 +588,26 @@ StatusOr<json> SimServer::List(std::string_view path) {
   auto r = impl_->core->ListBody(*t, {}, &body);
   if (!r.ok()) return ToStatus(*r.err);
   return json::parse(body);
+}
+
+Status SimServer::Insert(const json& obj) {
+  if (!obj.is_object()) return InvalidArgumentError("object must be a JSON object");
+  std::string api_version = obj.value("apiVersion", "");
+  std::string kind = obj.value("kind", "");
+  auto slash = api_version.find('/');
+  std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+  std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  auto ri = impl_->core->registry().FindKind(group, version, kind);
+  if (!ri) return NotFoundError("no resource serves " + api_version + " " + kind);
+  std::string ns;
+  if (obj.contains("metadata") && obj["metadata"].is_object())
+    ns = obj["metadata"].value("namespace", "");
+  if (ri->namespaced && ns.empty()) ns = "default";
+  Target t{ri, ri->namespaced ? ns : "", "", ""};
+  WriteOpts o;
+  o.seed = true;
+  auto r = impl_->core->Create(t, obj, o);
+  return r.ok() ? OkStatus() : ToStatus(*r.err);
 }
 
 std::uint64_t SimServer::ResourceVersion() const { return impl_->core->store().rv(); }

@@ -41,8 +41,11 @@ struct SimOptions {
   Clock* clock = nullptr;   // nullptr: RealClock::Default()
   // Authorization: "" (allow all) or "rbac" (needs sim/rbac.h); bearer token -> user map
   // comes from token_users ("token" -> "system:serviceaccount:ns:name").
+  // Tokens map to users; "system:masters" members (the default "admin" token of the
+  // kubeconfig) bypass authorization like cluster-admin.
   std::string authz;
   std::vector<std::pair<std::string, std::string>> token_users;
+  std::vector<std::string> rbac_files;  // YAML manifests loaded into the authorizer
   bool log_requests = false;
 };
 
@@ -93,6 +96,9 @@ class SimServer {
   // Immediate removal (no grace, finalizers ignored).
   Status Delete(std::string_view api_path_of_object);
   StatusOr<nlohmann::json> List(std::string_view api_path_of_collection);
+  // Seeds one object whose collection follows from apiVersion/kind/metadata.namespace
+  // (what population and scenarios emit). Status kept as given.
+  Status Insert(const nlohmann::json& obj);
   std::uint64_t ResourceVersion() const;  // current global RV
   std::size_t ObjectCount() const;
 

@@ -1,0 +1,101 @@
+// gpu-guardian-sim: the in-memory Kubernetes API server as a process. Prints exactly one
+// line "gpu-guardian-sim listening on http(s)://HOST:PORT" when ready; exits on SIGTERM.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "common/log.h"
+#include "common/signals.h"
+#include "sim/population.h"
+#include "sim/scenario.h"
+#include "sim/server.h"
+#include "sim/tls.h"
+
+int main(int argc, char** argv) {
+  std::stop_token stop = gg::InstallShutdownSignals();
+  CLI::App app{"gpu-guardian-sim: an in-memory Kubernetes API server for tests and demos"};
+  gg::sim::SimOptions opts;
+  std::string kubeconfig, scenario_file, token = "admin";
+  int nodes = 0, gpus_per_node = 8, pods_per_node = 0;
+  bool dra = false, no_kubelet = false, no_scheduler = false, no_controllers = false;
+  std::vector<std::string> tokens;
+  app.add_option("--listen", opts.listen, "HOST:PORT to serve on (port 0 = any free port)");
+  app.add_flag("--tls", opts.tls, "serve HTTPS with a generated CA (written into the kubeconfig)");
+  app.add_option("--write-kubeconfig", kubeconfig, "write a kubeconfig for this server to PATH");
+  app.add_option("--token", token, "bearer token written into the kubeconfig (default admin)");
+  app.add_option("--scenario", scenario_file, "YAML scenario describing the cluster");
+  app.add_option("--nodes", nodes, "generate N GPU nodes");
+  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per generated node");
+  app.add_option("--pods-per-node", pods_per_node, "workload pods per generated node");
+  app.add_flag("--dra", dra, "also generate DRA ResourceSlices");
+  app.add_option("--kube-version", opts.kube_version, "Kubernetes release to mimic (1.33-1.36)")
+      ->check(CLI::IsMember({"1.32", "1.33", "1.34", "1.35", "1.36"}));
+  app.add_option("--authz", opts.authz, "authorization mode: rbac (default: allow all)")
+      ->check(CLI::IsMember({"", "rbac"}));
+  app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start");
+  app.add_option("--user-token", tokens, "TOKEN=USER bearer token mapping (repeatable)");
+  app.add_option("--watch-history", opts.watch_history, "watch events kept for resumes (410 beyond)");
+  app.add_option("--time-scale", opts.time_scale, "divide grace periods by this");
+  app.add_flag("--no-kubelet", no_kubelet, "do not simulate kubelets");
+  app.add_flag("--no-scheduler", no_scheduler, "do not simulate the scheduler");
+  app.add_flag("--no-controllers", no_controllers, "no PDB/DaemonSet/ReplicaSet controllers");
+  app.add_flag("--log-requests", opts.log_requests, "log every request");
+  CLI11_PARSE(app, argc, argv);
+  opts.kubelet = !no_kubelet;
+  opts.scheduler = !no_scheduler;
+  opts.controllers = !no_controllers;
+  for (const auto& t : tokens) {
+    auto eq = t.find('=');
+    if (eq == std::string::npos) {
+      std::cerr << "--user-token must be TOKEN=USER\n";
+      return 2;
+    }
+    opts.token_users.emplace_back(t.substr(0, eq), t.substr(eq + 1));
+  }
+  gg::Logger log = gg::Logger().WithName("gpu-guardian-sim");
+  auto sim = gg::sim::SimServer::Start(opts);
+  if (!sim.ok()) {
+    log.Error("cannot start", {{"error", sim.status().ToString()}});
+    return 1;
+  }
+  auto& server = **sim;
+  auto insert = [&](nlohmann::json&& obj) { return server.Insert(obj); };
+  if (!scenario_file.empty()) {
+    auto sc = gg::sim::LoadScenarioFile(scenario_file);
+    if (!sc.ok()) {
+      log.Error("bad scenario", {{"error", sc.status().ToString()}});
+      return 1;
+    }
+    if (auto st = gg::sim::EmitScenario(*sc, insert); !st.ok()) {
+      log.Error("scenario population failed", {{"error", st.ToString()}});
+      return 1;
+    }
+  }
+  if (nodes > 0) {
+    gg::sim::PopulationSpec spec;
+    spec.nodes = nodes;
+    spec.gpus_per_node = gpus_per_node;
+    spec.pods_per_node = pods_per_node;
+    spec.dra = dra;
+    spec.kube_version = opts.kube_version;
+    if (auto st = gg::sim::GeneratePopulation(spec, insert); !st.ok()) {
+      log.Error("population failed", {{"error", st.ToString()}});
+      return 1;
+    }
+  }
+  if (!kubeconfig.empty()) {
+    if (auto st = gg::sim::WriteKubeconfig(kubeconfig, server.Url(), server.CaCertPem(), token);
+        !st.ok()) {
+      log.Error("cannot write kubeconfig", {{"error", st.ToString()}});
+      return 1;
+    }
+  }
+  std::printf("gpu-guardian-sim listening on %s\n", server.Url().c_str());
+  std::fflush(stdout);
+  while (!stop.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  log.Info("shutting down");
+  server.Stop();
+  return 0;
+}

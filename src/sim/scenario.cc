@@ -1,0 +1,399 @@
+// Scenario files (YAML) → validated description → the objects of an explicit cluster.
+#include "sim/scenario.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "sim/pdb.h"
+#include "sim/rbac.h"  // ParseYamlDocuments
+#include "sim/selector.h"
+
+namespace gg::sim {
+
+using nlohmann::json;
+
+namespace {
+
+Status Err(const YAML::Node& n, const std::string& msg) {
+  return InvalidArgumentError("scenario line " + std::to_string(n.Mark().line + 1) + ": " + msg);
+}
+
+Status CheckKeys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& where) {
+  if (!map.IsMap()) return Err(map, where + " must be a mapping");
+  for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) return Err(kv.first, "keys must be scalars");
+    if (!allowed.count(kv.first.Scalar()))
+      return Err(kv.first, "unknown field \"" + kv.first.Scalar() + "\" in " + where);
+  }
+  return OkStatus();
+}
+
+Status CheckInt(const YAML::Node& map, const char* key, long long lo, long long hi, const std::string& where) {
+  YAML::Node v = map[key];
+  if (!v) return OkStatus();
+  long long x = 0;
+  try {
+    if (!v.IsScalar()) throw YAML::BadConversion(v.Mark());
+    x = v.as<long long>();
+  } catch (const YAML::Exception&) {
+    return Err(v, where + "." + key + " must be an integer");
+  }
+  if (x < lo || x > hi)
+    return Err(v, where + "." + key + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return OkStatus();
+}
+
+Status CheckString(const YAML::Node& map, const char* key, bool required, const std::string& where) {
+  YAML::Node v = map[key];
+  if (!v) return required ? Err(map, where + "." + key + " is required") : OkStatus();
+  if (!v.IsScalar() || v.Scalar().empty()) return Err(v, where + "." + key + " must be a non-empty string");
+  return OkStatus();
+}
+
+Status CheckStringMap(const YAML::Node& map, const char* key, const std::string& where) {
+  YAML::Node v = map[key];
+  if (!v) return OkStatus();
+  if (!v.IsMap()) return Err(v, where + "." + key + " must be a mapping of strings");
+  for (const auto& kv : v) {
+    if (!kv.second.IsScalar()) return Err(kv.second, where + "." + key + " values must be strings");
+    auto k = IsQualifiedName(kv.first.Scalar());
+    if (!k.empty()) return Err(kv.first, "label key \"" + kv.first.Scalar() + "\": " + k[0]);
+    auto e = IsValidLabelValue(kv.second.Scalar());
+    if (!e.empty()) return Err(kv.second, "label value \"" + kv.second.Scalar() + "\": " + e[0]);
+  }
+  return OkStatus();
+}
+
+Status CheckName(const YAML::Node& map, const std::string& where) {
+  GG_RETURN_IF_ERROR(CheckString(map, "name", true, where));
+  auto e = IsDns1123Subdomain(map["name"].Scalar());
+  if (!e.empty()) return Err(map["name"], where + ".name \"" + map["name"].Scalar() + "\": " + e[0]);
+  return OkStatus();
+}
+
+Status Validate(const YAML::Node& root) {
+  GG_RETURN_IF_ERROR(CheckKeys(root, {"kubeVersion", "dra", "seed", "population", "nodes", "workloads", "objects"}, "scenario"));
+  if (YAML::Node kv = root["kubeVersion"]) {
+    static const std::set<std::string> kVersions = {"1.32", "1.33", "1.34", "1.35", "1.36"};
+    if (!kv.IsScalar() || !kVersions.count(kv.Scalar()))
+      return Err(kv, "kubeVersion must be one of 1.32, 1.33, 1.34, 1.35, 1.36");
+  }
+  if (YAML::Node d = root["dra"]) {
+    try {
+      (void)d.as<bool>();
+    } catch (const YAML::Exception&) {
+      return Err(d, "dra must be true or false");
+    }
+  }
+  GG_RETURN_IF_ERROR(CheckInt(root, "seed", 0, INT64_MAX, "scenario"));
+  if (YAML::Node p = root["population"]) {
+    GG_RETURN_IF_ERROR(CheckKeys(p, {"nodes", "gpusPerNode", "podsPerNode", "gpuProduct", "nodePrefix", "nodesPerWorkload", "pdbs", "daemonSetPods"}, "population"));
+    GG_RETURN_IF_ERROR(CheckInt(p, "nodes", 0, 1000000, "population"));
+    GG_RETURN_IF_ERROR(CheckInt(p, "gpusPerNode", 0, 64, "population"));
+    GG_RETURN_IF_ERROR(CheckInt(p, "podsPerNode", 0, 110, "population"));
+    GG_RETURN_IF_ERROR(CheckInt(p, "nodesPerWorkload", 1, 100000, "population"));
+  }
+  std::set<std::string> node_names;
+  if (YAML::Node nodes = root["nodes"]) {
+    if (!nodes.IsSequence()) return Err(nodes, "nodes must be a list");
+    for (const auto& n : nodes) {
+      GG_RETURN_IF_ERROR(CheckKeys(n, {"name", "gpus", "product", "labels", "taints", "unschedulable", "count"}, "node"));
+      GG_RETURN_IF_ERROR(CheckName(n, "node"));
+      GG_RETURN_IF_ERROR(CheckInt(n, "gpus", 0, 64, "node"));
+      GG_RETURN_IF_ERROR(CheckInt(n, "count", 1, 100000, "node"));
+      GG_RETURN_IF_ERROR(CheckString(n, "product", false, "node"));
+      GG_RETURN_IF_ERROR(CheckStringMap(n, "labels", "node"));
+      if (YAML::Node t = n["taints"]) {
+        if (!t.IsSequence()) return Err(t, "node.taints must be a list");
+        for (const auto& taint : t) {
+          GG_RETURN_IF_ERROR(CheckKeys(taint, {"key", "value", "effect"}, "taint"));
+          GG_RETURN_IF_ERROR(CheckString(taint, "key", true, "taint"));
+          GG_RETURN_IF_ERROR(CheckString(taint, "effect", true, "taint"));
+          std::string e = taint["effect"].Scalar();
+          if (e != "NoSchedule" && e != "PreferNoSchedule" && e != "NoExecute")
+            return Err(taint["effect"], "taint.effect must be NoSchedule, PreferNoSchedule or NoExecute");
+        }
+      }
+      std::string name = n["name"].Scalar();
+      if (YAML::Node c = n["count"]) {
+        for (long long i = 0; i < c.as<long long>(); ++i) node_names.insert(name + "-" + std::to_string(i));
+      } else if (!node_names.insert(name).second) {
+        return Err(n["name"], "duplicate node \"" + name + "\"");
+      }
+    }
+  }
+  if (YAML::Node ws = root["workloads"]) {
+    if (!ws.IsSequence()) return Err(ws, "workloads must be a list");
+    std::set<std::string> names;
+    for (const auto& w : ws) {
+      GG_RETURN_IF_ERROR(CheckKeys(w, {"name", "kind", "namespace", "replicas", "gpus", "priorityClassName", "priority", "nodes", "labels", "pdb"}, "workload"));
+      GG_RETURN_IF_ERROR(CheckName(w, "workload"));
+      GG_RETURN_IF_ERROR(CheckInt(w, "replicas", 0, 1000000, "workload"));
+      GG_RETURN_IF_ERROR(CheckInt(w, "gpus", 0, 64, "workload"));
+      GG_RETURN_IF_ERROR(CheckInt(w, "priority", -2147483648LL, 1000000000, "workload"));
+      GG_RETURN_IF_ERROR(CheckString(w, "priorityClassName", false, "workload"));
+      GG_RETURN_IF_ERROR(CheckStringMap(w, "labels", "workload"));
+      if (YAML::Node k = w["kind"]) {
+        static const std::set<std::string> kKinds = {"Deployment", "Job", "DaemonSet", "ReplicaSet"};
+        if (!k.IsScalar() || !kKinds.count(k.Scalar()))
+          return Err(k, "workload.kind must be Deployment, Job, DaemonSet or ReplicaSet");
+      }
+      if (YAML::Node ns = w["namespace"]) {
+        if (!ns.IsScalar() || !IsDns1123Label(ns.Scalar()).empty()) return Err(ns, "workload.namespace must be a DNS label");
+      }
+      std::string key = (w["namespace"] ? w["namespace"].Scalar() : "ml") + "/" + w["name"].Scalar();
+      if (!names.insert(key).second) return Err(w["name"], "duplicate workload \"" + key + "\"");
+      if (YAML::Node ns = w["nodes"]) {
+        if (!ns.IsSequence()) return Err(ns, "workload.nodes must be a list of node names");
+        for (const auto& n : ns)
+          if (!n.IsScalar() || !node_names.count(n.Scalar()))
+            return Err(n, "workload.nodes: unknown node \"" + (n.IsScalar() ? n.Scalar() : std::string("?")) + "\"");
+      }
+      if (YAML::Node p = w["pdb"]) {
+        GG_RETURN_IF_ERROR(CheckKeys(p, {"minAvailable", "maxUnavailable"}, "pdb"));
+        if (p["minAvailable"] && p["maxUnavailable"]) return Err(p, "pdb: minAvailable and maxUnavailable cannot be both set");
+        if (!p["minAvailable"] && !p["maxUnavailable"]) return Err(p, "pdb needs minAvailable or maxUnavailable");
+      }
+    }
+  }
+  if (YAML::Node objs = root["objects"]) {
+    if (!objs.IsSequence()) return Err(objs, "objects must be a list");
+    for (const auto& o : objs) {
+      if (!o.IsMap() || !o["apiVersion"] || !o["kind"] || !o["metadata"] || !o["metadata"]["name"])
+        return Err(o, "objects entries need apiVersion, kind and metadata.name");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Scenario> ParseScenario(std::string_view yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError("scenario: yaml: line " + std::to_string(e.mark.line + 1) + ", column " +
+                                std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  if (!root || root.IsNull()) return InvalidArgumentError("scenario: empty document");
+  try {
+    GG_RETURN_IF_ERROR(Validate(root));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError("scenario line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  GG_ASSIGN_OR_RETURN(auto docs, ParseYamlDocuments(yaml_text));
+  if (docs.empty() || !docs[0].is_object()) return InvalidArgumentError("scenario: empty document");
+  Scenario s;
+  s.doc = std::move(docs[0]);
+  if (s.doc.contains("kubeVersion")) s.kube_version = s.doc["kubeVersion"].is_string() ? s.doc["kubeVersion"].get<std::string>() : s.doc["kubeVersion"].dump();
+  s.dra = s.doc.value("dra", json(false)) == true;
+  if (s.doc.contains("seed") && s.doc["seed"].is_number_integer()) s.seed = s.doc["seed"].get<uint64_t>();
+  return s;
+}
+
+StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("scenario: cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ParseScenario(ss.str());
+  if (!s.ok()) return s.status().WithContext(path);
+  return s;
+}
+
+namespace {
+
+std::string Str(const json& o, const char* k, std::string def = "") {
+  auto it = o.find(k);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : def;
+}
+int Int(const json& o, const char* k, int def) {
+  auto it = o.find(k);
+  return it != o.end() && it->is_number_integer() ? it->get<int>() : def;
+}
+
+struct NodeSlot {
+  std::string name;
+  int free_gpus;
+  int index;
+  int pods = 0;
+  bool tainted = false;  // NoSchedule/NoExecute: skipped by automatic placement
+};
+
+}  // namespace
+
+Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
+  if (!sink) return InvalidArgumentError("scenario: no sink");
+  const json& doc = sc.doc;
+  std::set<std::string> seen;  // Namespace/PriorityClass de-duplication
+  auto emit = [&](json o) -> Status {
+    std::string kind = Str(o, "kind");
+    if (kind == "Namespace" || kind == "PriorityClass") {
+      if (!seen.insert(kind + "/" + Str(o["metadata"], "name")).second) return OkStatus();
+    }
+    return sink(std::move(o));
+  };
+  PopulationSpec base;
+  base.kube_version = sc.kube_version;
+  base.dra = sc.dra;
+  base.seed = sc.seed;
+  int next_index = 0;
+  if (doc.contains("population")) {
+    const json& p = doc["population"];
+    PopulationSpec ps = base;
+    ps.nodes = Int(p, "nodes", 0);
+    ps.gpus_per_node = Int(p, "gpusPerNode", 8);
+    ps.pods_per_node = Int(p, "podsPerNode", 0);
+    ps.gpu_product = Str(p, "gpuProduct", ps.gpu_product);
+    ps.node_prefix = Str(p, "nodePrefix", ps.node_prefix);
+    ps.nodes_per_workload = Int(p, "nodesPerWorkload", ps.nodes_per_workload);
+    ps.pdbs = p.value("pdbs", json(true)) == true;
+    ps.daemonset_pods = p.value("daemonSetPods", json(true)) == true;
+    GG_RETURN_IF_ERROR(GeneratePopulation(ps, emit));
+    next_index = ps.nodes;
+  }
+  // Nodes (expanded).
+  std::vector<NodeSlot> slots;
+  std::vector<json> node_objs;
+  std::vector<std::pair<std::string, std::pair<int, std::string>>> slices;  // node -> (gpus, product)
+  for (const auto& n : doc.value("nodes", json::array())) {
+    int count = n.contains("count") ? Int(n, "count", 1) : 0;
+    int gpus = Int(n, "gpus", 8);
+    std::string product = Str(n, "product", base.gpu_product);
+    std::map<std::string, std::string> labels;
+    const json node_labels = n.value("labels", json::object());
+    for (auto it = node_labels.begin(); it != node_labels.end(); ++it)
+      labels[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+    json taints = n.value("taints", json());
+    for (int i = 0; i < std::max(1, count); ++i) {
+      std::string name = count ? Str(n, "name") + "-" + std::to_string(i) : Str(n, "name");
+      json node = MakeGpuNode(base, next_index, name, gpus, product, labels, taints);
+      if (n.value("unschedulable", json(false)) == true) node["spec"]["unschedulable"] = true;
+      bool schedulable = n.value("unschedulable", json(false)) != true;
+      bool tainted = false;
+      if (taints.is_array())
+        for (const auto& t : taints) tainted |= t.value("effect", "") != "PreferNoSchedule";
+      slots.push_back({name, schedulable ? gpus : -1, next_index++, 0, tainted});
+      node_objs.push_back(std::move(node));
+      slices.push_back({name, {gpus, product}});
+    }
+  }
+  // Workloads: controllers, then PDBs; pods are placed now and emitted after the nodes.
+  std::vector<json> pods;
+  std::vector<json> pdbs;
+  for (const auto& w : doc.value("workloads", json::array())) {
+    std::string name = Str(w, "name");
+    std::string kind = Str(w, "kind", "Deployment");
+    std::string ns = Str(w, "namespace", "ml");
+    int gpus = Int(w, "gpus", 0);
+    int replicas = Int(w, "replicas", 1);
+    GG_RETURN_IF_ERROR(emit({{"apiVersion", "v1"}, {"kind", "Namespace"},
+                             {"metadata", {{"name", ns}, {"uid", DeterministicUid("Namespace/" + ns, sc.seed)}}}}));
+    std::string pc = Str(w, "priorityClassName");
+    if (!pc.empty())
+      GG_RETURN_IF_ERROR(emit({{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"},
+                               {"metadata", {{"name", pc}, {"uid", DeterministicUid("PriorityClass/" + pc, sc.seed)}}},
+                               {"value", Int(w, "priority", 1000)}}));
+    json labels = {{"app", name}};
+    const json extra_labels = w.value("labels", json::object());
+    for (auto it = extra_labels.begin(); it != extra_labels.end(); ++it) labels[it.key()] = *it;
+    json container = {{"name", "main"}, {"image", "nvcr.io/nvidia/pytorch:25.01-py3"},
+                      {"resources", {{"requests", {{"cpu", "1"}}}}}};
+    if (gpus > 0) {
+      container["resources"]["requests"]["nvidia.com/gpu"] = std::to_string(gpus);
+      container["resources"]["limits"] = {{"nvidia.com/gpu", std::to_string(gpus)}};
+    }
+    json pod_spec = {{"containers", {container}}, {"terminationGracePeriodSeconds", 30},
+                     {"restartPolicy", kind == "Job" ? "OnFailure" : "Always"}};
+    if (!pc.empty()) pod_spec["priorityClassName"] = pc;
+    if (kind == "DaemonSet") pod_spec["tolerations"] = {{{"operator", "Exists"}}};
+    json tmpl = {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}};
+    std::string uid = DeterministicUid(kind + "/" + ns + "/" + name, sc.seed);
+    json ctrl = {{"apiVersion", kind == "Job" ? "batch/v1" : "apps/v1"}, {"kind", kind},
+                 {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}, {"generation", 1}, {"labels", labels}}},
+                 {"spec", {{"selector", {{"matchLabels", {{"app", name}}}}}, {"template", tmpl}}}};
+    if (kind == "Deployment" || kind == "ReplicaSet") ctrl["spec"]["replicas"] = replicas;
+    if (kind == "Job") ctrl["spec"]["parallelism"] = replicas, ctrl["spec"]["completions"] = replicas;
+    GG_RETURN_IF_ERROR(emit(ctrl));
+    std::string owner_kind = kind, owner_name = name, owner_uid = uid, owner_api = Str(ctrl, "apiVersion");
+    if (kind == "Deployment") {
+      owner_kind = "ReplicaSet";
+      owner_name = name + "-" + DeterministicUid(name, sc.seed).substr(0, 10);
+      owner_uid = DeterministicUid("ReplicaSet/" + ns + "/" + owner_name, sc.seed);
+      json rs = ctrl;
+      rs["kind"] = "ReplicaSet";
+      rs["metadata"]["name"] = owner_name;
+      rs["metadata"]["uid"] = owner_uid;
+      rs["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", name},
+                                            {"uid", uid}, {"controller", true}, {"blockOwnerDeletion", true}}};
+      GG_RETURN_IF_ERROR(emit(rs));
+    }
+    json owner = {{"apiVersion", owner_api}, {"kind", owner_kind}, {"name", owner_name}, {"uid", owner_uid},
+                  {"controller", true}, {"blockOwnerDeletion", true}};
+    std::vector<NodeSlot*> candidates;
+    if (w.contains("nodes")) {
+      for (const auto& nn : w["nodes"])
+        for (auto& s : slots)
+          if (s.name == nn.get<std::string>()) candidates.push_back(&s);
+    } else {
+      for (auto& s : slots)
+        if (!s.tainted || kind == "DaemonSet") candidates.push_back(&s);
+    }
+    int count = kind == "DaemonSet" ? static_cast<int>(candidates.size()) : replicas;
+    size_t rr = 0;
+    for (int r = 0; r < count; ++r) {
+      NodeSlot* target = nullptr;
+      if (kind == "DaemonSet") {
+        target = candidates[r];
+      } else {
+        for (size_t k = 0; k < candidates.size() && !target; ++k) {
+          NodeSlot* c = candidates[(rr + k) % candidates.size()];
+          if (c->free_gpus >= gpus && c->free_gpus >= 0 && c->pods < 110) target = c, rr = rr + k + 1;
+        }
+      }
+      std::string pname = owner_name + "-" + DeterministicUid(owner_name + "#" + std::to_string(r), sc.seed).substr(0, 5);
+      json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+      pod["metadata"] = {{"name", pname}, {"namespace", ns}, {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc.seed)},
+                         {"labels", labels}, {"ownerReferences", {owner}}};
+      pod["spec"] = pod_spec;
+      if (target) {
+        if (kind != "DaemonSet") target->free_gpus -= gpus;
+        target->pods++;
+        pod["spec"]["nodeName"] = target->name;
+        json conds = json::array();
+        for (const char* t : {"Initialized", "Ready", "ContainersReady", "PodScheduled"})
+          conds.push_back({{"type", t}, {"status", "True"}});
+        pod["status"] = {{"phase", "Running"}, {"conditions", conds}};
+      } else {
+        pod["status"] = {{"phase", "Pending"},
+                         {"conditions", {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}}}};
+      }
+      pods.push_back(std::move(pod));
+    }
+    if (w.contains("pdb")) {
+      json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"}};
+      pdb["metadata"] = {{"name", name + "-pdb"}, {"namespace", ns}, {"generation", 1},
+                         {"uid", DeterministicUid("PodDisruptionBudget/" + ns + "/" + name, sc.seed)}};
+      pdb["spec"] = w["pdb"];
+      pdb["spec"]["selector"] = {{"matchLabels", {{"app", name}}}};
+      auto st = ComputePdbStatus(pdb, pods, [replicas](const json&, std::string_view) -> std::optional<int> { return replicas; });
+      if (!st.ok()) return InvalidArgumentError("scenario: workload " + name + ": pdb: " + st.status().message());
+      pdbs.push_back(ApplyPdbStatus(pdb, *st, "2026-01-01T00:00:00Z"));
+    }
+  }
+  for (auto& p : pdbs) GG_RETURN_IF_ERROR(emit(std::move(p)));
+  for (auto& n : node_objs) GG_RETURN_IF_ERROR(emit(std::move(n)));
+  for (auto& p : pods) GG_RETURN_IF_ERROR(emit(std::move(p)));
+  if (sc.dra)
+    for (const auto& [node, gp] : slices)
+      if (gp.first > 0) GG_RETURN_IF_ERROR(emit(MakeResourceSlice(node, gp.first, gp.second, sc.kube_version, sc.seed)));
+  for (const auto& o : doc.value("objects", json::array())) GG_RETURN_IF_ERROR(emit(o));
+  return OkStatus();
+}
+
+}  // namespace gg::sim

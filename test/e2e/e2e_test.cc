@@ -1,0 +1,264 @@
+// End-to-end: gpu-guardian-sim + one gpu-guardian-agent per node (scripted faults) +
+// gpu-guardian-operator, as real processes over loopback HTTP — the same binaries and the
+// same deploy/ CRDs a cluster gets. Asserts world state: taints, cordons, conditions, Events,
+// evictions, recovery; and that the kubectl plugin reads it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "api/gpu_node_health.h"
+#include "common/clock.h"
+#include "e2e/process.h"
+#include "k8s/codec.h"
+#include "k8s/config.h"
+#include "k8s/resource.h"
+#include "k8s/rest_client.h"
+
+namespace gg::e2e {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kBin = GG_BIN_DIR;
+const std::string kSrc = GG_SOURCE_DIR;
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+// Polls `fn` until it returns true or the timeout passes.
+bool Eventually(const std::function<bool()>& fn, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(200ms);
+  }
+  return fn();
+}
+
+constexpr char kPolicy[] = R"(apiVersion: gpuguardian.io/v1alpha1
+kind: GPUHealthPolicy
+metadata:
+  name: e2e
+spec:
+  nodeSelector:
+    matchLabels: {nvidia.com/gpu.present: "true"}
+  rules:
+    - name: fatal-xid
+      xid: {catalogActions: [RESET_GPU, RESTART_BM], ignore: [13, 31, 43, 45, 68]}
+      count: 1
+      window: 10m
+      action: Drain
+    - {name: gpu-lost, gpuLost: true, action: Drain}
+  unknown: {after: 5m, action: Event}
+  remediation:
+    taint: {effect: NoSchedule}
+    drain: {scope: GPUPods, timeout: 2m}
+  recovery: {automatic: true, healthyFor: 5s}
+  safety: {maxUnhealthy: "50%", maxNodesPerHour: 20, maxConcurrentDrains: 2}
+)";
+
+constexpr char kBadNodeScript[] = R"(gpus: 8
+product: NVIDIA H100 80GB HBM3
+timeline:
+  - {at: 2s, gpu: 3, xid: 79}
+  - {at: 2s, gpu: 3, lost: true}
+  - {at: 14s, gpu: 3, clear: true}
+)";
+
+constexpr char kAppXidScript[] = R"(gpus: 8
+product: NVIDIA H100 80GB HBM3
+timeline:
+  - {at: 1s, gpu: 1, xid: 13}
+  - {at: 2s, gpu: 1, xid: 13}
+  - {at: 3s, gpu: 1, xid: 43}
+)";
+
+constexpr char kHealthyScript[] = R"(gpus: 8
+product: NVIDIA H100 80GB HBM3
+timeline: []
+)";
+
+class E2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>();
+    WriteFile(Path("policy.yaml"), kPolicy);
+    sim_ = std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
+                                 kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/crds",
+                                 "--apply", Path("policy.yaml"), "--write-kubeconfig",
+                                 Path("kubeconfig")},
+        Path("sim.log"));
+    ASSERT_TRUE(sim_->Started());
+    ASSERT_NE(sim_->WaitForLog("listening on", 30s), "") << sim_->Log();
+    auto cfg = k8s::LoadKubeconfig(Path("kubeconfig"));
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    auto client = k8s::RestClient::Create(*cfg, RealClock::Default());
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+
+  std::string Path(const std::string& name) const { return dir_->path() + "/" + name; }
+
+  std::unique_ptr<Process> StartOperator(const std::string& id) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig", Path("kubeconfig"),
+                                 "--metrics-addr", "127.0.0.1:0", "--leader-election-namespace",
+                                 "default", "--leader-election-identity", id},
+        Path("operator-" + id + ".log"));
+  }
+
+  std::unique_ptr<Process> StartAgent(const std::string& node, const char* script) {
+    WriteFile(Path(node + ".yaml"), script);
+    return std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/gpu-guardian-agent", "--node-name", node, "--kubeconfig",
+                                 Path("kubeconfig"), "--source", "script", "--script",
+                                 Path(node + ".yaml"), "--heartbeat", "30s", "--sweep-interval", "500ms",
+                                 "--metrics-addr", "0"},
+        Path("agent-" + node + ".log"));
+  }
+
+  StatusOr<k8s::Node> GetNode(const std::string& name) {
+    GG_ASSIGN_OR_RETURN(auto body, client_->Get(k8s::kNodes, "", name));
+    return k8s::ParseObject<k8s::Node>(body);
+  }
+
+  // Pods on `node` that request GPUs and are not terminating.
+  int GpuPodsOn(const std::string& node) {
+    k8s::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + node;
+    auto body = client_->List(k8s::kPods, "", lo);
+    if (!body.ok()) return -1;
+    auto list = k8s::ParseList<k8s::Pod>(*body);
+    if (!list.ok()) return -1;
+    int n = 0;
+    for (const auto& p : list->items)
+      if (p.gpu_requests > 0 && !p.meta.deletion_timestamp && !p.IsFinished()) ++n;
+    return n;
+  }
+
+  std::vector<std::string> EventReasonsFor(const std::string& node) {
+    k8s::ListOptions lo;
+    lo.field_selector = "involvedObject.name=" + node;
+    std::vector<std::string> out;
+    auto body = client_->List(k8s::kEvents, "", lo);
+    if (!body.ok()) return out;
+    auto list = k8s::ParseList<k8s::Event>(*body);
+    if (!list.ok()) return out;
+    for (const auto& e : list->items) out.push_back(e.reason);
+    return out;
+  }
+
+  std::string Logs() {
+    std::string all = "--- sim\n" + sim_->Log();
+    for (const char* f : {"operator-a.log", "agent-dgx-4.log", "agent-dgx-1.log"}) {
+      std::ifstream in(Path(f));
+      std::stringstream ss;
+      ss << in.rdbuf();
+      all += std::string("--- ") + f + "\n" + ss.str().substr(ss.str().size() > 6000 ? ss.str().size() - 6000 : 0);
+    }
+    return all;
+  }
+
+  std::unique_ptr<TempDir> dir_;
+  std::unique_ptr<Process> sim_;
+  std::unique_ptr<k8s::RestClient> client_;
+};
+
+TEST_F(E2E, FatalXidFencesDrainsAndRecoversTheNodeOnly) {
+  auto op = StartOperator("a");
+  ASSERT_TRUE(op->Started());
+  int gpu_pods_before = GpuPodsOn("dgx-4");
+  ASSERT_GT(gpu_pods_before, 0);
+  auto bad = StartAgent("dgx-4", kBadNodeScript);
+  auto noisy = StartAgent("dgx-1", kAppXidScript);
+  auto fine = StartAgent("dgx-3", kHealthyScript);
+
+  // Reports are published as GPUNodeHealth objects owned by their Node.
+  ASSERT_TRUE(Eventually([&] { return client_->Get(k8s::kGpuNodeHealths, "", "dgx-3").ok(); }, 60s))
+      << Logs();
+
+  // The Xid 79 node gets our taint, a cordon and the GPUHealthy=False condition.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n = GetNode("dgx-4");
+        return n.ok() && n->unschedulable && n->FindTaint(api::kTaintKey) != nullptr;
+      },
+      60s))
+      << Logs();
+  auto n = GetNode("dgx-4");
+  ASSERT_TRUE(n.ok());
+  const k8s::NodeCondition* cond = n->FindCondition(api::kConditionType);
+  ASSERT_NE(cond, nullptr);
+  EXPECT_EQ(cond->status, "False");
+  EXPECT_EQ(n->FindTaint(api::kTaintKey)->effect, "NoSchedule");
+
+  // Its GPU pods are evicted (the PDB paces the inference ones).
+  EXPECT_TRUE(Eventually([&] { return GpuPodsOn("dgx-4") == 0; }, 90s)) << Logs();
+
+  // The application-Xid node is left alone.
+  auto quiet = GetNode("dgx-1");
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_FALSE(quiet->unschedulable);
+  EXPECT_EQ(quiet->FindTaint(api::kTaintKey), nullptr);
+
+  // The GPU comes back (script "clear"); after healthyFor the node is recovered.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto n2 = GetNode("dgx-4");
+        if (!n2.ok()) return false;
+        const k8s::NodeCondition* c = n2->FindCondition(api::kConditionType);
+        return !n2->unschedulable && n2->FindTaint(api::kTaintKey) == nullptr && c && c->status == "True";
+      },
+      90s))
+      << Logs();
+
+  auto reasons = EventReasonsFor("dgx-4");
+  auto has = [&](const char* r) { return std::find(reasons.begin(), reasons.end(), r) != reasons.end(); };
+  EXPECT_TRUE(has("GPUUnhealthy"));
+  EXPECT_TRUE(has("NodeCordoned"));
+  EXPECT_TRUE(has("GPURecovered") || has("NodeUncordoned"));
+
+  // The plugin sees the same world.
+  std::string out_path = Path("status.json");
+  std::string cmd = kBin + "/kubectl-gpu_guardian --kubeconfig " + Path("kubeconfig") +
+                    " status -o json > " + out_path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out_path);
+  json status = json::parse(in, nullptr, false);
+  ASSERT_TRUE(status.is_object());
+  bool found = false;
+  for (const auto& item : status["items"])
+    if (item["node"] == "dgx-4") {
+      found = true;
+      EXPECT_EQ(item["state"], "Healthy");
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(E2E, OperatorExitsCleanlyOnSigterm) {
+  auto op = StartOperator("a");
+  ASSERT_TRUE(op->Started());
+  // Wait until it has taken the lease, then stop it: it must exit 0 promptly.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto body = client_->List(k8s::kLeases, "default");
+        return body.ok() && body->find("holderIdentity") != std::string::npos &&
+               body->find("\"a\"") != std::string::npos;
+      },
+      60s))
+      << op->Log();
+  EXPECT_EQ(op->Stop(SIGTERM, 10s), 0) << op->Log();
+}
+
+}  // namespace
+}  // namespace gg::e2e
