@@ -1,6 +1,7 @@
 // AgentApp wiring (see app.h).
 #include "agent/app.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -104,7 +105,12 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
     } else {
       auto cfg = k8s::ResolveConfig(config_.kubeconfig, config_.server);
       if (!cfg.ok()) return cfg.status().WithContext("API server configuration");
-      auto client = k8s::RestClient::Create(*cfg, clock_);
+      // The publisher owns retries (jittered backoff, newest report); one attempt per write
+      // and a bounded request time keep SIGTERM prompt when the API server is unreachable.
+      cfg->timeout = std::min(cfg->timeout, std::chrono::milliseconds(10000));
+      k8s::RestClientOptions ro;
+      ro.max_attempts = 1;
+      auto client = k8s::RestClient::Create(*cfg, clock_, ro);
       if (!client.ok()) return client.status().WithContext("API client");
       owned_client_ = std::move(client).value();
       client_ = owned_client_.get();
@@ -184,7 +190,10 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
     for (const auto& mode : config_.publish) {
       std::unique_ptr<ReportWriter> w;
       if (mode == "resource") {
-        w = std::make_unique<ResourceWriter>(*client_, config_.node_name, log_);
+        auto rw = std::make_unique<ResourceWriter>(*client_, config_.node_name, log_);
+        Agent* agent = agent_.get();
+        rw->OnNodeCapacity([agent](int n) { agent->SetExpectedGpus(n); });
+        w = std::move(rw);
       } else {
         w = std::make_unique<AnnotationWriter>(*client_, config_.node_name);
       }

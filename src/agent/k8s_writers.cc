@@ -59,9 +59,11 @@ Status ResourceWriter::EnsureObject() {
   if (!IsNotFound(got.status())) return got.status().WithContext("reading GPUNodeHealth");
   auto node = client_.Get(k8s::kNodes, "", node_);
   if (!node.ok()) return node.status().WithContext("reading Node " + node_ + " for its uid");
-  auto meta = k8s::ParseObject<k8s::PartialObject>(*node);
+  auto meta = k8s::ParseObject<k8s::Node>(*node);
   if (!meta.ok()) return meta.status().WithContext("parsing Node " + node_);
   if (meta->meta.uid.empty()) return InvalidArgumentError("Node " + node_ + " has no uid");
+  if (on_capacity_ && meta->gpu_capacity >= 0 && meta->gpu_capacity <= 1024)
+    on_capacity_(static_cast<int>(meta->gpu_capacity));
   k8s::WriteOptions wo;
   wo.field_manager = kFieldManager;
   auto created = client_.Create(k8s::kGpuNodeHealths, "", NewObjectBody(node_, meta->meta.uid), wo);

@@ -5,6 +5,7 @@
 //   annotation: Node annotation gpuguardian.io/health = compact {"v":1,...} (merge patch).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "agent/publisher.h"
@@ -19,6 +20,9 @@ class ResourceWriter final : public ReportWriter {
  public:
   // `client` must outlive the writer.
   ResourceWriter(k8s::RestClient& client, std::string node_name, Logger log = Logger());
+  // Called with the Node's nvidia.com/gpu capacity whenever the writer reads the Node (when
+  // creating the object), so an agent that started while the API was down still learns it.
+  void OnNodeCapacity(std::function<void(int)> fn) { on_capacity_ = std::move(fn); }
   std::string_view Mode() const override { return "resource"; }
   Status Write(const api::GpuNodeHealthStatus& report) override;
 
@@ -35,6 +39,7 @@ class ResourceWriter final : public ReportWriter {
   std::string node_;
   Logger log_;
   bool exists_ = false;
+  std::function<void(int)> on_capacity_;
 };
 
 class AnnotationWriter final : public ReportWriter {

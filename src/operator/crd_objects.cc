@@ -130,12 +130,13 @@ StatusOr<T> DecodeOne(std::string_view text) {
 
 template <typename T>
 runtime::InformerCodec<T> MakeCodec() {
-  runtime::InformerCodec<T> c;
-  c.parse_list_into = [](std::string& body, const std::function<void(T&&)>& sink) {
-    return ParseListJson<T>(body, sink);
-  };
-  c.parse_event = [](std::string_view line) { return ParseWatchJson<T>(line); };
-  return c;
+  // Both members given explicitly: the defaults (k8s/codec.h, not instantiated for our types)
+  // must not be.
+  return runtime::InformerCodec<T>{
+      [](std::string& body, const std::function<void(T&&)>& sink) {
+        return ParseListJson<T>(body, sink);
+      },
+      [](std::string_view line) { return ParseWatchJson<T>(line); }};
 }
 
 }  // namespace

@@ -222,12 +222,266 @@ void Controllers::PdbLoop(std::stop_token stop) {
   }
 }
 
+namespace {
+
+struct NodeInfo {
+  long gpus = 0;
+  bool schedulable = true;
+  json node;  // labels + spec (taints) for matching
+};
+
+bool NodeSelectorMatches(const json& pod_spec, const json& node) {
+  if (!pod_spec.contains("nodeSelector") || !pod_spec["nodeSelector"].is_object()) return true;
+  json labels = node["metadata"].value("labels", json::object());
+  for (const auto& [k, v] : pod_spec["nodeSelector"].items())
+    if (!labels.contains(k) || labels[k] != v) return false;
+  return true;
+}
+
+NodeInfo MakeNodeInfo(const json& n) {
+  NodeInfo ni;
+  ni.node = {{"metadata", {{"labels", n["metadata"].value("labels", json::object())}}},
+             {"spec", n.value("spec", json::object())}};
+  std::string alloc;
+  if (n.contains("status") && n["status"].contains("allocatable")) {
+    const auto& a = n["status"]["allocatable"];
+    if (a.contains("nvidia.com/gpu") && a["nvidia.com/gpu"].is_string()) alloc = a["nvidia.com/gpu"];
+  }
+  try {
+    ni.gpus = alloc.empty() ? 0 : std::stol(alloc);
+  } catch (...) {
+    ni.gpus = 0;
+  }
+  ni.schedulable = !n.value("spec", json::object()).value("unschedulable", false);
+  if (n.contains("status") && n["status"].contains("conditions"))
+    for (const auto& c : n["status"]["conditions"])
+      if (c.value("type", "") == "Ready" && c.value("status", "") == "False") ni.schedulable = false;
+  return ni;
+}
+
+bool PodActive(const json& p) {
+  std::string phase = Str(p, {"status", "phase"});
+  return phase != "Succeeded" && phase != "Failed" && !p["metadata"].contains("deletionTimestamp");
+}
+
+std::string ControllerUid(const json& p) {
+  for (const auto& r : p["metadata"].value("ownerReferences", json::array()))
+    if (r.value("controller", false)) return r.value("uid", "");
+  return "";
+}
+
+}  // namespace
+
 void Controllers::SchedulerLoop(std::stop_token stop) {
-  while (!stop.stop_requested()) std::this_thread::sleep_for(kPoll);
+  auto pods_ri = core_.registry().Find("", "v1", "pods");
+  auto nodes_ri = core_.registry().Find("", "v1", "nodes");
+  StoreWatch pods(core_.store(), pods_ri->storage);
+  StoreWatch nodes(core_.store(), nodes_ri->storage);
+  std::map<std::string, NodeInfo> node_info;
+  std::map<std::string, std::pair<std::string, long>> placed;  // pod key -> (node, gpus)
+  std::map<std::string, long> used;                             // node -> gpus in use
+  std::map<std::string, json> pending;                          // pod key -> pod
+  auto unplace = [&](const std::string& key) {
+    auto it = placed.find(key);
+    if (it == placed.end()) return;
+    used[it->second.first] -= it->second.second;
+    placed.erase(it);
+  };
+  SteadyTime last_try{};
+  bool changed = false;
+  while (!stop.stop_requested()) {
+    std::deque<WatchEvent> evs;
+    nodes.Pop(evs, std::chrono::milliseconds(0));
+    for (const auto& e : evs) {
+      changed = true;
+      if (e.type == EventType::kDeleted) {
+        node_info.erase(e.obj->name);
+        continue;
+      }
+      json n = json::parse(e.obj->json, nullptr, false);
+      if (n.is_object()) node_info[e.obj->name] = MakeNodeInfo(n);
+    }
+    evs.clear();
+    pods.Pop(evs, kPoll);
+    for (const auto& e : evs) {
+      std::string key = e.obj->ns + "/" + e.obj->name;
+      unplace(key);
+      pending.erase(key);
+      if (e.type == EventType::kDeleted) {
+        changed = true;
+        continue;
+      }
+      json p = json::parse(e.obj->json, nullptr, false);
+      if (!p.is_object()) continue;
+      std::string node = Str(p, {"spec", "nodeName"});
+      if (!node.empty()) {
+        if (PodActive(p)) {
+          long g = PodGpuRequest(p);
+          placed[key] = {node, g};
+          used[node] += g;
+        } else {
+          changed = true;
+        }
+        continue;
+      }
+      std::string sched = Str(p, {"spec", "schedulerName"});
+      if (PodActive(p) && (sched.empty() || sched == "default-scheduler")) {
+        pending[key] = std::move(p);
+        changed = true;
+      }
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (pending.empty() || !changed || now - last_try < std::chrono::milliseconds(200)) continue;
+    last_try = now;
+    changed = false;
+    for (auto it = pending.begin(); it != pending.end();) {
+      const json& p = it->second;
+      long want = PodGpuRequest(p);
+      std::string chosen;
+      for (const auto& [name, ni] : node_info) {
+        if (!ni.schedulable || !ToleratesTaints(p, ni.node) || !NodeSelectorMatches(p["spec"], ni.node))
+          continue;
+        if (want > 0 && ni.gpus - used[name] < want) continue;
+        chosen = name;
+        break;
+      }
+      if (chosen.empty()) {
+        ++it;
+        continue;
+      }
+      Target t{pods_ri, p["metadata"].value("namespace", ""), p["metadata"].value("name", ""), ""};
+      auto r = core_.Patch(t, "application/merge-patch+json", {{"spec", {{"nodeName", chosen}}}},
+                           WriteOpts{});
+      if (r.ok()) {
+        used[chosen] += want;
+        placed[it->first] = {chosen, want};
+      }
+      it = pending.erase(it);
+    }
+  }
 }
 
 void Controllers::WorkloadLoop(std::stop_token stop) {
-  while (!stop.stop_requested()) std::this_thread::sleep_for(kPoll);
+  auto pods_ri = core_.registry().Find("", "v1", "pods");
+  auto nodes_ri = core_.registry().Find("", "v1", "nodes");
+  auto ds_ri = core_.registry().Find("apps", "v1", "daemonsets");
+  auto rs_ri = core_.registry().Find("apps", "v1", "replicasets");
+  StoreWatch pods(core_.store(), pods_ri->storage);
+  StoreWatch nodes(core_.store(), nodes_ri->storage);
+  StoreWatch dss(core_.store(), ds_ri->storage);
+  StoreWatch rss(core_.store(), rs_ri->storage);
+  struct Owned {
+    std::string node;
+    bool active = false;
+  };
+  std::map<std::string, std::map<std::string, Owned>> owned;  // owner uid -> pod key -> info
+  std::map<std::string, json> owners;                          // owner uid -> DS/RS object
+  std::map<std::string, json> node_objs;
+  std::set<std::string> dirty;  // owner uids
+  SteadyTime last{};
+  while (!stop.stop_requested()) {
+    std::deque<WatchEvent> evs;
+    dss.Pop(evs, std::chrono::milliseconds(0));
+    rss.Pop(evs, std::chrono::milliseconds(0));
+    for (const auto& e : evs) {
+      if (e.type == EventType::kDeleted) {
+        owners.erase(e.obj->uid);
+        continue;
+      }
+      json o = json::parse(e.obj->json, nullptr, false);
+      if (!o.is_object()) continue;
+      owners[e.obj->uid] = std::move(o);
+      dirty.insert(e.obj->uid);
+    }
+    evs.clear();
+    nodes.Pop(evs, std::chrono::milliseconds(0));
+    bool nodes_changed = false;
+    for (const auto& e : evs) {
+      if (e.type == EventType::kDeleted) {
+        node_objs.erase(e.obj->name);
+        nodes_changed = true;
+        continue;
+      }
+      json n = json::parse(e.obj->json, nullptr, false);
+      if (!n.is_object()) continue;
+      bool is_new = !node_objs.count(e.obj->name);
+      node_objs[e.obj->name] = MakeNodeInfo(n).node;
+      nodes_changed |= is_new;
+    }
+    if (nodes_changed)
+      for (const auto& [uid, o] : owners)
+        if (o.value("kind", "") == "DaemonSet") dirty.insert(uid);
+    evs.clear();
+    pods.Pop(evs, kPoll);
+    for (const auto& e : evs) {
+      std::string key = e.obj->ns + "/" + e.obj->name;
+      json p = json::parse(e.obj->json, nullptr, false);
+      if (!p.is_object()) continue;
+      std::string uid = ControllerUid(p);
+      if (uid.empty()) continue;
+      if (e.type == EventType::kDeleted) {
+        owned[uid].erase(key);
+        dirty.insert(uid);
+        continue;
+      }
+      bool active = PodActive(p);
+      auto& slot = owned[uid][key];
+      if (slot.active && !active) dirty.insert(uid);
+      slot.node = Str(p, {"spec", "nodeName"});
+      slot.active = active;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (dirty.empty() || now - last < std::chrono::milliseconds(100)) continue;
+    last = now;
+    for (const auto& uid : dirty) {
+      auto it = owners.find(uid);
+      if (it == owners.end()) continue;
+      const json& o = it->second;
+      if (o["metadata"].contains("deletionTimestamp")) continue;
+      std::string kind = o.value("kind", "");
+      std::string ns = o["metadata"].value("namespace", "");
+      std::string name = o["metadata"].value("name", "");
+      json tmpl = o.contains("spec") ? o["spec"].value("template", json::object()) : json::object();
+      auto make_pod = [&](const std::string& node) {
+        json pod = {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata",
+                     {{"generateName", name + "-"},
+                      {"namespace", ns},
+                      {"labels", tmpl.contains("metadata") ? tmpl["metadata"].value("labels", json::object())
+                                                           : json::object()},
+                      {"ownerReferences",
+                       {{{"apiVersion", "apps/v1"},
+                         {"kind", kind},
+                         {"name", name},
+                         {"uid", uid},
+                         {"controller", true},
+                         {"blockOwnerDeletion", true}}}}}},
+                    {"spec", tmpl.value("spec", json::object())}};
+        if (!node.empty()) pod["spec"]["nodeName"] = node;
+        core_.Create(Target{pods_ri, ns, "", ""}, std::move(pod), WriteOpts{});
+      };
+      auto& mine = owned[uid];
+      if (kind == "DaemonSet") {
+        std::set<std::string> covered;
+        for (const auto& [k, info] : mine)
+          if (info.active) covered.insert(info.node);
+        json pod_like = {{"spec", tmpl.value("spec", json::object())}};
+        // DaemonSet pods tolerate unschedulable nodes (the controller adds that toleration).
+        for (const auto& [node, nj] : node_objs) {
+          if (covered.count(node)) continue;
+          if (!NodeSelectorMatches(pod_like["spec"], nj) || !ToleratesTaints(pod_like, nj)) continue;
+          make_pod(node);
+        }
+      } else if (kind == "ReplicaSet") {
+        long want = o.contains("spec") ? o["spec"].value("replicas", 1L) : 1L;
+        long have = 0;
+        for (const auto& [k, info] : mine) have += info.active ? 1 : 0;
+        for (long i = have; i < want; ++i) make_pod("");
+      }
+    }
+    dirty.clear();
+  }
 }
 
 }  // namespace gg::sim

@@ -21,42 +21,29 @@ namespace {
 constexpr std::string_view kRefPrefix = "#/components/schemas/";
 
 std::string Child(std::string_view path, std::string_view key) {
-  if (path.empty()) return std::string(key);
-  return std::string(path) + "." + std::string(key);
+  return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
 }
-std::string Index(std::string_view path, size_t i) {
-  return std::string(path) + "[" + std::to_string(i) + "]";
-}
+std::string Index(std::string_view path, size_t i) { return std::string(path) + "[" + std::to_string(i) + "]"; }
 std::string MapKey(std::string_view path, std::string_view key) {
   return std::string(path) + "[" + std::string(key) + "]";
 }
 
 std::string TypeName(const json& v) {
-  if (v.is_string()) return "string";
-  if (v.is_boolean()) return "boolean";
   if (v.is_number_integer()) return "integer";
   if (v.is_number()) return "number";
-  if (v.is_array()) return "array";
-  if (v.is_object()) return "object";
-  return "null";
+  return v.is_null() ? "null" : v.type_name();  // string, boolean, array, object
 }
 
 bool IsIntegral(const json& v) {
   if (v.is_number_integer()) return true;
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    return std::isfinite(d) && std::floor(d) == d;
-  }
-  return false;
+  return v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>();
 }
 
 std::string Num(const json& v) {
-  if (v.is_number_float()) {
-    std::ostringstream os;
-    os << v.get<double>();
-    return os.str();
-  }
-  return v.dump();
+  if (!v.is_number_float()) return v.dump();
+  std::ostringstream os;
+  os << v.get<double>();
+  return os.str();
 }
 
 // Regex cache: patterns come from schemas (trusted-ish, but CRDs are user input).
@@ -175,8 +162,7 @@ struct Validator {
     if (auto xv = s.find("x-kubernetes-validations"); xv != s.end() && xv->is_array())
       for (const auto& rule : *xv)
         if (rule.is_object() && rule.contains("rule"))
-          out.not_evaluated.push_back((path.empty() ? "<root>" : path) + ": " +
-                                      rule["rule"].dump());
+          out.not_evaluated.push_back((path.empty() ? "<root>" : path) + ": " + rule["rule"].dump());
     bool int_or_string = s.value("x-kubernetes-int-or-string", false) ||
                          s.value("format", "") == "int-or-string";
     if (v.is_null()) {
@@ -434,13 +420,10 @@ json InvalidStatus(std::string_view kind, std::string_view group, std::string_vi
   return InvalidErr(kind, group, name, causes).ToJson();
 }
 
-std::string DefaultDataRoot() {
-#ifdef GG_SIM_DATA_DIR
-  return GG_SIM_DATA_DIR;
-#else
-  return "src/sim/data";
+#ifndef GG_SIM_DATA_DIR
+#define GG_SIM_DATA_DIR "src/sim/data"
 #endif
-}
+std::string DefaultDataRoot() { return GG_SIM_DATA_DIR; }
 
 std::string OpenApiDirFor(const std::string& data_root, std::string_view kube_version) {
   // 1.32/1.33 serve resource.k8s.io v1beta1 (the 1.32 documents); 1.34+ serve v1 (1.35 set).
@@ -492,8 +475,7 @@ json DeviceTaintRuleSchema(std::string_view kube_version) {
                                 {"effect", {{"type", "string"}, {"enum", effects}}},
                                 {"timeAdded", {{"type", "string"}, {"format", "date-time"}}}}}};
   json s = {
-      {"description", "DeviceTaintRule adds one taint to all devices which match the selector "
-                      "(hand-written: absent from the saved OpenAPI documents)."},
+      {"description", "DeviceTaintRule (hand-written: absent from the saved OpenAPI documents)."},
       {"type", "object"},
       {"required", {"spec"}},
       {"x-kubernetes-group-version-kind",

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -64,6 +65,23 @@ std::string WatchLine(const char* type, const std::string& object_json) {
   s += object_json;
   s += "}\n";
   return s;
+}
+
+std::string UrlDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() + 0 && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
 }
 
 void SetError(httplib::Response& res, const ApiError& e) {
@@ -252,7 +270,24 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   req.method = hreq.method;
   req.path = path;
   while (req.path.size() > 1 && req.path.back() == '/') req.path.pop_back();
-  for (const auto& [k, v] : hreq.params) req.query.emplace(k, v);
+  // Our own query parsing: httplib keeps only the text after the last '=' of a value
+  // ("labelSelector=a!=b" would lose "a!").
+  if (auto q = hreq.target.find('?'); q != std::string::npos) {
+    std::string_view qs(hreq.target);
+    qs.remove_prefix(q + 1);
+    while (!qs.empty()) {
+      auto amp = qs.find('&');
+      std::string_view part = qs.substr(0, amp);
+      qs = amp == std::string_view::npos ? std::string_view() : qs.substr(amp + 1);
+      if (part.empty()) continue;
+      auto eq = part.find('=');
+      std::string k = UrlDecode(part.substr(0, eq));
+      std::string v = eq == std::string_view::npos ? "" : UrlDecode(part.substr(eq + 1));
+      req.query.emplace(std::move(k), std::move(v));
+    }
+  } else {
+    for (const auto& [k, v] : hreq.params) req.query.emplace(k, v);
+  }
   req.content_type = hreq.get_header_value("Content-Type");
   req.accept = hreq.get_header_value("Accept");
   req.body = hreq.body;

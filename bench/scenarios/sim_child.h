@@ -1,0 +1,133 @@
+// A simulator in a forked child process, so the parent's RSS/VmHWM/CPU figures are the client's
+// alone. Fork happens before the parent starts any thread. Line protocol over two pipes:
+// parent → child "update K" (K merge-patches of node labels, round-robin), "quit";
+// child → parent "url URL populate_s", "done seconds".
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "bench/scenarios/bench_util.h"
+#include "sim/population.h"
+#include "sim/server.h"
+
+namespace gg::bench {
+
+class SimChild {
+ public:
+  // Returns false on failure (message on stderr).
+  bool Start(long nodes, std::size_t watch_history) {
+    int to_child[2], to_parent[2];
+    if (pipe(to_child) != 0 || pipe(to_parent) != 0) return false;
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      close(to_child[1]);
+      close(to_parent[0]);
+      _exit(ChildMain(nodes, watch_history, fdopen(to_child[0], "r"), fdopen(to_parent[1], "w")));
+    }
+    close(to_child[0]);
+    close(to_parent[1]);
+    out_ = fdopen(to_child[1], "w");
+    in_ = fdopen(to_parent[0], "r");
+    char url[256];
+    if (std::fscanf(in_, "url %255s %lf", url, &populate_seconds_) != 2) return false;
+    url_ = url;
+    return true;
+  }
+  // Makes the child apply `k` label updates; returns the child's seconds.
+  double Update(long k) {
+    std::fprintf(out_, "update %ld\n", k);
+    std::fflush(out_);
+    double s = -1;
+    if (std::fscanf(in_, " done %lf", &s) != 1) return -1;
+    return s;
+  }
+  // Sends the update command without waiting for "done" (call WaitDone()).
+  void UpdateAsync(long k) {
+    std::fprintf(out_, "update %ld\n", k);
+    std::fflush(out_);
+  }
+  double WaitDone() {
+    double s = -1;
+    if (std::fscanf(in_, " done %lf", &s) != 1) return -1;
+    return s;
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    std::fprintf(out_, "quit\n");
+    std::fflush(out_);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = 0;
+  }
+  ~SimChild() { Stop(); }
+  const std::string& url() const { return url_; }
+  double populate_seconds() const { return populate_seconds_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  static int ChildMain(long nodes, std::size_t history, FILE* in, FILE* out) {
+    sim::SimOptions o;
+    o.kubelet = o.scheduler = o.controllers = false;
+    o.http_threads = 32;
+    o.watch_history = history;
+    auto srv = sim::SimServer::Start(o);
+    if (!srv.ok()) {
+      std::fprintf(stderr, "sim: %s\n", srv.status().ToString().c_str());
+      return 1;
+    }
+    double t0 = Now();
+    sim::PopulationSpec spec;
+    spec.nodes = static_cast<int>(nodes);
+    spec.pods_per_node = 0;
+    spec.daemonset_pods = false;
+    spec.pdbs = false;
+    Status s = sim::GeneratePopulation(spec, [&](nlohmann::json&& obj) -> Status {
+      const std::string kind = obj.value("kind", "");
+      if (kind != "Node" && kind != "Namespace") return OkStatus();
+      return (*srv)->Insert(obj);
+    });
+    if (!s.ok()) {
+      std::fprintf(stderr, "populate: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::fprintf(out, "url %s %f\n", (*srv)->Url().c_str(), Now() - t0);
+    std::fflush(out);
+    long gen = 0;
+    char cmd[64];
+    while (std::fscanf(in, "%63s", cmd) == 1) {
+      std::string c = cmd;
+      if (c == "quit") break;
+      if (c == "update") {
+        long k = 0;
+        if (std::fscanf(in, "%ld", &k) != 1) break;
+        double u0 = Now();
+        char name[64];
+        for (long i = 0; i < k; ++i, ++gen) {
+          std::snprintf(name, sizeof name, "/api/v1/nodes/%s%05ld", spec.node_prefix.c_str(),
+                        gen % nodes);
+          nlohmann::json patch = {
+              {"metadata", {{"labels", {{"bench.gpuguardian.io/gen", std::to_string(gen)}}}}}};
+          auto r = (*srv)->MergePatch(name, patch);
+          if (!r.ok()) std::fprintf(stderr, "patch %s: %s\n", name, r.status().ToString().c_str());
+        }
+        std::fprintf(out, "done %f\n", Now() - u0);
+        std::fflush(out);
+      }
+    }
+    (*srv)->Stop();
+    return 0;
+  }
+
+  pid_t pid_ = 0;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+  std::string url_;
+  double populate_seconds_ = 0;
+};
+
+}  // namespace gg::bench

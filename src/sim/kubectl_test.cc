@@ -1,0 +1,198 @@
+// Real clients against the simulator: kubectl 1.32 (get, label, cordon, taint, drain,
+// apply CRD + CR) and the Python kubernetes client. Skipped when the client is absent.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/server.h"
+#include "sim/tls.h"
+
+namespace gg::sim {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int rc = -1;
+  std::string out;
+};
+
+CmdResult RunCmd(const std::string& cmd) {
+  CmdResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class RealClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimOptions o;
+    o.time_scale = 30;
+    auto s = SimServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    sim_ = std::move(*s);
+    dir_ = fs::temp_directory_path() /
+           ("gg-sim-kubectl-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_ / "cache");
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    ASSERT_TRUE(WriteKubeconfig(kubeconfig_, sim_->Url(), "", "admin").ok());
+  }
+  void TearDown() override {
+    if (sim_) sim_->Stop();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  CmdResult Kubectl(const std::string& args) {
+    return RunCmd("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() +
+               " HOME=" + dir_.string() + " timeout 120 /usr/bin/kubectl " + args);
+  }
+  std::unique_ptr<SimServer> sim_;
+  fs::path dir_;
+  std::string kubeconfig_;
+};
+
+json GpuNode(const std::string& name) {
+  return json::parse(R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
+                     R"(","labels":{"nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3"}},"spec":{},
+    "status":{"capacity":{"nvidia.com/gpu":"8"},"allocatable":{"nvidia.com/gpu":"8"},
+      "conditions":[{"type":"Ready","status":"True"}],
+      "nodeInfo":{"architecture":"amd64","bootID":"","containerRuntimeVersion":"","kernelVersion":"",
+        "kubeProxyVersion":"","kubeletVersion":"v1.35.0","machineID":"","operatingSystem":"linux",
+        "osImage":"","systemUUID":""}}})");
+}
+
+TEST_F(RealClientTest, KubectlNodeOperationsAndDrain) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
+  auto r = Kubectl("get nodes");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gpu-node-1"), std::string::npos) << r.out;
+  r = Kubectl("label node gpu-node-1 team=ml");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ((*sim_->Get("/api/v1/nodes/gpu-node-1"))["metadata"]["labels"]["team"], "ml");
+  r = Kubectl("taint nodes gpu-node-1 gpu=bad:NoSchedule");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ((*sim_->Get("/api/v1/nodes/gpu-node-1"))["spec"]["taints"][0]["key"], "gpu");
+  r = Kubectl("taint nodes gpu-node-1 gpu=bad:NoSchedule-");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE((*sim_->Get("/api/v1/nodes/gpu-node-1"))["spec"].contains("taints"));
+  r = Kubectl("uncordon gpu-node-1");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  // Pods: a DaemonSet pod, a ReplicaSet pod with emptyDir.
+  json ds = json::parse(R"({"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"agent","namespace":"kube-system"},
+    "spec":{"selector":{"matchLabels":{"app":"agent"}},"template":{"metadata":{"labels":{"app":"agent"}},
+      "spec":{"containers":[{"name":"a","image":"agent"}]}}}})");
+  ASSERT_TRUE(sim_->Insert(ds).ok());
+  json rs = json::parse(R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"train","namespace":"default"},
+    "spec":{"replicas":1,"selector":{"matchLabels":{"app":"train"}},"template":{"metadata":{"labels":{"app":"train"}},
+      "spec":{"containers":[{"name":"t","image":"train"}],"volumes":[{"name":"scratch","emptyDir":{}}]}}}})");
+  ASSERT_TRUE(sim_->Insert(rs).ok());
+  // The simulated controllers create and run both pods.
+  for (int i = 0; i < 200; ++i) {
+    auto l = sim_->List("/api/v1/pods");
+    int running = 0;
+    for (auto& p : (*l)["items"])
+      if (p["status"].value("phase", "") == "Running") ++running;
+    if (running >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  r = Kubectl("drain gpu-node-1 --ignore-daemonsets --delete-emptydir-data --timeout=90s");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("drained"), std::string::npos) << r.out;
+  EXPECT_EQ((*sim_->Get("/api/v1/nodes/gpu-node-1"))["spec"]["unschedulable"], true);
+  r = Kubectl("cordon gpu-node-1");
+  EXPECT_NE(r.out.find("already cordoned"), std::string::npos) << r.out;
+  r = Kubectl("uncordon gpu-node-1");
+  ASSERT_EQ(r.rc, 0) << r.out;
+}
+
+TEST_F(RealClientTest, KubectlApplyCrdAndCustomResource) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  std::ofstream(dir_ / "crd.yaml") << R"(apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gpuhealthpolicies.gpuguardian.io
+spec:
+  group: gpuguardian.io
+  scope: Cluster
+  names: {plural: gpuhealthpolicies, singular: gpuhealthpolicy, kind: GPUHealthPolicy, shortNames: [ghp]}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              maxUnhealthy: {type: integer, minimum: 0}
+)";
+  std::ofstream(dir_ / "cr.yaml") << R"(apiVersion: gpuguardian.io/v1alpha1
+kind: GPUHealthPolicy
+metadata: {name: default}
+spec: {maxUnhealthy: 2}
+)";
+  auto r = Kubectl("apply -f " + (dir_ / "crd.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Kubectl("apply -f " + (dir_ / "cr.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Kubectl("get gpuhealthpolicies");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("default"), std::string::npos) << r.out;
+  r = Kubectl("patch ghp default --type=merge -p '{\"spec\":{\"maxUnhealthy\":5}}'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ((*sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default"))["spec"]["maxUnhealthy"], 5);
+  r = Kubectl("delete ghp default");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
+}
+
+TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
+  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
+  ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
+  std::ofstream(dir_ / "t.py") << R"(import sys
+from kubernetes import client, config, watch
+config.load_kube_config(sys.argv[1])
+v1 = client.CoreV1Api()
+nodes = v1.list_node(label_selector="nvidia.com/gpu.product")
+assert [n.metadata.name for n in nodes.items] == ["gpu-node-1"], nodes
+v1.patch_node("gpu-node-1", {"metadata": {"labels": {"py": "yes"}}})
+assert v1.read_node("gpu-node-1").metadata.labels["py"] == "yes"
+ev = client.CoreV1Event(metadata=client.V1ObjectMeta(generate_name="gpu-node-1."),
+    involved_object=client.V1ObjectReference(kind="Node", name="gpu-node-1"),
+    reason="GPUUnhealthy", message="XID 79", type="Warning")
+v1.create_namespaced_event("default", ev)
+evs = v1.list_namespaced_event("default")
+assert len(evs.items) == 1
+ev1 = client.EventsV1Api().list_namespaced_event("default")
+assert ev1.items[0].reason == "GPUUnhealthy"
+w = watch.Watch()
+seen = [e["type"] for e in w.stream(v1.list_node, resource_version=nodes.metadata.resource_version,
+                                     timeout_seconds=2)]
+assert "MODIFIED" in seen or seen == [], seen
+print("PYOK")
+)";
+  auto r = RunCmd("/usr/bin/python3 " + (dir_ / "t.py").string() + " " + kubeconfig_);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("PYOK"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace gg::sim
