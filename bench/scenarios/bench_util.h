@@ -28,7 +28,10 @@ struct Args {
 
 inline Args ParseArgs(int argc, char** argv) {
   Args a;
-  for (int i = 0; i < argc; ++i) a.command += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) a.command += ' ';
+    a.command += argv[i];
+  }
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };

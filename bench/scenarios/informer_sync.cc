@@ -101,8 +101,13 @@ int main(int argc, char** argv) {
   long hwm = bench::HwmBytes();
   long settled = bench::SettledRssBytes();
   std::size_t cached = inf.Size();
-  std::size_t struct_bytes = 0;
-  inf.ForEach([&](const k8s::Node& node) { struct_bytes += NodeBytes(node); });
+  std::size_t struct_bytes = 0, label_bytes = 0, label_count = 0, annot_bytes = 0;
+  inf.ForEach([&](const k8s::Node& node) {
+    struct_bytes += NodeBytes(node);
+    label_bytes += node.meta.labels.MemoryBytes();
+    label_count += node.meta.labels.size();
+    annot_bytes += node.meta.annotations.MemoryBytes();
+  });
   // Per entry: unordered_map node (key string + shared_ptr + next + hash) + make_shared block.
   std::size_t entry_overhead = sizeof(std::string) + sizeof(std::shared_ptr<const k8s::Node>) +
                                2 * sizeof(void*) + 16 + sizeof(void*);
@@ -169,6 +174,10 @@ int main(int argc, char** argv) {
   rep.Add("cache bytes/node (struct accounting)",
           double(struct_bytes) / std::max<std::size_t>(cached, 1) + entry_overhead, "B", 1024,
           false, "projection + map entry");
+  const double cn = double(std::max<std::size_t>(cached, 1));
+  rep.Add("  of which labels (LabelMap bytes)", label_bytes / cn, "B", -1, false,
+          bench::Report::Fmt(label_count / cn) + " labels/node");
+  rep.Add("  of which kept annotations", annot_bytes / cn, "B", -1, false);
   rep.Add("sizeof(k8s::Node)", sizeof(k8s::Node), "B", -1, false);
   rep.Add("sizeof(k8s::LabelMap)", sizeof(k8s::LabelMap), "B", -1, false);
   rep.Add("settled RSS after sync", settled / 1048576.0, "MiB", -1, false);

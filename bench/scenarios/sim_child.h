@@ -9,8 +9,11 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "bench/scenarios/bench_util.h"
+#include "bench/scenarios/populate.h"
 #include "sim/population.h"
 #include "sim/server.h"
 
@@ -86,15 +89,7 @@ class SimChild {
     spec.pods_per_node = 0;
     spec.daemonset_pods = false;
     spec.pdbs = false;
-    Status s = sim::GeneratePopulation(spec, [&](nlohmann::json&& obj) -> Status {
-      const std::string kind = obj.value("kind", "");
-      if (kind != "Node" && kind != "Namespace") return OkStatus();
-      return (*srv)->Insert(obj);
-    });
-    if (!s.ok()) {
-      std::fprintf(stderr, "populate: %s\n", s.ToString().c_str());
-      return 1;
-    }
+    if (!PopulateNodes(**srv, spec, nodes)) return 1;
     std::fprintf(out, "url %s %f\n", (*srv)->Url().c_str(), Now() - t0);
     std::fflush(out);
     long gen = 0;
@@ -106,15 +101,25 @@ class SimChild {
         long k = 0;
         if (std::fscanf(in, "%ld", &k) != 1) break;
         double u0 = Now();
-        char name[64];
-        for (long i = 0; i < k; ++i, ++gen) {
-          std::snprintf(name, sizeof name, "/api/v1/nodes/%s%05ld", spec.node_prefix.c_str(),
-                        gen % nodes);
-          nlohmann::json patch = {
-              {"metadata", {{"labels", {{"bench.gpuguardian.io/gen", std::to_string(gen)}}}}}};
-          auto r = (*srv)->MergePatch(name, patch);
-          if (!r.ok()) std::fprintf(stderr, "patch %s: %s\n", name, r.status().ToString().c_str());
+        // Several producers so the sim's patch path is not the bottleneck of the watch figure.
+        long threads = std::max(1L, std::min(8L, sysconf(_SC_NPROCESSORS_ONLN) / 2));
+        {
+          std::vector<std::jthread> ts;
+          for (long t = 0; t < threads; ++t) {
+            ts.emplace_back([&, t] {
+              for (long i = t; i < k; i += threads) {
+                long g = gen + i;
+                std::string name = "/api/v1/nodes/" + NodeName(spec, g % nodes);
+                nlohmann::json patch = {
+                    {"metadata", {{"labels", {{"bench.gpuguardian.io/gen", std::to_string(g)}}}}}};
+                auto r = (*srv)->MergePatch(name, patch);
+                if (!r.ok())
+                  std::fprintf(stderr, "patch %s: %s\n", name.c_str(), r.status().ToString().c_str());
+              }
+            });
+          }
         }
+        gen += k;
         std::fprintf(out, "done %f\n", Now() - u0);
         std::fflush(out);
       }

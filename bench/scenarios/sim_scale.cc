@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/scenarios/bench_util.h"
+#include "bench/scenarios/populate.h"
 #include "common/clock.h"
 #include "k8s/rest_client.h"
 #include "sim/population.h"
@@ -44,15 +45,7 @@ int main(int argc, char** argv) {
   spec.daemonset_pods = false;
   spec.pdbs = false;
   double p0 = bench::Now();
-  Status s = sim::GeneratePopulation(spec, [&](nlohmann::json&& obj) -> Status {
-    const std::string kind = obj.value("kind", "");
-    if (kind != "Node" && kind != "Namespace") return OkStatus();
-    return (*srv)->Insert(obj);
-  });
-  if (!s.ok()) {
-    std::fprintf(stderr, "populate: %s\n", s.ToString().c_str());
-    return 1;
-  }
+  if (!bench::PopulateNodes(**srv, spec, n)) return 1;
   double populate_s = bench::Now() - p0;
   long rss = bench::SettledRssBytes();
   double scaled_rss = double(rss - rss_start) * (100000.0 / n) / 1e9;
@@ -114,15 +107,19 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   double c0 = bench::CpuSeconds();
   double w0 = bench::Now();
-  char name[64];
-  for (long i = 0; i < m; ++i) {
-    std::snprintf(name, sizeof name, "/api/v1/nodes/%s%05ld", spec.node_prefix.c_str(), i % n);
-    nlohmann::json patch = {
-        {"metadata", {{"labels", {{"bench.gpuguardian.io/gen", std::to_string(i)}}}}}};
-    auto r = (*srv)->MergePatch(name, patch);
-    if (!r.ok()) {
-      std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
-      return 1;
+  {
+    long threads = std::max(1L, std::min(8L, sysconf(_SC_NPROCESSORS_ONLN) / 2));
+    std::vector<std::jthread> ps;
+    for (long t = 0; t < threads; ++t) {
+      ps.emplace_back([&, t] {
+        for (long i = t; i < m; i += threads) {
+          std::string name = "/api/v1/nodes/" + bench::NodeName(spec, i % n);
+          nlohmann::json patch = {
+              {"metadata", {{"labels", {{"bench.gpuguardian.io/gen", std::to_string(i)}}}}}};
+          auto r = (*srv)->MergePatch(name, patch);
+          if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
+        }
+      });
     }
   }
   double produce_s = bench::Now() - w0;

@@ -2,13 +2,19 @@
 // line "gpu-guardian-sim listening on http(s)://HOST:PORT" when ready; exits on SIGTERM.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <thread>
 
 #include "common/log.h"
 #include "common/signals.h"
 #include "sim/population.h"
+#include "sim/rbac.h"
 #include "sim/scenario.h"
 #include "sim/server.h"
 #include "sim/tls.h"
@@ -20,12 +26,15 @@ int main(int argc, char** argv) {
   std::string kubeconfig, scenario_file, token = "admin";
   int nodes = 0, gpus_per_node = 8, pods_per_node = 0;
   bool dra = false, no_kubelet = false, no_scheduler = false, no_controllers = false;
-  std::vector<std::string> tokens;
+  std::vector<std::string> tokens, apply_paths;
   app.add_option("--listen", opts.listen, "HOST:PORT to serve on (port 0 = any free port)");
   app.add_flag("--tls", opts.tls, "serve HTTPS with a generated CA (written into the kubeconfig)");
   app.add_option("--write-kubeconfig", kubeconfig, "write a kubeconfig for this server to PATH");
   app.add_option("--token", token, "bearer token written into the kubeconfig (default admin)");
   app.add_option("--scenario", scenario_file, "YAML scenario describing the cluster");
+  app.add_option("--apply", apply_paths,
+                 "YAML manifests (files, or directories of *.yaml) created at start, in order")
+      ->check(CLI::ExistingPath);
   app.add_option("--nodes", nodes, "generate N GPU nodes");
   app.add_option("--gpus-per-node", gpus_per_node, "GPUs per generated node");
   app.add_option("--pods-per-node", pods_per_node, "workload pods per generated node");
@@ -83,6 +92,34 @@ int main(int argc, char** argv) {
     if (auto st = gg::sim::GeneratePopulation(spec, insert); !st.ok()) {
       log.Error("population failed", {{"error", st.ToString()}});
       return 1;
+    }
+  }
+  // --apply: like `kubectl apply -f` at start-up (CRDs before their objects: keep the order).
+  for (const auto& path : apply_paths) {
+    std::vector<std::filesystem::path> files;
+    if (std::filesystem::is_directory(path)) {
+      for (const auto& e : std::filesystem::directory_iterator(path))
+        if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+    } else {
+      files.emplace_back(path);
+    }
+    for (const auto& f : files) {
+      std::ifstream in(f);
+      std::stringstream text;
+      text << in.rdbuf();
+      auto docs = gg::sim::ParseYamlDocuments(text.str());
+      if (!docs.ok()) {
+        log.Error("bad manifest", {{"file", f.string()}, {"error", docs.status().ToString()}});
+        return 1;
+      }
+      for (const auto& doc : *docs) {
+        if (!doc.is_object()) continue;
+        if (auto st = server.Insert(doc); !st.ok()) {
+          log.Error("cannot apply manifest", {{"file", f.string()}, {"error", st.ToString()}});
+          return 1;
+        }
+      }
     }
   }
   if (!kubeconfig.empty()) {

@@ -62,6 +62,8 @@ StatusOr<WallTime> ParseRfc3339(std::string_view s) {
       !Expect(s, pos, ':') || !ReadInt(s, pos, 2, sec))
     return bad();
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return bad();
+  // system_clock counts nanoseconds in 64 bits: years outside ~1678..2261 do not fit.
+  if (y < 1678 || y > 2261) return bad();
   long long nanos = 0;
   if (pos < s.size() && s[pos] == '.') {
     ++pos;

@@ -13,6 +13,8 @@
 #include "api/gpu_node_health.h"
 #include "common/clock.h"
 #include "common/time_util.h"
+#include "events/aggregating.h"
+#include "events/rest_sink.h"
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
 #include "operator/operator.h"
@@ -296,7 +298,8 @@ class OperatorSimTest : public ::testing::Test {
   }
   json PolicyStatus(const std::string& name) {
     auto p = sim_->Get(std::string(kPolicies) + "/" + name);
-    return p.ok() ? (*p)["status"] : json();
+    if (!p.ok() || !p->contains("status") || !(*p)["status"].is_object()) return json::object();
+    return (*p)["status"];
   }
   static std::string PolicyCondition(const json& status, const std::string& type) {
     for (auto& c : status.value("conditions", json::array())) {
@@ -339,7 +342,8 @@ TEST_F(OperatorSimTest, Xid79FencesDrainsRespectingPdbAndRecovers) {
   EXPECT_GE(op.Metric("gpu_guardian_evictions_total", {"success"}), 1);
   EXPECT_GE(op.Metric("gpu_guardian_remediations_total", {"cordon", "success"}), 1);
   EXPECT_EQ(op.Metric("gpu_guardian_node_healthy", {bad}), 0);
-  EXPECT_EQ(PolicyStatus("default").value("unhealthyNodes", 0), 1);
+  EXPECT_TRUE(WaitFor([&] { return PolicyStatus("default").value("unhealthyNodes", 0) == 1; }))
+      << PolicyStatus("default").dump();
 
   // The GPU is replaced: healthy report → recovery after healthyFor (2 s).
   WriteReport(bad, HealthyReport(bad));
@@ -405,10 +409,11 @@ TEST_F(OperatorSimTest, BrakeLimitsRemediationToBudget) {
   int fenced = 0;
   for (int i = 0; i < 10; ++i) fenced += Cordoned(Node("gpu-" + std::to_string(i))) ? 1 : 0;
   EXPECT_EQ(fenced, 1);
-  json st = PolicyStatus("default");
-  EXPECT_EQ(st.value("remediatingNodes", 0), 1);
-  EXPECT_EQ(st.value("unhealthyNodes", 0), 3);
-  EXPECT_TRUE(st.contains("lastBrakeTime"));
+  EXPECT_TRUE(WaitFor([&] {
+    json st = PolicyStatus("default");
+    return st.value("remediatingNodes", 0) == 1 && st.value("unhealthyNodes", 0) == 3 &&
+           st.contains("lastBrakeTime");
+  })) << PolicyStatus("default").dump();
   EXPECT_TRUE(WaitFor([&] { return !Events("BrakeEngaged", "default").empty(); }));
   EXPECT_EQ(op.Metric("gpu_guardian_brake_engaged", {"default"}), 1);
 }
@@ -430,7 +435,8 @@ TEST_F(OperatorSimTest, InvalidPolicyIsReportedAndOthersStillAct) {
   EXPECT_TRUE(WaitFor([&] { return !Events("PolicyInvalid", "broken").empty(); }));
   ASSERT_TRUE(WaitFor([&] { return HasOurTaint(Node("gpu-0")); }));
   EXPECT_FALSE(Cordoned(Node("gpu-0"))) << "the invalid policy's Drain must not apply";
-  EXPECT_EQ(PolicyCondition(PolicyStatus("good"), "Ready"), "True");
+  EXPECT_TRUE(WaitFor([&] { return PolicyCondition(PolicyStatus("good"), "Ready") == "True"; }))
+      << PolicyStatus("good").dump();
 }
 
 TEST_F(OperatorSimTest, RestartMidDrainFinishesWithoutEvictingTwice) {
@@ -487,6 +493,7 @@ TEST_F(OperatorSimTest, TwoReplicasOnlyTheLeaderWrites) {
   RunningOperator& follower = a.op->IsLeader() ? b : a;
   WriteReport("gpu-0", XidReport("gpu-0"));
   ASSERT_TRUE(WaitFor([&] { return Cordoned(Node("gpu-0")); }));
+  ASSERT_TRUE(WaitFor([&] { return !Events("NodeCordoned").empty(); }));
   std::this_thread::sleep_for(500ms);
   for (auto& e : Events("NodeCordoned")) {
     EXPECT_EQ(e["source"].value("host", ""), leader.op->identity()) << e.dump();
@@ -501,7 +508,31 @@ TEST_F(OperatorSimTest, TwoReplicasOnlyTheLeaderWrites) {
   ASSERT_TRUE(WaitFor([&] { return follower.op->IsLeader(); }, 10s));
   WriteReport("gpu-0", HealthyReport("gpu-0"));
   ASSERT_TRUE(WaitFor([&] { return !Cordoned(Node("gpu-0")); })) << Node("gpu-0").dump();
-  EXPECT_FALSE(Events("NodeUncordoned", "gpu-0").empty() && Events("GPURecovered", "gpu-0").empty());
+  EXPECT_TRUE(WaitFor([&] { return !Events("GPURecovered", "gpu-0").empty(); }));
+  // The recovery Event came from the new leader.
+  for (auto& e : Events("GPURecovered", "gpu-0")) {
+    EXPECT_EQ(e["source"].value("host", ""), follower.op->identity()) << e.dump();
+  }
+}
+
+TEST_F(OperatorSimTest, RecorderAggregatesRepeatsIntoOneEvent) {
+  AddNode("gpu-0");
+  events::RestEventSink sink(*client_);
+  events::AggregatingRecorder rec(sink, RealClock::Default());
+  auto node = events::ObjectRef::Node("gpu-0", "uid-0");
+  for (int i = 0; i < 3; ++i) rec.Event(node, events::kGPUUnhealthy, "Xid 79 on GPU 0");
+  rec.Event(node, events::kGPUUnhealthy, "Xid 48 on GPU 1");
+  rec.Flush();
+  auto ev = Events("GPUUnhealthy", "gpu-0");
+  ASSERT_EQ(ev.size(), 2u);
+  std::multiset<int> counts;
+  for (auto& e : ev) {
+    counts.insert(e.value("count", 0));
+    EXPECT_EQ(e["metadata"].value("namespace", ""), "default");
+    EXPECT_EQ(e.value("type", ""), "Warning");
+  }
+  EXPECT_EQ(counts, (std::multiset<int>{1, 3}));
+  EXPECT_EQ(rec.Stats().patched, 2u);
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ TEST(InformerSimTest, SyncEventsResumeAndRelist) {
   io.page_size = 2;
   io.backoff_initial = std::chrono::milliseconds(10);
   io.backoff_max = std::chrono::milliseconds(50);
+  io.watch_timeout_seconds = 1;  // streams end every 1-2 s: each must resume, never relist
   Informer<k8s::Node> inf(**client, k8s::kNodes, RealClock::Default(), io);
   std::atomic<int> adds{0}, updates{0}, deletes{0};
   inf.AddEventHandler({[&](const k8s::Node&) { ++adds; },
@@ -70,6 +71,10 @@ TEST(InformerSimTest, SyncEventsResumeAndRelist) {
   gg::sim::FaultConfig cut;
   cut.watch_cut_after_events = 1;
   s.SetFaults(cut);
+  // The simulator applies the fault to watches opened from now on.
+  auto w0 = inf.stats().watches.load();
+  ASSERT_TRUE(WaitFor([&] { return inf.stats().watches.load() > w0; }));
+  auto w1 = inf.stats().watches.load();
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(s.MergePatch("/api/v1/nodes/n3", {{"metadata", {{"labels", {{"step", std::to_string(i)}}}}}}).ok());
   }
@@ -77,17 +82,19 @@ TEST(InformerSimTest, SyncEventsResumeAndRelist) {
     auto n3 = inf.Get("", "n3");
     return n3 && n3->meta.labels.Get("step").value_or("") == "3";
   }));
+  EXPECT_GT(inf.stats().watches.load(), w1) << "the watch was not cut";
   EXPECT_EQ(inf.stats().lists.load(), 1u) << "a cut watch must not cause a relist";
-  s.ClearFaults();
 
-  // The next watch is cut after one event and its reconnect answers 410: exactly one relist,
-  // and the cache still converges.
+  // Streams are still cut after one event (the simulator reads that when a watch starts);
+  // now the next reconnect answers 410: exactly one relist, and the cache still converges.
   gg::sim::FaultConfig expire;
   expire.watch_cut_after_events = 1;
   expire.force_watch_410 = 1;
   s.SetFaults(expire);
   ASSERT_TRUE(s.Delete("/api/v1/nodes/n4").ok());
-  ASSERT_TRUE(WaitFor([&] { return inf.stats().relists.load() >= 1; }));
+  ASSERT_TRUE(WaitFor([&] { return inf.stats().relists.load() >= 1; }))
+      << "watches=" << inf.stats().watches.load() << " errors=" << inf.stats().errors.load()
+      << " events=" << inf.stats().events.load() << " n4=" << (inf.Get("", "n4") != nullptr);
   s.ClearFaults();
   ASSERT_TRUE(s.Create("/api/v1/nodes", NodeJson("n10")).ok());
   ASSERT_TRUE(WaitFor([&] { return inf.Get("", "n10") != nullptr; }));

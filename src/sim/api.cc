@@ -133,8 +133,12 @@ ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
 void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   const auto& ri = *t.ri;
   json& md = obj["metadata"];
-  md["uid"] = NewUid();
-  md["creationTimestamp"] = NowRfc3339();
+  // Seeded objects (population, scenarios) keep their uid and creationTimestamp so that
+  // ownerReferences between them hold.
+  if (!o.seed || !md.contains("uid") || !md["uid"].is_string() || md["uid"].get<std::string>().empty())
+    md["uid"] = NewUid();
+  if (!o.seed || !md.contains("creationTimestamp") || !md["creationTimestamp"].is_string())
+    md["creationTimestamp"] = NowRfc3339();
   md.erase("resourceVersion");
   md.erase("deletionTimestamp");
   md.erase("deletionGracePeriodSeconds");

@@ -425,6 +425,7 @@ void Controllers::WorkloadLoop(std::stop_token stop) {
         continue;
       }
       bool active = PodActive(p);
+      if (!owned[uid].count(key)) dirty.insert(uid);  // new pod: maybe a surplus now
       auto& slot = owned[uid][key];
       if (slot.active && !active) dirty.insert(uid);
       slot.node = Str(p, {"spec", "nodeName"});
@@ -464,8 +465,14 @@ void Controllers::WorkloadLoop(std::stop_token stop) {
       auto& mine = owned[uid];
       if (kind == "DaemonSet") {
         std::set<std::string> covered;
-        for (const auto& [k, info] : mine)
-          if (info.active) covered.insert(info.node);
+        for (const auto& [k, info] : mine) {
+          if (!info.active) continue;
+          if (!covered.insert(info.node).second) {  // a second pod on one node: surplus
+            auto slash = k.find('/');
+            core_.Delete(Target{pods_ri, k.substr(0, slash), k.substr(slash + 1), ""},
+                         json::object(), WriteOpts{});
+          }
+        }
         json pod_like = {{"spec", tmpl.value("spec", json::object())}};
         // DaemonSet pods tolerate unschedulable nodes (the controller adds that toleration).
         for (const auto& [node, nj] : node_objs) {
@@ -478,6 +485,20 @@ void Controllers::WorkloadLoop(std::stop_token stop) {
         long have = 0;
         for (const auto& [k, info] : mine) have += info.active ? 1 : 0;
         for (long i = have; i < want; ++i) make_pod("");
+        // Too many (e.g. seeded pods arrived after we had already replaced them): delete
+        // the surplus, unscheduled ones first.
+        if (have > want) {
+          std::vector<std::string> keys;
+          for (const auto& [k, info] : mine)
+            if (info.active && info.node.empty()) keys.push_back(k);
+          for (const auto& [k, info] : mine)
+            if (info.active && !info.node.empty()) keys.push_back(k);
+          for (long i = 0; i < have - want && i < static_cast<long>(keys.size()); ++i) {
+            auto slash = keys[i].find('/');
+            core_.Delete(Target{pods_ri, keys[i].substr(0, slash), keys[i].substr(slash + 1), ""},
+                         json::object(), WriteOpts{});
+          }
+        }
       }
     }
     dirty.clear();

@@ -169,7 +169,7 @@ TEST_F(SimServerTest, SelectorsAndPaging) {
   ASSERT_EQ(l.code, 200);
   EXPECT_EQ(l.body["items"].size(), 4u);
   EXPECT_EQ(l.body["kind"], "NodeList");
-  l = Do("GET", "/api/v1/nodes?labelSelector=gpu+in+(a100),idx!=1");
+  l = Do("GET", "/api/v1/nodes?labelSelector=gpu%20in%20(a100),idx!=1");
   EXPECT_EQ(l.body["items"].size(), 2u) << l.raw;
   l = Do("GET", "/api/v1/nodes?fieldSelector=metadata.name%3Dn3");
   ASSERT_EQ(l.body["items"].size(), 1u);
