@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "k8s/codec.h"
+#include "k8s/transport.h"
 
 namespace gg::k8s {
 namespace {

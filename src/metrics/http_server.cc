@@ -193,6 +193,8 @@ StatusOr<int> HealthServer::Start(std::string_view listen) {
   // A few threads suffice for probes and scrapes; keep the footprint small.
   impl->server.new_task_queue = [] { return new httplib::ThreadPool(4); };
   impl->server.set_keep_alive_timeout(5);
+  // Small responses (PATCH results, watch lines) must not wait for Nagle + delayed ACK (~40 ms).
+  impl->server.set_tcp_nodelay(true);
   impl->server.set_read_timeout(std::chrono::seconds(5));
   impl->server.set_write_timeout(std::chrono::seconds(10));
   impl->server.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {

@@ -24,7 +24,7 @@ namespace gg::op {
 struct OperatorConfig {
   std::string metrics_addr = "127.0.0.1:8080";  // /metrics, /healthz, /readyz
   bool leader_elect = true;
-  std::string leader_election_namespace = "gpu-guardian";
+  std::string leader_election_namespace = "gpu-guardian-system";
   std::string leader_election_id = "gpu-guardian-operator";
   std::string identity;  // empty: <hostname>_<random>
   Duration lease_duration = std::chrono::seconds(15);

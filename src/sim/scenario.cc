@@ -356,7 +356,10 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
           if (c->free_gpus >= gpus && c->free_gpus >= 0 && c->pods < 110) target = c, rr = rr + k + 1;
         }
       }
-      std::string pname = owner_name + "-" + DeterministicUid(owner_name + "#" + std::to_string(r), sc.seed).substr(0, 5);
+      // The UUID's tail: FNV's high bits barely change with the last byte of the key, so the
+      // head of the UUID repeats for replicas 0..9.
+      std::string puid = DeterministicUid(owner_name + "#" + std::to_string(r), sc.seed);
+      std::string pname = owner_name + "-" + puid.substr(puid.size() - 5);
       json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
       pod["metadata"] = {{"name", pname}, {"namespace", ns}, {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc.seed)},
                          {"labels", labels}, {"ownerReferences", {owner}}};

@@ -448,6 +448,8 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http->set_payload_max_length(opts.max_body_bytes * 4 + 1024);
   impl->http->set_keep_alive_max_count(100000);
+  // Small responses (PATCH results, watch lines) must not wait for Nagle + delayed ACK (~40 ms).
+  impl->http->set_tcp_nodelay(true);
   impl->http->set_read_timeout(60, 0);
   impl->http->set_write_timeout(60, 0);
   Impl* raw = impl.get();
