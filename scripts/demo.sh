@@ -5,7 +5,7 @@
 #   scripts/demo.sh [--keep-running] [--duration 90s]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin="$root/build/bin"
+bin="${GG_BIN_DIR:-$root/build/bin}"
 keep=0
 duration=90s
 while [ $# -gt 0 ]; do

@@ -108,7 +108,7 @@ void Timeline::Print(const std::string& subject, const std::string& text, const 
   char ts[32];
   std::snprintf(ts, sizeof(ts), "[%6.1fs] ", t);
   std::string subj = subject;
-  if (subj.size() < 28) subj += std::string(28 - subj.size(), ' ');
+  subj += subj.size() < 28 ? std::string(28 - subj.size(), ' ') : std::string(" ");
   if (options_.color && color) out_ << ts << "\033[" << color << "m" << subj << text << "\033[0m\n";
   else out_ << ts << subj << text << "\n";
   out_.flush();

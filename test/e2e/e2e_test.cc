@@ -55,7 +55,7 @@ spec:
     - name: fatal-xid
       xid: {catalogActions: [RESET_GPU, RESTART_BM], ignore: [13, 31, 43, 45, 68]}
       count: 1
-      window: 10m
+      window: 10s
       action: Drain
     - {name: gpu-lost, gpuLost: true, action: Drain}
   unknown: {after: 5m, action: Event}
