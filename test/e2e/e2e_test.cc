@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <memory>
 #include <thread>
 
@@ -89,15 +90,17 @@ timeline: []
 
 class E2E : public ::testing::Test {
  protected:
+  virtual std::vector<std::string> ExtraSimArgs() const { return {}; }
+
   void SetUp() override {
     dir_ = std::make_unique<TempDir>();
     WriteFile(Path("policy.yaml"), kPolicy);
-    sim_ = std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
-                                 kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/crds",
-                                 "--apply", Path("policy.yaml"), "--write-kubeconfig",
-                                 Path("kubeconfig")},
-        Path("sim.log"));
+    std::vector<std::string> args{kBin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
+                                  kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/crds",
+                                  "--apply", Path("policy.yaml"), "--write-kubeconfig",
+                                  Path("kubeconfig")};
+    for (const auto& a : ExtraSimArgs()) args.push_back(a);
+    sim_ = std::make_unique<Process>(args, Path("sim.log"));
     ASSERT_TRUE(sim_->Started());
     ASSERT_NE(sim_->WaitForLog("listening on", 30s), "") << sim_->Log();
     auto cfg = k8s::LoadKubeconfig(Path("kubeconfig"));
@@ -109,11 +112,16 @@ class E2E : public ::testing::Test {
 
   std::string Path(const std::string& name) const { return dir_->path() + "/" + name; }
 
+  // Kubeconfig files per identity; the admin one is written by the simulator.
+  virtual std::string OperatorKubeconfig() { return Path("kubeconfig"); }
+  virtual std::string AgentKubeconfig() { return Path("kubeconfig"); }
+  virtual std::string LeaseNamespace() const { return "default"; }
+
   std::unique_ptr<Process> StartOperator(const std::string& id) {
     return std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig", Path("kubeconfig"),
+        std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig", OperatorKubeconfig(),
                                  "--metrics-addr", "127.0.0.1:0", "--leader-election-namespace",
-                                 "default", "--leader-election-identity", id},
+                                 LeaseNamespace(), "--leader-election-identity", id},
         Path("operator-" + id + ".log"));
   }
 
@@ -121,7 +129,7 @@ class E2E : public ::testing::Test {
     WriteFile(Path(node + ".yaml"), script);
     return std::make_unique<Process>(
         std::vector<std::string>{kBin + "/gpu-guardian-agent", "--node-name", node, "--kubeconfig",
-                                 Path("kubeconfig"), "--source", "script", "--script",
+                                 AgentKubeconfig(), "--source", "script", "--script",
                                  Path(node + ".yaml"), "--heartbeat", "30s", "--sweep-interval", "500ms",
                                  "--metrics-addr", "0"},
         Path("agent-" + node + ".log"));
@@ -169,12 +177,51 @@ class E2E : public ::testing::Test {
     return all;
   }
 
+  void RunFatalXid();
   std::unique_ptr<TempDir> dir_;
   std::unique_ptr<Process> sim_;
   std::unique_ptr<k8s::RestClient> client_;
+  friend void RunFatalXidScenario(E2E& t);
 };
 
-TEST_F(E2E, FatalXidFencesDrainsAndRecoversTheNodeOnly) {
+void RunFatalXidScenario(E2E& t);
+
+TEST_F(E2E, FatalXidFencesDrainsAndRecoversTheNodeOnly) { RunFatalXidScenario(*this); }
+
+// The same story with the simulator enforcing RBAC from deploy/rbac/: the operator and the
+// agents authenticate as their service accounts, so a verb missing from the shipped roles
+// fails this test.
+class E2ERbac : public E2E {
+ protected:
+  std::vector<std::string> ExtraSimArgs() const override {
+    return {"--authz", "rbac", "--rbac", kSrc + "/deploy/rbac/operator.yaml", "--rbac",
+            kSrc + "/deploy/rbac/agent.yaml", "--user-token",
+            "op-token=system:serviceaccount:gpu-guardian:gpu-guardian-operator", "--user-token",
+            "agent-token=system:serviceaccount:gpu-guardian:gpu-guardian-agent"};
+  }
+  std::string WithToken(const std::string& name, const std::string& token) {
+    std::ifstream in(Path("kubeconfig"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    auto pos = text.find("token: ");
+    if (pos != std::string::npos) {
+      auto eol = text.find('\n', pos);
+      text.replace(pos, eol - pos, "token: " + token);
+    }
+    WriteFile(Path(name), text);
+    return Path(name);
+  }
+  std::string OperatorKubeconfig() override { return WithToken("kubeconfig-operator", "op-token"); }
+  std::string AgentKubeconfig() override { return WithToken("kubeconfig-agent", "agent-token"); }
+  std::string LeaseNamespace() const override { return "gpu-guardian"; }
+};
+
+TEST_F(E2ERbac, ShippedRbacIsSufficient) { RunFatalXidScenario(*this); }
+
+void RunFatalXidScenario(E2E& t) { t.RunFatalXid(); }
+
+void E2E::RunFatalXid() {
   auto op = StartOperator("a");
   ASSERT_TRUE(op->Started());
   int gpu_pods_before = GpuPodsOn("dgx-4");
