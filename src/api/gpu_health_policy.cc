@@ -55,6 +55,20 @@ std::optional<DrainScope> ParseDrainScope(std::string_view s) {
 std::string_view DeviceLevelModeName(DeviceLevelMode m) {
   return m == DeviceLevelMode::kAuto ? "Auto" : "Off";
 }
+std::string_view DeviceTaintEffectName(DeviceTaintEffect e) {
+  switch (e) {
+    case DeviceTaintEffect::kNone: return "None";
+    case DeviceTaintEffect::kNoSchedule: return "NoSchedule";
+    case DeviceTaintEffect::kNoExecute: return "NoExecute";
+  }
+  return "NoSchedule";
+}
+std::optional<DeviceTaintEffect> ParseDeviceTaintEffect(std::string_view s) {
+  if (s == "None") return DeviceTaintEffect::kNone;
+  if (s == "NoSchedule") return DeviceTaintEffect::kNoSchedule;
+  if (s == "NoExecute") return DeviceTaintEffect::kNoExecute;
+  return std::nullopt;
+}
 std::optional<DeviceLevelMode> ParseDeviceLevelMode(std::string_view s) {
   if (s == "Auto") return DeviceLevelMode::kAuto;
   if (s == "Off") return DeviceLevelMode::kOff;
@@ -217,6 +231,26 @@ bool KnownRecoveryAction(const std::string& s) {
 
 }  // namespace
 
+namespace {
+// A DRA driver name (ResourceSlice spec.driver): a DNS subdomain, at most 63 characters, as
+// the resource.k8s.io validation requires.
+bool ValidDeviceDriverName(std::string_view d) {
+  if (d.empty() || d.size() > 63) return false;
+  size_t start = 0;
+  while (start <= d.size()) {
+    size_t dot = d.find('.', start);
+    std::string_view label = d.substr(start, dot == std::string_view::npos ? d.npos : dot - start);
+    if (label.empty() || label.front() == '-' || label.back() == '-') return false;
+    for (char c : label) {
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+    }
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return true;
+}
+}  // namespace
+
 std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
   std::vector<FieldError> errs;
   auto add = [&](std::string path, std::string msg) {
@@ -331,6 +365,11 @@ std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
   if (d.timeout <= Duration::zero()) add("spec.remediation.drain.timeout", "must be positive");
   if (spec.remediation.max_bad_gpus_for_device_level < 1) {
     add("spec.remediation.maxBadGPUsForDeviceLevel", "must be at least 1");
+  }
+  if (!ValidDeviceDriverName(spec.remediation.device_driver)) {
+    add("spec.remediation.deviceDriver",
+        "must be a lowercase DNS subdomain of at most 63 characters (a DRA driver name such as "
+        "gpu.nvidia.com)");
   }
 
   if (spec.recovery.healthy_for < Duration::zero()) {

@@ -39,6 +39,16 @@ enum class DeviceLevelMode { kOff, kAuto };
 std::string_view DeviceLevelModeName(DeviceLevelMode m);  // "Off" | "Auto"
 std::optional<DeviceLevelMode> ParseDeviceLevelMode(std::string_view s);
 
+// Effect of a device taint (DRA DeviceTaintRule): None only announces (served from Kubernetes
+// 1.35), NoSchedule stops new allocations, NoExecute also makes kube-controller-manager delete
+// the pods using the device (bypassing PodDisruptionBudgets).
+enum class DeviceTaintEffect { kNone, kNoSchedule, kNoExecute };
+std::string_view DeviceTaintEffectName(DeviceTaintEffect e);  // "None" | "NoSchedule" | "NoExecute"
+std::optional<DeviceTaintEffect> ParseDeviceTaintEffect(std::string_view s);
+
+// The DRA driver whose ResourceSlices publish the GPUs (NVIDIA's DRA driver).
+inline constexpr char kDefaultDeviceDriver[] = "gpu.nvidia.com";
+
 // Kubernetes IntOrString restricted to "N" or "N%".
 struct IntOrPercent {
   int64_t value = 0;
@@ -158,6 +168,8 @@ struct RemediationSpec {
   DeviceLevelMode device_level = DeviceLevelMode::kOff;
   // With Auto: more bad GPUs than this makes the failure node-wide.
   int max_bad_gpus_for_device_level = 2;
+  DeviceTaintEffect device_taint_effect = DeviceTaintEffect::kNoSchedule;
+  std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
   friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
 };
 struct RecoverySpec {
@@ -186,7 +198,7 @@ struct GpuHealthPolicySpec {
 };
 
 struct PolicyCondition {
-  std::string type;    // Ready | Invalid | BrakeEngaged
+  std::string type;    // Ready | Invalid | BrakeEngaged | DeviceLevelAvailable
   std::string status;  // True | False | Unknown
   std::string reason;
   std::string message;

@@ -332,6 +332,10 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
                              EnumDecoder<DeviceLevelMode>(ParseDeviceLevelMode, "Auto, Off")));
     GG_RETURN_IF_ERROR(Field(so, "maxBadGPUsForDeviceLevel", p, &rem.max_bad_gpus_for_device_level,
                              AsInt<int>));
+    GG_RETURN_IF_ERROR(Field(so, "deviceTaintEffect", p, &rem.device_taint_effect,
+                             EnumDecoder<DeviceTaintEffect>(ParseDeviceTaintEffect,
+                                                            "None, NoSchedule, NoExecute")));
+    GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
   }
   if (Find(o, "recovery", &sub)) {
     std::string p = path + ".recovery";
@@ -488,7 +492,9 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"taint", {{"effect", std::string(TaintEffectName(s.remediation.taint_effect))}}},
       {"drain", drain},
       {"deviceLevel", std::string(DeviceLevelModeName(s.remediation.device_level))},
-      {"maxBadGPUsForDeviceLevel", s.remediation.max_bad_gpus_for_device_level}};
+      {"maxBadGPUsForDeviceLevel", s.remediation.max_bad_gpus_for_device_level},
+      {"deviceTaintEffect", std::string(DeviceTaintEffectName(s.remediation.device_taint_effect))},
+      {"deviceDriver", s.remediation.device_driver}};
   j["recovery"] = {{"automatic", s.recovery.automatic},
                    {"healthyFor", Dur(s.recovery.healthy_for)}};
   json safety = json::object();

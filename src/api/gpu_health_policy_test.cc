@@ -258,3 +258,57 @@ TEST(PolicyCodec, OddDurationsAndCountsRoundTrip) {
 
 }  // namespace
 }  // namespace gg::api
+
+namespace gg::api {
+namespace {
+
+TEST(PolicyDeviceLevel, DefaultsAreOffNoScheduleNvidiaDriver) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"remediation": {}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->remediation.device_level, DeviceLevelMode::kOff);
+  EXPECT_EQ(spec->remediation.device_taint_effect, DeviceTaintEffect::kNoSchedule);
+  EXPECT_EQ(spec->remediation.device_driver, "gpu.nvidia.com");
+  EXPECT_EQ(spec->remediation.max_bad_gpus_for_device_level, 2);
+}
+
+TEST(PolicyDeviceLevel, DecodesEncodesAndValidates) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"remediation": {"deviceLevel": "Auto",
+      "deviceTaintEffect": "None", "deviceDriver": "gpu.example.com",
+      "maxBadGPUsForDeviceLevel": 3}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->remediation.device_taint_effect, DeviceTaintEffect::kNone);
+  EXPECT_EQ(spec->remediation.device_driver, "gpu.example.com");
+  EXPECT_TRUE(ValidatePolicySpec(*spec).empty());
+  GpuHealthPolicy p;
+  p.name = "dra";
+  p.spec = *spec;
+  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->spec.remediation, spec->remediation);
+
+  // Bad enum: a clear error naming the field and the allowed values.
+  auto bad = DecodeGpuHealthPolicySpec(R"({"remediation": {"deviceTaintEffect": "PreferNoSchedule"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("deviceTaintEffect"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("None, NoSchedule, NoExecute"), std::string::npos);
+  auto wrong_type = DecodeGpuHealthPolicySpec(R"({"remediation": {"deviceDriver": 5}})");
+  EXPECT_FALSE(wrong_type.ok());
+
+  // Driver names must be DNS subdomains of at most 63 characters.
+  for (const char* d : {"", "GPU.nvidia.com", "gpu..nvidia.com", "-gpu.nvidia.com", "gpu_nvidia",
+                        "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g"}) {
+    GpuHealthPolicySpec s = DefaultPolicySpec();
+    s.remediation.device_driver = d;
+    auto errs = ValidatePolicySpec(s);
+    ASSERT_EQ(errs.size(), 1u) << d;
+    EXPECT_EQ(errs[0].path, "spec.remediation.deviceDriver") << d;
+  }
+  for (const char* d : {"gpu.nvidia.com", "dra.example.com", "x"}) {
+    GpuHealthPolicySpec s = DefaultPolicySpec();
+    s.remediation.device_driver = d;
+    EXPECT_TRUE(ValidatePolicySpec(s).empty()) << d;
+  }
+}
+
+}  // namespace
+}  // namespace gg::api
