@@ -20,6 +20,7 @@
 #include "sim/api_error.h"
 #include "sim/registry.h"
 #include "sim/store.h"
+#include "sim/table.h"
 
 namespace gg::sim {
 
@@ -47,6 +48,9 @@ struct WatchSpec {
   std::string expired_message;      // non-empty: send one ERROR 410 and close
   std::uint64_t start_rv = 0;
   std::size_t initial_count = 0;
+  // Non-empty: every event object is a Table of one row (kubectl get -w).
+  std::string table_version;
+  IncludeObject include_object = IncludeObject::kMetadata;
 };
 
 struct ApiResponse {
@@ -127,6 +131,10 @@ class ApiCore {
   // Renders a stored object for `view` (apiVersion / events.k8s.io conversion).
   std::string Render(const Obj& o, const ResourceInfo& view) const;
   std::string NowRfc3339() const;
+  // meta.k8s.io Table of `objs` (each as served for `view`); `list_meta` becomes its metadata.
+  std::string RenderTable(const ResourceInfo& view, const std::string& table_version,
+                          IncludeObject inc, const std::vector<nlohmann::json>& objs,
+                          const nlohmann::json& list_meta) const;
 
  private:
   ApiResponse HandleResource(const ApiRequest& req, const Target& t);
@@ -143,6 +151,8 @@ class ApiCore {
   std::string NewUid();
   std::string RandomSuffix();
   void LoadSchemas();
+  // (group/version, OpenAPI v3 document) for every served CRD group version.
+  std::vector<std::pair<std::string, std::string>> CrdOpenApiDocuments() const;
 
   ApiCoreOptions opts_;
   Clock& clock_;

@@ -7,6 +7,7 @@
 
 #include "sim/api.h"
 #include "sim/api_util.h"
+#include "sim/openapi_gen.h"
 #include "sim/rbac.h"
 #include "sim/selector.h"
 
@@ -150,6 +151,22 @@ std::string ApiCore::Render(const Obj& o, const ResourceInfo& view) const {
   return j.dump();
 }
 
+std::string ApiCore::RenderTable(const ResourceInfo& view, const std::string& table_version,
+                                 IncludeObject inc, const std::vector<json>& objs,
+                                 const json& list_meta) const {
+  WallTime now = clock_.Now();
+  json rows = json::array();
+  const bool events_v1 = view.storage == "events" && view.group == "events.k8s.io";
+  for (const auto& o : objs)
+    rows.push_back(TableRow(view, events_v1 ? EventsV1ToCoreEvent(o) : o, o, now, inc));
+  json t = {{"kind", "Table"},
+            {"apiVersion", table_version},
+            {"metadata", list_meta.is_object() ? list_meta : json::object()},
+            {"columnDefinitions", TableColumns(view)},
+            {"rows", std::move(rows)}};
+  return t.dump();
+}
+
 std::vector<json> ApiCore::ListObjects(const std::string& storage, const std::string& ns) {
   std::vector<json> out;
   std::scoped_lock lock(store_.mu());
@@ -271,6 +288,12 @@ ApiResponse ApiCore::StartWatch(const ApiRequest& req, const Target& t) {
   w.bookmarks = ParseBoolParam(Q(q, "allowWatchBookmarks"));
   w.initial_events_end = send_initial;
   if (auto ts = ParseUint(Q(q, "timeoutSeconds"))) w.timeout_seconds = static_cast<int>(*ts);
+  if (auto tv = TableVersionFromAccept(req.accept)) {
+    auto inc = ParseIncludeObject(Q(q, "includeObject"));
+    if (!inc.ok()) return ErrorResponse(BadRequestErr(inc.status().message()));
+    w.table_version = *tv;
+    w.include_object = *inc;
+  }
   auto ws = store_.StartWatch(ri.storage, t.ns, std::move(*ls), std::move(*fs), from);
   if (ws.too_old_rv) {
     w.expired_message = "too old resource version: " + std::to_string(ws.too_old_rv) + " (" +
@@ -291,8 +314,17 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
     *handled = false;
     return {};
   }
-  if (parts.size() == 1 && parts[0] == "api") return JsonResponse(200, registry_.ApiVersions());
-  if (parts.size() == 1 && parts[0] == "apis") return JsonResponse(200, registry_.ApiGroupList());
+  if (parts.size() == 1 && (parts[0] == "api" || parts[0] == "apis")) {
+    bool core = parts[0] == "api";
+    // Aggregated discovery (apidiscovery.k8s.io/v2) when asked for first; clients tell the
+    // format from the Content-Type parameters.
+    if (ConversionFromAccept(req.accept, "APIGroupDiscoveryList", "apidiscovery.k8s.io", {"v2"})) {
+      ApiResponse r = JsonResponse(200, registry_.AggregatedDiscovery(core));
+      r.content_type = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+      return r;
+    }
+    return JsonResponse(200, core ? registry_.ApiVersions() : registry_.ApiGroupList());
+  }
   if (parts.size() == 2 && parts[0] == "api") {
     if (auto d = registry_.ApiResourceList("", parts[1])) return JsonResponse(200, *d);
     return ErrorResponse(PathNotFoundErr());
@@ -335,7 +367,23 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
                                                       static_cast<unsigned long long>(e.file_size(ec))));
         paths[key] = {{"serverRelativeURL", "/openapi/v3/" + key + "?hash=" + hash}};
       }
+      // Custom resources: one generated document per group version.
+      for (const auto& [gv, doc] : CrdOpenApiDocuments()) {
+        char hash[32];
+        std::snprintf(hash, sizeof hash, "%016llX",
+                      static_cast<unsigned long long>(std::hash<std::string>{}(doc)));
+        paths["apis/" + gv] = {{"serverRelativeURL", "/openapi/v3/apis/" + gv + "?hash=" + hash}};
+      }
       return JsonResponse(200, {{"paths", paths}});
+    }
+    if (parts.size() == 5 && parts[2] == "apis") {
+      std::string want = parts[3] + "/" + parts[4];
+      for (auto& [gv, doc] : CrdOpenApiDocuments()) {
+        if (gv != want) continue;
+        ApiResponse r;
+        r.body = std::move(doc);
+        return r;
+      }
     }
     std::string key;
     for (std::size_t i = 2; i < parts.size(); ++i) key += (i > 2 ? "__" : "") + parts[i];
@@ -349,6 +397,16 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
   }
   *handled = false;
   return {};
+}
+
+std::vector<std::pair<std::string, std::string>> ApiCore::CrdOpenApiDocuments() const {
+  std::map<std::string, std::vector<std::shared_ptr<const ResourceInfo>>> by_gv;
+  for (const auto& r : registry_.All())
+    if (r->custom) by_gv[r->group + "/" + r->version].push_back(r);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [gv, rs] : by_gv)
+    out.emplace_back(gv, CrdOpenApiDocument(rs, schemas_.get()).dump());
+  return out;
 }
 
 ApiResponse ApiCore::Handle(const ApiRequest& req) {
@@ -441,14 +499,40 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     r.verb = verb;
     return r;
   }
+  // Server-side printing (kubectl get): a meta.k8s.io Table instead of the object or list.
+  std::optional<std::string> table_version;
+  IncludeObject include = IncludeObject::kMetadata;
+  if (verb == "list" || verb == "get") {
+    table_version = TableVersionFromAccept(req.accept);
+    if (table_version) {
+      auto inc = ParseIncludeObject(Q(req.query, "includeObject"));
+      if (!inc.ok()) return finish(ApiResult::Err(BadRequestErr(inc.status().message())));
+      include = *inc;
+    }
+  }
   if (verb == "list") {
     ApiResponse r;
     r.verb = verb;
     auto res = ListBody(t, req.query, &r.body);
     if (!res.ok()) return finish(res);
+    if (table_version) {
+      json list = json::parse(r.body);
+      std::vector<json> items;
+      for (auto& it : list["items"]) items.push_back(std::move(it));
+      r.body = RenderTable(ri, *table_version, include, items, list["metadata"]);
+    }
     return r;
   }
-  if (verb == "get") return finish(Get(t));
+  if (verb == "get") {
+    auto res = Get(t);
+    if (!table_version || !res.ok()) return finish(std::move(res));
+    ApiResponse r;
+    r.verb = verb;
+    json md = {{"resourceVersion", res.obj["metadata"].value("resourceVersion", "")}};
+    if (res.obj.value("kind", "") == ri.kind) res.obj["apiVersion"] = ri.ApiVersion();
+    r.body = RenderTable(ri, *table_version, include, {res.obj}, md);
+    return r;
+  }
   // Bodies.
   if (req.body.size() > opts_.max_body_bytes) {
     ApiError e;

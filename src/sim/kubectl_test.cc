@@ -164,6 +164,122 @@ spec: {maxUnhealthy: 2}
   EXPECT_FALSE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
 }
 
+// Server-side printing: kubectl get asks for a meta.k8s.io Table and prints the server's
+// columns (built-in printers; the CRDs' additionalPrinterColumns), in get -w as well.
+TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  json node = GpuNode("gpu-node-1");
+  node["metadata"]["labels"]["node-role.kubernetes.io/gpu-worker"] = "";
+  node["status"]["addresses"] = json::array({{{"type", "InternalIP"}, {"address", "10.1.2.3"}}});
+  ASSERT_TRUE(sim_->Insert(node).ok());
+  auto r = Kubectl("get nodes");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* want : {"NAME", "STATUS", "ROLES", "AGE", "VERSION", "gpu-node-1", "Ready",
+                           "gpu-worker", "v1.35.0"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+  EXPECT_EQ(r.out.find("INTERNAL-IP"), std::string::npos) << "wide column without -o wide\n" << r.out;
+  r = Kubectl("get node gpu-node-1 -o wide");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("INTERNAL-IP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("10.1.2.3"), std::string::npos) << r.out;
+  ASSERT_EQ(Kubectl("cordon gpu-node-1").rc, 0);
+  r = Kubectl("get nodes");
+  EXPECT_NE(r.out.find("Ready,SchedulingDisabled"), std::string::npos) << r.out;
+
+  // PDB and core Events columns.
+  ASSERT_TRUE(sim_->Insert(json::parse(R"({"apiVersion":"policy/v1","kind":"PodDisruptionBudget",
+    "metadata":{"name":"train-pdb","namespace":"default"},
+    "spec":{"minAvailable":"50%","selector":{"matchLabels":{"app":"train"}}}})")).ok());
+  ASSERT_TRUE(sim_->Insert(json::parse(R"({"apiVersion":"v1","kind":"Event",
+    "metadata":{"name":"gpu-node-1.1","namespace":"default"},
+    "involvedObject":{"kind":"Node","name":"gpu-node-1"},"reason":"GPUUnhealthy",
+    "message":"XID 79 on GPU 3","type":"Warning","count":1,
+    "firstTimestamp":"2026-01-01T00:00:00Z","lastTimestamp":"2026-01-01T00:00:00Z"})")).ok());
+  r = Kubectl("get pdb -A");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* want : {"MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "50%", "N/A"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+  r = Kubectl("get events -A");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* want : {"LAST SEEN", "REASON", "OBJECT", "node/gpu-node-1", "GPUUnhealthy",
+                           "XID 79 on GPU 3"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+
+  // Our CRDs: their printer columns.
+  const std::string src = GG_SOURCE_DIR;
+  r = Kubectl("apply -f " + src + "/deploy/crds/gpuhealthpolicies.yaml -f " + src +
+              "/deploy/crds/gpunodehealths.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Kubectl("apply -f " + src + "/deploy/samples/default-policy.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto st = sim_->MergePatch("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default",
+                             json::parse(R"({"status":{"matchedNodes":12,"unhealthyNodes":1,
+      "unknownNodes":0,"remediatingNodes":1,"conditions":[
+        {"type":"Ready","status":"True","reason":"Evaluated","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"},
+        {"type":"BrakeEngaged","status":"False","reason":"WithinBudget","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}})"));
+  ASSERT_TRUE(st.ok()) << st.status();
+  r = Kubectl("get ghp");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* want : {"NAME", "READY", "BRAKE", "MATCHED", "UNHEALTHY", "REMEDIATING", "AGE",
+                           "default", "True", "False", "12"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+  EXPECT_EQ(r.out.find("DRYRUN"), std::string::npos) << "priority-1 column shown\n" << r.out;
+  ASSERT_TRUE(sim_->Insert(json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUNodeHealth",
+    "metadata":{"name":"gpu-node-1"},"spec":{},
+    "status":{"nodeName":"gpu-node-1","agentVersion":"v9.8.7","expectedGPUs":8,
+      "heartbeatTime":"2026-01-01T00:00:00Z","observedAt":"2026-01-01T00:00:00Z"}})")).ok());
+  r = Kubectl("get gpunodehealths");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* want : {"EXPECTED", "AGENT", "HEARTBEAT", "gpu-node-1", "v9.8.7", " 8 "})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+
+  // get -w: watch events are Tables too, and each arrives while the stream is open.
+  std::size_t before = sim_->ActiveWatches();
+  const std::string wfile = (dir_ / "watch.out").string();
+  std::thread watcher([&] { Kubectl("get nodes -w --watch-only > " + wfile); });
+  for (int i = 0; i < 600 && sim_->ActiveWatches() <= before; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(sim_->MergePatch("/api/v1/nodes/gpu-node-1",
+                               json::parse(R"({"spec":{"unschedulable":false}})")).ok());
+  std::string seen;
+  for (int i = 0; i < 600 && seen.find("gpu-node-1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(wfile);
+    seen.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  sim_->Stop();  // ends the stream; kubectl exits
+  watcher.join();
+  EXPECT_EQ(seen.find("no kind"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("gpu-node-1"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("Ready"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("SchedulingDisabled"), std::string::npos) << seen;
+}
+
+// Generated OpenAPI v3 for CRDs: kubectl explain reads the CRD's schema; apply validates
+// (fieldValidation=Strict) and an unknown field is refused with nothing stored.
+TEST_F(RealClientTest, KubectlExplainAndStrictApplyOfCustomResources) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  const std::string src = GG_SOURCE_DIR;
+  auto r = Kubectl("apply -f " + src + "/deploy/crds/gpuhealthpolicies.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Kubectl("explain gpuhealthpolicies.spec");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* want : {"GPUHealthPolicy", "nodeSelector", "Nodes this policy covers"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+  std::ofstream(dir_ / "bad.yaml") << R"(apiVersion: gpuguardian.io/v1alpha1
+kind: GPUHealthPolicy
+metadata: {name: bad}
+spec: {bogusField: 1}
+)";
+  r = Kubectl("apply --validate=strict -f " + (dir_ / "bad.yaml").string());
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("bogusField"), std::string::npos) << r.out;
+  EXPECT_FALSE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/bad").ok());
+  r = Kubectl("apply -f " + src + "/deploy/samples/default-policy.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
+}
+
 TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
   if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());

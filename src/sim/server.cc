@@ -39,6 +39,7 @@ struct SimServer::Impl {
   std::atomic<bool> stopping{false};
   FaultInjector faults;
   std::unique_ptr<Controllers> controllers;
+  std::shared_ptr<Authorizer> authz;  // with --authz rbac: for GET /_sim/rbac
   Logger log = Logger().WithName("sim");
 
   std::mutex metrics_mu;
@@ -48,6 +49,7 @@ struct SimServer::Impl {
   void Serve(const httplib::Request& req, httplib::Response& res);
   void ServeWatch(const WatchSpec& spec, httplib::Response& res);
   std::string Metrics();
+  nlohmann::json RbacUsage();
   void Count(const std::string& verb, const std::string& resource, int code) {
     std::scoped_lock lock(metrics_mu);
     ++requests[{verb, resource, code}];
@@ -138,7 +140,16 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
         std::string buf;
         bool cut = false;
         for (const auto& e : evs) {
-          buf += WatchLine(EventTypeName(e.type), core->Render(*e.obj, *st->spec.ri));
+          if (st->spec.table_version.empty()) {
+            buf += WatchLine(EventTypeName(e.type), core->Render(*e.obj, *st->spec.ri));
+          } else {
+            // kubectl get -w: the event object is a Table of one row, like the list was.
+            json obj = json::parse(core->Render(*e.obj, *st->spec.ri));
+            json md = {{"resourceVersion", std::to_string(e.rv)}};
+            buf += WatchLine(EventTypeName(e.type),
+                             core->RenderTable(*st->spec.ri, st->spec.table_version,
+                                               st->spec.include_object, {obj}, md));
+          }
           ++st->sent;
           if (st->cut_after > 0 && static_cast<int>(st->sent) >= st->cut_after) {
             cut = true;
@@ -180,6 +191,12 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
             json bm = {{"kind", st->spec.ri->kind},
                        {"apiVersion", st->spec.ri->ApiVersion()},
                        {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
+            if (!st->spec.table_version.empty())
+              bm = {{"kind", "Table"},
+                    {"apiVersion", st->spec.table_version},
+                    {"metadata", {{"resourceVersion", std::to_string(rv)}}},
+                    {"columnDefinitions", json::array()},
+                    {"rows", json::array()}};
             std::string line = WatchLine("BOOKMARK", bm.dump());
             if (!sink.write(line.data(), line.size())) return false;
             st->last_write = now;
@@ -218,6 +235,36 @@ std::string SimServer::Impl::Metrics() {
   out += "# TYPE gg_sim_resource_version gauge\n";
   out += "gg_sim_resource_version " + std::to_string(core->store().rv()) + "\n";
   return out;
+}
+
+// Per token user: the permissions it used and those granted (in its service account's
+// namespace and cluster-wide) that it never used, so tests can prove the RBAC is minimal.
+nlohmann::json SimServer::Impl::RbacUsage() {
+  json users = json::array();
+  if (!authz) return {{"users", users}};
+  auto used = authz->UsedPermissions();
+  auto to_json = [](const UsedPermission& p) {
+    return json{{"verb", p.verb}, {"apiGroup", p.api_group}, {"resource", p.resource},
+                {"subresource", p.subresource}};
+  };
+  for (const auto& [token, user] : opts.token_users) {
+    (void)token;
+    std::string ns;
+    std::vector<std::string> groups = {"system:authenticated"};
+    const std::string sa = "system:serviceaccount:";
+    if (user.rfind(sa, 0) == 0) {
+      std::string rest = user.substr(sa.size());
+      ns = rest.substr(0, rest.find(':'));
+      groups = ServiceAccountGroups(ns);
+    }
+    json u = {{"user", user}, {"used", json::array()}, {"grantedButUnused", json::array()}};
+    if (auto it = used.find(user); it != used.end())
+      for (const auto& p : it->second) u["used"].push_back(to_json(p));
+    for (const auto& p : authz->GrantedButUnused(user, groups, ns))
+      u["grantedButUnused"].push_back(to_json(p));
+    users.push_back(std::move(u));
+  }
+  return {{"users", users}};
 }
 
 void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res) {
@@ -259,6 +306,10 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
       }
       res.set_content(faults.ToJson().dump(), "application/json");
     }
+    return;
+  }
+  if (path == "/_sim/rbac" && hreq.method == "GET") {
+    res.set_content(RbacUsage().dump(), "application/json");
     return;
   }
   if (path == "/_sim/compact" && hreq.method == "POST") {
@@ -357,6 +408,10 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
                                  hreq.get_param_value("resourceVersion") + " (" +
                                  std::to_string(core->store().rv()) + ")";
     }
+    // httplib gzips application/json for clients that accept it (Go always does), and its
+    // compressor holds back a stream's small events until it ends. The real server does not
+    // compress watch streams; neither do we.
+    const_cast<httplib::Request&>(hreq).headers.erase("Accept-Encoding");
     ServeWatch(*r.watch, res);
     return;
   }
@@ -418,6 +473,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       GG_RETURN_IF_ERROR(authz->AddYaml(ss.str()));
     }
     impl->core->SetAuthorizer(authz);
+    impl->authz = authz;
   } else if (!opts.authz.empty()) {
     return InvalidArgumentError("--authz must be empty or \"rbac\", got " + opts.authz);
   }
