@@ -37,25 +37,6 @@ simdjson::padded_string_view PaddedCopy(std::string_view s) {
 
 namespace {
 
-// Null check that does not consume the value. Malformed input reads as "not null".
-bool IsNull(od::value& v) {
-  od::json_type t;
-  if (v.type().get(t)) return false;
-  return t == od::json_type::null;
-}
-
-template <typename Fn>
-Status ForFields(od::object& obj, std::string_view where, Fn&& fn) {
-  for (auto field : obj) {
-    od::raw_json_string key;
-    if (auto ec = field.key().get(key)) return JsonError(where, ec);
-    od::value val;
-    if (auto ec = field.value().get(val)) return JsonError(where, ec);
-    GG_RETURN_IF_ERROR(fn(key, val));
-  }
-  return OkStatus();
-}
-
 // *present=false for null.
 Status AsObject(od::value& v, std::string_view field, od::object* out, bool* present) {
   *present = false;

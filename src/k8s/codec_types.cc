@@ -11,30 +11,12 @@ namespace {
 namespace od = json::od;
 using namespace json;  // NOLINT(google-build-using-namespace): readers used throughout
 
-bool IsNull(od::value& v) {
-  od::json_type t;
-  if (v.type().get(t)) return false;
-  return t == od::json_type::null;
-}
-
-template <typename Fn>
-Status Fields(od::object& obj, std::string_view where, Fn&& fn) {
-  for (auto field : obj) {
-    od::raw_json_string key;
-    if (auto ec = field.key().get(key)) return JsonError(where, ec);
-    od::value val;
-    if (auto ec = field.value().get(val)) return JsonError(where, ec);
-    GG_RETURN_IF_ERROR(fn(key, val));
-  }
-  return OkStatus();
-}
-
 template <typename Fn>
 Status ObjFields(od::value& v, std::string_view where, Fn&& fn) {
   if (IsNull(v)) return OkStatus();
   od::object o;
   if (v.get_object().get(o)) return TypeError(where, "object");
-  return Fields(o, where, fn);
+  return ForFields(o, where, fn);
 }
 
 template <typename Fn>
@@ -59,7 +41,7 @@ bool KeepProjectAnnotation(std::string_view key) {
 }
 
 Status DecodeNode(od::object& obj, Node* n) {
-  return Fields(obj, "Node", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "Node", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &n->meta, &KeepProjectAnnotation);
     if (k == "spec") {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
@@ -67,7 +49,7 @@ Status DecodeNode(od::object& obj, Node* n) {
         if (sk == "taints") {
           return ArrayObjects(sv, "spec.taints", [&](od::object& o) {
             Taint t;
-            GG_RETURN_IF_ERROR(Fields(o, "taint", [&](od::raw_json_string tk,
+            GG_RETURN_IF_ERROR(ForFields(o, "taint", [&](od::raw_json_string tk,
                                                       od::value& tv) -> Status {
               if (tk == "key") return ReadString(tv, "key", &t.key);
               if (tk == "value") return ReadString(tv, "value", &t.value);
@@ -87,7 +69,7 @@ Status DecodeNode(od::object& obj, Node* n) {
         if (sk == "conditions") {
           return ArrayObjects(sv, "status.conditions", [&](od::object& o) {
             NodeCondition c;
-            GG_RETURN_IF_ERROR(Fields(o, "condition", [&](od::raw_json_string ck,
+            GG_RETURN_IF_ERROR(ForFields(o, "condition", [&](od::raw_json_string ck,
                                                           od::value& cv) -> Status {
               if (ck == "type") return ReadString(cv, "type", &c.type);
               if (ck == "status") return ReadString(cv, "status", &c.status);
@@ -145,7 +127,7 @@ void AddClaim(Pod* p, std::string name) {
 }
 
 Status DecodePod(od::object& obj, Pod* p) {
-  return Fields(obj, "Pod", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "Pod", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &p->meta, &KeepProjectAnnotation);
     if (k == "spec") {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
@@ -161,7 +143,7 @@ Status DecodePod(od::object& obj, Pod* p) {
         if (sk == "containers") {
           return ArrayObjects(sv, "spec.containers", [&](od::object& o) {
             std::int64_t gpus = 0;
-            GG_RETURN_IF_ERROR(Fields(o, "container", [&](od::raw_json_string ck,
+            GG_RETURN_IF_ERROR(ForFields(o, "container", [&](od::raw_json_string ck,
                                                           od::value& cv) -> Status {
               if (ck == "resources") return ReadGpuResources(cv, &gpus);
               return OkStatus();
@@ -172,7 +154,7 @@ Status DecodePod(od::object& obj, Pod* p) {
         }
         if (sk == "volumes") {
           return ArrayObjects(sv, "spec.volumes", [&](od::object& o) {
-            return Fields(o, "volume", [&](od::raw_json_string vk, od::value& vv) -> Status {
+            return ForFields(o, "volume", [&](od::raw_json_string vk, od::value& vv) -> Status {
               if (vk == "emptyDir" && !IsNull(vv)) p->has_empty_dir = true;
               return OkStatus();
             });
@@ -181,7 +163,7 @@ Status DecodePod(od::object& obj, Pod* p) {
         if (sk == "resourceClaims") {
           return ArrayObjects(sv, "spec.resourceClaims", [&](od::object& o) {
             std::string name, claim;
-            GG_RETURN_IF_ERROR(Fields(o, "resourceClaim", [&](od::raw_json_string rk,
+            GG_RETURN_IF_ERROR(ForFields(o, "resourceClaim", [&](od::raw_json_string rk,
                                                               od::value& rv) -> Status {
               if (rk == "name") return ReadString(rv, "name", &name);
               if (rk == "resourceClaimName") return ReadString(rv, "resourceClaimName", &claim);
@@ -200,7 +182,7 @@ Status DecodePod(od::object& obj, Pod* p) {
         if (sk == "resourceClaimStatuses") {
           return ArrayObjects(sv, "status.resourceClaimStatuses", [&](od::object& o) {
             std::string claim;
-            GG_RETURN_IF_ERROR(Fields(o, "resourceClaimStatus", [&](od::raw_json_string rk,
+            GG_RETURN_IF_ERROR(ForFields(o, "resourceClaimStatus", [&](od::raw_json_string rk,
                                                                     od::value& rv) -> Status {
               if (rk == "resourceClaimName") return ReadString(rv, "resourceClaimName", &claim);
               return OkStatus();
@@ -217,7 +199,7 @@ Status DecodePod(od::object& obj, Pod* p) {
 }
 
 Status DecodePdb(od::object& obj, PodDisruptionBudget* p) {
-  return Fields(obj, "PodDisruptionBudget", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "PodDisruptionBudget", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &p->meta);
     if (k == "spec") {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
@@ -249,14 +231,14 @@ Status DecodePdb(od::object& obj, PodDisruptionBudget* p) {
 
 template <typename T>
 Status DecodeMetaOnly(od::object& obj, T* out) {
-  return Fields(obj, "object", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "object", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &out->meta);
     return OkStatus();
   });
 }
 
 Status DecodeNamespace(od::object& obj, Namespace* ns) {
-  return Fields(obj, "Namespace", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "Namespace", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &ns->meta);
     if (k == "status") {
       return ObjFields(v, "status", [&](od::raw_json_string sk, od::value& sv) -> Status {
@@ -269,7 +251,7 @@ Status DecodeNamespace(od::object& obj, Namespace* ns) {
 }
 
 Status DecodeLease(od::object& obj, Lease* l) {
-  return Fields(obj, "Lease", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "Lease", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &l->meta);
     if (k == "spec") {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
@@ -301,7 +283,7 @@ Status DecodeObjectRef(od::value& v, std::string_view where, ObjectReference* r)
 }
 
 Status DecodeEvent(od::object& obj, Event* e) {
-  return Fields(obj, "Event", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "Event", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &e->meta);
     if (k == "involvedObject") return DecodeObjectRef(v, "involvedObject", &e->involved_object);
     if (k == "reason") return ReadString(v, "reason", &e->reason);
@@ -363,7 +345,7 @@ Status DecodeAttributes(od::value& v, Device* d) {
 }
 
 Status DecodeResourceSlice(od::object& obj, ResourceSlice* s) {
-  return Fields(obj, "ResourceSlice", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "ResourceSlice", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &s->meta);
     if (k != "spec") return OkStatus();
     return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
@@ -378,7 +360,7 @@ Status DecodeResourceSlice(od::object& obj, ResourceSlice* s) {
       if (sk == "devices") {
         return ArrayObjects(sv, "spec.devices", [&](od::object& o) {
           Device d;
-          GG_RETURN_IF_ERROR(Fields(o, "device", [&](od::raw_json_string dk,
+          GG_RETURN_IF_ERROR(ForFields(o, "device", [&](od::raw_json_string dk,
                                                      od::value& dv) -> Status {
             if (dk == "name") return ReadString(dv, "name", &d.name);
             if (dk == "attributes") return DecodeAttributes(dv, &d);
@@ -400,14 +382,14 @@ Status DecodeResourceSlice(od::object& obj, ResourceSlice* s) {
 }
 
 Status DecodeResourceClaim(od::object& obj, ResourceClaim* c) {
-  return Fields(obj, "ResourceClaim", [&](od::raw_json_string k, od::value& v) -> Status {
+  return ForFields(obj, "ResourceClaim", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &c->meta);
     if (k != "status") return OkStatus();
     return ObjFields(v, "status", [&](od::raw_json_string sk, od::value& sv) -> Status {
       if (sk == "reservedFor") {
         return ArrayObjects(sv, "status.reservedFor", [&](od::object& o) {
           ObjectReference r;
-          GG_RETURN_IF_ERROR(Fields(o, "reservedFor", [&](od::raw_json_string rk,
+          GG_RETURN_IF_ERROR(ForFields(o, "reservedFor", [&](od::raw_json_string rk,
                                                           od::value& rv) -> Status {
             if (rk == "resource") return ReadString(rv, "resource", &r.kind);
             if (rk == "name") return ReadString(rv, "name", &r.name);
@@ -427,7 +409,7 @@ Status DecodeResourceClaim(od::object& obj, ResourceClaim* c) {
             if (dk != "results") return OkStatus();
             return ArrayObjects(dv, "allocation.devices.results", [&](od::object& o) {
               DeviceAllocation a;
-              GG_RETURN_IF_ERROR(Fields(o, "result", [&](od::raw_json_string rk,
+              GG_RETURN_IF_ERROR(ForFields(o, "result", [&](od::raw_json_string rk,
                                                          od::value& rv) -> Status {
                 if (rk == "request") return ReadString(rv, "request", &a.request);
                 if (rk == "driver") return ReadString(rv, "driver", &a.driver);

@@ -29,6 +29,26 @@ using DecodeFn = Status (*)(od::object& obj, T* out);
 Status TypeError(std::string_view field, std::string_view what);
 Status JsonError(std::string_view where, simdjson::error_code ec);
 
+// Null check that does not consume the value. Malformed input reads as "not null".
+inline bool IsNull(od::value& v) {
+  od::json_type t;
+  if (v.type().get(t)) return false;
+  return t == od::json_type::null;
+}
+
+// Calls fn(raw key, value) for every field of `obj`; a malformed field is an error at `where`.
+template <typename Fn>
+Status ForFields(od::object& obj, std::string_view where, Fn&& fn) {
+  for (auto field : obj) {
+    od::raw_json_string key;
+    if (auto ec = field.key().get(key)) return JsonError(where, ec);
+    od::value val;
+    if (auto ec = field.value().get(val)) return JsonError(where, ec);
+    GG_RETURN_IF_ERROR(fn(key, val));
+  }
+  return OkStatus();
+}
+
 // Readers: null → leave `out` unchanged and return OK; wrong type → InvalidArgument(field).
 Status ReadString(od::value v, std::string_view field, std::string* out);
 Status ReadInt(od::value v, std::string_view field, std::int64_t* out);
