@@ -114,20 +114,51 @@ std::optional<Target> ApiCore::ResolvePath(std::string_view path, std::optional<
   return t;
 }
 
-ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
-  obj["metadata"]["resourceVersion"] = std::to_string(rv);
+namespace {
+
+// metadata.resourceVersion is only known at commit, under the store lock, but serializing a
+// 15 KB object is the expensive part of a write: objects are serialized beforehand with this
+// placeholder (a control character no client sends; dumped as \u0001) spliced over later.
+constexpr std::string_view kRvPlaceholder = "\x01rv\x01";
+constexpr std::string_view kRvDumped = "\"resourceVersion\":\"\\u0001rv\\u0001\"";
+constexpr std::size_t kRvValueOffset = sizeof("\"resourceVersion\":") - 1;
+
+}  // namespace
+
+PendingObj ApiCore::MakePending(const Target& t, json& obj) const {
+  obj["metadata"]["resourceVersion"] = std::string(kRvPlaceholder);
   auto o = std::make_shared<Obj>();
-  o->rv = rv;
   const auto& md = obj["metadata"];
   o->name = md.value("name", "");
   o->ns = md.value("namespace", "");
   o->uid = md.value("uid", "");
   o->api_version = obj.value("apiVersion", "");
-  o->labels = LabelsOf(obj);
+  o->labels = Labels(LabelsOf(obj));
   std::string_view group = t.ri->storage == "events" ? std::string_view() : t.ri->group;
   o->fields = IndexFields(group, t.ri->resource, t.ri->namespaced, obj);
   o->json = obj.dump();
-  return o;
+  PendingObj p;
+  p.rv_pos = o->json.find(kRvDumped);
+  p.obj = std::move(o);
+  return p;
+}
+
+ObjPtr ApiCore::FinishPending(PendingObj& p, std::uint64_t rv, json* dom) const {
+  std::string digits = std::to_string(rv);
+  std::string quoted = "\"" + digits + "\"";
+  if (p.rv_pos != std::string::npos)
+    p.obj->json.replace(p.rv_pos + kRvValueOffset, kRvDumped.size() - kRvValueOffset, quoted);
+  p.obj->json.shrink_to_fit();  // dump() leaves up to 2x capacity; 100k nodes feel it
+  p.obj->rv = rv;
+  if (dom) (*dom)["metadata"]["resourceVersion"] = digits;
+  ObjPtr out = std::move(p.obj);
+  p.obj = nullptr;
+  return out;
+}
+
+ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
+  PendingObj p = MakePending(t, obj);
+  return FinishPending(p, rv, &obj);
 }
 
 void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
@@ -215,11 +246,12 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
   return std::nullopt;
 }
 
-ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, bool dry_run) {
+ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, bool dry_run,
+                                PendingObj* pending) {
   (void)old;
   if (dry_run) return ApiResult{std::nullopt, std::move(next), 200};
   std::uint64_t rv = store_.NextRvLocked();
-  ObjPtr o = MakeObj(t, next, rv);
+  ObjPtr o = pending && pending->obj ? FinishPending(*pending, rv, &next) : MakeObj(t, next, rv);
   store_.PutLocked(t.ri->storage, t.Key(), o);
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
@@ -278,6 +310,8 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
   tt.name = name;
   tt.ns = md.value("namespace", "");
   if (ri.storage == "events" && ri.group == "events.k8s.io") body = EventsV1ToCoreEvent(body);
+  PendingObj pending;
+  if (!o.dry_run) pending = MakePending(tt, body);
   std::scoped_lock lock(store_.mu());
   if (ri.namespaced) {
     Target nst{registry_.Find("", "v1", "namespaces"), "", tt.ns, ""};
@@ -297,7 +331,7 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
   }
   if (store_.GetLocked(ri.storage, tt.Key()))
     return ApiResult::Err(AlreadyExistsErr(ri.resource, ri.group, name));
-  auto r = CommitLocked(tt, nullptr, std::move(body), o.dry_run);
+  auto r = CommitLocked(tt, nullptr, std::move(body), o.dry_run, &pending);
   r.code = 201;
   return r;
 }
@@ -330,21 +364,73 @@ bool HasFinalizers(const json& obj) {
 
 ApiResult ApiCore::UpdateLocked(const Target& t, const ObjPtr& old, json next, const WriteOpts& o,
                                 bool check_rv, bool from_patch) {
+  PreparedUpdate p = PrepareUpdate(t, old, std::move(next), o, check_rv, from_patch);
+  if (p.done) return std::move(*p.done);
+  return CommitUpdateLocked(t, old, p);
+}
+
+ApiResult ApiCore::CommitUpdateLocked(const Target& t, const ObjPtr& old, PreparedUpdate& p) {
+  if (p.remove) {
+    std::uint64_t rv = store_.NextRvLocked();
+    ObjPtr last = FinishPending(p.pending, rv, &p.next);
+    store_.RemoveLocked(t.ri->storage, t.Key(), last);
+    return ApiResult{std::nullopt, std::move(p.next), 200};
+  }
+  return CommitLocked(t, old, std::move(p.next), false, &p.pending);
+}
+
+ApiResult ApiCore::OptimisticUpdate(const Target& t,
+                                    const std::function<PreparedUpdate(const ObjPtr&)>& compute,
+                                    const std::function<ApiResult()>& on_missing) {
+  // Parse, patch, validate and serialize outside the store lock; commit only if the object
+  // is still the one we started from (the resourceVersion check the real server's
+  // GuaranteedUpdate does), else start over. After a few lost races hold the lock instead.
+  for (int attempt = 0;; ++attempt) {
+    ObjPtr old;
+    {
+      std::unique_lock lock(store_.mu());
+      old = store_.GetLocked(t.ri->storage, t.Key());
+      if (!old) {
+        lock.unlock();
+        return on_missing();
+      }
+      if (attempt >= 3) {
+        PreparedUpdate p = compute(old);
+        if (p.done) return std::move(*p.done);
+        return CommitUpdateLocked(t, old, p);
+      }
+    }
+    PreparedUpdate p = compute(old);
+    std::scoped_lock lock(store_.mu());
+    if (store_.GetLocked(t.ri->storage, t.Key()) != old) continue;
+    if (p.done) return std::move(*p.done);
+    return CommitUpdateLocked(t, old, p);
+  }
+}
+
+PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json next,
+                                      const WriteOpts& o, bool check_rv, bool from_patch,
+                                      json* old_parsed) {
   const auto& ri = *t.ri;
-  json old_j = json::parse(old->json);
+  PreparedUpdate out;
+  auto finish = [&](ApiResult r) {
+    out.done = std::move(r);
+    return std::move(out);
+  };
+  json old_j = old_parsed ? std::move(*old_parsed) : json::parse(old->json);
   if (ri.storage == "events" && ri.group == "events.k8s.io" && next.value("apiVersion", "") != "v1")
     next = EventsV1ToCoreEvent(next);
-  if (!next.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (!next.is_object()) return finish(ApiResult::Err(BadRequestErr("the body of the request must be a JSON object")));
   if (!next.contains("metadata") || !next["metadata"].is_object()) next["metadata"] = json::object();
   std::string want_rv = next["metadata"].value("resourceVersion", "");
   if (check_rv) {
     if (!want_rv.empty() && want_rv != std::to_string(old->rv))
-      return ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name));
+      return finish(ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name)));
     if (want_rv.empty() && ri.custom && !from_patch)
-      return ApiResult::Err(InvalidErr(
+      return finish(ApiResult::Err(InvalidErr(
           ri.kind, ri.group, t.name,
           {{"FieldValueInvalid", "Invalid value: 0: must be specified for an update",
-            "metadata.resourceVersion"}}));
+            "metadata.resourceVersion"}})));
   }
   if (t.sub == "status") {
     json merged = old_j;
@@ -376,19 +462,16 @@ ApiResult ApiCore::UpdateLocked(const Target& t, const ObjPtr& old, json next, c
       md["generation"] = omd.value("generation", 0) + 1;
   }
   md["resourceVersion"] = std::to_string(old->rv);
-  if (next == old_j) return ApiResult{std::nullopt, std::move(old_j), 200};
+  if (next == old_j) return finish(ApiResult{std::nullopt, std::move(old_j), 200});
   if (auto e = Validate(t, next, false, o))
-    return ApiResult::Err(*e);
-  if (o.dry_run) return ApiResult{std::nullopt, std::move(next), 200};
+    return finish(ApiResult::Err(*e));
+  if (o.dry_run) return finish(ApiResult{std::nullopt, std::move(next), 200});
   // Finalizers gone on an object being deleted: now it goes.
-  if (md.contains("deletionTimestamp") && !HasFinalizers(next) &&
-      (ri.resource != "pods" || md.value("deletionGracePeriodSeconds", 0) == 0)) {
-    std::uint64_t rv = store_.NextRvLocked();
-    ObjPtr last = MakeObj(t, next, rv);
-    store_.RemoveLocked(ri.storage, t.Key(), last);
-    return ApiResult{std::nullopt, std::move(next), 200};
-  }
-  return CommitLocked(t, old, std::move(next), false);
+  out.remove = md.contains("deletionTimestamp") && !HasFinalizers(next) &&
+               (ri.resource != "pods" || md.value("deletionGracePeriodSeconds", 0) == 0);
+  out.pending = MakePending(t, next);
+  out.next = std::move(next);
+  return out;
 }
 
 ApiResult ApiCore::Update(const Target& t, json body, const WriteOpts& o) {
@@ -404,10 +487,9 @@ ApiResult ApiCore::Update(const Target& t, json body, const WriteOpts& o) {
       return ApiResult::Err(BadRequestErr(
           "the namespace of the provided object does not match the namespace sent on the request"));
   }
-  std::scoped_lock lock(store_.mu());
-  auto old = store_.GetLocked(ri.storage, t.Key());
-  if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
-  return UpdateLocked(t, old, std::move(body), o, true, false);
+  return OptimisticUpdate(
+      t, [&](const ObjPtr& old) { return PrepareUpdate(t, old, body, o, true, false); },
+      [&] { return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name)); });
 }
 
 ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const json& patch,
@@ -416,11 +498,44 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
   std::string ct = MediaType(content_type);
   if (ct == "application/strategic-merge-patch+json" && ri.custom)
     return ApiResult::Err(UnsupportedMediaTypeErr(ct));
-  std::unique_lock lock(store_.mu());
-  auto old = store_.GetLocked(ri.storage, t.Key());
-  if (!old) {
+  if (ct != "application/json-patch+json" && ct != "application/merge-patch+json" &&
+      ct != "application/apply-patch+yaml" && ct != "application/strategic-merge-patch+json")
+    return ApiResult::Err(UnsupportedMediaTypeErr(ct));
+  if (ct != "application/json-patch+json" && !patch.is_object())
+    return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  auto compute = [&](const ObjPtr& old) -> PreparedUpdate {
+    PreparedUpdate out;
+    const bool same_view = old->api_version == ri.ApiVersion();
+    json cur = json::parse(same_view ? old->json : Render(*old, ri));
+    StatusOr<json> next = InvalidArgumentError("unsupported patch type");
+    if (ct == "application/json-patch+json") {
+      next = ApplyJsonPatch(cur, patch);
+      if (!next.ok() && IsJsonPatchTestFailure(next.status())) {
+        out.done = ApiResult::Err(InvalidErr(ri.kind, ri.group, t.name,
+                                             {{"FieldValueInvalid", next.status().message(), ""}}));
+        return out;
+      }
+    } else if (ct == "application/strategic-merge-patch+json") {
+      next = ApplyStrategicMergePatch(cur, patch, ri.kind);
+    } else {
+      next = ApplyMergePatch(cur, patch);
+    }
+    if (!next.ok()) {
+      out.done = ApiResult::Err(BadRequestErr(next.status().message()));
+      return out;
+    }
+    // A patch that names a different object is a 400 in the real server.
+    const json& nmd = (*next).contains("metadata") ? (*next)["metadata"] : json::object();
+    if (nmd.is_object() && nmd.value("name", t.name) != t.name) {
+      out.done = ApiResult::Err(BadRequestErr("the name of the object (" + nmd.value("name", "") +
+                                              ") does not match the name on the URL (" + t.name +
+                                              ")"));
+      return out;
+    }
+    return PrepareUpdate(t, old, std::move(*next), o, true, true, same_view ? &cur : nullptr);
+  };
+  auto on_missing = [&]() -> ApiResult {
     if (ct == "application/apply-patch+yaml") {
-      lock.unlock();
       json body = patch;
       if (body.is_object()) {
         body["metadata"]["name"] = t.name;
@@ -429,32 +544,8 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
       return Create(t, std::move(body), o);
     }
     return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
-  }
-  json cur = json::parse(Render(*old, ri));
-  StatusOr<json> next = InvalidArgumentError("unsupported patch type");
-  if (ct == "application/json-patch+json") {
-    next = ApplyJsonPatch(cur, patch);
-    if (!next.ok() && IsJsonPatchTestFailure(next.status()))
-      return ApiResult::Err(InvalidErr(ri.kind, ri.group, t.name,
-                                       {{"FieldValueInvalid", next.status().message(), ""}}));
-  } else if (ct == "application/merge-patch+json" || ct == "application/apply-patch+yaml") {
-    if (!patch.is_object())
-      return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
-    next = ApplyMergePatch(cur, patch);
-  } else if (ct == "application/strategic-merge-patch+json") {
-    if (!patch.is_object())
-      return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
-    next = ApplyStrategicMergePatch(cur, patch, ri.kind);
-  } else {
-    return ApiResult::Err(UnsupportedMediaTypeErr(ct));
-  }
-  if (!next.ok()) return ApiResult::Err(BadRequestErr(next.status().message()));
-  // A patch that names a different object is a 400 in the real server.
-  const json& nmd = (*next).contains("metadata") ? (*next)["metadata"] : json::object();
-  if (nmd.is_object() && nmd.value("name", t.name) != t.name)
-    return ApiResult::Err(BadRequestErr("the name of the object (" + nmd.value("name", "") +
-                                        ") does not match the name on the URL (" + t.name + ")"));
-  return UpdateLocked(t, old, std::move(*next), o, true, true);
+  };
+  return OptimisticUpdate(t, compute, on_missing);
 }
 
 ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const WriteOpts& o,

@@ -53,12 +53,26 @@ struct WatchSpec {
   IncludeObject include_object = IncludeObject::kMetadata;
 };
 
+// A LIST body as pieces: `head`, the stored objects' JSON joined by commas, `tail` (the
+// objects are shared with the store, so a 1 GB list is streamed without being copied).
+struct ListStream {
+  std::string head, tail;
+  std::vector<ObjPtr> items;
+  std::size_t Size() const {
+    std::size_t n = head.size() + tail.size() + (items.empty() ? 0 : items.size() - 1);
+    for (const auto& o : items) n += o->json.size();
+    return n;
+  }
+  std::string Join() const;
+};
+
 struct ApiResponse {
   int code = 200;
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::optional<WatchSpec> watch;
+  std::shared_ptr<ListStream> list;  // set instead of `body` for plain LISTs
   // For metrics: verb and resource as the request resolved.
   std::string verb, resource;
 };
@@ -73,6 +87,23 @@ struct ApiResult {
     r.err = std::move(e);
     return r;
   }
+};
+
+// An object serialized ahead of its commit: metadata.resourceVersion is a placeholder at
+// rv_pos until ApiCore::FinishPending (under the store lock) writes the real one.
+struct PendingObj {
+  std::shared_ptr<Obj> obj;
+  std::size_t rv_pos = std::string::npos;
+};
+
+// The outcome of an update computed outside the store lock: either final (`done`: an error,
+// a no-op, a dry run) or an object to commit (`remove`: its finalizers are gone while it is
+// being deleted, so the commit removes it).
+struct PreparedUpdate {
+  std::optional<ApiResult> done;
+  nlohmann::json next;
+  bool remove = false;
+  PendingObj pending;
 };
 
 // The resolved target of a resource request.
@@ -120,6 +151,9 @@ class ApiCore {
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);
+  // The same list as pieces; objects stored in another version than `t`'s are rendered.
+  ApiResult ListPieces(const Target& t, const std::map<std::string, std::string>& q,
+                       ListStream* out);
   // Parsed objects of a collection (controllers, tests).
   std::vector<nlohmann::json> ListObjects(const std::string& storage, const std::string& ns = "");
 
@@ -140,9 +174,21 @@ class ApiCore {
   ApiResponse HandleResource(const ApiRequest& req, const Target& t);
   ApiResponse HandleDiscovery(const ApiRequest& req, bool* handled);
   ApiResponse StartWatch(const ApiRequest& req, const Target& t);
-  ApiResult CommitLocked(const Target& t, const ObjPtr& old, nlohmann::json next, bool dry_run);
+  ApiResult CommitLocked(const Target& t, const ObjPtr& old, nlohmann::json next, bool dry_run,
+                         PendingObj* pending = nullptr);
   ApiResult UpdateLocked(const Target& t, const ObjPtr& old, nlohmann::json next,
                          const WriteOpts& o, bool check_rv, bool from_patch);
+  // Everything an update does short of touching the store (no lock needed). `old_parsed`:
+  // old->json already parsed (moved from).
+  PreparedUpdate PrepareUpdate(const Target& t, const ObjPtr& old, nlohmann::json next,
+                               const WriteOpts& o, bool check_rv, bool from_patch,
+                               nlohmann::json* old_parsed = nullptr);
+  ApiResult CommitUpdateLocked(const Target& t, const ObjPtr& old, PreparedUpdate& p);
+  ApiResult OptimisticUpdate(const Target& t,
+                             const std::function<PreparedUpdate(const ObjPtr&)>& compute,
+                             const std::function<ApiResult()>& on_missing);
+  PendingObj MakePending(const Target& t, nlohmann::json& obj) const;
+  ObjPtr FinishPending(PendingObj& p, std::uint64_t rv, nlohmann::json* dom) const;
   std::optional<ApiError> Validate(const Target& t, const nlohmann::json& obj, bool create,
                                    const WriteOpts& o);
   void PrepareForCreate(const Target& t, nlohmann::json& obj, const WriteOpts& o);

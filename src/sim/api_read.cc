@@ -177,8 +177,28 @@ std::vector<json> ApiCore::ListObjects(const std::string& storage, const std::st
   return out;
 }
 
+std::string ListStream::Join() const {
+  std::string out;
+  out.reserve(Size());
+  out += head;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += items[i]->json;
+  }
+  out += tail;
+  return out;
+}
+
 ApiResult ApiCore::ListBody(const Target& t, const std::map<std::string, std::string>& q,
                             std::string* body) {
+  ListStream ls;
+  auto r = ListPieces(t, q, &ls);
+  if (r.ok()) *body = ls.Join();
+  return r;
+}
+
+ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::string>& q,
+                              ListStream* stream) {
   const auto& ri = *t.ri;
   auto ls = LabelSelector::Parse(Q(q, "labelSelector"));
   if (!ls.ok()) return ApiResult::Err(BadRequestErr("unable to parse requirement: " + ls.status().message()));
@@ -205,8 +225,9 @@ ApiResult ApiCore::ListBody(const Target& t, const std::map<std::string, std::st
   }
   // Field index: equality on metadata.name narrows nothing in an ordered map by ns/name
   // without namespace; plain scan (selectors are precomputed per object).
-  std::string& out = *body;
+  std::string& out = stream->head;
   out.clear();
+  stream->items.clear();
   out += "{\"kind\":\"";
   out += ri.list_kind;
   out += "\",\"apiVersion\":\"";
@@ -220,29 +241,33 @@ ApiResult ApiCore::ListBody(const Target& t, const std::map<std::string, std::st
     std::scoped_lock lock(store_.mu());
     rv = store_.RvLocked();
     store_.ForEachLocked(ri.storage, t.ns, after, [&](const std::string& key, const ObjPtr& o) {
-      if (!ls->Matches(o->labels) || !fs->Matches(o->fields)) return true;
+      if (!MatchesLabels(*ls, o->labels) || !fs->Matches(o->fields)) return true;
       if (limit && n == limit) {
         more = true;
         return false;
       }
-      if (n++) out += ',';
-      if (o->api_version == ri.ApiVersion())
-        out += o->json;
-      else
-        out += Render(*o, ri);
+      ++n;
+      if (o->api_version == ri.ApiVersion()) {
+        stream->items.push_back(o);
+      } else {
+        auto view = std::make_shared<Obj>();
+        view->json = Render(*o, ri);
+        stream->items.push_back(std::move(view));
+      }
       last_key = key;
       return true;
     });
   }
-  out += "],\"metadata\":{\"resourceVersion\":\"";
-  out += std::to_string(rv);
-  out += '"';
+  std::string& tail = stream->tail;
+  tail = "],\"metadata\":{\"resourceVersion\":\"";
+  tail += std::to_string(rv);
+  tail += '"';
   if (more) {
-    out += ",\"continue\":\"";
-    out += B64Encode(json{{"rv", rv}, {"start", last_key}}.dump());
-    out += '"';
+    tail += ",\"continue\":\"";
+    tail += B64Encode(json{{"rv", rv}, {"start", last_key}}.dump());
+    tail += '"';
   }
-  out += "}}";
+  tail += "}}";
   return ApiResult{};
 }
 
@@ -513,9 +538,16 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
   if (verb == "list") {
     ApiResponse r;
     r.verb = verb;
+    if (!table_version) {
+      auto pieces = std::make_shared<ListStream>();
+      auto res = ListPieces(t, req.query, pieces.get());
+      if (!res.ok()) return finish(res);
+      r.list = std::move(pieces);
+      return r;
+    }
     auto res = ListBody(t, req.query, &r.body);
     if (!res.ok()) return finish(res);
-    if (table_version) {
+    {
       json list = json::parse(r.body);
       std::vector<json> items;
       for (auto& it : list["items"]) items.push_back(std::move(it));

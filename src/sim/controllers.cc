@@ -205,7 +205,7 @@ void Controllers::PdbLoop(std::stop_token stop) {
         if (sel.ok()) {
           std::scoped_lock lock(core_.store().mu());
           core_.store().ForEachLocked(pods_ri->storage, ns, "", [&](const std::string&, const ObjPtr& o) {
-            if (!sel->SelectsNothing() && sel->Matches(o->labels)) selected.push_back(json::parse(o->json));
+            if (!sel->SelectsNothing() && MatchesLabels(*sel, o->labels)) selected.push_back(json::parse(o->json));
             return true;
           });
         }

@@ -50,6 +50,20 @@ std::string Suffix(std::string_view key, uint64_t seed) {
   return s;
 }
 
+// A suffix that is distinct for every n < 27^5 (an affine bijection mod 27^5, so names still
+// look random): hashing node names collided by the birthday bound at ~10k nodes.
+std::string UniqueSuffix(uint64_t n, uint64_t seed) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  constexpr uint64_t kMod = 14348907;  // 27^5
+  uint64_t h = ((n % kMod) * 7919 + (seed % kMod) * 104729 + 4242) % kMod;  // 7919: a unit mod 3^15
+  std::string s;
+  for (int i = 0; i < 5; ++i) {
+    s += kAlphabet[h % 27];
+    h /= 27;
+  }
+  return s;
+}
+
 struct GpuInfo {
   std::string family;
   int major, minor, memory_mib;
@@ -521,7 +535,7 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
     int slot = 0;
     if (spec.daemonset_pods) {
       for (size_t d = 0; d < std::size(kDaemonSets); ++d) {
-        std::string pname = std::string(kDaemonSets[d].name) + "-" + Suffix(node + kDaemonSets[d].name, spec.seed);
+        std::string pname = std::string(kDaemonSets[d].name) + "-" + UniqueSuffix(static_cast<uint64_t>(i), spec.seed + d);
         json owner = OwnerRef("apps/v1", "DaemonSet", kDaemonSets[d].name, ds_uids[d]);
         GG_RETURN_IF_ERROR(sink(MakePod(ds_templates[d], pname, spec.system_namespace, owner, node, i, slot++, spec)));
       }
@@ -533,7 +547,7 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
       if (wl.job) tmpl["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = wl.uid;
       for (int p = 0; p < spec.pods_per_node; ++p) {
         std::string base = wl.job ? wl.name : wl.rs_name;
-        std::string pname = base + "-" + Suffix(node + "#" + std::to_string(p), spec.seed);
+        std::string pname = base + "-" + UniqueSuffix(static_cast<uint64_t>(i) * 128 + static_cast<uint64_t>(p), spec.seed);
         GG_RETURN_IF_ERROR(sink(MakePod(tmpl, pname, ns, owner, node, i, slot++, spec)));
       }
     }

@@ -1,6 +1,9 @@
 // Store implementation: ordered maps per resource, history window, watcher fan-out.
 #include "sim/store.h"
 
+#include <algorithm>
+#include <unordered_set>
+
 namespace gg::sim {
 
 const char* EventTypeName(EventType t) {
@@ -19,9 +22,40 @@ const char* EventTypeName(EventType t) {
   return "ERROR";
 }
 
+namespace {
+
+const std::string* Intern(std::string_view s) {
+  static std::mutex mu;
+  static std::unordered_set<std::string, std::hash<std::string>, std::equal_to<>>* pool =
+      new std::unordered_set<std::string, std::hash<std::string>, std::equal_to<>>();
+  std::scoped_lock lock(mu);
+  auto it = pool->find(std::string(s));
+  if (it == pool->end()) it = pool->emplace(s).first;
+  return &*it;  // unordered_set nodes never move
+}
+
+}  // namespace
+
+Labels::Labels(const FieldMap& m) {
+  kv_.reserve(m.size());
+  for (const auto& [k, v] : m) kv_.emplace_back(Intern(k), Intern(v));
+  std::sort(kv_.begin(), kv_.end(), [](const auto& a, const auto& b) { return *a.first < *b.first; });
+}
+
+const std::string* Labels::Find(std::string_view key) const {
+  auto it = std::lower_bound(kv_.begin(), kv_.end(), key,
+                             [](const auto& p, std::string_view k) { return *p.first < k; });
+  return it != kv_.end() && *it->first == key ? it->second : nullptr;
+}
+
+bool MatchesLabels(const LabelSelector& s, const Labels& l) {
+  if (s.Empty()) return true;
+  return s.Matches([&](std::string_view k) { return l.Find(k); });
+}
+
 bool Watcher::Matches(const Obj& o) const {
   if (!ns_.empty() && o.ns != ns_) return false;
-  return ls_.Matches(o.labels) && fs_.Matches(o.fields);
+  return MatchesLabels(ls_, o.labels) && fs_.Matches(o.fields);
 }
 
 void Watcher::Push(WatchEvent e, std::size_t limit) {

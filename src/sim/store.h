@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -21,11 +22,26 @@
 
 namespace gg::sim {
 
+// An object's labels as sorted pairs of interned strings. Label keys and most values repeat
+// across objects (a GPU node has ~50 feature-discovery labels): as std::strings they cost
+// ~6 KB per node, half again the node's JSON. Interned strings live for the process.
+class Labels {
+ public:
+  Labels() = default;
+  explicit Labels(const FieldMap& m);
+  const std::string* Find(std::string_view key) const;
+  std::size_t size() const { return kv_.size(); }
+
+ private:
+  std::vector<std::pair<const std::string*, const std::string*>> kv_;
+};
+bool MatchesLabels(const LabelSelector& s, const Labels& l);
+
 struct Obj {
   std::string json;  // the full object, metadata.resourceVersion == rv
   std::uint64_t rv = 0;
   std::string ns, name, uid, api_version;
-  FieldMap labels;
+  Labels labels;
   FieldMap fields;  // metadata.name, metadata.namespace + the resource's selectable fields
 };
 using ObjPtr = std::shared_ptr<const Obj>;
