@@ -141,7 +141,15 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
         bool cut = false;
         for (const auto& e : evs) {
           if (st->spec.table_version.empty()) {
-            buf += WatchLine(EventTypeName(e.type), core->Render(*e.obj, *st->spec.ri));
+            // The stored JSON is appended as is when the watch is in its version.
+            buf += "{\"type\":\"";
+            buf += EventTypeName(e.type);
+            buf += "\",\"object\":";
+            if (e.obj->api_version == st->spec.ri->ApiVersion())
+              buf += e.obj->json;
+            else
+              buf += core->Render(*e.obj, *st->spec.ri);
+            buf += "}\n";
           } else {
             // kubectl get -w: the event object is a Table of one row, like the list was.
             json obj = json::parse(core->Render(*e.obj, *st->spec.ri));
@@ -418,6 +426,45 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   res.status = r.code;
   for (const auto& [k, v] : r.headers) res.set_header(k, v);
   std::size_t rate = faults.SlowBodyRate();
+  if (r.list && rate > 0) r.body = r.list->Join();
+  if (r.list && rate == 0) {
+    // Stream the stored objects: no copy of a (possibly 1 GB) list body is ever built.
+    struct Cursor {
+      std::shared_ptr<ListStream> list;
+      std::size_t piece = 0;  // 0 = head, 1..n = items, n+1 = tail
+      std::size_t done = 0;   // bytes of the current piece already written
+    };
+    auto cur = std::make_shared<Cursor>();
+    cur->list = std::move(r.list);
+    std::size_t total = cur->list->Size();
+    res.set_content_provider(
+        total, r.content_type,
+        [cur](std::size_t, std::size_t, httplib::DataSink& sink) {
+          const ListStream& l = *cur->list;
+          // Gather up to ~256 KB per write: one syscall per object would dominate.
+          std::string buf;
+          while (buf.size() < (std::size_t{256} << 10) && cur->piece <= l.items.size() + 1) {
+            std::string_view piece;
+            if (cur->piece == 0) {
+              piece = l.head;
+            } else if (cur->piece <= l.items.size()) {
+              piece = l.items[cur->piece - 1]->json;
+              if (cur->piece > 1 && cur->done == 0) buf += ',';
+            } else {
+              piece = l.tail;
+            }
+            std::size_t n = std::min<std::size_t>(piece.size() - cur->done, std::size_t{256} << 10);
+            buf.append(piece.substr(cur->done, n));
+            cur->done += n;
+            if (cur->done == piece.size()) {
+              ++cur->piece;
+              cur->done = 0;
+            }
+          }
+          return sink.write(buf.data(), buf.size());
+        });
+    return;
+  }
   if (rate > 0 && !r.body.empty()) {
     auto body = std::make_shared<std::string>(std::move(r.body));
     res.set_content_provider(
