@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   std::string kubeconfig, server, log_format = "text", log_level = "info";
   std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
   std::string drain_poll = "1s";
+  std::string mode = "watch", poll_interval = "30s";
   app.add_option("--kubeconfig", kubeconfig, "Path to a kubeconfig (default: $KUBECONFIG, "
                                              "~/.kube/config, then in-cluster)");
   app.add_option("--server", server, "API server URL without auth (kubectl proxy, the simulator)");
@@ -66,6 +67,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drain-poll-interval", drain_poll, "How often a drain re-lists its node's pods")
       ->capture_default_str();
+  app.add_option("--mode", mode,
+                 "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
+                 "collection each --poll-interval and no watch, as the seed did; for clusters "
+                 "that forbid watches and for the API-load comparison in bench/")
+      ->check(CLI::IsMember({"watch", "poll"}))
+      ->capture_default_str();
+  app.add_option("--poll-interval", poll_interval, "LIST interval in --mode poll")
+      ->capture_default_str();
   app.add_option("--log-format", log_format, "text | json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -84,6 +93,12 @@ int main(int argc, char** argv) {
       !ParseDurationFlag(renew_deadline, "renew-deadline", &cfg.renew_deadline) ||
       !ParseDurationFlag(retry_period, "retry-period", &cfg.retry_period) ||
       !ParseDurationFlag(drain_poll, "drain-poll-interval", &cfg.drain_poll_interval)) {
+    return 2;
+  }
+  if (mode == "poll") {
+    if (!ParseDurationFlag(poll_interval, "poll-interval", &cfg.poll_interval)) return 2;
+  } else if (app.count("--poll-interval") > 0) {
+    std::fprintf(stderr, "--poll-interval needs --mode poll\n");
     return 2;
   }
 
@@ -105,7 +120,8 @@ int main(int argc, char** argv) {
   log.Info("starting", {{"server", client_cfg->server},
                         {"identity", op.identity()},
                         {"metrics_addr", cfg.metrics_addr},
-                        {"leader_elect", cfg.leader_elect}});
+                        {"leader_elect", cfg.leader_elect},
+                        {"mode", mode}});
   gg::Status s = op.Run(stop);
   if (!s.ok()) {
     log.Error("operator stopped", {{"error", s.ToString()}});

@@ -67,9 +67,9 @@ struct Operator::Impl {
         config(std::move(cfg)),
         log(std::move(l)),
         metrics(reg),
-        nodes(c, k8s::kNodes, clk),
-        reports(c, k8s::kGpuNodeHealths, clk, {}, NodeHealthCodec()),
-        policies(c, k8s::kGpuHealthPolicies, clk, {}, PolicyCodec()),
+        nodes(c, k8s::kNodes, clk, InformerOpts()),
+        reports(c, k8s::kGpuNodeHealths, clk, InformerOpts(), NodeHealthCodec()),
+        policies(c, k8s::kGpuHealthPolicies, clk, InformerOpts(), PolicyCodec()),
         view(nodes, reports, policies),
         node_queue("node", clk, &reg),
         policy_queue("policy", clk, &reg),
@@ -78,6 +78,12 @@ struct Operator::Impl {
   }
 
   bool Leading() const { return election == nullptr || election->IsLeader(); }
+  // Runs in the member initializers: `config` is declared (so built) before the informers.
+  runtime::InformerOptions InformerOpts() const {
+    runtime::InformerOptions o;
+    o.poll_interval = config.poll_interval;
+    return o;
+  }
 
   Status Init() {
     auto is_leader = [this] { return Leading(); };

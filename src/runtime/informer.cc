@@ -87,6 +87,13 @@ void InformerCore::Run(std::stop_token stop) {
       synced_.store(true);
     }
 
+    if (options_.poll_interval > Duration::zero()) {
+      // Poll mode: the next full LIST after the interval; EndRelist() delivers the diff.
+      if (!clock_.SleepFor(options_.poll_interval, stop)) return;
+      need_list = true;
+      continue;
+    }
+
     k8s::WatchOptions wo;
     wo.resource_version = LastResourceVersion();
     wo.allow_bookmarks = true;

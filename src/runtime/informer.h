@@ -1,6 +1,7 @@
 // Informer: one paged LIST, then WATCH forever from the list's resourceVersion (bookmarks on),
 // resuming from the last seen resourceVersion when a stream ends or breaks. It re-LISTs only on
-// 410 Gone/Expired or an undecodable event — never periodically. Keeps a thread-safe cache of
+// 410 Gone/Expired or an undecodable event — never periodically (except in the opt-in poll
+// mode, InformerOptions::poll_interval, which replaces WATCH by a periodic LIST). Keeps a thread-safe cache of
 // projections keyed by "namespace/name" and calls handlers (OnAdd/OnUpdate/OnDelete) on its
 // own thread after the cache is updated; deletes discovered by a relist are delivered too.
 #pragma once
@@ -39,13 +40,19 @@ struct InformerOptions {
   int watch_timeout_seconds = 300;
   Duration backoff_initial = std::chrono::milliseconds(200);
   Duration backoff_max = std::chrono::seconds(30);
+  // Poll mode when > 0: never WATCH; a full paged LIST every poll_interval instead, diffed
+  // against the cache so the same add/update/delete handlers fire (an unchanged
+  // resourceVersion is no update). It reproduces the seed's polling design for the API-load
+  // comparison (bench/) and serves clusters whose RBAC forbids watches. Changes are seen up to
+  // poll_interval late and every poll moves the whole collection over the wire.
+  Duration poll_interval = Duration::zero();
 };
 
 // Counters for tests and benchmarks ("zero periodic LISTs").
 struct InformerStats {
   std::atomic<std::uint64_t> lists{0};        // completed LISTs (initial + relists)
   std::atomic<std::uint64_t> list_pages{0};   // LIST requests (pages)
-  std::atomic<std::uint64_t> relists{0};      // LISTs after the first
+  std::atomic<std::uint64_t> relists{0};      // LISTs after the first (polls in poll mode)
   std::atomic<std::uint64_t> watches{0};      // WATCH requests started
   std::atomic<std::uint64_t> events{0};       // ADDED/MODIFIED/DELETED applied
   std::atomic<std::uint64_t> bookmarks{0};

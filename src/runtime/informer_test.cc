@@ -243,5 +243,49 @@ TEST(InformerTest, ListFailureRetriesWithBackoff) {
   inf.Stop();
 }
 
+TEST(InformerTest, PollModeListsEveryIntervalDiffsAndNeverWatches) {
+  ScriptedTransport t;
+  t.QueueList({{"", R"({"metadata":{"resourceVersion":"10"},"items":[)" + NodeJson("a", 1) + "," +
+                        NodeJson("b", 2) + "," + NodeJson("c", 3) + "]}"}});
+  // Poll 1: a modified, b gone, d new, c unchanged (same resourceVersion: no update).
+  t.QueueList({{"", R"({"metadata":{"resourceVersion":"20"},"items":[)" + NodeJson("a", 15, true) +
+                        "," + NodeJson("c", 3) + "," + NodeJson("d", 16) + "]}"}});
+  // Poll 2: nothing changed.
+  t.QueueList({{"", R"({"metadata":{"resourceVersion":"20"},"items":[)" + NodeJson("a", 15, true) +
+                        "," + NodeJson("c", 3) + "," + NodeJson("d", 16) + "]}"}});
+  k8s::ClientConfig cfg;
+  k8s::RestClient client(t, cfg, RealClock::Default());
+  FakeClock clock;
+  InformerOptions o;
+  o.page_size = 0;
+  o.poll_interval = std::chrono::seconds(30);
+  Informer<k8s::Node> inf(client, k8s::kNodes, clock, o);
+  Recorder rec;
+  inf.AddEventHandler(Handlers(rec));
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync({}, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor([&] { return clock.Sleepers() == 1; }));
+  EXPECT_EQ(inf.stats().lists.load(), 1u);
+  // Not yet due: no second LIST.
+  clock.Advance(std::chrono::seconds(29));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(inf.stats().lists.load(), 1u);
+  clock.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(WaitFor([&] { return inf.stats().lists.load() == 2 && clock.Sleepers() == 1; }));
+  EXPECT_EQ(inf.Size(), 3u);
+  EXPECT_EQ(inf.Get("", "b"), nullptr);
+  ASSERT_NE(inf.Get("", "a"), nullptr);
+  EXPECT_TRUE(inf.Get("", "a")->unschedulable);
+  EXPECT_EQ(inf.LastResourceVersion(), "20");
+  clock.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(WaitFor([&] { return inf.stats().lists.load() == 3 && clock.Sleepers() == 1; }));
+  EXPECT_EQ(rec.Get(), (std::vector<std::string>{"add a", "add b", "add c", "update a 1->15",
+                                                 "add d", "delete b"}));
+  EXPECT_EQ(inf.stats().relists.load(), 2u);
+  EXPECT_EQ(inf.stats().watches.load(), 0u);
+  for (const auto& p : t.Paths()) EXPECT_EQ(p.find("watch="), std::string::npos) << p;
+  inf.Stop();
+}
+
 }  // namespace
 }  // namespace gg::runtime
