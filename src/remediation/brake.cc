@@ -58,6 +58,7 @@ BrakeDecision CheckBrake(const api::SafetySpec& safety, const BrakeInput& in, Wa
   if (safety.max_devices_per_hour) {
     std::optional<WallTime> oldest;
     int64_t n = InLastHour(in.device_starts, now, &oldest);
+    d.devices_left = std::max<int64_t>(0, *safety.max_devices_per_hour - n);
     if (n >= *safety.max_devices_per_hour) {
       d.allow_new_device = false;
       Add(d.reason, "maxDevicesPerHour " + std::to_string(*safety.max_devices_per_hour) +

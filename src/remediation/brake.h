@@ -27,6 +27,9 @@ struct BrakeDecision {
   bool allow_new_node = true;    // may start fencing one more node
   bool allow_new_drain = true;   // may start one more drain
   bool allow_new_device = true;  // may fence one more GPU (DRA)
+  // Device-level fences still allowed this hour (maxDevicesPerHour - starts); nullopt: no cap.
+  // One plan may fence several GPUs, so it needs the count, not just allow_new_device.
+  std::optional<int64_t> devices_left;
   bool engaged = false;          // some budget is exhausted (any allow_* is false)
   std::string reason;            // every exhausted budget, "; "-joined
   int64_t node_budget = 0;       // maxUnhealthy resolved against matched_nodes

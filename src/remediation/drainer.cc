@@ -64,6 +64,7 @@ std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainSpec& spec)
   if (spec.scope == DrainScope::kGpuPods && pod.gpu_requests <= 0 && pod.resource_claims.empty()) {
     return "out-of-scope";
   }
+  if (spec.pod_uids && !spec.pod_uids->contains(pod.meta.uid)) return "out-of-scope";
   return "";
 }
 

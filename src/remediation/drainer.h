@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ struct DrainSpec {
   std::optional<std::int64_t> grace_period_seconds;  // unset: the pod's own
   bool delete_empty_dir_data = true;
   bool force = false;  // also evict pods without a controller
+  // Device-level (DRA) drain: only these pods (UIDs of the pods holding a fenced GPU through
+  // their ResourceClaims); every other pod on the node is out of scope.
+  std::optional<std::set<std::string>> pod_uids;
 };
 
 // What the drainer needs from the cluster (RestPodApi in production, fakes in tests).

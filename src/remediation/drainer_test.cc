@@ -312,3 +312,33 @@ TEST(DrainerTest, ManyPodsEvictedConcurrentlyOnce) {
 
 }  // namespace
 }  // namespace gg::remediation
+
+namespace gg::remediation {
+namespace {
+
+TEST(DrainerTest, DeviceLevelDrainEvictsOnlyTheHoldersOfTheBadGpu) {
+  FakePodApi api;
+  k8s::Pod bad = MakePod("holds-bad", "n1", 0);
+  bad.resource_claims = {"c1"};
+  k8s::Pod good = MakePod("holds-good", "n1", 0);
+  good.resource_claims = {"c2"};
+  api.Add(bad);
+  api.Add(good);
+  api.Add(MakePod("train-1", "n1", 4));  // a device-plugin GPU pod: not holding the DRA device
+  Drainer d(api, RealClock::Default(), FastOptions());
+  DrainSpec spec;
+  spec.pod_uids = std::set<std::string>{"uid-holds-bad"};
+  DrainResult r = d.Drain("n1", spec, Far(), {});
+  EXPECT_EQ(r.state, DrainState::kDone) << r.message;
+  EXPECT_EQ(r.evicted, 1);
+  EXPECT_EQ(api.Names(), (std::set<std::string>{"holds-good", "train-1"}));
+  // No holder at all: done at once, nothing evicted.
+  spec.pod_uids = std::set<std::string>{};
+  DrainResult none = d.Drain("n1", spec, Far(), {});
+  EXPECT_EQ(none.state, DrainState::kDone);
+  EXPECT_EQ(none.evicted, 0);
+  EXPECT_EQ(api.Names().size(), 2u);
+}
+
+}  // namespace
+}  // namespace gg::remediation

@@ -26,9 +26,10 @@ std::string ConditionStatus(HealthState s) {
   return "Unknown";
 }
 
-std::string DeviceEffect(api::TaintEffect e) {
-  // DeviceTaintRule has no PreferNoSchedule; NoExecute only when the policy asks for it.
-  return e == api::TaintEffect::kNoExecute ? "NoExecute" : "NoSchedule";
+std::string DeviceEffect(api::DeviceTaintEffect e) {
+  // NoExecute only when the policy asks for it (kube-controller-manager then deletes the pods
+  // using the device, bypassing PodDisruptionBudgets).
+  return std::string(api::DeviceTaintEffectName(e));
 }
 
 class Planner {
@@ -49,6 +50,16 @@ class Planner {
   }
   void NodeStep(Step s) {
     if (!pol_.dry_run) node_steps_.push_back(std::move(s));
+  }
+  // Taint value for a GPU's DeviceTaintRule: the first rule that fired for it.
+  std::string DeviceReason(const std::string& uuid) const {
+    for (const auto& e : v_.evidence) {
+      if (e.gpu_uuid == uuid && e.action > Action::kEvent) return e.rule;
+    }
+    for (const auto& e : v_.evidence) {
+      if (e.gpu_uuid == uuid) return e.rule;
+    }
+    return "unhealthy";
   }
   const NodeTaint* OurTaint() const {
     for (const auto& t : node_.taints) {
@@ -187,24 +198,49 @@ void Planner::Apply(Action target) {
     return;
   }
 
+  const std::string effect = DeviceEffect(pol_.remediation.device_taint_effect);
   if (device_level && target >= Action::kTaint) {
-    std::string effect = DeviceEffect(pol_.remediation.taint_effect);
+    // The device budget counts every GPU, also the second GPU of a node already fenced.
+    std::optional<int64_t> left = brake_.devices_left;
+    bool held = false;
     for (const auto& uuid : v_.bad_gpus) {
       bool have = false;
       for (const auto& d : rec_.device_taints) have = have || d.gpu_uuid == uuid;
       if (have) continue;
+      if (left && *left <= 0) {
+        plan_.brake_blocked = held = true;
+        std::string why = "Device-level remediation of GPU " + uuid + " held back by the brake: " +
+                          (brake_.reason.empty() ? "maxDevicesPerHour reached" : brake_.reason);
+        if (rec_.skipped != why) {
+          rec_.skipped = why;
+          Event("Warning", kReasonRemediationSkipped, why);
+        }
+        continue;
+      }
+      if (left) --*left;
       Step s;
       s.kind = StepKind::kAddDeviceTaint;
       s.gpu_uuid = uuid;
       s.effect = effect;
+      s.reason = DeviceReason(uuid);
+      s.message = v_.message;
       NodeStep(s);
-      rec_.device_taints.push_back({uuid, effect, "", now_});
+      DeviceTaintRecord rec;
+      rec.gpu_uuid = uuid;
+      rec.effect = effect;
+      rec.since = now_;
+      rec_.device_taints.push_back(std::move(rec));
       ++plan_.device_fences_started;
-      Event("Normal", kReasonNodeTainted, "GPU " + uuid + " tainted (" + effect + ", device-level)");
+      Event("Normal", kReasonNodeTainted,
+            "GPU " + uuid + " tainted " + api::kTaintKey + "=" + s.reason + ":" + effect +
+                " (device-level DeviceTaintRule; the node stays schedulable)");
     }
+    if (!held && rec_.skipped.starts_with("Device-level")) rec_.skipped.clear();
   }
   bool want_taint = target >= Action::kTaint && !device_level;
   bool want_cordon = target >= Action::kCordon && !device_level;
+  // Effect None only announces: nothing is fenced, so nothing is evicted either.
+  if (device_level && effect == "None") want_drain = false;
 
   if (want_cordon && !rec_.cordoned && !node_.unschedulable) {
     Step s;

@@ -97,7 +97,8 @@ struct Step {
   StepKind kind = StepKind::kEmitEvent;
   std::string status, reason, message;  // kSetCondition
   NodeTaint taint;                      // kAddTaint / kRemoveTaint
-  std::string gpu_uuid, effect;         // device taints
+  std::string gpu_uuid, effect;         // device taints (reason: the rule that fired,
+                                        // message: the verdict's evidence)
   RemediationRecord record;             // kWriteRecord
   PlannedEvent event;                   // kEmitEvent
 };

@@ -374,3 +374,128 @@ TEST(Plan, EscalatesWithinAnOccurrenceButNeverDeescalates) {
 
 }  // namespace
 }  // namespace gg::remediation
+
+namespace gg::remediation {
+namespace {
+
+PolicyRemediation DevicePol(api::DeviceTaintEffect effect = api::DeviceTaintEffect::kNoSchedule) {
+  PolicyRemediation p;
+  p.policy = "default";
+  p.remediation.device_level = api::DeviceLevelMode::kAuto;
+  p.remediation.device_taint_effect = effect;
+  return p;
+}
+NodeView DraNode() {
+  NodeView n;
+  n.name = "node-a";
+  n.labels = {{"nvidia.com/gpu.present", "true"}};
+  n.dra_devices = true;
+  return n;
+}
+// (plain `Step` names the test helper above)
+using Steps = decltype(RemediationPlan::steps);
+Steps StepsOf(const RemediationPlan& p, StepKind k) {
+  Steps out;
+  for (const auto& s : p.steps) {
+    if (s.kind == k) out.push_back(s);
+  }
+  return out;
+}
+
+TEST(PlanDeviceLevel, TaintCarriesPolicyEffectAndFiredRule) {
+  for (auto [effect, name] : {std::pair{api::DeviceTaintEffect::kNoSchedule, "NoSchedule"},
+                              std::pair{api::DeviceTaintEffect::kNoExecute, "NoExecute"}}) {
+    RemediationPlan p = Plan(Bad(Action::kDrain, {"GPU-3"}, false), DraNode(), DevicePol(effect),
+                             BrakeAllowAll(), kNow);
+    auto adds = StepsOf(p, StepKind::kAddDeviceTaint);
+    ASSERT_EQ(adds.size(), 1u);
+    EXPECT_EQ(adds[0].effect, name);
+    EXPECT_EQ(adds[0].reason, "fatal-xid");  // the taint value: the rule that fired
+    EXPECT_TRUE(p.drain.has_value()) << name;  // Drain: evict the pods holding the GPU
+    NodeView n = ApplyPlan(DraNode(), p);
+    EXPECT_FALSE(n.unschedulable);
+    EXPECT_EQ(OurTaint(n), nullptr);
+    EXPECT_EQ(Record(n).device_taints[0].effect, name);
+  }
+}
+
+TEST(PlanDeviceLevel, EffectNoneAnnouncesAndNeverDrains) {
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kDrain, {"GPU-3"}, false), DraNode(),
+                    DevicePol(api::DeviceTaintEffect::kNone), BrakeAllowAll(), kNow, &p);
+  auto adds = StepsOf(p, StepKind::kAddDeviceTaint);
+  ASSERT_EQ(adds.size(), 1u);
+  EXPECT_EQ(adds[0].effect, "None");
+  EXPECT_FALSE(p.drain.has_value());
+  EXPECT_FALSE(p.starts_drain);
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_EQ(Record(n).drain.phase, DrainPhase::kNone);
+}
+
+TEST(PlanDeviceLevel, DeviceBudgetCountsEveryGpu) {
+  BrakeDecision one = BrakeAllowAll();
+  one.devices_left = 1;
+  one.reason = "maxDevicesPerHour 4 reached (3 in the last hour)";
+  RemediationPlan p =
+      Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), DraNode(), DevicePol(), one, kNow);
+  auto adds = StepsOf(p, StepKind::kAddDeviceTaint);
+  ASSERT_EQ(adds.size(), 1u);
+  EXPECT_EQ(adds[0].gpu_uuid, "GPU-1");
+  EXPECT_TRUE(p.brake_blocked);
+  EXPECT_TRUE(HasEvent(p, kReasonRemediationSkipped));
+  NodeView n = ApplyPlan(DraNode(), p);
+  EXPECT_EQ(Record(n).device_taints.size(), 1u);
+  EXPECT_FALSE(n.unschedulable);
+
+  // The node is fenced already (one GPU), yet its second GPU still needs a device slot.
+  BrakeDecision none = one;
+  none.devices_left = 0;
+  none.allow_new_device = false;
+  RemediationPlan held = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(), none,
+                              kNow + seconds(10));
+  EXPECT_TRUE(StepsOf(held, StepKind::kAddDeviceTaint).empty());
+  EXPECT_TRUE(held.brake_blocked);
+  EXPECT_FALSE(HasEvent(held, kReasonRemediationSkipped));  // said once
+
+  // A slot frees: the second GPU is fenced, the first is not created twice.
+  RemediationPlan later = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(),
+                               one, kNow + minutes(61));
+  adds = StepsOf(later, StepKind::kAddDeviceTaint);
+  ASSERT_EQ(adds.size(), 1u);
+  EXPECT_EQ(adds[0].gpu_uuid, "GPU-3");
+  EXPECT_FALSE(later.brake_blocked);
+}
+
+TEST(PlanDeviceLevel, NotDraOrOffFencesTheNode) {
+  // No DRA devices on the node: node-level, whatever the policy says.
+  NodeView plain = Step(Bad(Action::kCordon, {"GPU-3"}, false), Node(), DevicePol());
+  EXPECT_TRUE(plain.unschedulable);
+  EXPECT_TRUE(Record(plain).device_taints.empty());
+  // deviceLevel Off on a DRA node: node-level.
+  NodeView off = Step(Bad(Action::kCordon, {"GPU-3"}, false), DraNode(), Pol());
+  EXPECT_TRUE(off.unschedulable);
+  EXPECT_TRUE(Record(off).device_taints.empty());
+}
+
+TEST(PlanDeviceLevel, EscalationToNodeWideKeepsDeviceRulesUntilRecovery) {
+  RemediationPlan p;
+  NodeView n = Step(Bad(Action::kCordon, {"GPU-3"}, false), DraNode(), DevicePol());
+  ASSERT_EQ(Record(n).device_taints.size(), 1u);
+  // The same occurrence turns node-wide (the GPU falls off the bus): the node is fenced too.
+  NodeView nw = Step(Bad(Action::kCordon, {"GPU-3"}, true), n, DevicePol(), BrakeAllowAll(),
+                     kNow + minutes(1), &p);
+  EXPECT_TRUE(nw.unschedulable);
+  EXPECT_NE(OurTaint(nw), nullptr);
+  EXPECT_FALSE(HasStep(p, StepKind::kRemoveDeviceTaint));
+  // Recovery undoes everything of ours, device rules included.
+  RemediationPlan rp;
+  NodeView back = Step(Healthy(true), nw, DevicePol(), BrakeAllowAll(), kNow + minutes(30), &rp);
+  EXPECT_FALSE(back.unschedulable);
+  EXPECT_EQ(OurTaint(back), nullptr);
+  ASSERT_EQ(StepsOf(rp, StepKind::kRemoveDeviceTaint).size(), 1u);
+  EXPECT_EQ(StepsOf(rp, StepKind::kRemoveDeviceTaint)[0].gpu_uuid, "GPU-3");
+  EXPECT_TRUE(Record(back).device_taints.empty());
+}
+
+}  // namespace
+}  // namespace gg::remediation

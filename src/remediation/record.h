@@ -38,6 +38,7 @@ struct DeviceTaintRecord {
   std::string effect;     // None | NoSchedule | NoExecute
   std::string rule_name;  // DeviceTaintRule object name, set by the operator once created
   WallTime since{};
+  std::string device;     // "<driver>/<pool>/<device>" it selects, set with rule_name
   friend bool operator==(const DeviceTaintRecord&, const DeviceTaintRecord&) = default;
 };
 
