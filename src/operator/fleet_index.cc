@@ -29,6 +29,9 @@ RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r) 
   s.active = !r->dry_run && (r->tainted || r->cordoned || s.draining ||
                              r->drain.phase != remediation::DrainPhase::kNone ||
                              !r->device_taints.empty());
+  if (!r->dry_run) {
+    for (const auto& d : r->device_taints) s.device_starts.push_back(d.since);
+  }
   return s;
 }
 
@@ -64,6 +67,7 @@ bool FleetIndex::OnNode(const k8s::Node& node) {
   }
   e.excluded = Excluded(e.labels);
   if (e.record.active != sum.active || e.record.policy != sum.policy ||
+      e.record.device_starts.size() != sum.device_starts.size() ||
       e.record.draining != sum.draining) {
     changed = true;
   }
@@ -141,6 +145,8 @@ remediation::BrakeInput FleetIndex::BrakeInputFor(const std::string& policy,
     ++in.remediating_nodes;
     if (e.record.started_at) in.node_starts.push_back(*e.record.started_at);
     if (e.record.draining) ++in.active_drains;
+    // The brake counts GPUs as well as nodes: every DeviceTaintRule of ours is a device start.
+    for (WallTime t : e.record.device_starts) in.device_starts.push_back(t);
   }
   return in;
 }

@@ -32,6 +32,7 @@ struct RecordSummary {
   std::optional<WallTime> started_at;
   bool draining = false;      // drain phase Running
   bool dry_run = false;
+  std::vector<WallTime> device_starts;  // our DeviceTaintRules (DRA), when each was created
 };
 RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r);
 

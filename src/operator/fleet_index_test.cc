@@ -83,3 +83,50 @@ TEST(FleetIndexTest, CountsAndStates) {
 
 }  // namespace
 }  // namespace gg::op
+
+namespace gg::op {
+namespace {
+
+// The brake counts GPUs as well as nodes: every DeviceTaintRule of ours is a device start,
+// and a node fenced only at device level is a node under remediation.
+TEST(FleetIndexTest, BrakeInputCountsDeviceFences) {
+  FleetIndex idx;
+  api::LabelSelector sel;
+  remediation::RemediationRecord r;
+  r.occurrence = "occ-1";
+  r.policy = "p";
+  r.started_at = WallTime(std::chrono::seconds(1000));
+  for (const char* g : {"GPU-1", "GPU-2"}) {
+    remediation::DeviceTaintRecord d;
+    d.gpu_uuid = g;
+    d.effect = "NoSchedule";
+    d.since = WallTime(std::chrono::seconds(1000));
+    r.device_taints.push_back(d);
+  }
+  idx.OnNode(MakeNode("a", "1", r));
+  remediation::RemediationRecord dry = r;
+  dry.dry_run = true;  // decided, not done: counts nothing
+  idx.OnNode(MakeNode("b", "2", dry));
+  auto in = idx.BrakeInputFor("p", sel);
+  EXPECT_EQ(in.remediating_nodes, 1);
+  EXPECT_EQ(in.device_starts.size(), 2u);
+  api::SafetySpec safety;
+  safety.max_unhealthy = {100, true};
+  safety.max_devices_per_hour = 3;
+  auto d = remediation::CheckBrake(safety, in, WallTime(std::chrono::seconds(1100)));
+  EXPECT_TRUE(d.allow_new_device);
+  EXPECT_EQ(d.devices_left, 1);
+  // A third GPU fenced on the same node: the device budget is spent, the node budget is not.
+  remediation::DeviceTaintRecord third;
+  third.gpu_uuid = "GPU-3";
+  third.since = WallTime(std::chrono::seconds(1050));
+  r.device_taints.push_back(third);
+  EXPECT_TRUE(idx.OnNode(MakeNode("a", "3", r)));  // other nodes' decisions change
+  d = remediation::CheckBrake(safety, idx.BrakeInputFor("p", sel), WallTime(std::chrono::seconds(1100)));
+  EXPECT_FALSE(d.allow_new_device);
+  EXPECT_EQ(d.devices_left, 0);
+  EXPECT_TRUE(d.allow_new_node);
+}
+
+}  // namespace
+}  // namespace gg::op

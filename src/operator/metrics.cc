@@ -33,7 +33,8 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
                              .WithLabels({})),
       drains(r.AddCounter("gpu_guardian_drains_total",
                           "Finished drains by result (Done, Blocked, Cancelled).", {"result"})) {
-  for (auto action : {"taint", "cordon", "drain", "untaint", "uncordon", "event"}) {
+  for (auto action : {"taint", "cordon", "drain", "untaint", "uncordon", "event", "device_taint",
+                      "device_untaint"}) {
     for (auto result : {kResultSuccess, kResultFailure, kResultDryRun, kResultBraked, kResultSkipped}) {
       remediations.WithLabels({action, result});
     }

@@ -21,7 +21,8 @@ struct OperatorMetrics {
   // gpu_guardian_node_healthy{node}: 1 Healthy, 0 Unhealthy, -1 Unknown (seed metric + Unknown).
   void SetNodeHealth(const std::string& node, std::string_view state);
   void ForgetNode(const std::string& node);
-  // gpu_guardian_remediations_total{action,result}; action: taint|cordon|drain|untaint|uncordon.
+  // gpu_guardian_remediations_total{action,result}; action: taint|cordon|drain|untaint|uncordon|
+  // device_taint|device_untaint (one DRA DeviceTaintRule created / deleted).
   void Remediation(std::string_view action, std::string_view result);
 
   metrics::Registry& registry;

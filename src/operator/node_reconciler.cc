@@ -5,6 +5,7 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "common/time_util.h"
 #include "policy/evaluate.h"
@@ -56,6 +57,8 @@ std::string_view StepAction(StepKind k) {
     case StepKind::kRemoveTaint: return "untaint";
     case StepKind::kCordon: return "cordon";
     case StepKind::kUncordon: return "uncordon";
+    case StepKind::kAddDeviceTaint: return "device_taint";
+    case StepKind::kRemoveDeviceTaint: return "device_untaint";
     default: return "";
   }
 }
@@ -71,6 +74,42 @@ remediation::DrainSpec ToDrainSpec(const api::DrainSpec& s) {
   out.delete_empty_dir_data = s.delete_empty_dir_data;
   out.force = s.force;
   return out;
+}
+
+StatusOr<bool> NodeReconciler::DeviceLevelPossible(
+    const std::string& node, const policy::Verdict& verdict, const api::RemediationSpec& rem,
+    const std::optional<remediation::RemediationRecord>& record, remediation::GpuDeviceMap* map) {
+  if (rem.device_level != api::DeviceLevelMode::kAuto || d_.dra == nullptr) return false;
+  auto fenced = [&](const std::string& uuid) {
+    if (!record) return false;
+    for (const auto& d : record->device_taints) {
+      if (d.gpu_uuid == uuid) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> need;  // bad GPUs without a DeviceTaintRule yet
+  if (verdict.state == policy::HealthState::kUnhealthy && !verdict.node_wide) {
+    for (const auto& g : verdict.bad_gpus) {
+      if (!fenced(g)) need.push_back(g);
+    }
+  }
+  const bool holding = record && !record->device_taints.empty();
+  if (need.empty() && !holding) return false;  // nothing device-level to decide: no API calls
+  auto caps = d_.dra->Capabilities();
+  if (!caps.ok()) return caps.status();  // transient: requeue, never fence the node instead
+  if (!caps->UsableFor(rem.device_taint_effect)) return false;  // announced on the policy
+  if (need.empty()) return true;
+  auto m = d_.dra->MapGpus(node, rem.device_driver, need);
+  if (!m.ok()) return m.status();
+  *map = std::move(*m);
+  if (!map->unmapped.empty()) {
+    std::string list;
+    for (const auto& u : map->unmapped) list += (list.empty() ? "" : ",") + u;
+    d_.log.Info("GPUs not published through DRA: node-level remediation",
+                {{"node", node}, {"driver", rem.device_driver}, {"gpus", list}});
+    return false;
+  }
+  return true;
 }
 
 StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std::stop_token) {
@@ -165,6 +204,12 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
 
   remediation::NodeView view = ToNodeView(*node);
   if (record_dirty) view.record_annotation = remediation::EncodeRecord(*record);
+  remediation::GpuDeviceMap device_map;
+  {
+    auto dl = DeviceLevelPossible(name, *verdict, winner->spec.remediation, record, &device_map);
+    if (!dl.ok()) return dl.status();
+    view.dra_devices = *dl;
+  }
 
   // The brake: serialize any decision that may start a fence or a drain.
   std::unique_lock brake_lock(brake_mu_, std::defer_lock);
@@ -233,11 +278,59 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
         change.unschedulable = false;
         actions.push_back(StepAction(step.kind));
         break;
-      case StepKind::kAddDeviceTaint:
-      case StepKind::kRemoveDeviceTaint:
-        // Device-level (DRA) fencing is not wired in this operator yet (NodeView.dra_devices
-        // is always false, so Plan does not ask for it).
+      case StepKind::kAddDeviceTaint: {
+        // Before the Node patch: a rule that exists without its record entry is found again
+        // (same name, ours) on the next pass; a record entry without its rule would never be.
+        auto it = device_map.by_uuid.find(step.gpu_uuid);
+        if (d_.dra == nullptr || it == device_map.by_uuid.end()) {
+          return FailedPreconditionError("GPU " + step.gpu_uuid + " of node " + name +
+                                         " has no DRA device to taint");
+        }
+        remediation::DeviceTaintRuleSpec rs;
+        rs.node = name;
+        rs.gpu_uuid = step.gpu_uuid;
+        rs.device = it->second;
+        rs.reason = step.reason;
+        rs.effect = step.effect;
+        rs.message = step.message;
+        rs.policy = winner->name;
+        bool created = false;
+        auto rule = d_.dra->EnsureRule(rs, &created);
+        if (!rule.ok()) {
+          d_.metrics.Remediation(StepAction(step.kind), kResultFailure);
+          return rule.status();
+        }
+        if (written) {
+          for (auto& dt : written->device_taints) {
+            if (dt.gpu_uuid != step.gpu_uuid) continue;
+            dt.rule_name = *rule;
+            dt.device = it->second.ToString();
+          }
+        }
+        // A retried pass finds its own rule: counted once, when it was created.
+        if (created) d_.metrics.Remediation(StepAction(step.kind), kResultSuccess);
         break;
+      }
+      case StepKind::kRemoveDeviceTaint: {
+        std::string rule;
+        if (record) {
+          for (const auto& dt : record->device_taints) {
+            if (dt.gpu_uuid == step.gpu_uuid) rule = dt.rule_name;
+          }
+        }
+        if (rule.empty() || d_.dra == nullptr) break;  // never created
+        bool skipped = false;
+        Status s = d_.dra->DeleteOurRule(rule, &skipped);
+        if (!s.ok()) {
+          d_.metrics.Remediation(StepAction(step.kind), kResultFailure);
+          return s;
+        }
+        if (skipped) {
+          d_.log.Info("DeviceTaintRule not ours: left alone", {{"node", name}, {"rule", rule}});
+        }
+        d_.metrics.Remediation(StepAction(step.kind), skipped ? kResultSkipped : kResultSuccess);
+        break;
+      }
       case StepKind::kEmitEvent:
         events.push_back(step.event);
         break;
@@ -280,8 +373,28 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   runtime::Result result;
   if (plan.stop_drain) d_.drains.Cancel(name);
   if (plan.drain && !pr.dry_run && !drain_result) {
+    remediation::DrainSpec spec = ToDrainSpec(plan.drain->spec);
+    if (!plan.drain->gpu_uuids.empty() && !d_.drains.Running(name)) {
+      // Device-level: evict only the pods holding a fenced GPU (their claims' allocations).
+      // No new pod can be allocated a tainted GPU, so the set taken at the start is complete.
+      const auto& taints = written ? written->device_taints
+                                   : (record ? record->device_taints
+                                             : std::vector<remediation::DeviceTaintRecord>{});
+      std::vector<remediation::DeviceRef> refs;
+      for (const auto& dt : taints) {
+        auto ref = remediation::ParseDeviceRef(dt.device);
+        if (ref.ok()) refs.push_back(*ref);
+      }
+      std::set<std::string> holders;
+      if (d_.dra && !refs.empty()) {
+        auto pods = d_.dra->PodsHolding(name, refs);
+        if (!pods.ok()) return pods.status();
+        holders = std::move(*pods);
+      }
+      spec.pod_uids = std::move(holders);
+    }
     if (plan.starts_drain) d_.metrics.Remediation("drain", kResultSuccess);
-    auto started = d_.drains.Ensure(name, ToDrainSpec(plan.drain->spec), plan.drain->deadline);
+    auto started = d_.drains.Ensure(name, spec, plan.drain->deadline);
     if (started == DrainRunner::Start::kNoCapacity) result.requeue_after = std::chrono::seconds(5);
   }
   if (plan.brake_blocked) {

@@ -8,16 +8,20 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "events/recorder.h"
 #include "operator/cluster_view.h"
+#include "operator/dra_client.h"
 #include "operator/drain_runner.h"
 #include "operator/fleet_index.h"
 #include "operator/metrics.h"
 #include "operator/node_writer.h"
+#include "policy/evaluate.h"
+#include "remediation/record.h"
 #include "runtime/controller.h"
 
 namespace gg::op {
@@ -32,6 +36,8 @@ struct NodeReconcilerDeps {
   Clock& clock;
   std::function<void(const std::string& policy)> enqueue_policy;  // status needs a refresh
   Logger log = Logger().WithName("node-reconciler");
+  // Device-level (DRA) remediation; null: never device-level (every fence is node-level).
+  DraClient* dra = nullptr;
 };
 
 class NodeReconciler final : public runtime::Reconciler {
@@ -43,6 +49,14 @@ class NodeReconciler final : public runtime::Reconciler {
   static constexpr Duration kBrakeRecheck = std::chrono::seconds(10);
 
  private:
+  // Whether the bad GPUs of `verdict` can be fenced device by device on `node` (policy
+  // deviceLevel Auto, DeviceTaintRule served, every GPU not fenced yet found in the node's
+  // ResourceSlices); fills `map` with the GPUs it looked up.
+  StatusOr<bool> DeviceLevelPossible(const std::string& node, const policy::Verdict& verdict,
+                                     const api::RemediationSpec& rem,
+                                     const std::optional<remediation::RemediationRecord>& record,
+                                     remediation::GpuDeviceMap* map);
+
   NodeReconcilerDeps d_;
   // Serializes decisions that may start a new fence, so concurrent workers cannot both pass
   // the brake on the same budget slot (the index reflects our writes at once).

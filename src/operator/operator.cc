@@ -12,6 +12,7 @@
 #include "metrics/http_server.h"
 #include "operator/cluster_view.h"
 #include "operator/crd_objects.h"
+#include "operator/dra_client.h"
 #include "operator/drain_runner.h"
 #include "operator/fleet_index.h"
 #include "operator/metrics.h"
@@ -111,6 +112,8 @@ struct Operator::Impl {
     status_writer = std::make_unique<RestPolicyStatusWriter>(client, is_leader);
 
     pod_api = std::make_unique<remediation::RestPodApi>(client);
+    // DRA: no request is made until a policy asks for deviceLevel Auto.
+    dra = std::make_unique<DraClient>(client, clock);
     remediation::DrainerOptions dopts;
     dopts.max_concurrent_evictions = config.max_concurrent_evictions;
     dopts.poll_interval = config.drain_poll_interval;
@@ -130,9 +133,10 @@ struct Operator::Impl {
     node_reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
         view, *node_writer, *recorder, *drains, index, metrics, clock,
         [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
-        log.WithName("node-reconciler")});
+        log.WithName("node-reconciler"), dra.get()});
     policy_reconciler = std::make_unique<PolicyReconciler>(PolicyReconcilerDeps{
-        view, *status_writer, *recorder, index, metrics, clock, log.WithName("policy-reconciler")});
+        view, *status_writer, *recorder, index, metrics, clock, log.WithName("policy-reconciler"),
+        dra.get()});
     runtime::ControllerOptions nopt;
     nopt.workers = config.workers;
     node_controller = std::make_unique<runtime::Controller>("node", *node_reconciler, node_queue,
@@ -243,6 +247,7 @@ struct Operator::Impl {
   std::unique_ptr<RestNodeWriter> node_writer;
   std::unique_ptr<RestPolicyStatusWriter> status_writer;
   std::unique_ptr<remediation::RestPodApi> pod_api;
+  std::unique_ptr<DraClient> dra;
   std::unique_ptr<remediation::Drainer> drainer;
   std::unique_ptr<DrainRunner> drains;
   std::unique_ptr<NodeReconciler> node_reconciler;

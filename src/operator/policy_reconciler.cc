@@ -44,8 +44,51 @@ void SetPolicyCondition(std::vector<api::PolicyCondition>& conds, api::PolicyCon
   conds.push_back(std::move(c));
 }
 
+void PolicyReconciler::DeviceLevelCondition(const api::GpuHealthPolicy& policy,
+                                            const api::GpuHealthPolicyStatus& current,
+                                            api::GpuHealthPolicyStatus& desired,
+                                            const events::ObjectRef& ref, WallTime now,
+                                            runtime::Result* result) {
+  if (policy.spec.remediation.device_level != api::DeviceLevelMode::kAuto || d_.dra == nullptr) {
+    std::erase_if(desired.conditions,
+                  [](const api::PolicyCondition& c) { return c.type == kDeviceLevelCondition; });
+    return;
+  }
+  auto caps = d_.dra->Capabilities();
+  if (!caps.ok()) {
+    // Discovery did not answer: keep the condition as it was and look again soon.
+    result->requeue_after = std::chrono::seconds(30);
+    return;
+  }
+  const std::string why = caps->WhyNot(policy.spec.remediation.device_taint_effect);
+  const auto* was = Find(current.conditions, kDeviceLevelCondition);
+  api::PolicyCondition c{kDeviceLevelCondition, "True", "DeviceTaintRulesServed", caps->message,
+                         now, desired.observed_generation};
+  if (!why.empty()) {
+    c.status = "False";
+    c.reason = "DeviceTaintRulesNotServed";
+    c.message = why + "; node-level remediation is used instead";
+    // Said once: on the transition, not on every pass (the set covers passes that run before
+    // our own status write comes back through the informer).
+    bool first;
+    {
+      std::scoped_lock lock(mu_);
+      first = announced_.insert(policy.name).second;
+    }
+    if (first && (!was || was->status != "False")) {
+      d_.recorder.Event(ref, events::kRemediationSkipped,
+                        "device-level (DRA) remediation unavailable: " + c.message);
+    }
+  } else {
+    std::scoped_lock lock(mu_);
+    announced_.erase(policy.name);
+  }
+  SetPolicyCondition(desired.conditions, std::move(c));
+}
+
 StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, std::stop_token) {
   const WallTime now = d_.clock.Now();
+  runtime::Result result;
   auto obj = d_.view.Policy(name);
   if (!obj) {
     d_.metrics.brake_engaged.Remove({name});
@@ -107,6 +150,7 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
       if (was_on) d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
     }
     d_.metrics.brake_engaged.WithLabels({name}).Set(c.braked > 0 ? 1 : 0);
+    DeviceLevelCondition(*policy, current, desired, ref, now, &result);
   }
 
   {
@@ -114,14 +158,14 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     auto it = written_.find(name);
     if (obj->policy ? SameIgnoringTimes(desired, current)
                     : (it != written_.end() && SameIgnoringTimes(desired, it->second))) {
-      return runtime::Result{};
+      return result;
     }
   }
   Status s = d_.writer.WriteStatus(name, desired);
   if (!s.ok()) return s;
   std::scoped_lock lock(mu_);
   written_[name] = desired;
-  return runtime::Result{};
+  return result;
 }
 
 }  // namespace gg::op

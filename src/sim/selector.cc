@@ -723,6 +723,11 @@ std::vector<std::string> SupportedFields(std::string_view group, std::string_vie
   if (namespaced) f.push_back("metadata.namespace");
   if (group.empty() && resource == "nodes") f.push_back("spec.unschedulable");
   if (group.empty() && resource == "namespaces") f.push_back("status.phase");
+  // ResourceSlices: the real server's field selectors (resource.k8s.io, all versions).
+  if (group == "resource.k8s.io" && resource == "resourceslices") {
+    f.push_back("spec.nodeName");
+    f.push_back("spec.driver");
+  }
   if (group.empty() && resource == "pods") {
     for (const char* x : {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                           "spec.serviceAccountName", "spec.hostNetwork", "status.phase",

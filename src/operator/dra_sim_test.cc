@@ -1,0 +1,501 @@
+// Device-level (DRA) remediation scenarios: the whole operator against the in-process
+// simulator serving the resource.k8s.io API set of Kubernetes 1.33, 1.35 and 1.36
+// (DeviceTaintRule v1alpha3 / v1alpha3 with status / v1beta2), and 1.32 (no DeviceTaintRule).
+// One 8-GPU node publishes its GPUs in a ResourceSlice (driver gpu.nvidia.com); pods hold GPUs
+// through ResourceClaims. Assertions are about the world: DeviceTaintRules, the node's
+// schedulability and taints, which pods are left, policy conditions, Events and metrics.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "api/gpu_node_health.h"
+#include "common/clock.h"
+#include "k8s/rest_client.h"
+#include "metrics/registry.h"
+#include "operator/operator.h"
+#include "sim/population.h"
+#include "sim/schema.h"
+#include "sim/server.h"
+
+namespace gg::op {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kPolicies[] = "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies";
+constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
+constexpr int kGpus = 8;
+
+bool WaitFor(const std::function<bool()>& f, std::chrono::milliseconds timeout = 30s) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return f();
+}
+
+json Crd(const std::string& plural, const std::string& kind) {
+  return {{"apiVersion", "apiextensions.k8s.io/v1"},
+          {"kind", "CustomResourceDefinition"},
+          {"metadata", {{"name", plural + ".gpuguardian.io"}}},
+          {"spec",
+           {{"group", "gpuguardian.io"},
+            {"scope", "Cluster"},
+            {"names", {{"plural", plural}, {"kind", kind}}},
+            {"versions",
+             {{{"name", "v1alpha1"},
+               {"served", true},
+               {"storage", true},
+               {"subresources", {{"status", json::object()}}},
+               {"schema",
+                {{"openAPIV3Schema",
+                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
+}
+
+class DraFixture {
+ public:
+  explicit DraFixture(std::string kube_version) : kube_(std::move(kube_version)) {}
+  ~DraFixture() { Stop(); }
+
+  void Start() {
+    sim::SimOptions o;
+    o.bookmark_interval = 200ms;
+    o.time_scale = 30;  // 30 s grace -> 1 s
+    o.kube_version = kube_;
+    // The operator runs as its service account under deploy/rbac/operator.yaml: a DRA verb
+    // missing there fails these tests.
+    o.authz = "rbac";
+    o.rbac_files = {std::string(GG_SOURCE_DIR) + "/deploy/rbac/operator.yaml"};
+    o.token_users = {{"op-token", "system:serviceaccount:gpu-guardian:gpu-guardian-operator"}};
+    auto s = sim::SimServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    sim_ = std::move(*s);
+    k8s::ClientConfig cfg;
+    cfg.server = sim_->Url();
+    cfg.token = "admin";
+    auto c = k8s::RestClient::Create(cfg, RealClock::Default());
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                           "CustomResourceDefinition", false};
+    ASSERT_TRUE(client_->Create(crds, "", Crd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
+    ASSERT_TRUE(client_->Create(crds, "", Crd("gpunodehealths", "GPUNodeHealth").dump()).ok());
+    for (const char* ns : {"ml", "gpu-guardian-system"}) {
+      ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
+                                                      {"metadata", {{"name", ns}}}}).ok());
+    }
+  }
+
+  void Stop() {
+    stop_.request_stop();
+    if (thread_.joinable()) thread_.join();
+    op_.reset();
+    // Close the clients' keep-alive connections first: the server would wait them out.
+    op_client_.reset();
+    client_.reset();
+    if (sim_) sim_->Stop();
+  }
+
+  void StartOperator() {
+    k8s::ClientConfig cfg;
+    cfg.server = sim_->Url();
+    cfg.token = "op-token";
+    auto c = k8s::RestClient::Create(cfg, RealClock::Default());
+    ASSERT_TRUE(c.ok()) << c.status();
+    op_client_ = std::move(*c);
+    OperatorConfig oc;
+    oc.metrics_addr = "127.0.0.1:0";
+    oc.identity = "op-dra";
+    oc.leader_elect = false;
+    oc.drain_poll_interval = 100ms;
+    oc.eviction_backoff_initial = 200ms;
+    oc.eviction_backoff_max = 1s;
+    oc.event_retry_sleep = 100ms;
+    op_ = std::make_unique<Operator>(*op_client_, RealClock::Default(), registry_, oc);
+    thread_ = std::jthread([this] { result_ = op_->Run(stop_.get_token()); });
+  }
+
+  // A GPU node; with `slice` its GPUs are published in a ResourceSlice as NVIDIA's DRA
+  // driver does (pool = node name, devices gpu-0..7 with a uuid attribute).
+  void AddNode(const std::string& name, bool slice) {
+    json n = {{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+              {"spec", json::object()},
+              {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+    ASSERT_TRUE(sim_->Create("/api/v1/nodes", n).ok());
+    if (slice) {
+      auto s = sim::MakeResourceSlice(name, kGpus, "NVIDIA-H100-80GB-HBM3", kube_);
+      Status st = sim_->Insert(s);
+      ASSERT_TRUE(st.ok()) << st;
+    }
+  }
+
+  // The claim API version the sim serves first (what kubectl would use).
+  std::string ClaimVersion() const { return kube_ >= "1.34" ? "v1" : "v1beta2"; }
+  std::string RuleVersion() const { return sim::DeviceTaintRuleVersion(kube_); }
+  std::string RulesPath() const { return "/apis/resource.k8s.io/" + RuleVersion() + "/devicetaintrules"; }
+
+  // A pod on `node` holding DRA device gpu-<gpu> through its own ResourceClaim (allocated
+  // and reserved for the pod, as the scheduler and kubelet leave it).
+  void AddClaimPod(const std::string& pod, const std::string& node, int gpu) {
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", pod}, {"namespace", "ml"}, {"labels", {{"app", "dra"}}}}},
+              {"spec",
+               {{"nodeName", node},
+                {"terminationGracePeriodSeconds", 30},
+                {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", pod + "-gpu"}}}},
+                {"containers",
+                 {{{"name", "c"}, {"image", "cuda"},
+                   {"resources", {{"claims", {{{"name", "gpu"}}}}}}}}}}}};
+    auto created = sim_->CreateAndGet("/api/v1/namespaces/ml/pods", p);
+    ASSERT_TRUE(created.ok()) << created.status();
+    std::string uid = (*created)["metadata"].value("uid", "");
+    json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}};
+    json result = {{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node},
+                   {"device", "gpu-" + std::to_string(gpu)}};
+    json claim;
+    claim["apiVersion"] = "resource.k8s.io/" + ClaimVersion();
+    claim["kind"] = "ResourceClaim";
+    claim["metadata"] = {{"name", pod + "-gpu"}, {"namespace", "ml"}};
+    claim["spec"]["devices"]["requests"] = json::array({request});
+    claim["status"]["allocation"]["devices"]["results"] = json::array({result});
+    claim["status"]["reservedFor"] =
+        json::array({{{"resource", "pods"}, {"name", pod}, {"uid", uid}}});
+    Status st = sim_->Insert(claim);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+
+  void CreatePolicy(const std::string& name, json spec) {
+    json p = {{"apiVersion", "gpuguardian.io/v1alpha1"},
+              {"kind", "GPUHealthPolicy"},
+              {"metadata", {{"name", name}}},
+              {"spec", spec}};
+    ASSERT_TRUE(sim_->Create(kPolicies, p).ok());
+  }
+
+  // Drains at device level: Xid 95 (uncontained ECC, RESET_GPU) evicts; Xid 79 is node-wide.
+  static json DevicePolicy(const std::string& effect = "NoSchedule") {
+    json spec = json::parse(R"({
+      "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
+      "rules": [
+        {"name": "uncontained-ecc", "xid": {"codes": [95]}, "count": 1, "action": "Drain"},
+        {"name": "fatal-xid", "xid": {"codes": [79]}, "count": 1, "action": "Drain"}
+      ],
+      "unknown": {"after": "1h", "action": "Event"},
+      "remediation": {"drain": {"scope": "GPUPods", "timeout": "2m", "force": true},
+                      "deviceLevel": "Auto"},
+      "recovery": {"automatic": true, "healthyFor": "2s"},
+      "safety": {"maxUnhealthy": "100%", "maxNodesPerHour": 1000, "maxConcurrentDrains": 100}
+    })");
+    spec["remediation"]["deviceTaintEffect"] = effect;
+    return spec;
+  }
+
+  api::GpuNodeHealthStatus HealthyReport(const std::string& node) {
+    api::GpuNodeHealthStatus s;
+    s.node_name = node;
+    s.agent_version = "test";
+    s.observed_at = s.heartbeat_time = RealClock::Default().Now();
+    s.expected_gpus = kGpus;
+    for (int i = 0; i < kGpus; ++i) {
+      api::GpuStatus g;
+      g.index = i;
+      g.uuid = sim::FakeGpuUuid(node, i);  // what the node's ResourceSlice publishes
+      g.temperature_c = 40;
+      g.ecc_enabled = true;
+      s.gpus.push_back(g);
+    }
+    s.sources.push_back({"nvml", api::SourceState::kOk, ""});
+    return s;
+  }
+  api::GpuNodeHealthStatus XidReport(const std::string& node, int xid, int gpu) {
+    auto s = HealthyReport(node);
+    api::XidEvent e;
+    e.xid = xid;
+    e.gpu_uuid = s.gpus[gpu].uuid;
+    e.count = 1;
+    e.first_seen = e.last_seen = s.observed_at;
+    if (xid == 79) {
+      e.category = "Bus";
+      e.recommended_action = "RESTART_BM";
+      e.message = "GPU has fallen off the bus";
+      s.gpus[gpu].lost = true;
+    } else {
+      e.category = "Memory";
+      e.recommended_action = "RESET_GPU";
+      e.message = "Uncontained ECC error";
+    }
+    s.xids.push_back(e);
+    return s;
+  }
+  void WriteReport(const std::string& node, const api::GpuNodeHealthStatus& s) {
+    json status = json::parse(api::EncodeGpuNodeHealthStatus(s));
+    std::string path = std::string(kReports) + "/" + node;
+    if (sim_->Get(path).ok()) {
+      ASSERT_TRUE(sim_->MergePatch(path, {{"status", status}}).ok());
+    } else {
+      json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"},
+                  {"kind", "GPUNodeHealth"},
+                  {"metadata", {{"name", node}}},
+                  {"status", status}};
+      ASSERT_TRUE(sim_->Create(kReports, obj).ok());
+    }
+  }
+
+  json Rules() {
+    auto l = sim_->List(RulesPath());
+    return l.ok() ? (*l)["items"] : json::array();
+  }
+  json OurRules() {
+    json out = json::array();
+    for (auto& r : Rules()) {
+      if (r["metadata"].value("labels", json::object()).value("app.kubernetes.io/managed-by", "") ==
+          "gpu-guardian") {
+        out.push_back(r);
+      }
+    }
+    return out;
+  }
+  json Node(const std::string& name) {
+    auto n = sim_->Get("/api/v1/nodes/" + name);
+    return n.ok() ? *n : json();
+  }
+  static bool HasOurTaint(const json& node) {
+    if (!node.is_object()) return false;
+    for (auto& t : node.value("spec", json::object()).value("taints", json::array())) {
+      if (t.value("key", "") == api::kTaintKey) return true;
+    }
+    return false;
+  }
+  static bool Cordoned(const json& node) {
+    return node.is_object() && node.value("spec", json::object()).value("unschedulable", false);
+  }
+  static std::string GpuCondition(const json& node) {
+    if (!node.is_object()) return "";
+    for (auto& c : node.value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == api::kConditionType) return c.value("status", "");
+    }
+    return "";
+  }
+  // Pods not terminating, by name.
+  std::set<std::string> LivePods() {
+    std::set<std::string> out;
+    auto l = sim_->List("/api/v1/namespaces/ml/pods");
+    if (!l.ok()) return out;
+    for (auto& p : (*l)["items"]) {
+      if (p["metadata"].contains("deletionTimestamp")) continue;
+      out.insert(p["metadata"].value("name", ""));
+    }
+    return out;
+  }
+  std::set<std::string> RunningPods() {
+    std::set<std::string> out;
+    auto l = sim_->List("/api/v1/namespaces/ml/pods");
+    if (!l.ok()) return out;
+    for (auto& p : (*l)["items"]) {
+      if (!p["metadata"].contains("deletionTimestamp") &&
+          p.value("status", json::object()).value("phase", "") == "Running")
+        out.insert(p["metadata"].value("name", ""));
+    }
+    return out;
+  }
+  std::vector<json> Events(const std::string& reason, const std::string& object = "") {
+    std::vector<json> out;
+    auto l = sim_->List("/api/v1/events");
+    if (!l.ok()) return out;
+    for (auto& e : (*l)["items"]) {
+      if (e.value("reason", "") != reason) continue;
+      if (!object.empty() && e["involvedObject"].value("name", "") != object) continue;
+      out.push_back(e);
+    }
+    return out;
+  }
+  json PolicyCondition(const std::string& policy, const std::string& type) {
+    auto p = sim_->Get(std::string(kPolicies) + "/" + policy);
+    if (!p.ok() || !p->contains("status") || !(*p)["status"].is_object()) return json::object();
+    for (auto& c : (*p)["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == type) return c;
+    }
+    return json::object();  // absent
+  }
+  double Metric(std::string_view name, const metrics::LabelValues& labels) {
+    return registry_.Value(name, labels);
+  }
+
+  std::string kube_;
+  std::unique_ptr<sim::SimServer> sim_;
+  std::unique_ptr<k8s::RestClient> client_;
+  std::unique_ptr<k8s::RestClient> op_client_;
+  metrics::Registry registry_;
+  std::unique_ptr<Operator> op_;
+  std::stop_source stop_;
+  std::jthread thread_;
+  Status result_;
+};
+
+class DraSimTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    f_ = std::make_unique<DraFixture>(GetParam());
+    f_->Start();
+  }
+  void TearDown() override { f_.reset(); }
+  std::unique_ptr<DraFixture> f_;
+};
+
+// Xid 95 on one GPU of an 8-GPU DRA node: exactly one DeviceTaintRule (ours) for that GPU,
+// only the pod holding it is evicted, the node stays schedulable and untainted; an admin's
+// DeviceTaintRule is never touched; recovery deletes our rule and only ours.
+TEST_P(DraSimTest, Xid95TaintsOneGpuEvictsItsPodAndRecovers) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-0";
+  f.AddNode(node, /*slice=*/true);
+  f.AddClaimPod("holds-gpu-3", node, 3);
+  f.AddClaimPod("holds-gpu-5", node, 5);
+  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
+  // An administrator's rule on another GPU of the same node (no ownership marks).
+  json admin = {{"apiVersion", "resource.k8s.io/" + f.RuleVersion()},
+                {"kind", "DeviceTaintRule"},
+                {"metadata", {{"name", "admin-maintenance"}}},
+                {"spec",
+                 {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-6"}}},
+                  {"taint", {{"key", "example.com/maintenance"}, {"effect", "NoSchedule"}}}}}};
+  ASSERT_TRUE(f.sim_->Create(f.RulesPath(), admin).ok());
+  f.WriteReport(node, f.HealthyReport(node));
+  f.CreatePolicy("dra", DraFixture::DevicePolicy());
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
+  ASSERT_TRUE(WaitFor([&] { return f.PolicyCondition("dra", "DeviceLevelAvailable").value("status", "") == "True"; }))
+      << f.PolicyCondition("dra", "DeviceLevelAvailable").dump();
+
+  f.WriteReport(node, f.XidReport(node, 95, 3));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; })) << f.Rules().dump();
+  json rule = f.OurRules()[0];
+  EXPECT_EQ(rule["spec"]["deviceSelector"],
+            json({{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-3"}}));
+  EXPECT_EQ(rule["spec"]["taint"]["key"], "gpuguardian.io/unhealthy");
+  EXPECT_EQ(rule["spec"]["taint"]["value"], "uncontained-ecc");
+  EXPECT_EQ(rule["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(rule["metadata"]["annotations"]["gpuguardian.io/gpu-uuid"], sim::FakeGpuUuid(node, 3));
+
+  // Only the pod holding GPU 3 goes; the other keeps running.
+  ASSERT_TRUE(WaitFor([&] { return !f.LivePods().contains("holds-gpu-3"); }));
+  ASSERT_TRUE(WaitFor([&] { return !f.Events("NodeDrained", node).empty(); }));
+  EXPECT_EQ(f.RunningPods(), std::set<std::string>{"holds-gpu-5"});
+  json n = f.Node(node);
+  EXPECT_FALSE(DraFixture::Cordoned(n));
+  EXPECT_FALSE(DraFixture::HasOurTaint(n));
+  EXPECT_EQ(DraFixture::GpuCondition(n), "False");
+  EXPECT_EQ(f.Rules().size(), 2u);  // ours + the admin's
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"device_taint", "success"}), 1);
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"cordon", "success"}), 0);
+
+  // Healthy for healthyFor: our rule is deleted, the admin's stays.
+  f.WriteReport(node, f.HealthyReport(node));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().empty(); })) << f.Rules().dump();
+  ASSERT_TRUE(WaitFor([&] { return !f.Events("GPURecovered", node).empty(); }));
+  json left = f.Rules();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0]["metadata"]["name"], "admin-maintenance");
+  EXPECT_EQ(DraFixture::GpuCondition(f.Node(node)), "True");
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"device_untaint", "success"}), 1);
+}
+
+// A GPU fallen off the bus (Xid 79, reboot needed) is node-wide: under the default rules the
+// node is tainted and cordoned, and no DeviceTaintRule is written.
+TEST_P(DraSimTest, Xid79FencesTheWholeNode) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-0";
+  f.AddNode(node, /*slice=*/true);
+  f.WriteReport(node, f.HealthyReport(node));
+  json spec = DraFixture::DevicePolicy();
+  spec.erase("rules");  // the conservative defaults: fatal Xids cordon
+  f.CreatePolicy("dra", spec);
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
+  f.WriteReport(node, f.XidReport(node, 79, 3));
+  ASSERT_TRUE(WaitFor([&] {
+    json n = f.Node(node);
+    return DraFixture::Cordoned(n) && DraFixture::HasOurTaint(n);
+  })) << f.Node(node).dump();
+  EXPECT_TRUE(f.Rules().empty()) << f.Rules().dump();
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"device_taint", "success"}), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(KubeVersions, DraSimTest, ::testing::Values("1.33", "1.35", "1.36"),
+                         [](const auto& info) {
+                           std::string s = "k8s_" + info.param;
+                           for (auto& c : s) c = c == '.' ? '_' : c;
+                           return s;
+                         });
+
+// Kubernetes 1.32 serves no DeviceTaintRule: the policy says so (condition + one Event) and
+// the confined fault fences the node as without DRA.
+TEST(DraSimFallback, NoDeviceTaintRuleServedMeansNodeLevel) {
+  DraFixture f("1.32");
+  f.Start();
+  const std::string node = "dra-0";
+  f.AddNode(node, /*slice=*/true);
+  f.WriteReport(node, f.HealthyReport(node));
+  f.CreatePolicy("dra", DraFixture::DevicePolicy());
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] {
+    return f.PolicyCondition("dra", "DeviceLevelAvailable").value("status", "") == "False";
+  })) << f.PolicyCondition("dra", "DeviceLevelAvailable").dump();
+  EXPECT_EQ(f.PolicyCondition("dra", "DeviceLevelAvailable").value("reason", ""),
+            "DeviceTaintRulesNotServed");
+  f.WriteReport(node, f.XidReport(node, 95, 3));
+  ASSERT_TRUE(WaitFor([&] {
+    json n = f.Node(node);
+    return DraFixture::Cordoned(n) && DraFixture::HasOurTaint(n);
+  })) << f.Node(node).dump();
+  // Said once, on the policy.
+  ASSERT_TRUE(WaitFor([&] { return !f.Events("RemediationSkipped", "dra").empty(); }));
+  std::this_thread::sleep_for(300ms);
+  auto skipped = f.Events("RemediationSkipped", "dra");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].value("count", 0), 1);
+  EXPECT_NE(skipped[0].value("message", "").find("DeviceTaintRule"), std::string::npos);
+}
+
+// A node whose GPUs are not published through DRA (no ResourceSlice) on a DRA cluster, and a
+// policy with deviceLevel Off on a DRA node: both fence the node.
+TEST(DraSimFallback, NoSliceOrDeviceLevelOffMeansNodeLevel) {
+  DraFixture f("1.35");
+  f.Start();
+  f.AddNode("plain-0", /*slice=*/false);
+  f.AddNode("off-0", /*slice=*/true);
+  for (const char* n : {"plain-0", "off-0"}) f.WriteReport(n, f.HealthyReport(n));
+  json plain = DraFixture::DevicePolicy();
+  plain["nodeSelector"]["matchExpressions"] = {
+      {{"key", "dra-test"}, {"operator", "DoesNotExist"}}};
+  // Label off-0 so that a deviceLevel Off policy selects it and the Auto one does not.
+  ASSERT_TRUE(f.sim_->MergePatch("/api/v1/nodes/off-0", {{"metadata", {{"labels", {{"dra-test", "off"}}}}}}).ok());
+  f.CreatePolicy("auto", plain);
+  json off = DraFixture::DevicePolicy();
+  off["nodeSelector"] = {{"matchLabels", {{"dra-test", "off"}}}};
+  off["remediation"]["deviceLevel"] = "Off";
+  f.CreatePolicy("off", off);
+  f.StartOperator();
+  for (const char* n : {"plain-0", "off-0"}) f.WriteReport(n, f.XidReport(n, 95, 3));
+  for (const char* n : {"plain-0", "off-0"}) {
+    ASSERT_TRUE(WaitFor([&] {
+      json node = f.Node(n);
+      return DraFixture::Cordoned(node) && DraFixture::HasOurTaint(node);
+    })) << n << " " << f.Node(n).dump();
+  }
+  EXPECT_TRUE(f.Rules().empty()) << f.Rules().dump();
+  EXPECT_EQ(f.PolicyCondition("auto", "DeviceLevelAvailable").value("status", ""), "True");
+  EXPECT_TRUE(f.PolicyCondition("off", "DeviceLevelAvailable").empty());
+}
+
+}  // namespace
+}  // namespace gg::op
