@@ -497,5 +497,78 @@ TEST(DraSimFallback, NoSliceOrDeviceLevelOffMeansNodeLevel) {
   EXPECT_TRUE(f.PolicyCondition("off", "DeviceLevelAvailable").empty());
 }
 
+// NoSchedule + Drain evicts through the Eviction API: a PodDisruptionBudget that allows no
+// disruption keeps the holder running (the operator retries), and once it goes the holder is
+// evicted. The pod on the healthy GPU is never touched.
+TEST(DraSimEffects, DeviceLevelDrainHonoursPdbs) {
+  DraFixture f("1.36");
+  f.Start();
+  const std::string node = "dra-0";
+  f.AddNode(node, /*slice=*/true);
+  f.AddClaimPod("holds-gpu-3", node, 3);
+  f.AddClaimPod("holds-gpu-5", node, 5);
+  json pdb = {{"apiVersion", "policy/v1"},
+              {"kind", "PodDisruptionBudget"},
+              {"metadata", {{"name", "dra-pdb"}, {"namespace", "ml"}}},
+              {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "dra"}}}}}}}};
+  ASSERT_TRUE(f.sim_->Create("/apis/policy/v1/namespaces/ml/poddisruptionbudgets", pdb).ok());
+  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
+  f.WriteReport(node, f.HealthyReport(node));
+  f.CreatePolicy("dra", DraFixture::DevicePolicy());
+  f.StartOperator();
+  f.WriteReport(node, f.XidReport(node, 95, 3));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; }));
+  ASSERT_TRUE(WaitFor([&] { return f.Metric("gpu_guardian_evictions_total", {"pdb_blocked"}) >= 1; }));
+  EXPECT_TRUE(f.LivePods().contains("holds-gpu-3"));
+  EXPECT_FALSE(DraFixture::Cordoned(f.Node(node)));
+  ASSERT_TRUE(f.sim_->Delete("/apis/policy/v1/namespaces/ml/poddisruptionbudgets/dra-pdb").ok());
+  ASSERT_TRUE(WaitFor([&] { return !f.LivePods().contains("holds-gpu-3"); }));
+  ASSERT_TRUE(WaitFor([&] { return !f.Events("NodeDrained", node).empty(); }));
+  EXPECT_EQ(f.RunningPods(), std::set<std::string>{"holds-gpu-5"});
+}
+
+// Effect None only announces: on 1.35 the rule is written with effect None and nothing is
+// evicted; 1.33 does not accept None, so the policy says so and the node is fenced instead.
+TEST(DraSimEffects, EffectNoneAnnouncesOnlyFrom135) {
+  {
+    DraFixture f("1.35");
+    f.Start();
+    const std::string node = "dra-0";
+    f.AddNode(node, /*slice=*/true);
+    f.AddClaimPod("holds-gpu-3", node, 3);
+    ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 1; }));
+    f.WriteReport(node, f.HealthyReport(node));
+    f.CreatePolicy("dra", DraFixture::DevicePolicy("None"));
+    f.StartOperator();
+    f.WriteReport(node, f.XidReport(node, 95, 3));
+    ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; }));
+    EXPECT_EQ(f.OurRules()[0]["spec"]["taint"]["effect"], "None");
+    ASSERT_TRUE(WaitFor([&] { return DraFixture::GpuCondition(f.Node(node)) == "False"; }));
+    std::this_thread::sleep_for(1s);  // a drain would have evicted by now (grace 1 s)
+    EXPECT_EQ(f.RunningPods(), std::set<std::string>{"holds-gpu-3"});
+    EXPECT_TRUE(f.Events("NodeDrained", node).empty());
+    EXPECT_FALSE(DraFixture::Cordoned(f.Node(node)));
+  }
+  {
+    DraFixture f("1.33");
+    f.Start();
+    const std::string node = "dra-0";
+    f.AddNode(node, /*slice=*/true);
+    f.WriteReport(node, f.HealthyReport(node));
+    json spec = DraFixture::DevicePolicy("None");
+    spec["rules"][0]["action"] = "Cordon";
+    f.CreatePolicy("dra", spec);
+    f.StartOperator();
+    ASSERT_TRUE(WaitFor([&] {
+      return f.PolicyCondition("dra", "DeviceLevelAvailable").value("status", "") == "False";
+    }));
+    EXPECT_NE(f.PolicyCondition("dra", "DeviceLevelAvailable").value("message", "").find("None"),
+              std::string::npos);
+    f.WriteReport(node, f.XidReport(node, 95, 3));
+    ASSERT_TRUE(WaitFor([&] { return DraFixture::Cordoned(f.Node(node)); }));
+    EXPECT_TRUE(f.Rules().empty());
+  }
+}
+
 }  // namespace
 }  // namespace gg::op
