@@ -274,15 +274,20 @@ std::string BearerTokenSource::Token() {
   struct stat st {};
   bool have_stat = ::stat(file_.c_str(), &st) == 0;
   auto now = std::chrono::steady_clock::now();
+  // The kubelet's atomic writer swaps in a new file: a new inode is a change even when the
+  // coarse file-system clock gives it the same mtime.
   bool changed = have_stat && (st.st_mtim.tv_sec != mtime_.tv_sec ||
-                               st.st_mtim.tv_nsec != mtime_.tv_nsec);
+                               st.st_mtim.tv_nsec != mtime_.tv_nsec || st.st_ino != ino_);
   if (!loaded_ || changed || now - read_at_ >= max_age_) {
     auto text = ReadWholeFile(file_);
     if (text.ok()) {
       std::string t = Trim(*text);
       if (!t.empty()) token_ = std::move(t);
       loaded_ = true;
-      if (have_stat) mtime_ = st.st_mtim;
+      if (have_stat) {
+        mtime_ = st.st_mtim;
+        ino_ = st.st_ino;
+      }
     }
     read_at_ = now;
   }

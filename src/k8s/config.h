@@ -80,6 +80,7 @@ class BearerTokenSource {
   std::string file_;
   std::chrono::seconds max_age_;
   std::timespec mtime_{};
+  unsigned long ino_ = 0;  // st_ino of the file last read
   std::chrono::steady_clock::time_point read_at_{};
   bool loaded_ = false;
 };
