@@ -15,9 +15,27 @@ for bin in "$build"/bench/*_bench; do
   "$bin" --benchmark_min_time=0.2 --benchmark_out="$out/$name.json" --benchmark_out_format=json \
     --benchmark_counters_tabular=true
 done
-for bin in "$build"/bench/scenario_*; do
-  [ -x "$bin" ] || continue
-  name=$(basename "$bin")
+# Runners in order of cost; one that fails is reported and the others still run.
+failed=()
+for name in scenario_agent scenario_drain scenario_fault_to_fence scenario_sim_scale \
+            scenario_informer_sync scenario_api_load; do
+  bin="$build/bench/$name"
+  [ -x "$bin" ] || { echo "== $name: not built, skipped"; continue; }
   echo "== $name ($mode)"
-  "$bin" --mode "$mode" --out "$out/$name.json"
+  "$bin" --mode "$mode" --out "$out/$name.json" || failed+=("$name")
 done
+for bin in "$build"/bench/scenario_*; do
+  name=$(basename "$bin")
+  case " scenario_agent scenario_drain scenario_fault_to_fence scenario_sim_scale scenario_informer_sync scenario_api_load " in
+    *" $name "*) continue ;;
+  esac
+  [ -x "$bin" ] || continue
+  echo "== $name ($mode)"
+  "$bin" --mode "$mode" --out "$out/$name.json" || failed+=("$name")
+done
+echo "== binary sizes"
+"$root/bench/binary_sizes.sh" "$build" "$out/binary_sizes.json"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}" >&2
+  exit 1
+fi

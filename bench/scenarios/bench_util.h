@@ -6,7 +6,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -24,9 +26,20 @@ struct Args {
   long events = 0;             // 0 = the mode's default
   std::string command;         // argv joined, for the report
   bool ok = true;
+  std::map<std::string, std::string> extra;  // runner-specific "--key value" flags
+
+  double Num(const std::string& key, double def) const {
+    auto it = extra.find(key);
+    return it == extra.end() ? def : std::atof(it->second.c_str());
+  }
+  std::string Str(const std::string& key, const std::string& def) const {
+    auto it = extra.find(key);
+    return it == extra.end() ? def : it->second;
+  }
 };
 
-inline Args ParseArgs(int argc, char** argv) {
+// `extra_keys`: the runner's own flags (without "--"), each taking a value.
+inline Args ParseArgs(int argc, char** argv, const std::vector<std::string>& extra_keys = {}) {
   Args a;
   for (int i = 0; i < argc; ++i) {
     if (i) a.command += ' ';
@@ -39,9 +52,14 @@ inline Args ParseArgs(int argc, char** argv) {
     else if (f == "--out") a.out = next();
     else if (f == "--nodes") a.nodes = std::atol(next().c_str());
     else if (f == "--events") a.events = std::atol(next().c_str());
-    else {
+    else if (f.size() > 2 && std::find(extra_keys.begin(), extra_keys.end(), f.substr(2)) !=
+                                 extra_keys.end()) {
+      a.extra[f.substr(2)] = next();
+    } else {
+      std::string more;
+      for (const auto& k : extra_keys) more += " [--" + k + " V]";
       std::fprintf(stderr, "usage: %s [--mode quick|scale] [--out FILE.json] [--nodes N] "
-                           "[--events M]\n", argv[0]);
+                           "[--events M]%s\n", argv[0], more.c_str());
       a.ok = false;
     }
   }
