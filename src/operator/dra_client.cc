@@ -132,7 +132,9 @@ Status DraClient::DeleteOurRule(const std::string& name, bool* skipped) {
   if (skipped) *skipped = false;
   auto caps = Capabilities();
   if (!caps.ok()) return caps.status();
-  if (caps->rule_version.empty()) return FailedPreconditionError(caps->message);
+  // No longer served (a downgrade, the gate turned off): nothing is enforced any more, and
+  // recovery of the node must not wait for an API that is gone.
+  if (caps->rule_version.empty()) return OkStatus();
   const auto type = k8s::DeviceTaintRules(caps->rule_version);
   auto cur = client_.Get(type, "", name);
   if (!cur.ok()) {

@@ -64,8 +64,8 @@ class DraClient {
   // not ours is left alone (FailedPrecondition).
   virtual StatusOr<std::string> EnsureRule(const remediation::DeviceTaintRuleSpec& spec,
                                            bool* created = nullptr);
-  // Deletes our rule `name` (UID precondition). Gone already: OK. Not ours: left alone, OK
-  // with *skipped set.
+  // Deletes our rule `name` (UID precondition). Gone already, or DeviceTaintRule no longer
+  // served: OK. Not ours: left alone, OK with *skipped set.
   virtual Status DeleteOurRule(const std::string& name, bool* skipped = nullptr);
   // UIDs of the pods on `node` holding one of `devices` (ResourceClaim allocation results +
   // reservedFor).
