@@ -1,7 +1,8 @@
 // Simulated cluster behavior for the API server simulator: a kubelet that runs bound pods
 // and finishes graceful termination, the disruption controller keeping PDB status current,
 // a scheduler that binds pending pods (taints, unschedulable, free nvidia.com/gpu), and
-// DaemonSet / ReplicaSet controllers that keep their pods. Each runs on its own thread,
+// DaemonSet / ReplicaSet controllers that keep their pods, and a Deployment controller that
+// gives each Deployment one ReplicaSet of its template, scaled to spec.replicas. Each runs on its own thread,
 // fed by an in-process watch on the store, and writes through ApiCore like a client.
 #pragma once
 

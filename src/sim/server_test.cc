@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -464,6 +465,45 @@ TEST_F(SimServerTest, GracefulDeletionFinishesAfterGrace) {
   EXPECT_TRUE(d.body["metadata"].contains("deletionTimestamp"));
   EXPECT_EQ(d.body["metadata"]["deletionGracePeriodSeconds"], 30);
   EXPECT_TRUE(WaitFor([&] { return Do("GET", "/api/v1/namespaces/default/pods/a").code == 404; }));
+}
+
+// The Deployment controller makes one ReplicaSet of the template; the ReplicaSet
+// controller keeps spec.replicas pods, replacing an evicted one and following a scale.
+TEST_F(SimServerTest, DeploymentReplaceEvictedPodsAndScales) {
+  SimOptions o;
+  o.time_scale = 30;
+  StartSim(o);
+  ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n1")).ok());
+  json dep = json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
+    "spec":{"replicas":2,"selector":{"matchLabels":{"app":"web"}},
+      "template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"web"}]}}}})");
+  ASSERT_EQ(Do("POST", "/apis/apps/v1/namespaces/default/deployments", dep).code, 201);
+  auto running = [&] {
+    std::vector<std::string> names;
+    Resp l = Do("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb");
+    for (const auto& p : l.body["items"])
+      if (p["status"].value("phase", "") == "Running" && !p["metadata"].contains("deletionTimestamp"))
+        names.push_back(p["metadata"]["name"]);
+    return names;
+  };
+  ASSERT_TRUE(WaitFor([&] { return running().size() == 2; }, 60s))
+      << Do("GET", "/api/v1/namespaces/default/pods").raw;
+  auto rss = Do("GET", "/apis/apps/v1/namespaces/default/replicasets").body["items"];
+  ASSERT_EQ(rss.size(), 1u);
+  EXPECT_EQ(rss[0]["metadata"]["ownerReferences"][0]["kind"], "Deployment");
+  EXPECT_TRUE(rss[0]["spec"]["template"]["metadata"]["labels"].contains("pod-template-hash"));
+  std::string victim = running()[0];
+  json ev = {{"kind", "Eviction"}, {"apiVersion", "policy/v1"},
+             {"metadata", {{"name", victim}, {"namespace", "default"}}}};
+  ASSERT_EQ(Do("POST", "/api/v1/namespaces/default/pods/" + victim + "/eviction", ev).code, 201);
+  ASSERT_TRUE(WaitFor([&] {
+    auto n = running();
+    return n.size() == 2 && std::find(n.begin(), n.end(), victim) == n.end();
+  }, 60s));
+  ASSERT_EQ(Do("PATCH", "/apis/apps/v1/namespaces/default/deployments/web",
+               {{"spec", {{"replicas", 3}}}}, "application/merge-patch+json").code, 200);
+  EXPECT_TRUE(WaitFor([&] { return running().size() == 3; }, 60s));
+  EXPECT_EQ(Do("GET", "/apis/apps/v1/namespaces/default/replicasets").body["items"].size(), 1u);
 }
 
 TEST_F(SimServerTest, Discovery) {
