@@ -23,6 +23,7 @@
 #include "operator/operator.h"
 #include "sim/population.h"
 #include "sim/server.h"
+#include "sim/test_objects.h"
 
 using namespace gg;
 using json = nlohmann::json;
@@ -33,23 +34,6 @@ namespace {
 constexpr char kPolicies[] = "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies";
 constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
 
-json Crd(const std::string& plural, const std::string& kind) {
-  return {{"apiVersion", "apiextensions.k8s.io/v1"},
-          {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-          {"spec",
-           {{"group", "gpuguardian.io"},
-            {"scope", "Cluster"},
-            {"names", {{"plural", plural}, {"kind", kind}}},
-            {"versions",
-             {{{"name", "v1alpha1"},
-               {"served", true},
-               {"storage", true},
-               {"subresources", {{"status", json::object()}}},
-               {"schema",
-                {{"openAPIV3Schema",
-                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
-}
 
 api::GpuNodeHealthStatus Report(const std::string& node, bool xid) {
   api::GpuNodeHealthStatus s;
@@ -115,8 +99,8 @@ int main(int argc, char** argv) {
   if (!client.ok()) return 1;
   k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                          "CustomResourceDefinition", false};
-  if (!(*client)->Create(crds, "", Crd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok() ||
-      !(*client)->Create(crds, "", Crd("gpunodehealths", "GPUNodeHealth").dump()).ok()) {
+  if (!(*client)->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok() ||
+      !(*client)->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok()) {
     std::fprintf(stderr, "cannot create CRDs\n");
     return 1;
   }

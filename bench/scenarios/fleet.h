@@ -16,6 +16,7 @@
 #include "bench/scenarios/populate.h"
 #include "sim/population.h"
 #include "sim/server.h"
+#include "sim/test_objects.h"
 
 namespace gg::bench {
 
@@ -23,22 +24,7 @@ inline constexpr char kPoliciesPath[] = "/apis/gpuguardian.io/v1alpha1/gpuhealth
 inline constexpr char kReportsPath[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
 
 inline nlohmann::json CrdJson(const std::string& plural, const std::string& kind) {
-  using json = nlohmann::json;
-  return {{"apiVersion", "apiextensions.k8s.io/v1"},
-          {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-          {"spec",
-           {{"group", "gpuguardian.io"},
-            {"scope", "Cluster"},
-            {"names", {{"plural", plural}, {"kind", kind}}},
-            {"versions",
-             {{{"name", "v1alpha1"},
-               {"served", true},
-               {"storage", true},
-               {"subresources", {{"status", json::object()}}},
-               {"schema",
-                {{"openAPIV3Schema",
-                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
+  return sim::GuardianCrd(plural, kind);
 }
 
 // What an agent on an 8-GPU node reports; `temperature` varies for "random report changes",

@@ -20,6 +20,7 @@
 #include "sim/population.h"
 #include "sim/schema.h"
 #include "sim/server.h"
+#include "sim/test_objects.h"
 
 namespace gg::op {
 namespace {
@@ -40,23 +41,6 @@ bool WaitFor(const std::function<bool()>& f, std::chrono::milliseconds timeout =
   return f();
 }
 
-json Crd(const std::string& plural, const std::string& kind) {
-  return {{"apiVersion", "apiextensions.k8s.io/v1"},
-          {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-          {"spec",
-           {{"group", "gpuguardian.io"},
-            {"scope", "Cluster"},
-            {"names", {{"plural", plural}, {"kind", kind}}},
-            {"versions",
-             {{{"name", "v1alpha1"},
-               {"served", true},
-               {"storage", true},
-               {"subresources", {{"status", json::object()}}},
-               {"schema",
-                {{"openAPIV3Schema",
-                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
-}
 
 class DraFixture {
  public:
@@ -84,8 +68,8 @@ class DraFixture {
     client_ = std::move(*c);
     k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                            "CustomResourceDefinition", false};
-    ASSERT_TRUE(client_->Create(crds, "", Crd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
-    ASSERT_TRUE(client_->Create(crds, "", Crd("gpunodehealths", "GPUNodeHealth").dump()).ok());
+    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
+    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
     for (const char* ns : {"ml", "gpu-guardian-system"}) {
       ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
                                                       {"metadata", {{"name", ns}}}}).ok());

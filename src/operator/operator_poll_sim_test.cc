@@ -16,6 +16,7 @@
 #include "metrics/registry.h"
 #include "operator/operator.h"
 #include "sim/server.h"
+#include "sim/test_objects.h"
 
 namespace gg::op {
 namespace {
@@ -23,23 +24,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-json Crd(const std::string& plural, const std::string& kind) {
-  return {{"apiVersion", "apiextensions.k8s.io/v1"},
-          {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-          {"spec",
-           {{"group", "gpuguardian.io"},
-            {"scope", "Cluster"},
-            {"names", {{"plural", plural}, {"kind", kind}}},
-            {"versions",
-             {{{"name", "v1alpha1"},
-               {"served", true},
-               {"storage", true},
-               {"subresources", {{"status", json::object()}}},
-               {"schema",
-                {{"openAPIV3Schema",
-                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
-}
 
 json Report(const std::string& node, bool xid) {
   api::GpuNodeHealthStatus s;
@@ -96,8 +80,8 @@ TEST(OperatorPollTest, FencesFromAReportWithoutEverWatching) {
   ASSERT_TRUE(s.ok()) << s.status();
   sim::SimServer& srv = **s;
   const char* crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-  ASSERT_TRUE(srv.Create(crds, Crd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
-  ASSERT_TRUE(srv.Create(crds, Crd("gpunodehealths", "GPUNodeHealth")).ok());
+  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
+  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
   for (const std::string n : {"gpu-a", "gpu-b"}) {
     json node = {{"apiVersion", "v1"},
                  {"kind", "Node"},

@@ -19,6 +19,7 @@
 #include "metrics/registry.h"
 #include "operator/operator.h"
 #include "sim/server.h"
+#include "sim/test_objects.h"
 
 namespace gg::op {
 namespace {
@@ -38,23 +39,6 @@ bool WaitFor(const std::function<bool()>& f, std::chrono::milliseconds timeout =
   return f();
 }
 
-json Crd(const std::string& plural, const std::string& kind) {
-  return {{"apiVersion", "apiextensions.k8s.io/v1"},
-          {"kind", "CustomResourceDefinition"},
-          {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-          {"spec",
-           {{"group", "gpuguardian.io"},
-            {"scope", "Cluster"},
-            {"names", {{"plural", plural}, {"kind", kind}}},
-            {"versions",
-             {{{"name", "v1alpha1"},
-               {"served", true},
-               {"storage", true},
-               {"subresources", {{"status", json::object()}}},
-               {"schema",
-                {{"openAPIV3Schema",
-                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
-}
 
 // A running operator with its own registry, on its own thread.
 struct RunningOperator {
@@ -86,8 +70,8 @@ class OperatorSimTest : public ::testing::Test {
     client_ = NewClient();
     k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                            "CustomResourceDefinition", false};
-    ASSERT_TRUE(client_->Create(crds, "", Crd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
-    ASSERT_TRUE(client_->Create(crds, "", Crd("gpunodehealths", "GPUNodeHealth").dump()).ok());
+    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
+    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
     ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
                                                     {"metadata", {{"name", "ml"}}}}).ok());
     ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},

@@ -27,6 +27,7 @@
 #include "metrics/registry.h"
 #include "operator/operator.h"
 #include "sim/server.h"
+#include "sim/test_objects.h"
 
 namespace gg::fault {
 
@@ -175,9 +176,9 @@ class FaultWorld : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status();
     sim_ = std::move(*s);
     ASSERT_TRUE(sim_->Create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                             Crd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
+                             sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
     ASSERT_TRUE(sim_->Create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                             Crd("gpunodehealths", "GPUNodeHealth")).ok());
+                             sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
     for (const char* ns : {"ml", "gpu-guardian-system"})
       ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"},
                                                       {"kind", "Namespace"},
@@ -189,23 +190,6 @@ class FaultWorld : public ::testing::Test {
     if (sim_) sim_->Stop();
   }
 
-  static json Crd(const std::string& plural, const std::string& kind) {
-    return {{"apiVersion", "apiextensions.k8s.io/v1"},
-            {"kind", "CustomResourceDefinition"},
-            {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-            {"spec",
-             {{"group", "gpuguardian.io"},
-              {"scope", "Cluster"},
-              {"names", {{"plural", plural}, {"kind", kind}}},
-              {"versions",
-               {{{"name", "v1alpha1"},
-                 {"served", true},
-                 {"storage", true},
-                 {"subresources", {{"status", json::object()}}},
-                 {"schema",
-                  {{"openAPIV3Schema",
-                    {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
-  }
 
   // Operator tuned for test time (same code paths, shorter periods).
   static op::OperatorConfig FastConfig(std::string identity, bool leader_elect) {
