@@ -129,33 +129,15 @@ class OperatorSimTest : public ::testing::Test {
 
   // A ReplicaSet of GPU pods; the sim's controllers create, schedule and run them.
   void AddReplicaSet(const std::string& name, int replicas, int grace_seconds = 30) {
-    json tmpl = {{"metadata", {{"labels", {{"app", name}}}}},
-                 {"spec",
-                  {{"terminationGracePeriodSeconds", grace_seconds},
-                   {"containers",
-                    {{{"name", "c"},
-                      {"image", "cuda"},
-                      {"resources",
-                       {{"requests", {{"nvidia.com/gpu", "1"}}},
-                        {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
-    json rs = {{"apiVersion", "apps/v1"},
-               {"kind", "ReplicaSet"},
-               {"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"app", name}}}}},
-               {"spec",
-                {{"replicas", replicas},
-                 {"selector", {{"matchLabels", {{"app", name}}}}},
-                 {"template", tmpl}}}};
-    ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/ml/replicasets", rs).ok());
+    ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/ml/replicasets",
+                             sim::GpuReplicaSet(name, "ml", replicas, grace_seconds))
+                    .ok());
   }
 
   void AddPdb(const std::string& app, int min_available) {
-    json pdb = {{"apiVersion", "policy/v1"},
-                {"kind", "PodDisruptionBudget"},
-                {"metadata", {{"name", app + "-pdb"}, {"namespace", "ml"}}},
-                {"spec",
-                 {{"minAvailable", min_available},
-                  {"selector", {{"matchLabels", {{"app", app}}}}}}}};
-    ASSERT_TRUE(sim_->Create("/apis/policy/v1/namespaces/ml/poddisruptionbudgets", pdb).ok());
+    ASSERT_TRUE(sim_->Create("/apis/policy/v1/namespaces/ml/poddisruptionbudgets",
+                             sim::MinAvailablePdb(app, "ml", min_available))
+                    .ok());
   }
 
   json Pods(const std::string& app) {

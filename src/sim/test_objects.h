@@ -30,4 +30,37 @@ inline nlohmann::json GuardianCrd(const std::string& plural, const std::string& 
                   {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
 }
 
+// A ReplicaSet of one-GPU pods (label app=<name>); the simulator's controllers create,
+// schedule and run its pods.
+inline nlohmann::json GpuReplicaSet(const std::string& name, const std::string& ns, int replicas,
+                                    int grace_seconds = 30) {
+  using json = nlohmann::json;
+  json tmpl = {{"metadata", {{"labels", {{"app", name}}}}},
+               {"spec",
+                {{"terminationGracePeriodSeconds", grace_seconds},
+                 {"containers",
+                  {{{"name", "c"},
+                    {"image", "cuda"},
+                    {"resources",
+                     {{"requests", {{"nvidia.com/gpu", "1"}}},
+                      {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "ReplicaSet"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{"app", name}}}}},
+          {"spec",
+           {{"replicas", replicas},
+            {"selector", {{"matchLabels", {{"app", name}}}}},
+            {"template", tmpl}}}};
+}
+
+// A PodDisruptionBudget "<app>-pdb" with minAvailable over the pods labelled app=<app>.
+inline nlohmann::json MinAvailablePdb(const std::string& app, const std::string& ns,
+                                      int min_available) {
+  return {{"apiVersion", "policy/v1"},
+          {"kind", "PodDisruptionBudget"},
+          {"metadata", {{"name", app + "-pdb"}, {"namespace", ns}}},
+          {"spec",
+           {{"minAvailable", min_available}, {"selector", {{"matchLabels", {{"app", app}}}}}}}};
+}
+
 }  // namespace gg::sim
