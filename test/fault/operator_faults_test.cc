@@ -203,6 +203,13 @@ TEST_F(DrainWorld, ErrorBurstsAnd429StormsConvergeWithoutRepeats) {
   std::vector<std::vector<ProxiedRequest>> logs;
   for (auto* o : all) logs.push_back(o->transport->Requests());
   ExpectEachPodEvictedOnce(logs);
+  // The recorder samples the node every few ms, so it may lag the GET that saw the uncordon.
+  auto uncordons = [&] {
+    int n = 0;
+    for (const auto& c : cordons.Changes()) n += c.node == "gpu-0" && !c.cordoned;
+    return n;
+  };
+  wait([&] { return uncordons() >= 1; }, 15s);
   int cordon = 0, uncordon = 0;
   for (const auto& c : cordons.Changes()) {
     if (c.node != "gpu-0") {
