@@ -273,10 +273,16 @@ TEST_F(BadInputSimTest, InvalidPoliciesAreReportedAndActOnNothing) {
   EXPECT_EQ(Evictions(), 0);
 
   // The positive control: the same fatal Xid under a corrected policy is acted on.
-  auto fixed = sim_->Get(kPolicyPath + "/over-budget");
-  ASSERT_TRUE(fixed.ok());
-  (*fixed)["spec"] = TaintingSpec();
-  ASSERT_TRUE(sim_->Update(kPolicyPath + "/over-budget", *fixed).ok());
+  // Read-modify-write with the resourceVersion: the operator's status writes may win the race
+  // (409), as with any client, so retry.
+  bool updated = false;
+  for (int attempt = 0; attempt < 20 && !updated; ++attempt) {
+    auto fixed = sim_->Get(kPolicyPath + "/over-budget");
+    ASSERT_TRUE(fixed.ok());
+    (*fixed)["spec"] = TaintingSpec();
+    updated = sim_->Update(kPolicyPath + "/over-budget", *fixed).ok();
+  }
+  ASSERT_TRUE(updated);
   EXPECT_TRUE(Eventually([&] { return Fenced(Node("gpu-0")); })) << Node("gpu-0").dump();
   EXPECT_TRUE(Eventually([&] { return PolicyCondition("over-budget", "Invalid").value("status", "") == "False"; }));
 }
