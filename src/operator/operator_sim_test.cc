@@ -28,7 +28,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr char kPolicies[] = "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies";
-constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
 
 bool WaitFor(const std::function<bool()>& f, std::chrono::milliseconds timeout = 30s) {
   auto end = std::chrono::steady_clock::now() + timeout;
@@ -214,17 +213,8 @@ class OperatorSimTest : public ::testing::Test {
     return s;
   }
   void WriteReport(const std::string& node, const api::GpuNodeHealthStatus& s) {
-    json status = json::parse(api::EncodeGpuNodeHealthStatus(s));
-    std::string path = std::string(kReports) + "/" + node;
-    if (sim_->Get(path).ok()) {
-      ASSERT_TRUE(sim_->MergePatch(path, {{"status", status}}).ok());
-    } else {
-      json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                  {"kind", "GPUNodeHealth"},
-                  {"metadata", {{"name", node}}},
-                  {"status", status}};
-      ASSERT_TRUE(sim_->Create(kReports, obj).ok());
-    }
+    ASSERT_TRUE(
+        sim::PutReportStatus(*sim_, node, json::parse(api::EncodeGpuNodeHealthStatus(s))).ok());
   }
 
   json Node(const std::string& name) {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/server.h"
+
 namespace gg::sim {
 
 // A cluster-scoped gpuguardian.io/v1alpha1 CRD with a status subresource and a schema that
@@ -61,6 +63,18 @@ inline nlohmann::json MinAvailablePdb(const std::string& app, const std::string&
           {"metadata", {{"name", app + "-pdb"}, {"namespace", ns}}},
           {"spec",
            {{"minAvailable", min_available}, {"selector", {{"matchLabels", {{"app", app}}}}}}}};
+}
+
+// Writes a GPUNodeHealth status the way an agent does: merge-patch the report when it exists,
+// create it otherwise. `status` is the encoded `status` object.
+inline Status PutReportStatus(SimServer& sim, const std::string& node, const nlohmann::json& status) {
+  const std::string collection = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
+  const std::string path = collection + "/" + node;
+  if (sim.Get(path).ok()) return sim.MergePatch(path, {{"status", status}}).status();
+  return sim.Create(collection, {{"apiVersion", "gpuguardian.io/v1alpha1"},
+                                 {"kind", "GPUNodeHealth"},
+                                 {"metadata", {{"name", node}}},
+                                 {"status", status}});
 }
 
 }  // namespace gg::sim

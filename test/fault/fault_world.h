@@ -342,17 +342,8 @@ class FaultWorld : public ::testing::Test {
   // Direct store write: bypasses the simulator's fault injection (the agent's path is not
   // under test here, the operator's is).
   void WriteReport(const std::string& node, const api::GpuNodeHealthStatus& s) {
-    json status = json::parse(api::EncodeGpuNodeHealthStatus(s));
-    std::string path = std::string(kReports) + "/" + node;
-    if (sim_->Get(path).ok()) {
-      ASSERT_TRUE(sim_->MergePatch(path, {{"status", status}}).ok());
-    } else {
-      json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                  {"kind", "GPUNodeHealth"},
-                  {"metadata", {{"name", node}}},
-                  {"status", status}};
-      ASSERT_TRUE(sim_->Create(kReports, obj).ok());
-    }
+    ASSERT_TRUE(
+        sim::PutReportStatus(*sim_, node, json::parse(api::EncodeGpuNodeHealthStatus(s))).ok());
   }
 
   json Node(const std::string& name) {
