@@ -1,8 +1,9 @@
-// WorkQueue implementation: one map of per-key state, a FIFO of pointers into it, and a
-// map of keys waiting for their AddAfter time (one clock timer each).
+// WorkQueue implementation: one map of per-key state, two FIFO lanes of pointers into it
+// (urgent, normal), and a map of keys waiting for their AddAfter time (one clock timer each).
 #include "runtime/workqueue.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -19,13 +20,25 @@ double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct WorkQueue::Impl {
   struct Item {
-    bool dirty = false;       // needs processing (queued, or re-queued once Done)
-    bool processing = false;  // handed out by Get, not Done yet
-    MonoTime added{};         // when it became dirty (queue duration metric)
+    bool dirty = false;          // needs processing (queued, or re-queued once Done)
+    bool processing = false;     // handed out by Get, not Done yet
+    bool urgent = false;         // the pending (dirty) work is urgent
+    bool handed_urgent = false;  // handed out from the urgent lane (requeues keep it)
+    std::uint32_t refs = 0;      // lane entries pointing here (the item lives while > 0)
+    std::uint64_t ticket = 0;    // the lane entry that is current; older ones are stale
+    MonoTime added{};            // when it became dirty (queue duration metric)
+  };
+  using Node = std::pair<const std::string, Item>;
+  // A lane entry. Moving a key to the urgent lane leaves its normal entry behind (removing
+  // it from the middle of a deque would be O(n)); the ticket tells Pop it is stale.
+  struct Entry {
+    Node* node;
+    std::uint64_t ticket;
   };
   struct Waiting {
     MonoTime ready;
     TimerId timer;
+    Priority priority;
   };
   struct Running {
     const std::string* key;
@@ -41,9 +54,12 @@ struct WorkQueue::Impl {
 
   mutable std::mutex mu;
   std::condition_variable_any cv;
-  // Node-based map: element addresses are stable, so queue/running hold key pointers.
+  // Node-based map: element addresses are stable, so lanes/running hold pointers into it.
   std::unordered_map<std::string, Item> items;
-  std::deque<const std::string*> queue;
+  std::deque<Entry> urgent_lane, normal_lane;
+  std::size_t ready = 0;         // items dirty and not processing (each has one current entry)
+  std::size_t ready_urgent = 0;  // of those, in the urgent lane
+  std::uint64_t next_ticket = 0;
   std::vector<Running> running;  // at most one per worker
   std::unordered_map<std::string, Waiting> waiting;
   bool shutting_down = false;
@@ -59,38 +75,70 @@ struct WorkQueue::Impl {
 
   MonoTime Now() const { return depth ? clock.Monotonic() : MonoTime{}; }
 
+  // Requires mu. Appends the current entry of a ready item to its lane.
+  void PushLocked(Node& node) {
+    Item& item = node.second;
+    item.ticket = ++next_ticket;
+    ++item.refs;
+    (item.urgent ? urgent_lane : normal_lane).push_back({&node, item.ticket});
+    if (item.urgent) ++ready_urgent;
+    ++ready;
+    if (depth) depth->Inc();
+    cv.notify_one();
+  }
+
   // Requires mu.
-  void AddLocked(const std::string& key) {
+  void AddLocked(const std::string& key, Priority priority) {
     if (shutting_down) return;
+    const bool urgent = priority == Priority::kUrgent;
     auto [it, inserted] = items.try_emplace(key);
     Item& item = it->second;
-    if (item.dirty) return;
+    if (item.dirty) {
+      if (!urgent || item.urgent) return;
+      item.urgent = true;  // promote; the normal entry (if queued) goes stale
+      if (item.processing) return;
+      --ready;
+      if (depth) depth->Dec();
+      PushLocked(*it);
+      return;
+    }
     item.dirty = true;
+    item.urgent = urgent;
     if (adds) {
       adds->Inc();
       item.added = Now();
     }
     if (item.processing) return;  // queued again by Done
-    queue.push_back(&it->first);
-    if (depth) depth->Inc();
-    cv.notify_one();
+    PushLocked(*it);
   }
 
-  // Requires mu and a non-empty queue.
+  // Requires mu and ready > 0.
   std::string PopLocked() {
-    const std::string* key = queue.front();
-    queue.pop_front();
-    auto it = items.find(*key);
-    Item& item = it->second;
-    item.dirty = false;
-    item.processing = true;
-    MonoTime now = Now();
-    if (depth) {
-      depth->Dec();
-      queue_duration->Observe(Seconds(now - item.added));
+    for (;;) {
+      auto& lane = urgent_lane.empty() ? normal_lane : urgent_lane;
+      const bool from_urgent = &lane == &urgent_lane;
+      Entry e = lane.front();
+      lane.pop_front();
+      Item& item = e.node->second;
+      --item.refs;
+      if (e.ticket != item.ticket || !item.dirty || item.processing) {
+        if (!item.dirty && !item.processing && item.refs == 0) items.erase(items.find(e.node->first));
+        continue;  // stale: the key moved lanes
+      }
+      --ready;
+      if (from_urgent) --ready_urgent;
+      item.dirty = false;
+      item.processing = true;
+      item.handed_urgent = item.urgent;
+      item.urgent = false;
+      MonoTime now = Now();
+      if (depth) {
+        depth->Dec();
+        queue_duration->Observe(Seconds(now - item.added));
+      }
+      running.push_back({&e.node->first, now});
+      return e.node->first;
     }
-    running.push_back({key, now});
-    return *key;
   }
 
   void CancelWaitingLocked() {
@@ -164,23 +212,32 @@ WorkQueue::~WorkQueue() {
   if (impl_->longest) impl_->longest->SetCallback(nullptr);
 }
 
-void WorkQueue::Add(const std::string& key) {
+void WorkQueue::Add(const std::string& key, Priority priority) {
   std::scoped_lock lock(impl_->mu);
-  impl_->AddLocked(key);
+  impl_->AddLocked(key, priority);
 }
 
-void WorkQueue::AddAfter(const std::string& key, Duration delay) {
-  if (delay <= Duration(0)) {
-    Add(key);
-    return;
-  }
+void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<Priority> priority) {
   Impl& q = *impl_;
   std::scoped_lock lock(q.mu);
   if (q.shutting_down) return;
+  if (!priority) {
+    auto item = q.items.find(key);
+    const bool requeue = item != q.items.end() && item->second.processing && item->second.handed_urgent;
+    priority = requeue ? Priority::kUrgent : Priority::kNormal;
+  }
+  if (delay <= Duration(0)) {
+    q.AddLocked(key, *priority);
+    return;
+  }
   MonoTime ready = q.clock.Monotonic() + delay;
   auto it = q.waiting.find(key);
   if (it != q.waiting.end()) {
-    if (it->second.ready <= ready) return;  // already due sooner
+    priority = std::max(*priority, it->second.priority);
+    if (it->second.ready <= ready) {  // already due sooner
+      it->second.priority = *priority;
+      return;
+    }
     q.clock.Cancel(it->second.timer);
   } else {
     it = q.waiting.try_emplace(key).first;
@@ -196,11 +253,12 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay) {
     std::scoped_lock lock(impl->mu);
     auto w = impl->waiting.find(key);
     if (w == impl->waiting.end() || w->second.timer != *id) return;  // superseded
+    const Priority p = w->second.priority;
     impl->waiting.erase(w);
-    impl->AddLocked(key);
+    impl->AddLocked(key, p);
   });
   *id = timer;
-  it->second = {ready, timer};
+  it->second = {ready, timer, *priority};
 }
 
 void WorkQueue::AddRateLimited(const std::string& key) {
@@ -219,14 +277,14 @@ int WorkQueue::NumRequeues(const std::string& key) { return impl_->limiter->NumR
 std::optional<std::string> WorkQueue::Get(std::stop_token stop) {
   Impl& q = *impl_;
   std::unique_lock lock(q.mu);
-  q.cv.wait(lock, stop, [&] { return !q.queue.empty() || q.shutting_down; });
-  if (q.queue.empty() || stop.stop_requested()) return std::nullopt;
+  q.cv.wait(lock, stop, [&] { return q.ready > 0 || q.shutting_down; });
+  if (q.ready == 0 || stop.stop_requested()) return std::nullopt;
   return q.PopLocked();
 }
 
 std::optional<std::string> WorkQueue::TryGet() {
   std::scoped_lock lock(impl_->mu);
-  if (impl_->queue.empty()) return std::nullopt;
+  if (impl_->ready == 0) return std::nullopt;
   return impl_->PopLocked();
 }
 
@@ -244,11 +302,10 @@ void WorkQueue::Done(const std::string& key) {
     q.running.pop_back();
   }
   it->second.processing = false;
+  it->second.handed_urgent = false;
   if (it->second.dirty) {
-    q.queue.push_back(k);
-    if (q.depth) q.depth->Inc();
-    q.cv.notify_one();
-  } else {
+    q.PushLocked(*it);
+  } else if (it->second.refs == 0) {
     q.items.erase(it);
   }
   if (q.running.empty()) q.cv.notify_all();  // ShutDownWithDrain waits for this
@@ -275,7 +332,12 @@ bool WorkQueue::ShuttingDown() const {
 
 std::size_t WorkQueue::Len() const {
   std::scoped_lock lock(impl_->mu);
-  return impl_->queue.size();
+  return impl_->ready;
+}
+
+std::size_t WorkQueue::UrgentLen() const {
+  std::scoped_lock lock(impl_->mu);
+  return impl_->ready_urgent;
 }
 
 std::size_t WorkQueue::Processing() const {

@@ -7,6 +7,11 @@
 //  - AddRateLimited(k): AddAfter(k, limiter.When(k)); Forget(k) resets k's backoff.
 //  - ShutDown(): Add is ignored from then on, Get hands out what is left, then returns
 //    nullopt. ShutDownWithDrain() also waits until every item handed out is Done.
+//  - Two lanes: Get hands out every kUrgent key before any kNormal one (FIFO within a lane),
+//    so work that matters now (a fault) never waits behind a backlog of housekeeping (the
+//    initial reconcile of 100k nodes). An urgent Add of a key queued as normal moves it to the
+//    urgent lane; a normal Add never demotes. A requeue (AddAfter without a priority,
+//    AddRateLimited) keeps the lane the key was handed out from.
 // Add/Get/Done take one mutex and allocate nothing beyond the key's own entry.
 // Metrics (label name=<queue name>): workqueue_depth, workqueue_adds_total,
 // workqueue_queue_duration_seconds, workqueue_work_duration_seconds, workqueue_retries_total,
@@ -25,6 +30,8 @@
 
 namespace gg::runtime {
 
+enum class Priority { kNormal, kUrgent };
+
 class WorkQueue {
  public:
   // `registry` may be null (no metrics). `limiter` null → DefaultControllerRateLimiter(clock).
@@ -34,8 +41,11 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  void Add(const std::string& key);
-  void AddAfter(const std::string& key, Duration delay);
+  void Add(const std::string& key, Priority priority = Priority::kNormal);
+  // No priority: the lane `key` was handed out from if it is being processed (a requeue),
+  // else normal. A key already waiting keeps the higher of the two priorities.
+  void AddAfter(const std::string& key, Duration delay,
+                std::optional<Priority> priority = std::nullopt);
   void AddRateLimited(const std::string& key);
   void Forget(const std::string& key);
   int NumRequeues(const std::string& key);
@@ -55,6 +65,7 @@ class WorkQueue {
 
   // Keys queued and ready (not counting those being processed or waiting in AddAfter).
   std::size_t Len() const;
+  std::size_t UrgentLen() const;  // of Len(), those in the urgent lane
   std::size_t Processing() const;  // keys between Get and Done
   std::size_t Waiting() const;     // keys waiting for an AddAfter/AddRateLimited delay
   const std::string& name() const;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -259,6 +260,113 @@ TEST(WorkQueue, ConcurrentWorkersNeverShareAKey) {
   EXPECT_FALSE(overlap);
   EXPECT_GE(processed, kKeys);     // every key at least once
   EXPECT_LE(processed, kAdds);     // de-duplicated
+}
+
+TEST_F(WorkQueueTest, UrgentKeysAreHandedOutBeforeNormalOnes) {
+  for (const char* k : {"n1", "n2", "n3"}) q_.Add(k);
+  q_.Add("u1", Priority::kUrgent);
+  q_.Add("n2", Priority::kUrgent);  // queued as normal: moves to the urgent lane
+  q_.Add("u1");                     // a normal Add never demotes
+  EXPECT_EQ(q_.Len(), 4u);
+  EXPECT_EQ(q_.UrgentLen(), 2u);
+  EXPECT_EQ(q_.TryGet(), "u1");
+  EXPECT_EQ(q_.TryGet(), "n2");
+  EXPECT_EQ(q_.UrgentLen(), 0u);
+  EXPECT_EQ(q_.TryGet(), "n1");
+  EXPECT_EQ(q_.TryGet(), "n3");  // n2's old normal entry is not handed out again
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
+  EXPECT_EQ(q_.Len(), 0u);
+  for (const char* k : {"u1", "n2", "n1", "n3"}) q_.Done(k);
+  EXPECT_EQ(q_.Processing(), 0u);
+  EXPECT_EQ(registry_.Value("workqueue_depth", {"test"}), 0);
+}
+
+TEST_F(WorkQueueTest, PromotedKeyReaddedAfterDoneIsHandedOutOnce) {
+  q_.Add("a");
+  q_.Add("b");
+  q_.Add("a", Priority::kUrgent);  // leaves a stale normal entry for "a"
+  ASSERT_EQ(q_.TryGet(), "a");
+  q_.Done("a");
+  q_.Add("a");  // queued again as normal, behind b: the stale entry must not count
+  EXPECT_EQ(q_.Len(), 2u);
+  EXPECT_EQ(q_.TryGet(), "b");
+  EXPECT_EQ(q_.TryGet(), "a");
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
+}
+
+TEST_F(WorkQueueTest, UrgentAddWhileProcessingRequeuesUrgent) {
+  q_.Add("a");
+  q_.Add("b");
+  ASSERT_EQ(q_.TryGet(), "a");
+  q_.Add("a", Priority::kUrgent);
+  q_.Done("a");
+  EXPECT_EQ(q_.UrgentLen(), 1u);
+  EXPECT_EQ(q_.TryGet(), "a");
+  EXPECT_EQ(q_.TryGet(), "b");
+}
+
+TEST_F(WorkQueueTest, RequeueKeepsTheLaneTheKeyCameFrom) {
+  q_.Add("u", Priority::kUrgent);
+  q_.Add("n");
+  ASSERT_EQ(q_.TryGet(), "u");
+  q_.AddAfter("u", seconds(1));  // a requeue while processing: stays urgent
+  q_.Done("u");
+  ASSERT_EQ(q_.TryGet(), "n");
+  q_.AddAfter("n", seconds(1));  // stays normal
+  q_.Done("n");
+  q_.AddAfter("x", seconds(1));  // not processing: normal
+  q_.Add("m");
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(q_.UrgentLen(), 1u);
+  EXPECT_EQ(q_.TryGet(), "u");
+  EXPECT_EQ(q_.Len(), 3u);
+}
+
+TEST_F(WorkQueueTest, WaitingKeyKeepsTheHigherPriority) {
+  q_.AddAfter("a", seconds(1), Priority::kUrgent);
+  q_.AddAfter("a", seconds(5), Priority::kNormal);  // later and lower: ignored
+  q_.AddAfter("b", seconds(5), Priority::kNormal);
+  q_.AddAfter("b", seconds(9), Priority::kUrgent);  // later, but raises the priority
+  clock_.Advance(seconds(5));
+  EXPECT_EQ(q_.UrgentLen(), 2u);
+  q_.AddAfter("c", Duration(0), Priority::kUrgent);  // no delay: added now
+  EXPECT_EQ(q_.UrgentLen(), 3u);
+}
+
+TEST_F(WorkQueueTest, ConcurrentUrgentAndNormalAddsLoseNothing) {
+  constexpr int kKeys = 2000;
+  std::set<std::string> seen;
+  std::mutex seen_mu;
+  std::vector<std::jthread> workers;
+  // Destroyed before the workers are joined, also when an assertion returns early.
+  struct ShutDownOnExit {
+    WorkQueue& q;
+    ~ShutDownOnExit() { q.ShutDown(); }
+  } shut_down{q_};
+  for (int w = 0; w < 3; ++w) {
+    workers.emplace_back([&] {
+      while (auto k = q_.Get()) {
+        {
+          std::scoped_lock l(seen_mu);
+          seen.insert(*k);
+        }
+        q_.Done(*k);
+      }
+    });
+  }
+  std::jthread producer([&] {
+    for (int i = 0; i < kKeys; ++i) {
+      std::string k = "k" + std::to_string(i % 500) + "-" + std::to_string(i);
+      q_.Add(k);
+      if (i % 3 == 0) q_.Add(k, Priority::kUrgent);
+    }
+  });
+  producer.join();
+  ASSERT_TRUE(Eventually([&] {
+    std::scoped_lock l(seen_mu);
+    return seen.size() == static_cast<std::size_t>(kKeys);
+  }));
+  ASSERT_TRUE(Eventually([&] { return q_.Len() == 0 && q_.Processing() == 0; }));
 }
 
 }  // namespace
