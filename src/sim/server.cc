@@ -37,6 +37,7 @@ struct SimServer::Impl {
   int port = 0;
   std::string ca_pem;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> listener_exited{false};
   FaultInjector faults;
   std::unique_ptr<Controllers> controllers;
   std::shared_ptr<Authorizer> authz;  // with --authz rbac: for GET /_sim/rbac
@@ -588,7 +589,19 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       return UnavailableError("cannot bind " + opts.listen);
     impl->port = want_port;
   }
-  impl->thread = std::thread([raw] { raw->http->listen_after_bind(); });
+  impl->thread = std::thread([raw] {
+    raw->http->listen_after_bind();
+    raw->listener_exited = true;
+  });
+  // cpp-httplib 0.11's stop() does nothing until the accept loop has set is_running(), and
+  // the loop then never ends: a Stop() right after Start() (a test restarting the sim, a
+  // SIGTERM on a loaded machine) hung join() forever. Return only once the loop runs.
+  while (!impl->http->is_running() && !impl->listener_exited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (impl->listener_exited) {
+    impl->thread.join();
+    return UnavailableError("the HTTP server on " + opts.listen + " stopped at once");
+  }
   ControllerOptions cto;
   cto.kubelet = opts.kubelet;
   cto.scheduler = opts.scheduler;
