@@ -59,6 +59,10 @@ struct SimServer::Impl {
 
 namespace {
 
+// Upper bound of one watch write (one HTTP chunk): large enough that a busy stream costs one
+// send per ~20 node events, small enough that 256 watchers catching up stay within memory.
+constexpr std::size_t kWatchBatchBytes = std::size_t{256} << 10;
+
 std::string WatchLine(const char* type, const std::string& object_json) {
   std::string s;
   s.reserve(object_json.size() + 32);
@@ -103,6 +107,9 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
     int cut_after = 0;
     bool initial_end_sent = false;
     bool finished = false;
+    bool alive = true;                // the watcher is open (false: closed and drained)
+    std::deque<WatchEvent> pending;  // popped, not yet written
+    std::string buf;                 // reused for every batch
   };
   auto st = std::make_shared<State>();
   st->spec = spec;
@@ -136,11 +143,20 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
         if (stopping.load()) return finish();
         auto now = std::chrono::steady_clock::now();
         if (now >= st->deadline) return finish();
-        std::deque<WatchEvent> evs;
-        bool alive = st->spec.watcher->Pop(evs, std::chrono::milliseconds(200));
-        std::string buf;
+        // Events already popped but not yet written wait in st->pending: a resume from an old
+        // resourceVersion can queue the whole history at once, and one write of it all would
+        // need hundreds of MB per watcher. Each call writes one bounded batch (one chunk, one
+        // send) into a buffer the stream keeps.
+        if (st->pending.empty() && st->alive)
+          st->alive = st->spec.watcher->Pop(st->pending, std::chrono::milliseconds(200));
+        std::string& buf = st->buf;
+        buf.clear();
+        std::size_t batch = 0;
         bool cut = false;
-        for (const auto& e : evs) {
+        while (!st->pending.empty() && buf.size() < kWatchBatchBytes) {
+          WatchEvent e = std::move(st->pending.front());
+          st->pending.pop_front();
+          ++batch;
           if (st->spec.table_version.empty()) {
             // The stored JSON is appended as is when the watch is in its version.
             buf += "{\"type\":\"";
@@ -185,12 +201,12 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
           buf += WatchLine("BOOKMARK", bm.dump());
         }
         if (!buf.empty()) {
-          watch_events_sent += evs.size();
+          watch_events_sent += batch;
           if (!sink.write(buf.data(), buf.size())) return false;
           st->last_write = now;
         }
-        if (cut || !alive) return finish();
-        if (st->spec.bookmarks && now - st->last_write >= interval) {
+        if (cut || (!st->alive && st->pending.empty())) return finish();
+        if (st->spec.bookmarks && st->pending.empty() && now - st->last_write >= interval) {
           std::uint64_t rv = 0;
           {
             std::scoped_lock lock(store.mu());

@@ -58,20 +58,23 @@ bool Watcher::Matches(const Obj& o) const {
   return MatchesLabels(ls_, o.labels) && fs_.Matches(o.fields);
 }
 
-void Watcher::Push(WatchEvent e, std::size_t limit) {
-  if (e.storage != storage_) return;
-  bool now = e.obj && Matches(*e.obj);
+void Watcher::Push(const WatchEvent& ev, std::size_t limit) {
+  // Runs under the store lock for every watcher of every write: filter before copying.
+  if (ev.storage != storage_) return;
+  bool now = ev.obj && Matches(*ev.obj);
   // History entries drop `prev`; then assume the selector result did not change.
-  bool before = e.prev ? Matches(*e.prev) : now;
-  if (e.type == EventType::kDeleted) {
+  bool before = ev.prev ? Matches(*ev.prev) : now;
+  EventType type = ev.type;
+  if (type == EventType::kDeleted) {
     if (!before && !now) return;
-  } else if (e.type == EventType::kModified) {
+  } else if (type == EventType::kModified) {
     if (!now && !before) return;
-    if (now && !before) e.type = EventType::kAdded;
-    if (!now && before) e.type = EventType::kDeleted;
+    if (now && !before) type = EventType::kAdded;
+    if (!now && before) type = EventType::kDeleted;
   } else if (!now) {
     return;
   }
+  bool wake = false;
   {
     std::scoped_lock lock(mu_);
     if (closed_) return;
@@ -79,11 +82,20 @@ void Watcher::Push(WatchEvent e, std::size_t limit) {
       overflow_ = true;
       closed_ = true;
       q_.clear();
+      wake = true;
     } else {
-      q_.push_back(std::move(e));
+      // Only a reader waiting on an empty queue needs a wakeup; one already woken drains
+      // everything queued meanwhile. A wakeup per event per watcher cost more than the event.
+      wake = q_.empty();
+      WatchEvent& e = q_.emplace_back();
+      e.rv = ev.rv;
+      e.type = type;
+      e.storage = ev.storage;
+      e.obj = ev.obj;
+      e.prev = ev.prev;
     }
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void Watcher::Close() {

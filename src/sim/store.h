@@ -70,7 +70,7 @@ class Watcher {
 
  private:
   friend class Store;
-  void Push(WatchEvent e, std::size_t limit);  // called under the store lock
+  void Push(const WatchEvent& e, std::size_t limit);  // called under the store lock
   void Close();
   std::string storage_, ns_;
   LabelSelector ls_;
