@@ -67,6 +67,10 @@ StatusOr<std::unique_ptr<RestClient>> RestClient::Create(const ClientConfig& con
   return std::make_unique<RestClient>(std::move(transport), config, clock, std::move(options));
 }
 
+std::unique_ptr<RestClient> RestClient::WithOptions(RestClientOptions options) {
+  return std::make_unique<RestClient>(*transport_, config_, clock_, std::move(options));
+}
+
 void RestClient::Count(std::string_view method, std::string_view code) {
   {
     std::scoped_lock lock(mu_);
@@ -94,19 +98,21 @@ StatusOr<HttpResponse> RestClient::Call(HttpRequest req, Idempotency idem, bool 
     seed = NextRandom(jitter_state_);
   }
   Backoff backoff(options_.initial_backoff, options_.max_backoff, 2.0, 0.2, seed | 1);
+  if (req.timeout.count() == 0) req.timeout = options_.request_timeout;
+  const std::stop_token& cancel = options_.cancel_retries;
   bool reauthed = false;
   Status last;
   for (int attempt = 1;; ++attempt) {
     Throttle();
     auto r = transport_->Do(req);
-    bool more = attempt < options_.max_attempts;
+    bool more = attempt < options_.max_attempts && !cancel.stop_requested();
     if (!r.ok()) {
       Count(req.method, "<error>");
       last = r.status();
       bool transient = last.code() == StatusCode::kUnavailable ||
                        last.code() == StatusCode::kDeadlineExceeded;
-      if (idem == Idempotency::kIdempotent && transient && more) {
-        (void)clock_.SleepFor(backoff.Next(), {});
+      if (idem == Idempotency::kIdempotent && transient && more &&
+          clock_.SleepFor(backoff.Next(), cancel)) {
         continue;
       }
       return last;
@@ -130,8 +136,7 @@ StatusOr<HttpResponse> RestClient::Call(HttpRequest req, Idempotency idem, bool 
         wait = std::chrono::seconds(std::min(err.retry_after_seconds(),
                                              options_.max_retry_after_seconds));
       }
-      (void)clock_.SleepFor(wait, {});
-      continue;
+      if (clock_.SleepFor(wait, cancel)) continue;
     }
     return err;
   }

@@ -70,6 +70,12 @@ struct RestClientOptions {
   Duration max_backoff = std::chrono::seconds(10);
   int max_retry_after_seconds = 30;  // Retry-After is honored up to this
   std::uint64_t jitter_seed = 0;     // 0: random
+  // > 0: bounds each HTTP request (not watches) instead of ClientConfig::timeout. Leader
+  // election uses it so one hung request cannot outlast the renew deadline.
+  std::chrono::milliseconds request_timeout{0};
+  // Once stopped (e.g. on SIGTERM), retry sleeps end at once and no further attempt is made:
+  // the error of the last attempt is returned, so a shutdown never waits out a Retry-After.
+  std::stop_token cancel_retries;
   // Observes each HTTP attempt: method ("GET"...), HTTP code (or "<error>"), host.
   std::function<void(std::string_view method, std::string_view code, std::string_view host)>
       on_request;
@@ -84,6 +90,11 @@ class RestClient {
   // Builds a CurlTransport from `config`.
   static StatusOr<std::unique_ptr<RestClient>> Create(const ClientConfig& config, Clock& clock,
                                                       RestClientOptions options = {});
+  // A client on the same transport (and clock) with other options, e.g. no retries and a
+  // short per-request deadline. It has its own counters and rate limiter; this client must
+  // outlive it.
+  std::unique_ptr<RestClient> WithOptions(RestClientOptions options);
+  const RestClientOptions& options() const { return options_; }
 
   // Bodies: raw JSON of the object (or list). ns is ignored for cluster-scoped types.
   StatusOr<std::string> Get(const ResourceType& type, std::string_view ns, std::string_view name,

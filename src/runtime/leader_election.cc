@@ -1,6 +1,7 @@
 // Lease-based leader election (client-go tryAcquireOrRenew semantics on our Clock).
 #include "runtime/leader_election.h"
 
+#include <algorithm>
 #include <random>
 
 #include "k8s/backoff.h"
@@ -35,8 +36,23 @@ StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(k8s::RestClient& 
   return std::unique_ptr<LeaderElector>(new LeaderElector(client, clock, std::move(config)));
 }
 
+namespace {
+
+k8s::RestClientOptions LeaseClientOptions(const k8s::RestClient& base,
+                                          const LeaderElectionConfig& c) {
+  k8s::RestClientOptions o = base.options();
+  o.max_attempts = 1;
+  // GET + PUT of one attempt fit in the renew deadline; never above the client's own timeout.
+  auto half = std::chrono::duration_cast<std::chrono::milliseconds>(c.renew_deadline / 2);
+  o.request_timeout = std::clamp(half, std::chrono::milliseconds(100), base.config().timeout);
+  return o;
+}
+
+}  // namespace
+
 LeaderElector::LeaderElector(k8s::RestClient& client, Clock& clock, LeaderElectionConfig config)
-    : client_(client), clock_(clock), config_(std::move(config)),
+    : lease_client_(client.WithOptions(LeaseClientOptions(client, config))),
+      client_(*lease_client_), clock_(clock), config_(std::move(config)),
       log_(Logger().WithName("leader-election").WithValues(
           {{"lease", config_.lease_namespace + "/" + config_.lease_name},
            {"identity", config_.identity}})),
@@ -54,6 +70,80 @@ void LeaderElector::Stop() {
   if (!thread_.joinable()) return;
   thread_.request_stop();
   thread_.join();
+}
+
+void LeaderElector::NoteReleased() {
+  std::scoped_lock lock(wake_mu_);
+  released_seen_ = true;
+  if (wake_) wake_->request_stop();
+}
+
+bool LeaderElector::SleepUnlessReleased(Duration d, std::stop_token stop) {
+  std::stop_source wake;
+  std::stop_callback on_stop(stop, [&wake] { wake.request_stop(); });
+  {
+    std::scoped_lock lock(wake_mu_);
+    if (released_seen_) {
+      released_seen_ = false;
+      return !stop.stop_requested();
+    }
+    wake_ = &wake;
+  }
+  (void)clock_.SleepFor(d, wake.get_token());
+  {
+    std::scoped_lock lock(wake_mu_);
+    wake_ = nullptr;
+    released_seen_ = false;
+  }
+  return !stop.stop_requested();
+}
+
+// Watches the one Lease while campaigning; wakes the acquire loop when it is released or
+// deleted. Errors (no `watch` verb, 410, a broken stream) back off up to the retry period ×
+// 8; polling goes on meanwhile, so a failing watch only costs the fast path.
+void LeaderElector::WatchLease(std::stop_token stop) {
+  std::uint64_t seed;
+  std::string rv;  // from the GET that saw the lease held: no change in between is missed
+  {
+    std::scoped_lock lock(mu_);
+    seed = k8s::NextRandom(jitter_state_);
+    rv = observed_raw_key_;
+  }
+  k8s::Backoff backoff(std::chrono::milliseconds(200), config_.retry_period * 8, 2.0, 0.2,
+                       seed | 1);
+  bool warned = false;
+  while (!stop.stop_requested()) {
+    k8s::WatchOptions wo;
+    wo.field_selector = "metadata.name=" + config_.lease_name;
+    wo.resource_version = rv;
+    wo.allow_bookmarks = true;
+    wo.timeout_seconds = 300;
+    bool progressed = false;
+    Status s = client_.Watch(
+        k8s::kLeases, config_.lease_namespace, wo,
+        [&](std::string_view line) {
+          auto ev = k8s::ParseWatchEvent<k8s::Lease>(line, /*padded=*/true);
+          if (!ev.ok() || ev->type == k8s::WatchEventType::kError) return true;
+          progressed = true;
+          if (!ev->object.meta.resource_version.empty()) rv = ev->object.meta.resource_version;
+          if (ev->type == k8s::WatchEventType::kDeleted ||
+              ((ev->type == k8s::WatchEventType::kModified ||
+                ev->type == k8s::WatchEventType::kAdded) &&
+               ev->object.holder_identity.empty())) {
+            NoteReleased();
+          }
+          return true;
+        },
+        stop);
+    if (stop.stop_requested()) return;
+    if (s.code() == StatusCode::kOutOfRange) rv.clear();  // too old: start from now
+    if (progressed) backoff.Reset();
+    if (!s.ok() && !warned) {
+      warned = true;  // once: polling still works, so this is not worth a log line per retry
+      log_.Warn("watching the lease failed; polling only", {{"error", s.ToString()}});
+    }
+    if (!clock_.SleepFor(s.ok() ? Duration(0) : backoff.Next(), stop)) return;
+  }
 }
 
 bool LeaderElector::IsLeader() const {
@@ -184,14 +274,21 @@ void LeaderElector::SetLeading(bool leading) {
 }
 
 void LeaderElector::Run(std::stop_token stop) {
-  // Acquire.
+  // Acquire. Once the lease is seen held by someone else, watch it for a release.
   while (!stop.stop_requested()) {
     Status s = TryAcquireOrRenew();
     if (s.ok()) break;
     if (s.code() != StatusCode::kFailedPrecondition && !k8s::IsConflict(s)) {
       log_.Warn("acquiring lease failed", {{"error", s.ToString()}});
     }
-    if (!clock_.SleepFor(Jittered(config_.retry_period), stop)) break;
+    if (config_.watch_lease && !watcher_.joinable()) {
+      watcher_ = std::jthread([this](std::stop_token st) { WatchLease(st); });
+    }
+    if (!SleepUnlessReleased(Jittered(config_.retry_period), stop)) break;
+  }
+  if (watcher_.joinable()) {
+    watcher_.request_stop();
+    watcher_.join();
   }
   if (stop.stop_requested()) {
     running_.store(false);
@@ -203,6 +300,15 @@ void LeaderElector::Run(std::stop_token stop) {
   bool lost = false;
   while (!stop.stop_requested()) {
     if (!clock_.SleepFor(config_.retry_period, stop)) break;
+    {
+      // Past the renew deadline IsLeader() is already false: leadership is over even if the
+      // next renewal would succeed (client-go's renew loop ends at the deadline too).
+      std::scoped_lock lock(mu_);
+      if (clock_.Monotonic() - last_renew_ >= config_.renew_deadline) {
+        lost = true;
+        break;
+      }
+    }
     Status s = TryAcquireOrRenew();
     if (s.ok()) continue;
     log_.Warn("renewing lease failed", {{"error", s.ToString()}});

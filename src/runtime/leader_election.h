@@ -4,6 +4,15 @@
 // RenewDeadline without a successful renew. PUTs carry the resourceVersion, so a 409 Conflict
 // decides races. On clean shutdown the lease is released (holderIdentity "") so another
 // replica takes over at once.
+//
+// Lease requests go through a client of their own on the same transport: no retries and a
+// per-request deadline of half the renew deadline, so a renewal that meets 429/503 with a long
+// Retry-After (or a hung server) fails fast and is retried on the election's own schedule
+// instead of sleeping through the renew deadline inside the client.
+// A follower also watches the one Lease (fieldSelector metadata.name=...) while it campaigns
+// and tries at once when the holder releases it, so a clean handover takes milliseconds, not
+// a retry period; polling every retry period goes on regardless (the fallback when watching
+// fails, e.g. without the `watch` verb).
 #pragma once
 
 #include <atomic>
@@ -37,6 +46,8 @@ struct LeaderElectionConfig {
   // A process that lost the lease should exit non-zero (see LeaderElector::lost()).
   std::function<void()> on_stopped_leading;
   std::function<void(const std::string& identity)> on_new_leader;  // observed holder changed
+  // Follower: watch the Lease and try as soon as it is released (see above).
+  bool watch_lease = true;
 };
 
 // InvalidArgument unless lease_duration > renew_deadline > 1.2 * retry_period > 0 and the
@@ -76,8 +87,14 @@ class LeaderElector {
   void Run(std::stop_token stop);
   void SetLeading(bool leading);
   Duration Jittered(Duration d);
+  // Sleeps `d` on the clock; returns early when the watch saw the lease released. False when
+  // `stop` was requested.
+  bool SleepUnlessReleased(Duration d, std::stop_token stop);
+  void WatchLease(std::stop_token stop);
+  void NoteReleased();
 
-  k8s::RestClient& client_;
+  std::unique_ptr<k8s::RestClient> lease_client_;  // no retries, bounded requests
+  k8s::RestClient& client_;                        // *lease_client_
   Clock& clock_;
   LeaderElectionConfig config_;
   Logger log_;
@@ -91,6 +108,11 @@ class LeaderElector {
   std::atomic<bool> lost_{false};
   std::atomic<bool> running_{false};
   std::uint64_t jitter_state_;
+
+  std::mutex wake_mu_;
+  bool released_seen_ = false;             // the watch saw holderIdentity "" (or deletion)
+  std::stop_source* wake_ = nullptr;       // the acquire loop's current sleep
+  std::jthread watcher_;                   // while campaigning
   std::jthread thread_;
 };
 

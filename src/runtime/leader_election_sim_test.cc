@@ -96,6 +96,40 @@ TEST_F(LeaderElectionSimTest, OneLeaderAndFastHandOverOnRelease) {
   EXPECT_EQ(lease->holder_identity, "");
 }
 
+// The follower watches the Lease: with a 10 s retry period it still takes over within a
+// second or so of the release instead of at its next poll (10-22 s later). With watch_lease off it
+// only polls.
+TEST_F(LeaderElectionSimTest, FollowerWatchingTheLeaseTakesOverAtOnceOnRelease) {
+  auto slow = [&](const std::string& id, bool watch) {
+    auto c = Config(id);
+    c.lease_duration = std::chrono::seconds(60);
+    c.renew_deadline = std::chrono::seconds(30);
+    c.retry_period = std::chrono::seconds(10);
+    c.watch_lease = watch;
+    return c;
+  };
+  auto a = LeaderElector::Create(*client_, RealClock::Default(), slow("replica-a", true));
+  auto b = LeaderElector::Create(*client_, RealClock::Default(), slow("replica-b", true));
+  auto c = LeaderElector::Create(*client_, RealClock::Default(), slow("replica-c", false));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  (*a)->Start();
+  ASSERT_TRUE(WaitFor([&] { return (*a)->IsLeader(); }));
+  (*b)->Start();
+  (*c)->Start();
+  ASSERT_TRUE(WaitFor([&] { return (*b)->CurrentLeader() == "replica-a" && (*c)->CurrentLeader() == "replica-a"; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // b's watch is open
+  auto released_at = std::chrono::steady_clock::now();
+  (*a)->Stop();
+  ASSERT_TRUE(WaitFor([&] { return (*b)->IsLeader(); }, std::chrono::seconds(9)))
+      << "the follower waited for its poll";
+  // Typically milliseconds; the bound leaves room for a loaded CI machine and still is far
+  // below the 10 s poll.
+  EXPECT_LT(std::chrono::steady_clock::now() - released_at, std::chrono::seconds(3));
+  EXPECT_FALSE((*c)->IsLeader());
+  (*b)->Stop();
+  (*c)->Stop();
+}
+
 TEST_F(LeaderElectionSimTest, TakenLeaseMeansLost) {
   std::atomic<int> stopped{0};
   auto ca = Config("replica-a");

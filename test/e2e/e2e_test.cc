@@ -237,6 +237,9 @@ constexpr UnusedGrant kAllowedUnused[] = {
     // Aggregating a repeated Event patches it; the story emits no repeats.
     {"gpu-guardian-operator", "patch events",
      "src/operator/operator_sim_test.cc OperatorSimTest.RecorderAggregatesRepeatsIntoOneEvent"},
+    // A follower watches the Lease for its release; the story runs one replica.
+    {"gpu-guardian-operator", "watch leases.coordination.k8s.io",
+     "test/fault/leader_process_test.cc LeaderProcessTest.SigtermHandsOverWithinOneSecondAtDefaultTimings"},
     // --publish annotation (the seed-compatible Node annotation); the story publishes resources.
     {"gpu-guardian-agent", "patch nodes",
      "src/agent/agent_sim_test.cc AgentSimTest.ReportCreatedWithOwnerAndUpdatedOnlyOnChange"},
