@@ -76,6 +76,11 @@ void AggregatingRecorder::Event(const ObjectRef& object, EventType type, std::st
                                 std::string_view message) {
   const MonoTime mono = clock_.Monotonic();
   const WallTime wall = clock_.Now();
+  if (!sink_.Admit()) {
+    std::scoped_lock lock(mu_);
+    ++stats_.not_admitted;
+    return;
+  }
   std::string obj = ObjectKey(object);
   std::string type_name(EventTypeName(type));
   std::string msg = Truncate(message, kMaxMessage);
@@ -198,6 +203,11 @@ void AggregatingRecorder::Write(Pending p, std::stop_token stop) {
 void AggregatingRecorder::Flush() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+bool AggregatingRecorder::Flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; });
 }
 
 RecorderStats AggregatingRecorder::Stats() const {

@@ -7,6 +7,10 @@
 // Writes happen on one background thread (ordered, bounded queue of 1000, drops when full);
 // transient sink errors are retried (12 tries, 10 s apart by default). Event() never blocks
 // on the network.
+// Leadership is checked when an Event is recorded (EventSink::Admit), not when it is written: an Event
+// records a decision this replica made while it led, so it is still delivered after the lease
+// is lost (a successor re-derives state from the world and would not repeat it). A replica
+// that does not lead records nothing.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,7 @@ struct RecorderStats {
   uint64_t spam_dropped = 0; // dropped by the spam filter
   uint64_t queue_dropped = 0;
   uint64_t failed = 0;       // gave up after errors
+  uint64_t not_admitted = 0; // recorded while the sink did not admit them (not leading)
 };
 
 class AggregatingRecorder final : public EventRecorder {
@@ -60,6 +65,8 @@ class AggregatingRecorder final : public EventRecorder {
 
   // Blocks until everything queued so far was written (or given up). Tests and shutdown.
   void Flush();
+  // Same, at most `timeout` (real time); false when events were still pending then.
+  bool Flush(std::chrono::milliseconds timeout);
   RecorderStats Stats() const;
 
  private:

@@ -1,8 +1,10 @@
 // Unit tests for the reasons catalog, FakeRecorder and AggregatingRecorder (in-memory sink).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +51,8 @@ class MemorySink final : public EventSink {
     std::scoped_lock lock(mu_);
     fail_next_ = n;
   }
+  bool Admit() const override { return admit_.load(); }
+  std::atomic<bool> admit_{true};
 
  private:
   std::mutex mu_;
@@ -182,6 +186,37 @@ TEST(AggregatingRecorderTest, TransientErrorsAreRetried) {
   rec.Flush();
   EXPECT_EQ(sink.Events().size(), 1u);
   EXPECT_EQ(rec.Stats().failed, 0u);
+}
+
+// Leadership is judged when an Event is recorded: one recorded while leading is delivered
+// after the lease is gone (the write had failed meanwhile); one recorded afterwards is not.
+TEST(AggregatingRecorderTest, AdmittedEventsSurviveLeadershipLossLaterOnesAreDropped) {
+  MemorySink sink;
+  FakeClock clock;
+  AggregatingRecorder rec(sink, clock, {.retry_sleep = std::chrono::milliseconds(0)});
+  sink.FailNext(2);
+  rec.Event(ObjectRef::Node("a"), kNodeCordoned, "cordoned");
+  sink.admit_ = false;  // the lease is lost while the write is still failing
+  rec.Event(ObjectRef::Node("b"), kNodeCordoned, "cordoned");
+  EXPECT_TRUE(rec.Flush(std::chrono::seconds(30)));
+  auto events = sink.Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events.begin()->second.involved.name, "a");
+  EXPECT_EQ(rec.Stats().not_admitted, 1u);
+}
+
+// A bounded Flush returns when its time is up even if a write is still being retried.
+TEST(AggregatingRecorderTest, BoundedFlushGivesUpInTime) {
+  MemorySink sink;
+  FakeClock clock;  // never advanced: the retry sleep does not end
+  AggregatingRecorder rec(sink, clock, {.retry_sleep = std::chrono::seconds(10)});
+  sink.FailNext(1);
+  rec.Event(ObjectRef::Node("a"), kNodeCordoned, "cordoned");
+  EXPECT_FALSE(rec.Flush(std::chrono::milliseconds(50)));
+  while (clock.Sleepers() == 0) std::this_thread::yield();
+  clock.Advance(std::chrono::seconds(10));
+  EXPECT_TRUE(rec.Flush(std::chrono::seconds(30)));
+  EXPECT_EQ(sink.Events().size(), 1u);
 }
 
 TEST(AggregatingRecorderTest, MessageIsTruncatedForValidation) {

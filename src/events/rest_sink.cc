@@ -4,13 +4,11 @@
 namespace gg::events {
 
 Status RestEventSink::Create(const CoreEvent& e) {
-  if (is_leader_ && !is_leader_()) return FailedPreconditionError("not the leader: event dropped");
   auto r = client_.Create(k8s::kEvents, e.namespace_, EncodeCoreEvent(e));
   return r.ok() ? OkStatus() : r.status();
 }
 
 Status RestEventSink::Patch(const CoreEvent& e) {
-  if (is_leader_ && !is_leader_()) return FailedPreconditionError("not the leader: event dropped");
   auto r = client_.Patch(k8s::kEvents, e.namespace_, e.name, k8s::PatchType::kStrategicMerge,
                          EncodeCoreEventRepeatPatch(e));
   return r.ok() ? OkStatus() : r.status();

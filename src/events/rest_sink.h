@@ -11,11 +11,14 @@ namespace gg::events {
 
 class RestEventSink final : public EventSink {
  public:
-  // `is_leader` (optional): events are writes too; a non-leader drops them.
+  // `is_leader` (optional): events are writes too; a non-leader records none (Admit). It is
+  // not checked again at write time, so a lost lease does not drop Events of decisions made
+  // while leading.
   explicit RestEventSink(k8s::RestClient& client, std::function<bool()> is_leader = nullptr)
       : client_(client), is_leader_(std::move(is_leader)) {}
   Status Create(const CoreEvent& e) override;
   Status Patch(const CoreEvent& e) override;
+  bool Admit() const override { return !is_leader_ || is_leader_(); }
 
  private:
   k8s::RestClient& client_;

@@ -37,6 +37,9 @@ class EventSink {
   // PATCH (strategic merge) of count/lastTimestamp/message on the existing name; NotFound
   // when the Event is gone (the recorder then creates it again).
   virtual Status Patch(const CoreEvent& e) = 0;
+  // Asked when an Event is recorded: false drops it (e.g. this replica does not lead). Once
+  // admitted, an Event is written even if this changes meanwhile (aggregating.h says why).
+  virtual bool Admit() const { return true; }
 };
 
 }  // namespace gg::events

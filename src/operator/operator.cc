@@ -212,6 +212,8 @@ struct Operator::Impl {
     runtime::ManagerOptions mo;
     mo.health_listen = config.metrics_addr;
     mo.cache_sync_timeout = config.cache_sync_timeout;
+    // This term's Events reach the API before the successor can act (bounded: the handover).
+    mo.before_release = [this] { (void)recorder->Flush(std::chrono::seconds(1)); };
     runtime::Manager mgr(mo, log.WithName("manager"), &health, election.get());
     mgr.AddInformer("nodes", nodes);
     mgr.AddInformer("gpunodehealths", reports);
@@ -223,7 +225,8 @@ struct Operator::Impl {
     Status s = mgr.Run(stop);
     manager = nullptr;
     drains->StopAll();
-    recorder->Flush();
+    // Events of decisions made while leading are delivered even after a lost lease (bounded).
+    (void)recorder->Flush(std::chrono::seconds(10));
     return s;
   }
 

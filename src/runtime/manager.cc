@@ -231,6 +231,7 @@ Status Manager::Run(std::stop_token stop) {
   };
   leader_stop.request_stop();
   wait_done([](const Task& t) { return t.is_leader; });
+  if (leader_started && options_.before_release) options_.before_release();
   sh.is_leader = false;
   election_stop.request_stop();
   wait_done([](const Task& t) { return t.name == "leader-election"; });

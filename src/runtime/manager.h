@@ -5,8 +5,8 @@
 //   3. runnables that do not need leader election
 //   4. leader election (when one is given; otherwise step 5 follows at once)
 //   5. leader-only runnables (controllers), started once the lease is held
-// Stop (the stop_token, e.g. SIGTERM): leader runnables stop first, then the lease is
-// released, then the rest — all within graceful_shutdown_timeout (5 s). Losing the lease or
+// Stop (the stop_token, e.g. SIGTERM): leader runnables stop first, then before_release runs,
+// then the lease is released, then the rest — all within graceful_shutdown_timeout (5 s). Losing the lease or
 // a runnable failing ends Run() with an error (the process should then exit non-zero).
 // Health: /readyz check "informers-synced" (all caches synced), /healthz check "runnables"
 // (no runnable has failed).
@@ -38,6 +38,10 @@ struct ManagerOptions {
   std::chrono::milliseconds cache_sync_timeout = std::chrono::minutes(2);
   std::chrono::milliseconds graceful_shutdown_timeout = std::chrono::seconds(5);
   std::chrono::milliseconds sync_poll_interval = std::chrono::milliseconds(10);
+  // Runs once the leader runnables have stopped and before the lease is released (when this
+  // process led): the last writes that belong to this term, e.g. flushing queued Events, so a
+  // successor never sees them arrive after it took over. Must return promptly (bounded).
+  std::function<void()> before_release;
 };
 
 class Manager {
