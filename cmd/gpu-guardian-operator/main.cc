@@ -107,8 +107,14 @@ int main(int argc, char** argv) {
     log.Error("no usable cluster configuration", {{"error", client_cfg.status().ToString()}});
     return 1;
   }
-  gg::Clock& clock = gg::RealClock::Default();
-  auto client = gg::k8s::RestClient::Create(*client_cfg, clock);
+  // Wall time advances only with the monotonic clock, so a system clock set back and then
+  // corrected never counts as healthy time (recovery's healthyFor). Never destroyed: threads
+  // left behind by a slow shutdown may still read it.
+  gg::Clock& clock = *new gg::MonotonicWallClock(gg::RealClock::Default());
+  gg::k8s::RestClientOptions client_opts;
+  // On SIGTERM no request waits out a Retry-After or a backoff: shutdown stays prompt.
+  client_opts.cancel_retries = stop;
+  auto client = gg::k8s::RestClient::Create(*client_cfg, clock, client_opts);
   if (!client.ok()) {
     log.Error("cannot create API client", {{"error", client.status().ToString()}});
     return 1;

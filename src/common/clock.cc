@@ -65,6 +65,17 @@ void RealClock::Run(std::stop_token stop) {
   }
 }
 
+MonotonicWallClock::MonotonicWallClock(Clock& base)
+    : base_(base), wall0_(base.Now()), mono0_(base.Monotonic()) {}
+
+WallTime MonotonicWallClock::Now() const {
+  return wall0_ + std::chrono::duration_cast<WallTime::duration>(base_.Monotonic() - mono0_);
+}
+
+Duration MonotonicWallClock::SkewFromBase() const {
+  return std::chrono::duration_cast<Duration>(base_.Now() - Now());
+}
+
 FakeClock::FakeClock(WallTime start) : wall_start_(start) {}
 
 WallTime FakeClock::Now() const {

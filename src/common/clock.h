@@ -58,6 +58,32 @@ class RealClock final : public Clock {
   std::jthread thread_;
 };
 
+// Wall time that advances only with the monotonic clock: Now() = the base clock's wall time
+// when this was built + the base's monotonic time elapsed since. A step of the system clock
+// (set back, then corrected; a bad NTP server) is never seen, so durations computed from wall
+// timestamps this process writes and reads (recovery's healthyFor, a Lease's renewTime) count
+// only time that really passed. The cost: the offset at start is kept for the process'
+// lifetime (a clock wrong at start stays wrong here until restart), and CLOCK_MONOTONIC does not
+// advance while the machine is suspended. Everything but Now() is the base clock's.
+class MonotonicWallClock final : public Clock {
+ public:
+  explicit MonotonicWallClock(Clock& base);
+  WallTime Now() const override;
+  MonoTime Monotonic() const override { return base_.Monotonic(); }
+  bool SleepFor(Duration d, std::stop_token stop) override { return base_.SleepFor(d, stop); }
+  TimerId ScheduleAfter(Duration d, std::function<void()> fn) override {
+    return base_.ScheduleAfter(d, std::move(fn));
+  }
+  void Cancel(TimerId id) override { base_.Cancel(id); }
+  // How far the base's wall clock is from ours now (positive: base ahead), e.g. for a log line.
+  Duration SkewFromBase() const;
+
+ private:
+  Clock& base_;
+  WallTime wall0_;
+  MonoTime mono0_;
+};
+
 // Manual time for tests. Advance() fires due timers (in deadline order, on the caller's
 // thread) and wakes sleepers whose deadline has passed.
 class FakeClock final : public Clock {

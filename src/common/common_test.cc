@@ -96,6 +96,28 @@ TEST(FakeClock, SleepWakesOnAdvanceAndStop) {
   EXPECT_FALSE(result);
 }
 
+// The system clock is set back an hour and then corrected: wall time read through
+// MonotonicWallClock advances exactly as the monotonic clock does, through both steps.
+TEST(MonotonicWallClock, IgnoresStepsOfTheSystemClock) {
+  FakeClock system;
+  MonotonicWallClock clock(system);
+  const WallTime start = clock.Now();
+  EXPECT_EQ(start, system.Now());
+  system.Advance(std::chrono::seconds(10));
+  EXPECT_EQ(clock.Now() - start, std::chrono::seconds(10));
+  system.SetWall(system.Now() - std::chrono::hours(1));  // set back
+  system.Advance(std::chrono::seconds(5));
+  const WallTime turned_healthy = clock.Now();
+  EXPECT_EQ(turned_healthy - start, std::chrono::seconds(15));
+  system.SetWall(system.Now() + std::chrono::hours(1));  // corrected
+  system.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(clock.Now() - turned_healthy, std::chrono::seconds(1)) << "the correction counted";
+  EXPECT_EQ(clock.SkewFromBase(), Duration(0));
+  system.SetWall(system.Now() + std::chrono::minutes(2));
+  EXPECT_EQ(clock.SkewFromBase(), std::chrono::minutes(2));
+  EXPECT_EQ(clock.Monotonic(), system.Monotonic());
+}
+
 class CaptureSink : public LogSink {
  public:
   void Write(std::string_view line) override { lines.emplace_back(line); }
