@@ -149,10 +149,23 @@ PendingObj ApiCore::MakePending(const Target& t, json& obj) const {
 
 ObjPtr ApiCore::FinishPending(PendingObj& p, std::uint64_t rv, json* dom) const {
   std::string digits = std::to_string(rv);
-  std::string quoted = "\"" + digits + "\"";
-  if (p.rv_pos != std::string::npos)
-    p.obj->json.replace(p.rv_pos + kRvValueOffset, kRvDumped.size() - kRvValueOffset, quoted);
-  p.obj->json.shrink_to_fit();  // dump() leaves up to 2x capacity; 100k nodes feel it
+  std::string& j = p.obj->json;
+  if (p.rv_pos != std::string::npos) {
+    // One exact-size copy: dump() leaves up to 2x capacity (100k nodes feel it), and
+    // replace-then-shrink moved the 15 KB twice.
+    const std::size_t value_at = p.rv_pos + kRvValueOffset;
+    const std::size_t rest_at = p.rv_pos + kRvDumped.size();
+    std::string out;
+    out.reserve(value_at + digits.size() + 2 + (j.size() - rest_at));
+    out.append(j, 0, value_at);
+    out += '"';
+    out += digits;
+    out += '"';
+    out.append(j, rest_at, std::string::npos);
+    j = std::move(out);
+  } else {
+    j.shrink_to_fit();
+  }
   p.obj->rv = rv;
   if (dom) (*dom)["metadata"]["resourceVersion"] = digits;
   ObjPtr out = std::move(p.obj);
@@ -279,7 +292,9 @@ ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, b
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io") authorizer_->Add(next).IgnoreError();
-  return ApiResult{std::nullopt, std::move(next), 200};
+  ApiResult r{std::nullopt, std::move(next), 200};
+  r.stored = std::move(o);
+  return r;
 }
 
 void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {

@@ -81,6 +81,9 @@ struct ApiResult {
   std::optional<ApiError> err;
   nlohmann::json obj;
   int code = 200;
+  // The committed object when this result is a write's outcome: its JSON is `obj` serialized,
+  // so the response reuses it instead of serializing 15 KB again.
+  std::shared_ptr<const Obj> stored;
   bool ok() const { return !err.has_value(); }
   static ApiResult Err(ApiError e) {
     ApiResult r;

@@ -512,6 +512,15 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
       return r;
     }
     r.code = res.code;
+    // A write's result is the object just stored: send its stored JSON when it is that very
+    // state (same kind, version and resourceVersion) rather than serializing it again.
+    if (res.stored && ri.storage != "events" && res.stored->api_version == ri.ApiVersion() &&
+        res.obj.is_object() && res.obj.value("kind", "") == ri.kind &&
+        res.obj.contains("metadata") && res.obj["metadata"].is_object() &&
+        res.obj["metadata"].value("resourceVersion", "") == std::to_string(res.stored->rv)) {
+      r.body = res.stored->json;
+      return r;
+    }
     if (ri.storage == "events" && ri.group == "events.k8s.io" && res.obj.value("apiVersion", "") == "v1")
       res.obj = CoreEventToEventsV1(res.obj);
     else if (res.obj.is_object() && res.obj.value("kind", "") == ri.kind)
