@@ -50,6 +50,47 @@ bool NodeRelevantChange(const k8s::Node& a, const k8s::Node& b) {
   return ca && (ca->status != cb->status || ca->reason != cb->reason || ca->message != cb->message);
 }
 
+// Which lane a node key goes to: work that may fence or unfence a node now is urgent; refreshes
+// of what is already true (the GPUHealthy condition of a healthy node, a heartbeat, a label
+// change, a policy edit touching every node) are housekeeping. Faults then never queue
+// behind housekeeping, e.g. behind the initial reconcile of 100k nodes.
+using runtime::Priority;
+
+// A remediation of ours is on the node (record or taint): resuming it is urgent.
+bool NodeInRemediation(const k8s::Node& n) {
+  return n.meta.annotations.Has(api::kRemediationAnnotation) || n.FindTaint(api::kTaintKey);
+}
+
+// The taints, cordon or our annotations changed (an admin's uncordon, our own fence landing).
+bool NodeSpecOrRecordChanged(const k8s::Node& a, const k8s::Node& b) {
+  return a.unschedulable != b.unschedulable || a.taints != b.taints ||
+         !(a.meta.annotations == b.meta.annotations);
+}
+
+// A report that may call for action whatever the policy: Xids, lost GPUs, a failing source,
+// or one that does not decode (→ Unknown). Threshold-only faults in a report first seen at
+// start-up (no Xid, no lost GPU) are reconciled in the normal lane; later changes are urgent.
+bool ReportMayNeedAction(const NodeHealthObject& r) {
+  if (!r.status) return true;
+  const auto& s = *r.status;
+  if (!s.xids.empty()) return true;
+  if (s.expected_gpus > 0 && s.gpus.size() != static_cast<std::size_t>(s.expected_gpus)) return true;
+  for (const auto& g : s.gpus) {
+    if (g.lost || g.remap_failure || g.remap_pending || g.retired_pages_pending) return true;
+  }
+  for (const auto& src : s.sources) {
+    if (src.state != api::SourceState::kOk) return true;
+  }
+  return false;
+}
+
+// Facts changed (not only observedAt/heartbeatTime), or decodability changed.
+bool ReportFactsChanged(const NodeHealthObject& a, const NodeHealthObject& b) {
+  if (a.status.has_value() != b.status.has_value()) return true;
+  if (!a.status) return a.decode_error != b.decode_error;
+  return !api::SameFacts(*a.status, *b.status);
+}
+
 bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
   if (a.meta.generation != b.meta.generation) return true;
   if (a.policy.has_value() != b.policy.has_value()) return true;
@@ -122,7 +163,8 @@ struct Operator::Impl {
     dopts.on_eviction = [this](std::string_view r) { metrics.evictions.WithLabels({r}).Inc(); };
     drainer = std::make_unique<remediation::Drainer>(*pod_api, clock, dopts);
     drains = std::make_unique<DrainRunner>(
-        *drainer, [this](const std::string& n) { node_queue.Add(n); }, config.max_running_drains);
+        *drainer, [this](const std::string& n) { node_queue.Add(n, Priority::kUrgent); },
+        config.max_running_drains);
     metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       std::string s = state;
@@ -174,12 +216,15 @@ struct Operator::Impl {
     nodes.AddEventHandler(runtime::EventHandlers<k8s::Node>{
         [this](const k8s::Node& n) {
           index.OnNode(n);
-          node_queue.Add(n.meta.name);
+          node_queue.Add(n.meta.name, NodeInRemediation(n) ? Priority::kUrgent : Priority::kNormal);
           EnqueueAllPolicies();
         },
         [this](const k8s::Node& old_n, const k8s::Node& n) {
           if (index.OnNode(n)) EnqueueAllPolicies();
-          if (NodeRelevantChange(old_n, n)) node_queue.Add(n.meta.name);
+          if (NodeRelevantChange(old_n, n)) {
+            node_queue.Add(n.meta.name,
+                           NodeSpecOrRecordChanged(old_n, n) ? Priority::kUrgent : Priority::kNormal);
+          }
         },
         [this](const k8s::Node& n) {
           index.OnNodeDeleted(n.meta.name);
@@ -187,9 +232,15 @@ struct Operator::Impl {
           EnqueueAllPolicies();
         }});
     reports.AddEventHandler(runtime::EventHandlers<NodeHealthObject>{
-        [this](const NodeHealthObject& r) { node_queue.Add(r.meta.name); },
-        [this](const NodeHealthObject&, const NodeHealthObject& r) { node_queue.Add(r.meta.name); },
-        [this](const NodeHealthObject& r) { node_queue.Add(r.meta.name); }});
+        [this](const NodeHealthObject& r) {
+          node_queue.Add(r.meta.name,
+                         ReportMayNeedAction(r) ? Priority::kUrgent : Priority::kNormal);
+        },
+        [this](const NodeHealthObject& old_r, const NodeHealthObject& r) {
+          node_queue.Add(r.meta.name,
+                         ReportFactsChanged(old_r, r) ? Priority::kUrgent : Priority::kNormal);
+        },
+        [this](const NodeHealthObject& r) { node_queue.Add(r.meta.name, Priority::kUrgent); }});
     policies.AddEventHandler(runtime::EventHandlers<PolicyObject>{
         [this](const PolicyObject& p) {
           policy_queue.Add(p.meta.name);

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -15,6 +19,7 @@
 #include "common/time_util.h"
 #include "events/aggregating.h"
 #include "events/rest_sink.h"
+#include "k8s/codec.h"
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
 #include "operator/operator.h"
@@ -489,6 +494,99 @@ TEST_F(OperatorSimTest, RecorderAggregatesRepeatsIntoOneEvent) {
   }
   EXPECT_EQ(counts, (std::multiset<int>{1, 3}));
   EXPECT_EQ(rec.Stats().patched, 2u);
+}
+
+// Issue #8 (a): a restarted operator against nodes that already carry the right condition
+// and record writes nothing to them.
+TEST_F(OperatorSimTest, RestartedOperatorRewritesNothingAlreadyTrue) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i) names.push_back("gpu-" + std::to_string(i));
+  for (const auto& n : names) {
+    AddNode(n);
+    WriteReport(n, HealthyReport(n));
+  }
+  AddNode("bad");
+  WriteReport("bad", XidReport("bad"));
+  CreatePolicy("default", DefaultSpec());
+  auto& a = StartOperator("op-a");
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& n : names) {
+      if (Condition(Node(n)) != "True") return false;
+    }
+    return !Events("NodeDrained", "bad").empty();
+  })) << Node("bad").dump();
+  ASSERT_TRUE(WaitFor([&] { return PolicyStatus("default").value("healthyNodes", 0) == 10; }));
+  a.Stop();
+  names.push_back("bad");
+  std::map<std::string, std::string> rv;
+  for (const auto& n : names) rv[n] = Node(n)["metadata"].value("resourceVersion", "");
+
+  auto& b = StartOperator("op-b");
+  // Every node reconciled at least once and nothing left queued: any write would be done.
+  auto reconciled = [&] {
+    return b.Metric("controller_runtime_reconcile_total", {"node", "success"}) +
+           b.Metric("controller_runtime_reconcile_total", {"node", "requeue_after"});
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    return reconciled() >= static_cast<double>(names.size()) &&
+           b.Metric("workqueue_depth", {"node"}) == 0 && b.Metric("workqueue_unfinished_work_seconds", {"node"}) == 0;
+  })) << reconciled();
+  for (const auto& n : names) {
+    EXPECT_EQ(Node(n)["metadata"].value("resourceVersion", ""), rv[n]) << n << " was rewritten: "
+                                                                        << Node(n).dump();
+  }
+  EXPECT_TRUE(HasOurTaint(Node("bad")));
+}
+
+// Issue #8 (b): a fault is reconciled before the housekeeping queued ahead of it (here the
+// initial reconcile that writes the GPUHealthy condition of 300 healthy nodes).
+TEST_F(OperatorSimTest, FaultIsFencedBeforeQueuedHousekeeping) {
+  constexpr int kHealthy = 300;
+  for (int i = 0; i < kHealthy; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "gpu-%03d", i);
+    AddNode(name);
+    WriteReport(name, HealthyReport(name));
+  }
+  AddNode("zz-faulty");  // listed last: without priority it is reconciled last
+  WriteReport("zz-faulty", XidReport("zz-faulty"));
+  CreatePolicy("default", DefaultSpec());
+
+  // Watch nodes from now on: how many conditions were written before the fence landed.
+  std::mutex mu;
+  std::set<std::string> with_condition;
+  std::optional<std::size_t> before_fence;
+  k8s::WatchOptions wo;
+  wo.resource_version = std::to_string(sim_->ResourceVersion());
+  std::jthread watcher([&](std::stop_token st) {
+    while (!st.stop_requested()) {
+      Status s = client_->Watch(
+          k8s::kNodes, "", wo,
+          [&](std::string_view line) {
+            auto ev = k8s::ParseWatchEvent<k8s::Node>(line, true);
+            if (!ev.ok()) return true;
+            const k8s::Node& n = ev->object;
+            if (!n.meta.resource_version.empty()) wo.resource_version = n.meta.resource_version;
+            std::scoped_lock l(mu);
+            if (n.meta.name == "zz-faulty") {
+              if (n.FindTaint(api::kTaintKey) && !before_fence) before_fence = with_condition.size();
+            } else if (n.FindCondition(api::kConditionType)) {
+              with_condition.insert(n.meta.name);
+            }
+            return true;
+          },
+          st);
+      (void)s;
+    }
+  });
+  StartOperator("op-a");
+  ASSERT_TRUE(WaitFor([&] {
+    std::scoped_lock l(mu);
+    return before_fence.has_value() && with_condition.size() == static_cast<std::size_t>(kHealthy);
+  }, 120s));
+  std::scoped_lock l(mu);
+  // Four workers: the fault goes first, the other three may finish a node each meanwhile.
+  EXPECT_LT(*before_fence, 30u) << "the fault waited behind " << *before_fence << " condition writes";
 }
 
 }  // namespace
