@@ -1,6 +1,7 @@
 // FleetIndex implementation.
 #include "operator/fleet_index.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace gg::op {
@@ -12,10 +13,10 @@ std::uint64_t RvNum(const std::string& rv) {
   return ec == std::errc() && p == rv.data() + rv.size() ? v : 0;
 }
 
-bool Excluded(const std::map<std::string, std::string>& labels) {
-  auto it = labels.find(api::kExcludeLabel);
-  return it != labels.end() && it->second == "true";
-}
+bool Excluded(const k8s::LabelMap& labels) { return labels.Get(api::kExcludeLabel) == "true"; }
+
+// A policy edit leaves its old selector cached; past this many the cache starts over.
+constexpr std::size_t kMaxSelectors = 64;
 
 }  // namespace
 
@@ -47,6 +48,70 @@ std::string SelectorFingerprint(const api::LabelSelector& s) {
   return out;
 }
 
+bool SelectorMatches(const api::LabelSelector& selector, const k8s::LabelMap& labels) {
+  for (const auto& [k, v] : selector.match_labels) {
+    auto got = labels.Get(k);
+    if (!got || *got != v) return false;
+  }
+  for (const auto& req : selector.match_expressions) {
+    auto got = labels.Get(req.key);
+    bool has = got.has_value();
+    bool in = has && std::find(req.values.begin(), req.values.end(), *got) != req.values.end();
+    if (req.op == "In" && !in) return false;
+    if (req.op == "NotIn" && in) return false;
+    if (req.op == "Exists" && !has) return false;
+    if (req.op == "DoesNotExist" && has) return false;
+    if (req.op != "In" && req.op != "NotIn" && req.op != "Exists" && req.op != "DoesNotExist") {
+      return false;  // an invalid operator never matches (validation reports it)
+    }
+  }
+  return true;
+}
+
+void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, bool labels_too) {
+  if (labels_too && !e.excluded) {
+    for (auto& [_, c] : match_cache_) {
+      if (SelectorMatches(c.selector, e.labels)) c.count += sign;
+    }
+  }
+  // The brake counts our fences even on a node an admin has excluded since.
+  if (e.record.active) {
+    auto& set = policies_[e.record.policy].remediating;
+    if (sign > 0) {
+      set.insert(name);
+    } else {
+      set.erase(name);
+    }
+  }
+  if (e.excluded) {
+    excluded_ += sign;
+    return;
+  }
+  if (e.record.active) {
+    remediating_ += sign;
+    policies_[e.record.policy].counts.remediating += sign;
+  }
+  if (!e.braked_policy.empty()) policies_[e.braked_policy].counts.braked += sign;
+  if (e.states.empty()) return;
+  policy::HealthState worst = policy::HealthState::kHealthy;
+  for (const auto& [p, st] : e.states) {
+    PolicyCounts& c = policies_[p].counts;
+    switch (st) {
+      case policy::HealthState::kHealthy: c.healthy += sign; break;
+      case policy::HealthState::kUnhealthy: c.unhealthy += sign; break;
+      case policy::HealthState::kUnknown: c.unknown += sign; break;
+    }
+    // The node's worst state across its policies, for the global gauge.
+    if (st == policy::HealthState::kUnhealthy) worst = st;
+    else if (st == policy::HealthState::kUnknown && worst == policy::HealthState::kHealthy) worst = st;
+  }
+  switch (worst) {
+    case policy::HealthState::kHealthy: healthy_ += sign; break;
+    case policy::HealthState::kUnhealthy: unhealthy_ += sign; break;
+    case policy::HealthState::kUnknown: unknown_ += sign; break;
+  }
+}
+
 bool FleetIndex::OnNode(const k8s::Node& node) {
   std::optional<remediation::RemediationRecord> rec;
   if (auto a = node.meta.annotations.Get(api::kRemediationAnnotation)) {
@@ -54,33 +119,34 @@ bool FleetIndex::OnNode(const k8s::Node& node) {
     if (r.ok()) rec = std::move(r).value();
   }
   RecordSummary sum = Summarize(rec);
-  std::map<std::string, std::string> labels = node.meta.labels.ToMap();
   std::uint64_t rv = RvNum(node.meta.resource_version);
   std::scoped_lock lock(mu_);
-  Entry& e = nodes_[node.meta.name];
+  auto [it, inserted] = nodes_.try_emplace(node.meta.name);
+  Entry& e = it->second;
   if (rv != 0 && rv < e.own_rv_floor) return false;  // older than what we wrote
-  bool changed = false;
-  if (e.labels != labels) {
-    e.labels = std::move(labels);
-    ++label_version_;
-    changed = true;
-  }
+  const bool labels_changed = inserted || !(e.labels == node.meta.labels);
+  if (!inserted) Contribute(it->first, e, -1, labels_changed);
+  bool changed = labels_changed;
+  if (labels_changed) e.labels = node.meta.labels;
   e.excluded = Excluded(e.labels);
   if (e.record.active != sum.active || e.record.policy != sum.policy ||
       e.record.device_starts.size() != sum.device_starts.size() ||
       e.record.draining != sum.draining) {
     changed = true;
   }
-  e.record = sum;
-  e.rv = node.meta.resource_version;
+  e.record = std::move(sum);
   e.rv_num = rv;
   e.own_rv_floor = 0;
+  Contribute(it->first, e, +1, labels_changed);
   return changed;
 }
 
 void FleetIndex::OnNodeDeleted(const std::string& node) {
   std::scoped_lock lock(mu_);
-  if (nodes_.erase(node)) ++label_version_;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  Contribute(it->first, it->second, -1, true);
+  nodes_.erase(it);
 }
 
 void FleetIndex::ApplyOwnRecord(const std::string& node,
@@ -88,9 +154,11 @@ void FleetIndex::ApplyOwnRecord(const std::string& node,
   std::scoped_lock lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
+  Contribute(it->first, it->second, -1, false);
   it->second.record = Summarize(record);
   // Deliveries up to the version we wrote over are stale now.
   it->second.own_rv_floor = it->second.rv_num + 1;
+  Contribute(it->first, it->second, +1, false);
 }
 
 std::vector<std::string> FleetIndex::SetVerdicts(const std::string& node,
@@ -112,27 +180,34 @@ std::vector<std::string> FleetIndex::SetVerdicts(const std::string& node,
     if (!e.braked_policy.empty()) changed.push_back(e.braked_policy);
     if (!braked_policy.empty()) changed.push_back(braked_policy);
   }
+  if (changed.empty()) return changed;
+  Contribute(it->first, e, -1, false);
   e.states = std::move(states);
   e.braked_policy = std::move(braked_policy);
+  Contribute(it->first, e, +1, false);
   return changed;
 }
 
 void FleetIndex::SetExcluded(const std::string& node, bool excluded) {
   std::scoped_lock lock(mu_);
   auto it = nodes_.find(node);
-  if (it != nodes_.end()) it->second.excluded = excluded;
+  if (it == nodes_.end() || it->second.excluded == excluded) return;
+  Contribute(it->first, it->second, -1, true);
+  it->second.excluded = excluded;
+  Contribute(it->first, it->second, +1, true);
 }
 
 int64_t FleetIndex::Matched(const api::LabelSelector& selector) {
-  MatchCache& c = match_cache_[SelectorFingerprint(selector)];
-  if (c.version != label_version_) {
-    c.count = 0;
-    for (const auto& [name, e] : nodes_) {
-      if (!e.excluded && selector.Matches(e.labels)) ++c.count;
-    }
-    c.version = label_version_;
+  std::string fp = SelectorFingerprint(selector);
+  auto it = match_cache_.find(fp);
+  if (it != match_cache_.end()) return it->second.count;
+  if (match_cache_.size() >= kMaxSelectors) match_cache_.clear();
+  // First use of this selector: one scan, then kept current by Contribute.
+  MatchCache c{selector, 0};
+  for (const auto& [name, e] : nodes_) {
+    if (!e.excluded && SelectorMatches(selector, e.labels)) ++c.count;
   }
-  return c.count;
+  return match_cache_.emplace(std::move(fp), std::move(c)).first->second.count;
 }
 
 remediation::BrakeInput FleetIndex::BrakeInputFor(const std::string& policy,
@@ -140,8 +215,10 @@ remediation::BrakeInput FleetIndex::BrakeInputFor(const std::string& policy,
   remediation::BrakeInput in;
   std::scoped_lock lock(mu_);
   in.matched_nodes = Matched(selector);
-  for (const auto& [name, e] : nodes_) {
-    if (!e.record.active || e.record.policy != policy) continue;
+  auto p = policies_.find(policy);
+  if (p == policies_.end()) return in;
+  for (const auto& name : p->second.remediating) {
+    const Entry& e = nodes_.at(name);
     ++in.remediating_nodes;
     if (e.record.started_at) in.node_starts.push_back(*e.record.started_at);
     if (e.record.draining) ++in.active_drains;
@@ -152,21 +229,10 @@ remediation::BrakeInput FleetIndex::BrakeInputFor(const std::string& policy,
 }
 
 PolicyCounts FleetIndex::CountsFor(const std::string& policy, const api::LabelSelector& selector) {
-  PolicyCounts c;
   std::scoped_lock lock(mu_);
+  PolicyCounts c;
+  if (auto p = policies_.find(policy); p != policies_.end()) c = p->second.counts;
   c.matched = Matched(selector);
-  for (const auto& [name, e] : nodes_) {
-    if (e.excluded) continue;
-    if (e.record.active && e.record.policy == policy) ++c.remediating;
-    if (e.braked_policy == policy) ++c.braked;
-    auto it = e.states.find(policy);
-    if (it == e.states.end()) continue;
-    switch (it->second) {
-      case policy::HealthState::kHealthy: ++c.healthy; break;
-      case policy::HealthState::kUnhealthy: ++c.unhealthy; break;
-      case policy::HealthState::kUnknown: ++c.unknown; break;
-    }
-  }
   return c;
 }
 
@@ -174,31 +240,18 @@ std::vector<std::string> FleetIndex::MatchingNodes(const api::LabelSelector& sel
   std::vector<std::string> out;
   std::scoped_lock lock(mu_);
   for (const auto& [name, e] : nodes_) {
-    if (selector.Matches(e.labels)) out.push_back(name);
+    if (SelectorMatches(selector, e.labels)) out.push_back(name);
   }
   return out;
 }
 
 std::map<std::string, int64_t> FleetIndex::StateCounts() {
-  std::map<std::string, int64_t> out = {
-      {"Healthy", 0}, {"Unhealthy", 0}, {"Unknown", 0}, {"Remediating", 0}, {"Excluded", 0}};
   std::scoped_lock lock(mu_);
-  for (const auto& [name, e] : nodes_) {
-    if (e.excluded) {
-      ++out["Excluded"];
-      continue;
-    }
-    if (e.record.active) ++out["Remediating"];
-    if (e.states.empty()) continue;
-    // The node's worst state across its policies.
-    policy::HealthState worst = policy::HealthState::kHealthy;
-    for (const auto& [p, s] : e.states) {
-      if (s == policy::HealthState::kUnhealthy) worst = s;
-      else if (s == policy::HealthState::kUnknown && worst == policy::HealthState::kHealthy) worst = s;
-    }
-    ++out[std::string(policy::HealthStateName(worst))];
-  }
-  return out;
+  return {{"Healthy", healthy_},
+          {"Unhealthy", unhealthy_},
+          {"Unknown", unknown_},
+          {"Remediating", remediating_},
+          {"Excluded", excluded_}};
 }
 
 std::size_t FleetIndex::Size() {

@@ -4,6 +4,12 @@
 // the node back. It answers the questions that would otherwise scan the whole fleet on every
 // reconcile: how many nodes a policy selects, how many are under remediation, drains running.
 //
+// Every answer is kept incrementally (counts per policy and state, the set of nodes under
+// remediation per policy, the matched count per selector in use): the index is read under its
+// lock by every fence decision (the brake) and policy status refresh, and at 100k nodes a
+// scan of the fleet per read (~10–100 ms each) held that lock long enough to stall the
+// workers and serialize a burst of fences.
+//
 // Our own writes are applied at once (ApplyOwnRecord) so that the brake stays exact while the
 // informer has not yet delivered them; stale informer deliveries (older resourceVersion) are
 // ignored.
@@ -15,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "api/gpu_health_policy.h"
@@ -39,6 +46,9 @@ RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r);
 struct PolicyCounts {
   int64_t matched = 0, healthy = 0, unhealthy = 0, unknown = 0, remediating = 0, braked = 0;
 };
+
+// api::LabelSelector::Matches on a packed k8s::LabelMap (no std::map copy of the labels).
+bool SelectorMatches(const api::LabelSelector& selector, const k8s::LabelMap& labels);
 
 class FleetIndex {
  public:
@@ -68,8 +78,7 @@ class FleetIndex {
 
  private:
   struct Entry {
-    std::map<std::string, std::string> labels;
-    std::string rv;
+    k8s::LabelMap labels;
     std::uint64_t rv_num = 0;
     RecordSummary record;
     std::uint64_t own_rv_floor = 0;  // ignore informer deliveries below this (our write landed)
@@ -77,15 +86,23 @@ class FleetIndex {
     std::string braked_policy;
     bool excluded = false;
   };
+  struct PolicyAgg {
+    PolicyCounts counts;                       // .matched unused here (per selector below)
+    std::unordered_set<std::string> remediating;  // nodes with an active record of the policy
+  };
+  struct MatchCache {
+    api::LabelSelector selector;
+    int64_t count = 0;
+  };
+  // Adds (sign +1) or removes (-1) what `e` contributes to the aggregates; every mutation of
+  // an entry is bracketed by the two. `labels_too`: also the per-selector matched counts.
+  void Contribute(const std::string& name, const Entry& e, int sign, bool labels_too);
   int64_t Matched(const api::LabelSelector& selector);  // requires mu_
 
   std::mutex mu_;
   std::unordered_map<std::string, Entry> nodes_;
-  std::uint64_t label_version_ = 0;
-  struct MatchCache {
-    std::uint64_t version = ~0ull;
-    int64_t count = 0;
-  };
+  std::unordered_map<std::string, PolicyAgg> policies_;
+  int64_t healthy_ = 0, unhealthy_ = 0, unknown_ = 0, remediating_ = 0, excluded_ = 0;
   std::map<std::string, MatchCache> match_cache_;  // by selector fingerprint
 };
 

@@ -130,3 +130,87 @@ TEST(FleetIndexTest, BrakeInputCountsDeviceFences) {
 
 }  // namespace
 }  // namespace gg::op
+
+namespace gg::op {
+namespace {
+
+// The counts are kept incrementally: every path that changes a node (labels, exclusion,
+// record, verdicts, deletion) must leave them equal to a recount.
+TEST(FleetIndexTest, IncrementalCountsFollowEveryChange) {
+  FleetIndex idx;
+  api::LabelSelector gpu;
+  gpu.match_labels["nvidia.com/gpu.present"] = "true";
+  api::LabelSelector zone_a;
+  zone_a.match_expressions.push_back({"zone", "In", {"a"}});
+  for (int i = 0; i < 6; ++i) idx.OnNode(MakeNode("n" + std::to_string(i), std::to_string(i + 1)));
+  EXPECT_EQ(idx.CountsFor("p", gpu).matched, 6);
+  EXPECT_EQ(idx.CountsFor("p", zone_a).matched, 0);  // first use: one scan
+  k8s::Node n1 = MakeNode("n1", "10");
+  n1.meta.labels.Set("zone", "a");
+  idx.OnNode(n1);  // label change: kept current without a scan
+  EXPECT_EQ(idx.CountsFor("p", zone_a).matched, 1);
+  k8s::Node n2 = MakeNode("n2", "11");
+  n2.meta.labels.Erase("nvidia.com/gpu.present");
+  idx.OnNode(n2);
+  EXPECT_EQ(idx.CountsFor("p", gpu).matched, 5);
+
+  idx.SetVerdicts("n0", {{"p", policy::HealthState::kUnhealthy}}, "");
+  idx.SetVerdicts("n1", {{"p", policy::HealthState::kHealthy}, {"q", policy::HealthState::kUnknown}}, "p");
+  idx.OnNode(MakeNode("n0", "12", Fenced("p", true)));
+  auto c = idx.CountsFor("p", gpu);
+  EXPECT_EQ(c.unhealthy, 1);
+  EXPECT_EQ(c.healthy, 1);
+  EXPECT_EQ(c.remediating, 1);
+  EXPECT_EQ(c.braked, 1);
+  EXPECT_EQ(idx.CountsFor("q", gpu).unknown, 1);
+  auto st = idx.StateCounts();
+  EXPECT_EQ(st["Unhealthy"], 1);
+  EXPECT_EQ(st["Unknown"], 1);  // n1's worst state
+  EXPECT_EQ(st["Healthy"], 0);
+  EXPECT_EQ(st["Remediating"], 1);
+
+  // Excluded: out of the counts and the matched total, still held by the brake (our fence).
+  idx.SetExcluded("n0", true);
+  c = idx.CountsFor("p", gpu);
+  EXPECT_EQ(c.matched, 4);
+  EXPECT_EQ(c.unhealthy, 0);
+  EXPECT_EQ(c.remediating, 0);
+  EXPECT_EQ(idx.StateCounts()["Excluded"], 1);
+  EXPECT_EQ(idx.BrakeInputFor("p", gpu).remediating_nodes, 1);
+  idx.SetExcluded("n0", false);
+  EXPECT_EQ(idx.CountsFor("p", gpu).matched, 5);
+  EXPECT_EQ(idx.CountsFor("p", gpu).remediating, 1);
+
+  // Verdicts change and go; the fence is released; nodes are deleted.
+  idx.SetVerdicts("n1", {{"p", policy::HealthState::kHealthy}}, "");
+  EXPECT_EQ(idx.CountsFor("q", gpu).unknown, 0);
+  EXPECT_EQ(idx.CountsFor("p", gpu).braked, 0);
+  idx.ApplyOwnRecord("n0", remediation::RemediationRecord{});
+  EXPECT_EQ(idx.BrakeInputFor("p", gpu).remediating_nodes, 0);
+  idx.OnNodeDeleted("n0");
+  idx.OnNodeDeleted("n1");
+  c = idx.CountsFor("p", gpu);
+  EXPECT_EQ(c.matched, 3);
+  EXPECT_EQ(c.unhealthy + c.healthy + c.unknown + c.remediating + c.braked, 0);
+  EXPECT_EQ(idx.CountsFor("p", zone_a).matched, 0);
+  st = idx.StateCounts();
+  for (const auto& [k, v] : st) EXPECT_EQ(v, 0) << k;
+}
+
+TEST(FleetIndexTest, SelectorMatchesLabelMapLikeTheMapForm) {
+  k8s::LabelMap packed{{"a", "1"}, {"b", "2"}};
+  std::map<std::string, std::string> map{{"a", "1"}, {"b", "2"}};
+  std::vector<api::LabelSelector> sels(7);
+  sels[1].match_labels["a"] = "1";
+  sels[2].match_labels["a"] = "2";
+  sels[3].match_expressions.push_back({"b", "In", {"3", "2"}});
+  sels[4].match_expressions.push_back({"b", "NotIn", {"2"}});
+  sels[5].match_expressions.push_back({"c", "DoesNotExist", {}});
+  sels[6].match_expressions.push_back({"c", "Bogus", {}});
+  for (std::size_t i = 0; i < sels.size(); ++i) {
+    EXPECT_EQ(SelectorMatches(sels[i], packed), sels[i].Matches(map)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace gg::op

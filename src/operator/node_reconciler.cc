@@ -41,7 +41,9 @@ StatusOr<api::GpuNodeHealthStatus> ReadReport(const ClusterView& view, const k8s
 remediation::NodeView ToNodeView(const k8s::Node& node) {
   remediation::NodeView v;
   v.name = node.meta.name;
-  v.labels = node.meta.labels.ToMap();
+  // Plan reads only the opt-out label: copying all ~50 labels (~100 allocations) per pass
+  // was wasted work.
+  if (auto ex = node.meta.labels.Get(api::kExcludeLabel)) v.labels.emplace(api::kExcludeLabel, *ex);
   v.unschedulable = node.unschedulable;
   for (const auto& t : node.taints) v.taints.push_back({t.key, t.value, t.effect});
   if (auto a = node.meta.annotations.Get(api::kRemediationAnnotation)) v.record_annotation = std::string(*a);
@@ -120,8 +122,8 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
     d_.metrics.ForgetNode(name);
     return runtime::Result{};
   }
-  const auto labels = node->meta.labels.ToMap();
-  if (auto ex = labels.find(api::kExcludeLabel); ex != labels.end() && ex->second == "true") {
+  const k8s::LabelMap& labels = node->meta.labels;
+  if (labels.Get(api::kExcludeLabel) == "true") {
     // Opted out: no decisions, no writes (a running drain of ours stops).
     d_.drains.Cancel(name);
     d_.index.SetExcluded(name, true);
@@ -135,7 +137,7 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   std::vector<const api::GpuHealthPolicy*> policies;
   for (auto& obj : d_.view.Policies()) {
     const api::GpuHealthPolicy* p = UsablePolicy(*obj);
-    if (p && p->spec.node_selector.Matches(labels)) {
+    if (p && SelectorMatches(p->spec.node_selector, labels)) {
       holders.push_back(obj);
       policies.push_back(p);
     }
