@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <thread>
+#include <vector>
 #include <sstream>
 
 #include "k8s/builders.h"
@@ -308,6 +311,48 @@ TEST(LabelTest, MapAndSelectors) {
   s.match_expressions.push_back({"b", "Bogus", {}});
   EXPECT_FALSE(s.Matches(m));
   EXPECT_FALSE(s.Validate().ok());
+}
+
+// Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
+// is freed with the last map holding it (also when maps are built and dropped concurrently).
+TEST(LabelTest, InternedPairsAreSharedAndFreed) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    LabelMap a{{"zz.test/k1", "v1"}, {"zz.test/k2", "v2"}};
+    LabelMap b{{"zz.test/k2", "v2"}, {"zz.test/k1", "v1"}};
+    EXPECT_EQ(LabelMap::InternedEntries(), before + 2);  // b reuses a's pairs
+    EXPECT_TRUE(a == b);
+    LabelMap c = a;
+    c.Set("zz.test/k1", "other");
+    EXPECT_FALSE(a == c);
+    EXPECT_EQ(a.Get("zz.test/k1").value_or(""), "v1");  // copies do not share mutations
+    EXPECT_EQ(c.Get("zz.test/k1").value_or(""), "other");
+    LabelMap d = std::move(c);
+    EXPECT_TRUE(c.empty());
+    c = d;
+    EXPECT_TRUE(c == d);
+    const LabelMap& alias = a;
+    a = alias;  // self-assignment keeps the pairs
+    EXPECT_EQ(a.size(), 2u);
+    EXPECT_EQ(a.ToMap(), (std::map<std::string, std::string>{{"zz.test/k1", "v1"}, {"zz.test/k2", "v2"}}));
+    std::string big(2000, 'x');  // past the stack buffer
+    d.Set("zz.test/big", big);
+    EXPECT_EQ(d.Get("zz.test/big").value_or(""), big);
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 2000; ++i) {
+        LabelMap m{{"zz.test/shared", "v"}, {"zz.test/n", std::to_string(i % 7)}};
+        LabelMap copy = m;
+        copy.Erase("zz.test/shared");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
 }
 
 }  // namespace

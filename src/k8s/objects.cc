@@ -2,79 +2,193 @@
 #include "k8s/objects.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_set>
 
 namespace gg::k8s {
 
+// "key\0value", interned. refs counts the LabelMaps holding it; the table owns none.
+struct LabelMap::Interned {
+  std::atomic<std::uint32_t> refs{1};
+  std::uint32_t key_len = 0;
+  std::uint32_t size = 0;  // key + '\0' + value
+  std::size_t hash = 0;
+  // Text follows the header (one allocation per pair).
+  const char* data() const { return reinterpret_cast<const char*>(this + 1); }
+  std::string_view text() const { return {data(), size}; }
+  std::string_view key() const { return {data(), key_len}; }
+  std::string_view value() const { return {data() + key_len + 1, size - key_len - 1}; }
+};
+
 namespace {
-// Walks the packed buffer; fn(key, value, entry_begin, entry_end) returns true to stop.
-template <typename Fn>
-void Walk(const std::string& buf, Fn&& fn) {
-  std::size_t pos = 0;
-  while (pos < buf.size()) {
-    std::size_t k_end = buf.find('\0', pos);
-    if (k_end == std::string::npos) return;
-    std::size_t v_end = buf.find('\0', k_end + 1);
-    if (v_end == std::string::npos) return;
-    std::string_view key(buf.data() + pos, k_end - pos);
-    std::string_view value(buf.data() + k_end + 1, v_end - k_end - 1);
-    if (fn(key, value, pos, v_end + 1)) return;
-    pos = v_end + 1;
+
+using Interned = LabelMap::Interned;
+
+// Sharded so informer threads parsing at once rarely meet on one mutex.
+class InternTable {
+ public:
+  Interned* Intern(std::string_view text, std::uint32_t key_len) {
+    const std::size_t h = std::hash<std::string_view>{}(text);
+    Shard& sh = shards_[h % kShards];
+    std::scoped_lock lock(sh.mu);
+    auto it = sh.set.find(Key{text, h});
+    if (it != sh.set.end()) {
+      (*it)->refs.fetch_add(1, std::memory_order_relaxed);
+      return *it;
+    }
+    void* mem = ::operator new(sizeof(Interned) + text.size());
+    auto* e = new (mem) Interned;
+    e->key_len = key_len;
+    e->size = static_cast<std::uint32_t>(text.size());
+    e->hash = h;
+    std::memcpy(reinterpret_cast<char*>(e + 1), text.data(), text.size());
+    sh.set.insert(e);
+    entries_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(sizeof(Interned) + text.size(), std::memory_order_relaxed);
+    return e;
   }
+
+  static void Ref(Interned* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
+
+  void Unref(Interned* e) {
+    // Above one reference, drop it without the lock. The last one is dropped under the
+    // shard lock, where Intern takes new references, so a pair is never revived after it
+    // was found unreferenced and freed.
+    std::uint32_t r = e->refs.load(std::memory_order_relaxed);
+    while (r > 1) {
+      if (e->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
+    }
+    Shard& sh = shards_[e->hash % kShards];
+    std::scoped_lock lock(sh.mu);
+    if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    sh.set.erase(e);
+    entries_.fetch_sub(1, std::memory_order_relaxed);
+    bytes_.fetch_sub(sizeof(Interned) + e->size, std::memory_order_relaxed);
+    e->~Interned();
+    ::operator delete(e);
+  }
+
+  std::size_t Entries() const { return entries_.load(); }
+  std::size_t Bytes() const { return bytes_.load(); }
+
+ private:
+  struct Key {
+    std::string_view text;
+    std::size_t hash;
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(const Interned* e) const { return e->hash; }
+    std::size_t operator()(const Key& k) const { return k.hash; }
+  };
+  struct Eq {
+    using is_transparent = void;
+    bool operator()(const Interned* a, const Interned* b) const { return a == b; }
+    bool operator()(const Key& k, const Interned* e) const { return k.text == e->text(); }
+    bool operator()(const Interned* e, const Key& k) const { return k.text == e->text(); }
+  };
+  static constexpr std::size_t kShards = 16;
+  struct Shard {
+    std::mutex mu;
+    std::unordered_set<Interned*, Hash, Eq> set;
+  };
+  Shard shards_[kShards];
+  std::atomic<std::size_t> entries_{0}, bytes_{0};
+};
+
+// Never destroyed: LabelMaps in static storage may outlive any destruction order.
+InternTable& Table() {
+  static InternTable* t = new InternTable;
+  return *t;
 }
+
 }  // namespace
+
+LabelMap::LabelMap(const LabelMap& o) : entries_(o.entries_) {
+  for (Interned* e : entries_) InternTable::Ref(e);
+}
+
+LabelMap& LabelMap::operator=(const LabelMap& o) {
+  if (this == &o) return *this;
+  for (Interned* e : o.entries_) InternTable::Ref(e);
+  clear();
+  entries_ = o.entries_;
+  return *this;
+}
+
+LabelMap& LabelMap::operator=(LabelMap&& o) noexcept {
+  if (this == &o) return *this;
+  clear();
+  entries_ = std::move(o.entries_);
+  o.entries_.clear();
+  return *this;
+}
+
+LabelMap::~LabelMap() { clear(); }
+
+void LabelMap::clear() {
+  for (Interned* e : entries_) Table().Unref(e);
+  entries_.clear();
+}
+
+std::size_t LabelMap::InternedEntries() { return Table().Entries(); }
+std::size_t LabelMap::InternedBytes() { return Table().Bytes(); }
 
 LabelMap::LabelMap(std::initializer_list<std::pair<std::string_view, std::string_view>> init) {
   for (const auto& [k, v] : init) Set(k, v);
 }
 
 std::optional<std::string_view> LabelMap::Get(std::string_view key) const {
-  std::optional<std::string_view> out;
-  Walk(buf_, [&](std::string_view k, std::string_view v, std::size_t, std::size_t) {
-    if (k == key) {
-      out = v;
-      return true;
-    }
-    return false;
-  });
-  return out;
+  for (const Interned* e : entries_) {
+    if (e->key() == key) return e->value();
+  }
+  return std::nullopt;
 }
 
 bool LabelMap::Set(std::string_view key, std::string_view value) {
   if (key.find('\0') != std::string_view::npos || value.find('\0') != std::string_view::npos) {
     return false;
   }
-  Erase(key);
-  buf_.append(key);
-  buf_.push_back('\0');
-  buf_.append(value);
-  buf_.push_back('\0');
-  ++count_;
+  // Label keys are ≤ 317 bytes and values ≤ 63, so most pairs fit the stack buffer.
+  char small[512];
+  std::string large;
+  const std::size_t n = key.size() + 1 + value.size();
+  char* buf = small;
+  if (n > sizeof(small)) {
+    large.resize(n);
+    buf = large.data();
+  }
+  std::memcpy(buf, key.data(), key.size());
+  buf[key.size()] = '\0';
+  std::memcpy(buf + key.size() + 1, value.data(), value.size());
+  Interned* e = Table().Intern({buf, n}, static_cast<std::uint32_t>(key.size()));
+  for (Interned*& cur : entries_) {
+    if (cur->key() == key) {
+      Table().Unref(cur);
+      cur = e;
+      return true;
+    }
+  }
+  entries_.push_back(e);
   return true;
 }
 
 bool LabelMap::Erase(std::string_view key) {
-  std::size_t begin = 0, end = 0;
-  bool found = false;
-  Walk(buf_, [&](std::string_view k, std::string_view, std::size_t b, std::size_t e) {
-    if (k == key) {
-      begin = b;
-      end = e;
-      found = true;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if ((*it)->key() == key) {
+      Table().Unref(*it);
+      entries_.erase(it);
       return true;
     }
-    return false;
-  });
-  if (!found) return false;
-  buf_.erase(begin, end - begin);
-  --count_;
-  return true;
+  }
+  return false;
 }
 
 void LabelMap::ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const {
-  Walk(buf_, [&](std::string_view k, std::string_view v, std::size_t, std::size_t) {
-    fn(k, v);
-    return false;
-  });
+  for (const Interned* e : entries_) fn(e->key(), e->value());
 }
 
 std::map<std::string, std::string> LabelMap::ToMap() const {
@@ -84,7 +198,13 @@ std::map<std::string, std::string> LabelMap::ToMap() const {
 }
 
 bool operator==(const LabelMap& a, const LabelMap& b) {
-  return a.count_ == b.count_ && a.ToMap() == b.ToMap();
+  // Interned: equal pairs are the same pointer. Usually in the same order too.
+  if (a.entries_.size() != b.entries_.size()) return false;
+  if (a.entries_ == b.entries_) return true;
+  for (const auto* e : a.entries_) {
+    if (std::find(b.entries_.begin(), b.entries_.end(), e) == b.entries_.end()) return false;
+  }
+  return true;
 }
 
 const OwnerReference* ObjectMeta::Controller() const {

@@ -15,31 +15,46 @@
 
 namespace gg::k8s {
 
-// A compact string→string map (labels, kept annotations): all entries packed in one buffer
-// ("k\0v\0k\0v\0"), looked up by linear scan — maps here hold tens of entries and are read far
-// more often than written.
+// A compact string→string map (labels, kept annotations). Each "key=value" pair is interned:
+// stored once per process, reference-counted, and shared by every map that holds it. GPU
+// nodes carry ~50 labels that are the same across the fleet (GFD/NFD), so a node's labels
+// cost one pointer each instead of ~80 bytes of text. Looked up by linear scan — maps here
+// hold tens of entries and are read far more often than written. Copies share the entries;
+// a map is not synchronized (like std::map), the intern table is.
 class LabelMap {
  public:
   LabelMap() = default;
   LabelMap(std::initializer_list<std::pair<std::string_view, std::string_view>> init);
+  LabelMap(const LabelMap& o);
+  LabelMap(LabelMap&& o) noexcept : entries_(std::move(o.entries_)) { o.entries_.clear(); }
+  LabelMap& operator=(const LabelMap& o);
+  LabelMap& operator=(LabelMap&& o) noexcept;
+  ~LabelMap();
 
   std::optional<std::string_view> Get(std::string_view key) const;
   bool Has(std::string_view key) const { return Get(key).has_value(); }
   // Inserts or replaces. Keys/values containing '\0' are rejected (false).
   bool Set(std::string_view key, std::string_view value);
   bool Erase(std::string_view key);
-  std::size_t size() const { return count_; }
-  bool empty() const { return count_ == 0; }
-  void clear() { buf_.clear(); count_ = 0; }
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void clear();
   void ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const;
   std::map<std::string, std::string> ToMap() const;
-  std::size_t MemoryBytes() const { return sizeof(*this) + buf_.capacity(); }
-  void ShrinkToFit() { buf_.shrink_to_fit(); }
+  // This map's own memory: the entry pointers. The interned text is shared (InternedBytes).
+  std::size_t MemoryBytes() const { return sizeof(*this) + entries_.capacity() * sizeof(void*); }
+  void ShrinkToFit() { entries_.shrink_to_fit(); }
+  // Order-insensitive, like comparing the maps.
   friend bool operator==(const LabelMap& a, const LabelMap& b);
 
+  // Process-wide intern table: distinct pairs and their bytes (text + header), for benchmarks.
+  static std::size_t InternedEntries();
+  static std::size_t InternedBytes();
+
+  struct Interned;  // objects.cc
+
  private:
-  std::string buf_;
-  std::uint32_t count_ = 0;
+  std::vector<Interned*> entries_;  // each holds one reference
 };
 
 struct OwnerReference {
