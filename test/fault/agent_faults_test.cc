@@ -308,9 +308,8 @@ TEST_F(AgentFaults, OperatorClockJumpsChangeNothing) {
   WriteReport("gpu-1", HealthyReport("gpu-1"));
   std::this_thread::sleep_for(1s);
 
-  // A step back and then forward again (the clock corrected) is not covered: the recovery timer
-  // started while the clock was behind counts the correction as elapsed time (see
-  // docs/reliability.md, "Known gaps").
+  // The operator sees these steps raw here (its own robustness); a step back that is then
+  // corrected is the next test's, with the clock the operator binary uses.
   for (auto offset : {Duration(2h), Duration(-1h)}) {
     clock.Jump(offset);
     // Agents heartbeat (real time) a few times; the operator re-evaluates on each.
@@ -332,6 +331,47 @@ TEST_F(AgentFaults, OperatorClockJumpsChangeNothing) {
     if (c.node == "gpu-1") ++gpu1_changes;
   }
   EXPECT_EQ(gpu1_changes, 1) << "gpu-1: cordoned once, never released";
+}
+
+// The system clock is set back an hour while a fenced node turns healthy, then corrected.
+// gpu-guardian-operator reads wall time through MonotonicWallClock (cmd/gpu-guardian-operator),
+// so the correction does not count as healthy time: recovery comes after healthyFor of real
+// time since the healthy report, not at the correction. (On the raw clock the node recovered
+// within a second of the correction: the hour counted.)
+TEST_F(AgentFaults, OperatorClockSetBackThenCorrectedCountsNoHealthyTime) {
+  AddNode("gpu-1");
+  auto spec = DefaultSpec();
+  spec["rules"][0]["action"] = "Cordon";
+  spec["recovery"]["healthyFor"] = "8s";
+  CreatePolicy("default", spec);
+  WriteReport("gpu-1", XidReport("gpu-1"));
+  // Outlive the test body: the operator (stopped in TearDown) still reads them until then.
+  static JumpClock system;
+  system.Jump(Duration(0));
+  static MonotonicWallClock clock(system);
+  auto& op = StartOperator(FastConfig("op-a", true), clock);
+  ASSERT_TRUE(WaitFor([&] { return Cordoned(Node("gpu-1")); })) << Node("gpu-1").dump();
+
+  system.Jump(-1h);
+  const auto healthy_from = Clk::now();
+  WriteReport("gpu-1", HealthyReport("gpu-1"));
+  std::this_thread::sleep_for(1s);
+  system.Jump(Duration(0));  // corrected
+  // Agents heartbeat in real time; until 8 s after the healthy report the node stays fenced.
+  while (Clk::now() < healthy_from + 7500ms) {
+    WriteReport("gpu-1", HealthyReport("gpu-1"));
+    EXPECT_TRUE(Cordoned(Node("gpu-1")))
+        << "recovered " << Seconds(Clk::now() - healthy_from) << " s after turning healthy";
+    std::this_thread::sleep_for(250ms);
+  }
+  // And then it does recover: healthy time still counts.
+  EXPECT_TRUE(WaitFor([&] {
+    WriteReport("gpu-1", HealthyReport("gpu-1"));
+    return !Cordoned(Node("gpu-1"));
+  }, 30s));
+  std::printf("recovered %.1f s after the healthy report (healthyFor 8 s)\n",
+              Seconds(Clk::now() - healthy_from));
+  EXPECT_FALSE(op.done.load()) << op.result;
 }
 
 }  // namespace

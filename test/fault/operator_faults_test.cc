@@ -36,10 +36,9 @@ int CountIn(const std::vector<ProxiedRequest>& log, Clk::time_point from, Clk::t
   return n;
 }
 
-// A 40 s outage of the whole API (every request 503, open watches reset). 60 s would exercise
-// the same code: the clients' backoffs are the only thing that runs while blind, and by the
-// end of this window the informers sleep ~13 s between tries, on the way to their 30 s cap.
-constexpr auto kOutage = 40s;
+// A 60 s outage of the whole API (every request 503, open watches reset), as issue #9 asks:
+// long enough for the informers' backoff to reach its 30 s cap.
+constexpr auto kOutage = 60s;
 
 TEST_F(DrainWorld, ApiOutageMidDrainNoHotLoopResumesNoRepeatedEvictionNoBlindUncordon) {
   Seed();
@@ -220,9 +219,10 @@ TEST_F(DrainWorld, ErrorBurstsAnd429StormsConvergeWithoutRepeats) {
   }
   EXPECT_EQ(cordon, 1);
   EXPECT_EQ(uncordon, 1) << "gpu-0 flapped";
-  // No assertion on the GPURecovered Event: when the lease is lost between the uncordon and the
-  // Event write, the Event is dropped and the next leader does not re-send it (a known gap,
-  // docs/reliability.md); the world state above is what must converge.
+  // The fence and the recovery were reported: an Event recorded by a leader is delivered even
+  // when that leader loses its lease before the write gets through (events/aggregating.h).
+  EXPECT_TRUE(wait([&] { return !Events("GPUUnhealthy", "gpu-0").empty(); }, 30s));
+  EXPECT_TRUE(wait([&] { return !Events("GPURecovered", "gpu-0").empty(); }, 30s));
 }
 
 // Watch streams cut after 1-3 events (changing every few ms) plus forced 410s with compacted
@@ -359,6 +359,112 @@ TEST_F(DrainWorld, PartitionedLeaderStopsBeforeTheNewLeaderWrites) {
   EXPECT_FALSE(a.result.ok()) << "losing the lease is an error exit";
   ExpectEachPodEvictedOnce({la, lb});
   EXPECT_LE(Seconds(b_leads - cut), 3.0 + 0.3 * 2.2 + 2.0) << "lease duration + retry period (+ slack)";
+}
+
+// Lease renewals under 429s whose Retry-After (10 s) is longer than the renew deadline (4 s).
+// A renewal does not sleep through the client's retries: it fails fast and the election tries
+// again every retry period. A short burst (4 refused lease requests) is ridden out with the
+// lease kept; a storm that outlasts the renew deadline makes the leader give the lease up
+// cleanly at the deadline, not after the Retry-After sleeps; never two leaders at once.
+TEST_F(FaultWorld, LeaseRenewalUnder429StormFailsFastKeepsOrCleanlyLosesTheLease) {
+  AddNode("gpu-0");
+  WriteReport("gpu-0", HealthyReport("gpu-0"));
+  CreatePolicy("default", DefaultSpec());
+  auto config = [](const std::string& id) {
+    auto c = FastConfig(id, true);
+    c.lease_duration = 6s;
+    c.renew_deadline = 4s;
+    c.retry_period = 300ms;
+    return c;
+  };
+  auto& a = StartOperator(config("op-a"));
+  ASSERT_TRUE(WaitFor([&] { return a.op->IsLeader(); }));
+  auto& b = StartOperator(config("op-b"));
+  ASSERT_TRUE(WaitFor([&] { return b.op->Synced(); }));
+  // Sampled every 2 ms from here on: at most one replica believes it leads.
+  std::atomic<int> both{0};
+  std::atomic<bool> sampling{true};
+  std::jthread sampler([&] {
+    while (sampling.load()) {
+      if (a.op->IsLeader() && b.op->IsLeader()) both.fetch_add(1);
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+
+  // A burst: the next 4 lease requests (either replica's) get 429 + Retry-After 10 s.
+  const double before = SimRequests({"code=\"429\"", "resource=\"leases\""});
+  sim::FaultConfig burst;
+  burst.rules.push_back({"", "leases", 1.0, 429, 10, 0ms, 4});
+  sim_->SetFaults(burst);
+  ASSERT_TRUE(WaitFor([&] {
+    return SimRequests({"code=\"429\"", "resource=\"leases\""}) - before >= 4;
+  }, 30s));
+  // Kept: A renews right after the burst, well inside its 4 s renew deadline.
+  const auto burst_over = Clk::now();
+  while (Clk::now() < burst_over + 1500ms) {
+    EXPECT_TRUE(a.op->IsLeader()) << "the burst cost A its lease";
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_FALSE(a.done.load()) << a.result;
+
+  // A storm on every lease request until cleared: A gives up at its renew deadline.
+  sim::FaultConfig storm;
+  storm.rules.push_back({"", "leases", 1.0, 429, 10, 0ms, -1});
+  const auto storm_start = Clk::now();
+  sim_->SetFaults(storm);
+  ASSERT_TRUE(WaitFor([&] { return a.done.load(); }, 40s));
+  const double gave_up = Seconds(Clk::now() - storm_start);
+  std::printf("lease 429 storm (Retry-After 10 s, renew deadline 4 s): the leader gave up after "
+              "%.2f s\n", gave_up);
+  RecordProperty("storm_leader_gave_up_ms", static_cast<int>(gave_up * 1000));
+  EXPECT_FALSE(a.result.ok()) << "a lost lease is an error exit";
+  // Renew deadline + one retry period + one bounded request (renew deadline / 2) + slack; with
+  // the client's retries it would have slept 4 x 10 s.
+  EXPECT_LT(gave_up, 4.0 + 0.3 + 2.0 + 2.0);
+  sim_->ClearFaults();
+  ASSERT_TRUE(WaitFor([&] { return b.op->IsLeader(); }, 30s));
+  sampling.store(false);
+  sampler.join();
+  EXPECT_EQ(both.load(), 0) << "two replicas led at once";
+}
+
+// The leader cordons a node and loses its lease before the Event could be written (Event
+// POSTs answer 503, lease renewals fail). The Event records a decision already carried out: the
+// ex-leader still delivers it once the API takes Events again, so the fence is never silent.
+// (A successor finds the node fenced and has no fence to report.)
+TEST_F(FaultWorld, EventsDueWhenTheLeaseIsLostAreStillDelivered) {
+  for (const char* n : {"gpu-0", "gpu-1"}) {
+    AddNode(n);
+    WriteReport(n, HealthyReport(n));
+  }
+  auto spec = DefaultSpec();
+  spec["rules"][0]["action"] = "Cordon";
+  CreatePolicy("default", spec);
+  auto& a = StartOperator(FastConfig("op-a", true));
+  ASSERT_TRUE(WaitFor([&] { return a.op->IsLeader() && PolicyStatus("default").value("healthyNodes", 0) == 2; }));
+
+  sim::FaultConfig f;
+  f.rules.push_back({"create", "events", 1.0, 503, 1, 0ms, -1});
+  sim_->SetFaults(f);
+  WriteReport("gpu-0", XidReport("gpu-0"));
+  ASSERT_TRUE(WaitFor([&] { return Cordoned(Node("gpu-0")); })) << Node("gpu-0").dump();
+  f.rules.push_back({"update", "leases", 1.0, 503, 1, 0ms, -1});
+  sim_->SetFaults(f);
+  ASSERT_TRUE(WaitFor([&] { return !a.op->IsLeader(); }, 30s));
+  EXPECT_TRUE(Events("GPUUnhealthy", "gpu-0").empty()) << "the fault did not hold the Event back";
+  sim_->ClearFaults();
+
+  ASSERT_TRUE(WaitFor([&] { return !Events("GPUUnhealthy", "gpu-0").empty(); }, 30s))
+      << "the Event of a fence made while leading was dropped with the lease";
+  auto ev = Events("GPUUnhealthy", "gpu-0");
+  EXPECT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].value("reportingInstance", ""), "op-a");
+  EXPECT_TRUE(WaitFor([&] { return !Events("NodeCordoned", "gpu-0").empty(); }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return a.done.load(); }, 30s));
+  EXPECT_FALSE(a.result.ok()) << "a lost lease is an error exit";
+  // Nothing else was written by the ex-leader after it lost the lease.
+  EXPECT_TRUE(Events("GPUUnhealthy", "gpu-1").empty());
+  EXPECT_FALSE(Cordoned(Node("gpu-1")));
 }
 
 // A broken agent rollout marks 60 % of the nodes unhealthy at once: only the budget is fenced,
