@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -114,13 +115,51 @@ StatusOr<bool> NodeReconciler::DeviceLevelPossible(
   return true;
 }
 
+namespace {
+std::uint64_t RvNum(std::string_view rv) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+  return ec == std::errc() && p == rv.data() + rv.size() ? v : 0;
+}
+}  // namespace
+
+bool NodeReconciler::CacheBehindOwnWrite(const std::string& node, const std::string& cache_rv) {
+  std::scoped_lock lock(written_mu_);
+  auto it = written_rv_.find(node);
+  if (it == written_rv_.end()) return false;
+  const std::uint64_t have = RvNum(cache_rv);
+  if (have == 0 || have >= it->second) {  // caught up (or not comparable: never wait)
+    written_rv_.erase(it);
+    return false;
+  }
+  return true;
+}
+
+void NodeReconciler::NoteOwnWrite(const std::string& node, const std::string& rv) {
+  const std::uint64_t v = RvNum(rv);
+  if (v == 0) return;
+  std::scoped_lock lock(written_mu_);
+  auto& cur = written_rv_[node];
+  cur = std::max(cur, v);
+}
+
 StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std::stop_token) {
   const WallTime now = d_.clock.Now();
   auto node = d_.view.Node(name);
   if (!node) {
+    {
+      std::scoped_lock lock(written_mu_);
+      written_rv_.erase(name);
+    }
     d_.drains.Cancel(name);
     d_.metrics.ForgetNode(name);
     return runtime::Result{};
+  }
+  if (CacheBehindOwnWrite(name, node->meta.resource_version)) {
+    // The echo of our write enqueues the node; the requeue only covers a lost event.
+    runtime::Result wait;
+    wait.requeue_after = std::chrono::seconds(1);
+    return wait;
   }
   const k8s::LabelMap& labels = node->meta.labels;
   if (labels.Get(api::kExcludeLabel) == "true") {
@@ -343,11 +382,12 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   if (taints_changed) change.taints = taints;
 
   if (!change.Empty()) {
-    Status s = d_.writer.PatchNode(name, change);
-    if (!s.ok()) {
+    auto rv = d_.writer.PatchNode(name, change);
+    if (!rv.ok()) {
       for (auto a : actions) d_.metrics.Remediation(a, kResultFailure);
-      return s;
+      return rv.status();
     }
+    NoteOwnWrite(name, *rv);
     if (written) d_.index.ApplyOwnRecord(name, *written);
     for (auto a : actions) d_.metrics.Remediation(a, kResultSuccess);
     if (plan.starts_node_fence && report.ok()) {
@@ -362,8 +402,9 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   brake_lock = {};  // the index now reflects what we started
 
   if (condition) {
-    Status s = d_.writer.PatchCondition(name, *condition);
-    if (!s.ok()) return s;
+    auto rv = d_.writer.PatchCondition(name, *condition);
+    if (!rv.ok()) return rv.status();
+    NoteOwnWrite(name, *rv);
   }
   auto ref = events::ObjectRef::Node(name, node->meta.uid);
   for (const auto& e : events) {

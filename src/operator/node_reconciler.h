@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -57,7 +58,16 @@ class NodeReconciler final : public runtime::Reconciler {
                                      const std::optional<remediation::RemediationRecord>& record,
                                      remediation::GpuDeviceMap* map);
 
+  // Our last write to `node` landed at a resourceVersion the cache has not reached yet: a
+  // decision from that cache would be made on stale taints/record and its write would only
+  // meet 409 Conflict (seen at once on every fenced node: the drain's follow-up pass raced
+  // the echo of the fence). The echo's watch event enqueues the node again.
+  bool CacheBehindOwnWrite(const std::string& node, const std::string& cache_rv);
+  void NoteOwnWrite(const std::string& node, const std::string& rv);
+
   NodeReconcilerDeps d_;
+  std::mutex written_mu_;
+  std::unordered_map<std::string, std::uint64_t> written_rv_;  // only while the cache is behind
   // Serializes decisions that may start a new fence, so concurrent workers cannot both pass
   // the brake on the same budget slot (the index reflects our writes at once).
   std::mutex brake_mu_;

@@ -5,6 +5,7 @@
 
 #include "common/time_util.h"
 #include "k8s/builders.h"
+#include "k8s/codec.h"
 
 namespace gg::op {
 
@@ -39,19 +40,30 @@ Status RestNodeWriter::CheckLeader() const {
   return OkStatus();
 }
 
-Status RestNodeWriter::PatchNode(const std::string& node, const NodeSpecChange& change) {
-  if (change.Empty()) return OkStatus();
+namespace {
+// metadata.resourceVersion of the node the server returned; "" if it does not parse.
+std::string ResourceVersionOf(std::string& body) {
+  auto obj = k8s::ParseObject<k8s::PartialObject>(body);
+  return obj.ok() ? obj->meta.resource_version : std::string();
+}
+}  // namespace
+
+StatusOr<std::string> RestNodeWriter::PatchNode(const std::string& node, const NodeSpecChange& change) {
+  if (change.Empty()) return std::string();
   GG_RETURN_IF_ERROR(CheckLeader());
   auto r = client_.Patch(k8s::kNodes, "", node, k8s::PatchType::kStrategicMerge,
                          NodeSpecPatchBody(change));
-  return r.ok() ? OkStatus() : r.status().WithContext("patching node " + node);
+  if (!r.ok()) return r.status().WithContext("patching node " + node);
+  return ResourceVersionOf(*r);
 }
 
-Status RestNodeWriter::PatchCondition(const std::string& node, const k8s::NodeCondition& c) {
+StatusOr<std::string> RestNodeWriter::PatchCondition(const std::string& node,
+                                                     const k8s::NodeCondition& c) {
   GG_RETURN_IF_ERROR(CheckLeader());
   auto r = client_.Patch(k8s::kNodes, "", node, k8s::PatchType::kStrategicMerge,
                          k8s::NodeConditionPatch(c), "status");
-  return r.ok() ? OkStatus() : r.status().WithContext("patching node status " + node);
+  if (!r.ok()) return r.status().WithContext("patching node status " + node);
+  return ResourceVersionOf(*r);
 }
 
 }  // namespace gg::op

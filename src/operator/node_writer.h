@@ -26,11 +26,14 @@ struct NodeSpecChange {
   bool Empty() const { return !taints && !unschedulable && annotations.empty(); }
 };
 
+// Both return the node's resourceVersion after the write ("" when not known), so the
+// reconciler can tell a cache that has not caught up with our own write yet.
 class NodeWriter {
  public:
   virtual ~NodeWriter() = default;
-  virtual Status PatchNode(const std::string& node, const NodeSpecChange& change) = 0;
-  virtual Status PatchCondition(const std::string& node, const k8s::NodeCondition& condition) = 0;
+  virtual StatusOr<std::string> PatchNode(const std::string& node, const NodeSpecChange& change) = 0;
+  virtual StatusOr<std::string> PatchCondition(const std::string& node,
+                                               const k8s::NodeCondition& condition) = 0;
 };
 
 // The SMP body for PatchNode (exposed for tests).
@@ -40,8 +43,9 @@ class RestNodeWriter final : public NodeWriter {
  public:
   RestNodeWriter(k8s::RestClient& client, std::function<bool()> is_leader)
       : client_(client), is_leader_(std::move(is_leader)) {}
-  Status PatchNode(const std::string& node, const NodeSpecChange& change) override;
-  Status PatchCondition(const std::string& node, const k8s::NodeCondition& condition) override;
+  StatusOr<std::string> PatchNode(const std::string& node, const NodeSpecChange& change) override;
+  StatusOr<std::string> PatchCondition(const std::string& node,
+                                       const k8s::NodeCondition& condition) override;
 
  private:
   Status CheckLeader() const;
