@@ -2,8 +2,12 @@
 // cache changes into node / policy keys.
 #include "operator/operator.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <random>
 
 #include "events/aggregating.h"
@@ -200,6 +204,34 @@ struct Operator::Impl {
           return OkStatus();
         },
         /*needs_leader_election=*/true);
+    memory_trimmer = std::make_unique<runtime::FuncRunnable>(
+        "memory-trim",
+        [this](std::stop_token stop) {
+          // The initial LIST pages and the initial reconcile's garbage leave glibc's arenas
+          // holding freed memory (tens of MB at 100k nodes) that a steady operator never
+          // reuses: give it back once after the caches sync and once when the first backlog
+          // of node work is done.
+          auto wait = [&](const std::function<bool()>& ready) {
+            std::mutex m;
+            std::condition_variable_any cv;
+            std::unique_lock lock(m);
+            while (!ready()) {
+              cv.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+              if (stop.stop_requested()) return false;
+            }
+            return true;
+          };
+          if (!wait([this] { return nodes.HasSynced() && reports.HasSynced() && policies.HasSynced(); })) {
+            return OkStatus();
+          }
+          malloc_trim(0);
+          if (!wait([this] { return node_queue.Len() == 0 && node_queue.Processing() == 0; })) {
+            return OkStatus();
+          }
+          malloc_trim(0);
+          return OkStatus();
+        },
+        /*needs_leader_election=*/false);
     AddHandlers();
     return OkStatus();
   }
@@ -272,6 +304,7 @@ struct Operator::Impl {
     mgr.Add(*node_controller);
     mgr.Add(*policy_controller);
     mgr.Add(*drain_stopper);
+    mgr.Add(*memory_trimmer);
     manager = &mgr;
     Status s = mgr.Run(stop);
     manager = nullptr;
@@ -309,6 +342,7 @@ struct Operator::Impl {
   std::unique_ptr<runtime::Controller> node_controller;
   std::unique_ptr<runtime::Controller> policy_controller;
   std::unique_ptr<runtime::FuncRunnable> drain_stopper;
+  std::unique_ptr<runtime::FuncRunnable> memory_trimmer;
   std::atomic<runtime::Manager*> manager{nullptr};
   Status init_status;
 };
