@@ -43,8 +43,10 @@ k8s::RestClientOptions LeaseClientOptions(const k8s::RestClient& base,
   k8s::RestClientOptions o = base.options();
   o.max_attempts = 1;
   // GET + PUT of one attempt fit in the renew deadline; never above the client's own timeout.
-  auto half = std::chrono::duration_cast<std::chrono::milliseconds>(c.renew_deadline / 2);
-  o.request_timeout = std::clamp(half, std::chrono::milliseconds(100), base.config().timeout);
+  auto t = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(c.renew_deadline / 2),
+                    std::chrono::milliseconds(100));
+  if (base.config().timeout.count() > 0) t = std::min(t, base.config().timeout);
+  o.request_timeout = t;
   return o;
 }
 
