@@ -329,7 +329,14 @@ void LeaderElector::Run(std::stop_token stop) {
     log_.Error("leader election lost");
     lost_.store(true);
   } else if (config_.release_on_cancel) {
-    Status r = Release();
+    // A failed release costs the successor a whole lease duration: try a few times, briefly
+    // (no Retry-After waits: shutdown is bounded), unless someone else wrote the Lease.
+    Status r;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      r = Release();
+      if (r.ok() || k8s::IsConflict(r) || !IsTransient(r) || attempt == 3) break;
+      if (!clock_.SleepFor(std::chrono::milliseconds(100), {})) break;
+    }
     if (!r.ok()) log_.Warn("releasing lease failed", {{"error", r.ToString()}});
   }
   SetLeading(false);

@@ -130,6 +130,32 @@ TEST_F(LeaderElectionSimTest, FollowerWatchingTheLeaseTakesOverAtOnceOnRelease) 
   (*c)->Stop();
 }
 
+// The release meets a 429 (Retry-After 30 s): it is tried again at once instead of leaving the
+// follower to wait out the lease duration.
+TEST_F(LeaderElectionSimTest, ReleaseRefusedOnceIsRetried) {
+  auto slow = [&](const std::string& id) {
+    auto c = Config(id);
+    c.lease_duration = std::chrono::seconds(60);
+    c.renew_deadline = std::chrono::seconds(30);
+    c.retry_period = std::chrono::seconds(10);
+    return c;
+  };
+  auto a = LeaderElector::Create(*client_, RealClock::Default(), slow("replica-a"));
+  auto b = LeaderElector::Create(*client_, RealClock::Default(), slow("replica-b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  (*a)->Start();
+  ASSERT_TRUE(WaitFor([&] { return (*a)->IsLeader(); }));
+  (*b)->Start();
+  ASSERT_TRUE(WaitFor([&] { return (*b)->CurrentLeader() == "replica-a"; }));
+  sim::FaultConfig f;
+  f.rules.push_back({"update", "leases", 1.0, 429, 30, std::chrono::milliseconds(0), 1});
+  sim_->SetFaults(f);
+  (*a)->Stop();
+  ASSERT_TRUE(WaitFor([&] { return (*b)->IsLeader(); }, std::chrono::seconds(9)))
+      << "the release was not retried";
+  (*b)->Stop();
+}
+
 TEST_F(LeaderElectionSimTest, TakenLeaseMeansLost) {
   std::atomic<int> stopped{0};
   auto ca = Config("replica-a");
