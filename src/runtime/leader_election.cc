@@ -42,6 +42,8 @@ k8s::RestClientOptions LeaseClientOptions(const k8s::RestClient& base,
                                           const LeaderElectionConfig& c) {
   k8s::RestClientOptions o = base.options();
   o.max_attempts = 1;
+  // Not tied to the process' shutdown: the release is the last request on SIGTERM.
+  o.cancel_retries = {};
   // GET + PUT of one attempt fit in the renew deadline; never above the client's own timeout.
   auto t = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(c.renew_deadline / 2),
                     std::chrono::milliseconds(100));
