@@ -16,6 +16,11 @@ namespace {
 
 double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
+// Ready times closer than this are the same time for AddAfter.
+constexpr Duration kSameTime = std::chrono::milliseconds(1);
+// Waiting keys whose timers ShutDown cancels; more are left to fire as no-ops.
+constexpr std::size_t kCancelAtMost = 64;
+
 }  // namespace
 
 struct WorkQueue::Impl {
@@ -142,7 +147,12 @@ struct WorkQueue::Impl {
   }
 
   void CancelWaitingLocked() {
-    for (auto& [_, w] : waiting) clock.Cancel(w.timer);
+    // RealClock::Cancel scans every timer: cancelling 100k waiting keys one by one took
+    // O(n²) at shutdown. Past a few, the timers are left to fire as no-ops (the entries they
+    // look for are gone, and they hold the queue only weakly).
+    if (waiting.size() <= kCancelAtMost) {
+      for (auto& [_, w] : waiting) clock.Cancel(w.timer);
+    }
     waiting.clear();
   }
 
@@ -234,11 +244,16 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<P
   auto it = q.waiting.find(key);
   if (it != q.waiting.end()) {
     priority = std::max(*priority, it->second.priority);
-    if (it->second.ready <= ready) {  // already due sooner
+    // Already due sooner, or as good as (a requeue to the same wall deadline computed a few
+    // microseconds later): keep that timer.
+    if (it->second.ready <= ready + kSameTime) {
       it->second.priority = *priority;
       return;
     }
-    q.clock.Cancel(it->second.timer);
+    // Sooner: a new timer. The old one is not cancelled — RealClock::Cancel scans every timer
+    // and at 100k nodes each node has one (a requeue at its heartbeat deadline), which made
+    // each requeue O(fleet) under the clock's lock — it fires later as a no-op (its id no
+    // longer matches).
   } else {
     it = q.waiting.try_emplace(key).first;
   }
