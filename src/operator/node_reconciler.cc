@@ -125,13 +125,18 @@ std::uint64_t RvNum(std::string_view rv) {
 
 bool NodeReconciler::CacheBehindOwnWrite(const std::string& node, const std::string& cache_rv) {
   std::scoped_lock lock(written_mu_);
+  const std::uint64_t have = RvNum(cache_rv);
+  // An echo this pass has already seen in the cache (its event raced our bookkeeping).
+  if (auto e = condition_echo_.find(node); e != condition_echo_.end() && (have == 0 || have >= e->second)) {
+    condition_echo_.erase(e);
+  }
   auto it = written_rv_.find(node);
   if (it == written_rv_.end()) return false;
-  const std::uint64_t have = RvNum(cache_rv);
   if (have == 0 || have >= it->second) {  // caught up (or not comparable: never wait)
     written_rv_.erase(it);
     return false;
   }
+  condition_echo_.erase(node);  // this pass waits for the echo: it must enqueue the node
   return true;
 }
 
@@ -143,6 +148,21 @@ void NodeReconciler::NoteOwnWrite(const std::string& node, const std::string& rv
   cur = std::max(cur, v);
 }
 
+bool NodeReconciler::ConsumeOwnConditionEcho(const std::string& node, const std::string& rv) {
+  const std::uint64_t v = RvNum(rv);
+  std::scoped_lock lock(written_mu_);
+  auto it = condition_echo_.find(node);
+  if (it == condition_echo_.end()) return false;
+  const bool echo = v != 0 && v == it->second;
+  if (v == 0 || v >= it->second) condition_echo_.erase(it);
+  if (echo) {
+    // The cache has reached our write too.
+    auto w = written_rv_.find(node);
+    if (w != written_rv_.end() && w->second <= v) written_rv_.erase(w);
+  }
+  return echo;
+}
+
 StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std::stop_token) {
   const WallTime now = d_.clock.Now();
   auto node = d_.view.Node(name);
@@ -150,6 +170,7 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
     {
       std::scoped_lock lock(written_mu_);
       written_rv_.erase(name);
+      condition_echo_.erase(name);
     }
     d_.drains.Cancel(name);
     d_.metrics.ForgetNode(name);
@@ -405,6 +426,14 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
     auto rv = d_.writer.PatchCondition(name, *condition);
     if (!rv.ok()) return rv.status();
     NoteOwnWrite(name, *rv);
+    // Only when the condition was the pass's one write: after a fence, the echo must still
+    // bring the node back (a drain to start, our record to read).
+    if (change.Empty() && events.empty()) {
+      if (const std::uint64_t v = RvNum(*rv); v != 0) {
+        std::scoped_lock lock(written_mu_);
+        condition_echo_[name] = v;
+      }
+    }
   }
   auto ref = events::ObjectRef::Node(name, node->meta.uid);
   for (const auto& e : events) {

@@ -253,10 +253,15 @@ struct Operator::Impl {
         },
         [this](const k8s::Node& old_n, const k8s::Node& n) {
           if (index.OnNode(n)) EnqueueAllPolicies();
-          if (NodeRelevantChange(old_n, n)) {
-            node_queue.Add(n.meta.name,
-                           NodeSpecOrRecordChanged(old_n, n) ? Priority::kUrgent : Priority::kNormal);
+          if (!NodeRelevantChange(old_n, n)) return;
+          const bool spec = NodeSpecOrRecordChanged(old_n, n);
+          // The echo of our own condition-only write: nothing to decide again. Any other
+          // change in the same event (labels, taints, cordon, annotations) still counts.
+          if (!spec && old_n.meta.labels == n.meta.labels &&
+              node_reconciler->ConsumeOwnConditionEcho(n.meta.name, n.meta.resource_version)) {
+            return;
           }
+          node_queue.Add(n.meta.name, spec ? Priority::kUrgent : Priority::kNormal);
         },
         [this](const k8s::Node& n) {
           index.OnNodeDeleted(n.meta.name);
