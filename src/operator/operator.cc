@@ -142,6 +142,8 @@ struct Operator::Impl {
       le.renew_deadline = config.renew_deadline;
       le.retry_period = config.retry_period;
       le.release_on_cancel = true;
+      // Poll mode is for clusters that forbid watches: followers poll the Lease too.
+      le.watch_lease = config.poll_interval == Duration::zero();
       GG_RETURN_IF_ERROR(runtime::ValidateLeaderElectionConfig(le));
       auto e = runtime::NewLeaseLeaderElection(client, clock, le);
       if (!e.ok()) return e.status();
