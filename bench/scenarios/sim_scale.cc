@@ -4,6 +4,7 @@
 // (a history replay). Runs the sim in-process; the RSS figure is measured before any client exists.
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -154,23 +155,19 @@ int main(int argc, char** argv) {
   };
   const std::uint64_t want = static_cast<std::uint64_t>(m) * watchers;
 
-  // 1. Live, in-process producers.
-  std::string rv0 = std::to_string((*srv)->ResourceVersion());
-  double live_rate = 0, live_patch_rate = 0;
-  {
+  // Live fan-out: `producers` threads write m patches (thread t writes i = t, t+P, ...) while
+  // 10 watchers read; `write(t, i)` is one write. Adds the rows under `label`.
+  auto live = [&](const std::string& label, const std::string& rv, const std::string& writes,
+                  const std::string& write_note, const std::function<void(long, long)>& write) {
     WatchSet set;
-    start_watchers(set, rv0);
+    start_watchers(set, rv);
     double c0 = bench::CpuSeconds();
     double w0 = bench::Now();
     {
       std::vector<std::jthread> ps;
       for (long t = 0; t < producers; ++t) {
         ps.emplace_back([&, t] {
-          for (long i = t; i < m; i += producers) {
-            auto r = (*srv)->MergePatch("/api/v1/nodes/" + bench::NodeName(spec, i % n),
-                                        patch_body(i));
-            if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
-          }
+          for (long i = t; i < m; i += producers) write(t, i);
         });
       }
     }
@@ -179,17 +176,25 @@ int main(int argc, char** argv) {
     double fan_s = bench::Now() - w0;
     double cpu = bench::CpuSeconds() - c0;
     for (auto& t : set.threads) t.request_stop();
-    live_rate = set.lines.load() / fan_s;
-    live_patch_rate = m / produce_s;
-    rep.Add("live, direct store: patches/s (" + std::to_string(producers) + " threads)",
-            live_patch_rate, "/s", -1, false, "in-process MergePatch, no HTTP");
-    rep.Add("live, direct store: watch events delivered", double(set.lines.load()), "",
-            double(want), true);
-    rep.Add("live, direct store: fan-out events/s, wall", live_rate, "ev/s", 20000, true,
-            live_rate < 9.0 * live_patch_rate ? "" : "producer-bound (= 10 x patches/s)");
-    rep.Add("live, direct store: events per CPU-second (whole process)",
-            set.lines.load() / cpu, "ev/s", -1, false);
-  }
+    double rate = set.lines.load() / fan_s;
+    double prate = m / produce_s;
+    rep.Add(label + ": " + writes, prate, "/s", -1, false, write_note);
+    rep.Add(label + ": watch events delivered", double(set.lines.load()), "", double(want), true);
+    rep.Add(label + ": fan-out events/s, wall", rate, "ev/s", 20000, true,
+            rate < 9.0 * prate ? "" : "producer-bound (= 10 x writes/s)");
+    rep.Add(label + ": events per CPU-second (whole process)", set.lines.load() / cpu, "ev/s",
+            -1, false);
+  };
+
+  // 1. Live, in-process producers.
+  std::string rv0 = std::to_string((*srv)->ResourceVersion());
+  live("live, direct store", rv0,
+       "patches/s (" + std::to_string(producers) + " threads)", "in-process MergePatch, no HTTP",
+       [&](long, long i) {
+         auto r = (*srv)->MergePatch("/api/v1/nodes/" + bench::NodeName(spec, i % n),
+                                     patch_body(i));
+         if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
+       });
   std::string rv1 = std::to_string((*srv)->ResourceVersion());
 
   // 2. Capacity: replay the m events after rv0 from the history, nothing else running.
@@ -213,45 +218,19 @@ int main(int argc, char** argv) {
   }
 
   // 3. Live, HTTP producers (one connection each).
-  {
-    WatchSet set;
-    start_watchers(set, rv1);
-    std::vector<std::unique_ptr<k8s::RestClient>> pcs;
-    for (long t = 0; t < producers; ++t) {
-      auto c = k8s::RestClient::Create(cfg, clock);
-      if (!c.ok()) return 1;
-      pcs.push_back(std::move(*c));
-    }
-    double c0 = bench::CpuSeconds();
-    double w0 = bench::Now();
-    {
-      std::vector<std::jthread> ps;
-      for (long t = 0; t < producers; ++t) {
-        ps.emplace_back([&, t] {
-          for (long i = t; i < m; i += producers) {
-            auto r = pcs[t]->Patch(k8s::kNodes, "", bench::NodeName(spec, i % n),
-                                   k8s::PatchType::kMerge, patch_body(m + i).dump());
-            if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
-          }
-        });
-      }
-    }
-    double produce_s = bench::Now() - w0;
-    wait_lines(set, want);
-    double fan_s = bench::Now() - w0;
-    double cpu = bench::CpuSeconds() - c0;
-    for (auto& t : set.threads) t.request_stop();
-    double rate = set.lines.load() / fan_s;
-    double prate = m / produce_s;
-    rep.Add("live, HTTP: merge-PATCHes/s (" + std::to_string(producers) + " connections)", prate,
-            "/s", -1, false, "client and sim share the cores");
-    rep.Add("live, HTTP: watch events delivered", double(set.lines.load()), "", double(want),
-            true);
-    rep.Add("live, HTTP: fan-out events/s, wall", rate, "ev/s", 20000, true,
-            rate < 9.0 * prate ? "" : "producer-bound (= 10 x PATCHes/s)");
-    rep.Add("live, HTTP: events per CPU-second (whole process)", set.lines.load() / cpu, "ev/s",
-            -1, false);
+  std::vector<std::unique_ptr<k8s::RestClient>> pcs;
+  for (long t = 0; t < producers; ++t) {
+    auto c = k8s::RestClient::Create(cfg, clock);
+    if (!c.ok()) return 1;
+    pcs.push_back(std::move(*c));
   }
+  live("live, HTTP", rv1,
+       "merge-PATCHes/s (" + std::to_string(producers) + " connections)",
+       "client and sim share the cores", [&](long t, long i) {
+         auto r = pcs[t]->Patch(k8s::kNodes, "", bench::NodeName(spec, i % n),
+                                k8s::PatchType::kMerge, patch_body(m + i).dump());
+         if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
+       });
   rep.Add("watch event size", double(bytes) / n, "B", -1, false, "~ one node object");
   (*srv)->Stop();
   return rep.Write() ? 0 : 1;

@@ -106,14 +106,23 @@ StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s) {
 }
 
 bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+  return Matches([&](std::string_view key) -> std::optional<std::string_view> {
+    auto it = labels.find(std::string(key));
+    if (it == labels.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+bool LabelSelector::Matches(
+    const std::function<std::optional<std::string_view>(std::string_view key)>& get) const {
   for (const auto& [k, v] : match_labels) {
-    auto it = labels.find(k);
-    if (it == labels.end() || it->second != v) return false;
+    auto got = get(k);
+    if (!got || *got != v) return false;
   }
   for (const auto& req : match_expressions) {
-    auto it = labels.find(req.key);
-    bool has = it != labels.end();
-    bool in = has && std::find(req.values.begin(), req.values.end(), it->second) != req.values.end();
+    auto got = get(req.key);
+    bool has = got.has_value();
+    bool in = has && std::find(req.values.begin(), req.values.end(), *got) != req.values.end();
     if (req.op == "In" && !in) return false;
     if (req.op == "NotIn" && in) return false;
     if (req.op == "Exists" && !has) return false;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,6 +75,9 @@ struct LabelSelector {
   std::vector<LabelSelectorRequirement> match_expressions;
   // Empty selector matches everything (as in Kubernetes).
   bool Matches(const std::map<std::string, std::string>& labels) const;
+  // Same, over any label store: `get(key)` is the label's value or nullopt.
+  bool Matches(
+      const std::function<std::optional<std::string_view>(std::string_view key)>& get) const;
   friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
 };
 

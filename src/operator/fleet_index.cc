@@ -49,23 +49,7 @@ std::string SelectorFingerprint(const api::LabelSelector& s) {
 }
 
 bool SelectorMatches(const api::LabelSelector& selector, const k8s::LabelMap& labels) {
-  for (const auto& [k, v] : selector.match_labels) {
-    auto got = labels.Get(k);
-    if (!got || *got != v) return false;
-  }
-  for (const auto& req : selector.match_expressions) {
-    auto got = labels.Get(req.key);
-    bool has = got.has_value();
-    bool in = has && std::find(req.values.begin(), req.values.end(), *got) != req.values.end();
-    if (req.op == "In" && !in) return false;
-    if (req.op == "NotIn" && in) return false;
-    if (req.op == "Exists" && !has) return false;
-    if (req.op == "DoesNotExist" && has) return false;
-    if (req.op != "In" && req.op != "NotIn" && req.op != "Exists" && req.op != "DoesNotExist") {
-      return false;  // an invalid operator never matches (validation reports it)
-    }
-  }
-  return true;
+  return selector.Matches([&](std::string_view key) { return labels.Get(key); });
 }
 
 void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, bool labels_too) {
