@@ -106,14 +106,14 @@ StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s) {
 }
 
 bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
-  return Matches([&](std::string_view key) -> std::optional<std::string_view> {
+  return MatchesLookup([&](std::string_view key) -> std::optional<std::string_view> {
     auto it = labels.find(std::string(key));
     if (it == labels.end()) return std::nullopt;
     return it->second;
   });
 }
 
-bool LabelSelector::Matches(
+bool LabelSelector::MatchesLookup(
     const std::function<std::optional<std::string_view>(std::string_view key)>& get) const {
   for (const auto& [k, v] : match_labels) {
     auto got = get(k);

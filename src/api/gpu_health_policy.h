@@ -76,7 +76,7 @@ struct LabelSelector {
   // Empty selector matches everything (as in Kubernetes).
   bool Matches(const std::map<std::string, std::string>& labels) const;
   // Same, over any label store: `get(key)` is the label's value or nullopt.
-  bool Matches(
+  bool MatchesLookup(
       const std::function<std::optional<std::string_view>(std::string_view key)>& get) const;
   friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
 };
