@@ -28,19 +28,17 @@ bool RealClock::SleepFor(Duration d, std::stop_token stop) {
 TimerId RealClock::ScheduleAfter(Duration d, std::function<void()> fn) {
   std::scoped_lock lock(mu_);
   TimerId id = next_id_++;
-  timers_.emplace(Monotonic() + d, std::make_pair(id, std::move(fn)));
+  by_id_.emplace(id, timers_.emplace(Monotonic() + d, std::make_pair(id, std::move(fn))));
   cv_.notify_all();
   return id;
 }
 
 void RealClock::Cancel(TimerId id) {
   std::scoped_lock lock(mu_);
-  for (auto it = timers_.begin(); it != timers_.end(); ++it) {
-    if (it->second.first == id) {
-      timers_.erase(it);
-      return;
-    }
-  }
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;  // fired or cancelled already
+  timers_.erase(it->second);
+  by_id_.erase(it);
 }
 
 void RealClock::Run(std::stop_token stop) {
@@ -58,6 +56,7 @@ void RealClock::Run(std::stop_token stop) {
       continue;
     }
     auto fn = std::move(timers_.begin()->second.second);
+    by_id_.erase(timers_.begin()->second.first);
     timers_.erase(timers_.begin());
     lock.unlock();
     fn();

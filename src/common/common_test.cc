@@ -98,6 +98,34 @@ TEST(FakeClock, SleepWakesOnAdvanceAndStop) {
 
 // The system clock is set back an hour and then corrected: wall time read through
 // MonotonicWallClock advances exactly as the monotonic clock does, through both steps.
+TEST(RealClock, CancelDropsOnlyThatTimerAndIsANoOpOnceFired) {
+  RealClock clock;
+  std::atomic<int> fired_a{0}, fired_b{0}, fired_c{0};
+  TimerId a = clock.ScheduleAfter(std::chrono::milliseconds(1), [&] { ++fired_a; });
+  TimerId b = clock.ScheduleAfter(std::chrono::milliseconds(20), [&] { ++fired_b; });
+  // Same deadline as b: the multimap holds both; cancelling b must not drop c.
+  TimerId c = clock.ScheduleAfter(std::chrono::milliseconds(20), [&] { ++fired_c; });
+  clock.Cancel(b);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((fired_a.load() == 0 || fired_c.load() == 0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(fired_a.load(), 1);
+  EXPECT_EQ(fired_c.load(), 1);
+  clock.Cancel(a);  // already fired: nothing to do
+  clock.Cancel(c);
+  clock.Cancel(b);  // already cancelled
+  // A timer scheduled after all that still fires: the id index stayed consistent.
+  std::atomic<int> fired_d{0};
+  clock.ScheduleAfter(std::chrono::milliseconds(1), [&] { ++fired_d; });
+  while (fired_d.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(fired_d.load(), 1);
+  EXPECT_EQ(fired_b.load(), 0);
+  (void)c;
+}
+
 TEST(MonotonicWallClock, IgnoresStepsOfTheSystemClock) {
   FakeClock system;
   MonotonicWallClock clock(system);

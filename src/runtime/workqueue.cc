@@ -18,8 +18,6 @@ double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Ready times closer than this are the same time for AddAfter.
 constexpr Duration kSameTime = std::chrono::milliseconds(1);
-// Waiting keys whose timers ShutDown cancels; more are left to fire as no-ops.
-constexpr std::size_t kCancelAtMost = 64;
 
 }  // namespace
 
@@ -147,12 +145,7 @@ struct WorkQueue::Impl {
   }
 
   void CancelWaitingLocked() {
-    // RealClock::Cancel scans every timer: cancelling 100k waiting keys one by one took
-    // O(n²) at shutdown. Past a few, the timers are left to fire as no-ops (the entries they
-    // look for are gone, and they hold the queue only weakly).
-    if (waiting.size() <= kCancelAtMost) {
-      for (auto& [_, w] : waiting) clock.Cancel(w.timer);
-    }
+    for (auto& [_, w] : waiting) clock.Cancel(w.timer);
     waiting.clear();
   }
 
@@ -250,10 +243,7 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<P
       it->second.priority = *priority;
       return;
     }
-    // Sooner: a new timer. The old one is not cancelled — RealClock::Cancel scans every timer
-    // and at 100k nodes each node has one (a requeue at its heartbeat deadline), which made
-    // each requeue O(fleet) under the clock's lock — it fires later as a no-op (its id no
-    // longer matches).
+    q.clock.Cancel(it->second.timer);  // sooner: a new timer replaces it
   } else {
     it = q.waiting.try_emplace(key).first;
   }
