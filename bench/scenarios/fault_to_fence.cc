@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/gpu_node_health.h"
+#include "api/test_reports.h"
 #include "bench/scenarios/bench_util.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -36,31 +37,9 @@ constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
 
 
 api::GpuNodeHealthStatus Report(const std::string& node, bool xid) {
-  api::GpuNodeHealthStatus s;
-  s.node_name = node;
-  s.agent_version = "bench";
-  s.observed_at = s.heartbeat_time = std::chrono::system_clock::now();
-  s.expected_gpus = 8;
-  for (int i = 0; i < 8; ++i) {
-    api::GpuStatus g;
-    g.index = i;
-    g.uuid = sim::FakeGpuUuid(node, i);
-    g.temperature_c = 40;
-    g.ecc_enabled = true;
-    s.gpus.push_back(g);
-  }
-  s.sources.push_back({"nvml", api::SourceState::kOk, ""});
-  if (xid) {
-    api::XidEvent e;
-    e.xid = 79;
-    e.gpu_uuid = s.gpus[0].uuid;
-    e.count = 1;
-    e.first_seen = e.last_seen = s.observed_at;
-    e.category = "Bus";
-    e.recommended_action = "RESTART_BM";
-    e.message = "GPU has fallen off the bus";
-    s.xids.push_back(e);
-  }
+  auto s = api::testing::HealthyReport(node, std::chrono::system_clock::now(), 8, sim::FakeGpuUuid,
+                                       "bench");
+  if (xid) api::testing::AddXid(s);
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
+#include "api/test_reports.h"
 #include "bench/scenarios/populate.h"
 #include "sim/population.h"
 #include "sim/server.h"
@@ -30,31 +31,9 @@ inline nlohmann::json CrdJson(const std::string& plural, const std::string& kind
 // What an agent on an 8-GPU node reports; `temperature` varies for "random report changes",
 // `xid` adds an Xid 79 (GPU fallen off the bus) on GPU 0.
 inline api::GpuNodeHealthStatus AgentReport(const std::string& node, bool xid, int temperature = 40) {
-  api::GpuNodeHealthStatus s;
-  s.node_name = node;
-  s.agent_version = "bench";
-  s.observed_at = s.heartbeat_time = std::chrono::system_clock::now();
-  s.expected_gpus = 8;
-  for (int i = 0; i < 8; ++i) {
-    api::GpuStatus g;
-    g.index = i;
-    g.uuid = sim::FakeGpuUuid(node, i);
-    g.temperature_c = temperature;
-    g.ecc_enabled = true;
-    s.gpus.push_back(g);
-  }
-  s.sources.push_back({"nvml", api::SourceState::kOk, ""});
-  if (xid) {
-    api::XidEvent e;
-    e.xid = 79;
-    e.gpu_uuid = s.gpus[0].uuid;
-    e.count = 1;
-    e.first_seen = e.last_seen = s.observed_at;
-    e.category = "Bus";
-    e.recommended_action = "RESTART_BM";
-    e.message = "GPU has fallen off the bus";
-    s.xids.push_back(e);
-  }
+  auto s = api::testing::HealthyReport(node, std::chrono::system_clock::now(), 8, sim::FakeGpuUuid,
+                                       "bench", temperature);
+  if (xid) api::testing::AddXid(s);
   return s;
 }
 

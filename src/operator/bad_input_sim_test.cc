@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
+#include "api/test_reports.h"
 #include "common/clock.h"
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
@@ -146,20 +147,7 @@ class BadInputSimTest : public ::testing::Test {
 
   // A well-formed report for `node` (2 GPUs), as JSON so tests can break it.
   static json Report(const std::string& node, int fatal_xid = 0) {
-    api::GpuNodeHealthStatus s;
-    s.node_name = node;
-    s.agent_version = "test";
-    s.observed_at = s.heartbeat_time = RealClock::Default().Now();
-    s.expected_gpus = 2;
-    for (int i = 0; i < 2; ++i) {
-      api::GpuStatus g;
-      g.index = i;
-      g.uuid = "GPU-" + node + "-" + std::to_string(i);
-      g.temperature_c = 40;
-      g.ecc_enabled = true;
-      s.gpus.push_back(g);
-    }
-    s.sources.push_back({"nvml", api::SourceState::kOk, ""});
+    auto s = api::testing::HealthyReport(node, RealClock::Default().Now(), 2);
     if (fatal_xid) {
       api::XidEvent e;
       e.xid = fatal_xid;

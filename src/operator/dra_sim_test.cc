@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
+#include "api/test_reports.h"
 #include "common/clock.h"
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
@@ -183,40 +184,18 @@ class DraFixture {
   }
 
   api::GpuNodeHealthStatus HealthyReport(const std::string& node) {
-    api::GpuNodeHealthStatus s;
-    s.node_name = node;
-    s.agent_version = "test";
-    s.observed_at = s.heartbeat_time = RealClock::Default().Now();
-    s.expected_gpus = kGpus;
-    for (int i = 0; i < kGpus; ++i) {
-      api::GpuStatus g;
-      g.index = i;
-      g.uuid = sim::FakeGpuUuid(node, i);  // what the node's ResourceSlice publishes
-      g.temperature_c = 40;
-      g.ecc_enabled = true;
-      s.gpus.push_back(g);
-    }
-    s.sources.push_back({"nvml", api::SourceState::kOk, ""});
-    return s;
+    // GPU uuids as the node's ResourceSlice publishes them.
+    return api::testing::HealthyReport(node, RealClock::Default().Now(), kGpus,
+                                       sim::FakeGpuUuid);
   }
   api::GpuNodeHealthStatus XidReport(const std::string& node, int xid, int gpu) {
     auto s = HealthyReport(node);
-    api::XidEvent e;
-    e.xid = xid;
-    e.gpu_uuid = s.gpus[gpu].uuid;
-    e.count = 1;
-    e.first_seen = e.last_seen = s.observed_at;
     if (xid == 79) {
-      e.category = "Bus";
-      e.recommended_action = "RESTART_BM";
-      e.message = "GPU has fallen off the bus";
+      api::testing::AddXid(s, 79, gpu);
       s.gpus[gpu].lost = true;
     } else {
-      e.category = "Memory";
-      e.recommended_action = "RESET_GPU";
-      e.message = "Uncontained ECC error";
+      api::testing::AddXid(s, xid, gpu, "Memory", "RESET_GPU", "Uncontained ECC error");
     }
-    s.xids.push_back(e);
     return s;
   }
   void WriteReport(const std::string& node, const api::GpuNodeHealthStatus& s) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
+#include "api/test_reports.h"
 #include "common/clock.h"
 #include "common/time_util.h"
 #include "events/aggregating.h"
@@ -188,33 +189,11 @@ class OperatorSimTest : public ::testing::Test {
   }
 
   api::GpuNodeHealthStatus HealthyReport(const std::string& node) {
-    api::GpuNodeHealthStatus s;
-    s.node_name = node;
-    s.agent_version = "test";
-    s.observed_at = s.heartbeat_time = RealClock::Default().Now();
-    s.expected_gpus = 2;
-    for (int i = 0; i < 2; ++i) {
-      api::GpuStatus g;
-      g.index = i;
-      g.uuid = "GPU-" + node + "-" + std::to_string(i);
-      g.temperature_c = 40;
-      g.ecc_enabled = true;
-      s.gpus.push_back(g);
-    }
-    s.sources.push_back({"nvml", api::SourceState::kOk, ""});
-    return s;
+    return api::testing::HealthyReport(node, RealClock::Default().Now(), 2);
   }
   api::GpuNodeHealthStatus XidReport(const std::string& node, int xid = 79) {
     auto s = HealthyReport(node);
-    api::XidEvent e;
-    e.xid = xid;
-    e.gpu_uuid = s.gpus[0].uuid;
-    e.count = 1;
-    e.first_seen = e.last_seen = s.observed_at;
-    e.category = "Bus";
-    e.recommended_action = "RESTART_BM";
-    e.message = "GPU has fallen off the bus";
-    s.xids.push_back(e);
+    api::testing::AddXid(s, xid);
     return s;
   }
   void WriteReport(const std::string& node, const api::GpuNodeHealthStatus& s) {
