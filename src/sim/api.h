@@ -200,6 +200,12 @@ class ApiCore {
   void PrepareForCreate(const Target& t, nlohmann::json& obj, const WriteOpts& o);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
+  ApiResult DeleteLocked(const Target& t, const nlohmann::json& delete_options, const WriteOpts& o,
+                         bool immediate);
+  // Store keys of every namespaced kind.
+  std::vector<std::string> NamespacedStorages() const;
+  // A terminating namespace whose content is gone is finalized and removed.
+  void MaybeFinishNamespaceLocked(const std::string& ns);
   std::string NewUid();
   std::string RandomSuffix();
   void LoadSchemas();
