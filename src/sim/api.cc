@@ -201,7 +201,11 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
     if (!md.contains("labels") || !md["labels"].is_object()) md["labels"] = json::object();
     md["labels"]["kubernetes.io/metadata.name"] = md["name"];
   }
-  if (o.seed) return;
+  if (ri.group.empty() && ri.resource == "secrets" && !obj.contains("type")) obj["type"] = "Opaque";
+  if (o.seed) {
+    if (ri.group.empty() && ri.resource == "services") DefaultService(obj);
+    return;
+  }
   if (ri.resource == "pods" && ri.group.empty()) {
     obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
   } else if (ri.resource == "poddisruptionbudgets") {
@@ -225,6 +229,7 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   } else if (ri.status_subresource && ri.resource != "nodes" && ri.resource != "namespaces") {
     obj.erase("status");
   }
+  if (ri.group.empty() && ri.resource == "services") DefaultService(obj);
 }
 
 std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool create,
@@ -349,9 +354,12 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
   tt.name = name;
   tt.ns = md.value("namespace", "");
   if (ri.storage == "events" && ri.group == "events.k8s.io") body = EventsV1ToCoreEvent(body);
+  const bool service = ri.group.empty() && ri.resource == "services";
   PendingObj pending;
-  if (!o.dry_run) pending = MakePending(tt, body);
+  if (!o.dry_run && !service) pending = MakePending(tt, body);
   std::scoped_lock lock(store_.mu());
+  if (service)
+    if (auto e = AllocateServiceLocked(body, nullptr)) return ApiResult::Err(*e);
   if (ri.namespaced) {
     Target nst{registry_.Find("", "v1", "namespaces"), "", tt.ns, ""};
     auto ns_obj = store_.GetLocked(nst.ri->storage, tt.ns);
@@ -484,6 +492,22 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
       next["status"] = old_j["status"];
     else
       next.erase("status");
+  }
+  if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&
+      next["spec"].is_object() && old_j.contains("spec")) {
+    // The allocated ClusterIP survives a PUT that leaves it out, and may not change.
+    json& spec = next["spec"];
+    const json& ospec = old_j["spec"];
+    for (const char* k : {"clusterIP", "clusterIPs"})
+      if (!spec.contains(k) && ospec.contains(k)) spec[k] = ospec[k];
+    if (ospec.value("clusterIP", "") != "" && spec.value("clusterIP", "") != ospec.value("clusterIP", "") &&
+        spec.value("type", "ClusterIP") != "ExternalName")
+      return finish(ApiResult::Err(InvalidErr(
+          "Service", "", t.name,
+          {{"FieldValueInvalid",
+            "Invalid value: []string{\"" + spec.value("clusterIP", "") + "\"}: may not change once set",
+            "spec.clusterIPs[0]"}})));
+    DefaultService(next);
   }
   json& md = next["metadata"];
   const json& omd = old_j["metadata"];

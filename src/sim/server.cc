@@ -666,6 +666,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       return UnavailableError("failed to listen on " + opts.listen);
     impl->port = want_port;
   }
+  impl->core->SeedKubernetesService(impl->host, impl->port);
   impl->thread = std::thread([raw] {
     raw->http->listen_after_bind();
     raw->listener_exited = true;
