@@ -15,6 +15,7 @@
 #include "sim/rbac.h"
 #include "sim/schema.h"
 #include "sim/selector.h"
+#include "sim/ssa.h"
 
 namespace gg::sim {
 
@@ -49,6 +50,43 @@ void ApiCore::LoadSchemas() {
 }
 
 std::string ApiCore::NowRfc3339() const { return FormatRfc3339(clock_.Now()); }
+
+SsaType ApiCore::TypeFor(const ResourceInfo& ri) const {
+  SsaType t;
+  t.set = schemas_.get();
+  t.status_subresource = ri.status_subresource;
+  if (ri.custom) {
+    t.root = ri.schema.is_object() ? &ri.schema : nullptr;
+    return t;
+  }
+  if (!schemas_) return t;
+  std::string key = ri.group + "/" + ri.version + "/" + ri.kind;
+  std::scoped_lock lock(type_mu_);
+  auto it = type_cache_.find(key);
+  if (it == type_cache_.end()) {
+    auto name = schemas_->NameForGvk(ri.group, ri.version, ri.kind);
+    it = type_cache_.emplace(key, name ? schemas_->Find(*name) : nullptr).first;
+  }
+  t.root = it->second;
+  return t;
+}
+
+void ApiCore::TrackUpdate(const ResourceInfo& ri, const std::string& sub, const json& old,
+                          json& next, const WriteOpts& o) const {
+  if (!next.is_object() || !next.contains("metadata") || !next["metadata"].is_object()) return;
+  json& md = next["metadata"];
+  // A write that leaves managedFields out keeps them.
+  if (!md.contains("managedFields") && old.is_object() && old.contains("metadata") &&
+      old["metadata"].contains("managedFields"))
+    md["managedFields"] = old["metadata"]["managedFields"];
+  if (o.field_manager.empty() || ri.storage == "events") return;
+  ManagerInfo who{o.field_manager, ri.ApiVersion(), sub == "status" ? "status" : "", NowRfc3339()};
+  json mf = UpdateManagedFields(old, next, TypeFor(ri), who);
+  if (mf.empty())
+    md.erase("managedFields");
+  else
+    md["managedFields"] = std::move(mf);
+}
 
 std::string ApiCore::NewUid() {
   std::scoped_lock lock(rng_mu_);
@@ -349,6 +387,7 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     md["name"] = name;
   }
   PrepareForCreate(t, body, o);
+  if (!o.seed) TrackUpdate(ri, "", json(), body, o);
   if (auto e = Validate(t, body, true, o)) return ApiResult::Err(*e);
   Target tt = t;
   tt.name = name;
@@ -526,6 +565,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
       md["generation"] = omd.value("generation", 0) + 1;
   }
   md["resourceVersion"] = std::to_string(old->rv);
+  TrackUpdate(ri, t.sub, old_j, next, o);
   if (next == old_j) return finish(ApiResult{std::nullopt, std::move(old_j), 200});
   if (auto e = Validate(t, next, false, o))
     return finish(ApiResult::Err(*e));
@@ -581,6 +621,25 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
       }
     } else if (ct == "application/strategic-merge-patch+json") {
       next = ApplyStrategicMergePatch(cur, patch, ri.kind);
+    } else if (ct == "application/apply-patch+yaml") {
+      std::string want_rv = patch.contains("metadata") && patch["metadata"].is_object()
+                                ? patch["metadata"].value("resourceVersion", "")
+                                : "";
+      if (!want_rv.empty() && want_rv != std::to_string(old->rv)) {
+        out.done = ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name));
+        return out;
+      }
+      ManagerInfo who{o.field_manager, ri.ApiVersion(), t.sub == "status" ? "status" : "",
+                      NowRfc3339()};
+      auto applied = ServerSideApply(cur, patch, TypeFor(ri), who, o.force, ri.kind, ri.group);
+      if (applied.err) {
+        out.done = ApiResult::Err(*applied.err);
+        return out;
+      }
+      WriteOpts untracked = o;
+      untracked.field_manager.clear();  // the apply recorded its own entry
+      return PrepareUpdate(t, old, std::move(applied.object), untracked, true, true,
+                           same_view ? &cur : nullptr);
     } else {
       next = ApplyMergePatch(cur, patch);
     }
@@ -604,8 +663,19 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
       if (body.is_object()) {
         body["metadata"]["name"] = t.name;
         if (ri.namespaced) body["metadata"]["namespace"] = t.ns;
+        const std::string rv = body["metadata"].value("resourceVersion", "");
+        if (!rv.empty() && rv != "0" && rv.find_first_not_of("0123456789") == std::string::npos) {
+          ApiError e;
+          e.code = 500;
+          e.message = "resourceVersion should not be set on objects to be created";
+          return ApiResult::Err(e);
+        }
+        ManagerInfo who{o.field_manager, ri.ApiVersion(), "", NowRfc3339()};
+        body = ServerSideApply(json(), body, TypeFor(ri), who, o.force, ri.kind, ri.group).object;
       }
-      return Create(t, std::move(body), o);
+      WriteOpts untracked = o;
+      untracked.field_manager.clear();
+      return Create(t, std::move(body), untracked);
     }
     return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   };

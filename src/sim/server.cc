@@ -373,6 +373,7 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   }
   req.content_type = hreq.get_header_value("Content-Type");
   req.accept = hreq.get_header_value("Accept");
+  req.user_agent = hreq.get_header_value("User-Agent");
   req.body = hreq.body;
   // Authentication: bearer tokens map to users (authz on); otherwise everyone is admin.
   if (!opts.authz.empty()) {
