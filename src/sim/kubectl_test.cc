@@ -496,6 +496,82 @@ TEST_F(RealClientTest, SecondSimulatorOnTheSamePortIsRefused) {
   EXPECT_NE(r.out.find("(1.32-1.36)"), std::string::npos) << r.out;
 }
 
+// Server-side apply: managedFields per manager, a 409 naming the other manager and field,
+// --force-conflicts taking it over, and a field its sole applier dropped removed.
+TEST_F(RealClientTest, KubectlServerSideApplyOwnershipAndConflicts) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  const std::string v1 = R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {tier: front, team: ml}}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: main, image: "nginx:1"}
+      - {name: sidecar, image: "proxy:1"}
+)";
+  std::ofstream(dir_ / "v1.yaml") << v1;
+  auto r = Kubectl("apply --server-side -f " + (dir_ / "v1.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string path = "/apis/apps/v1/namespaces/default/deployments/web";
+  auto d = sim_->Get(path);
+  ASSERT_TRUE(d.ok());
+  const json& mf = (*d)["metadata"]["managedFields"];
+  ASSERT_EQ(mf.size(), 1u) << mf.dump();
+  EXPECT_EQ(mf[0]["manager"], "kubectl");
+  EXPECT_EQ(mf[0]["operation"], "Apply");
+  EXPECT_EQ(mf[0]["fieldsType"], "FieldsV1");
+  const json& containers = mf[0]["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"];
+  EXPECT_TRUE(containers.contains("k:{\"name\":\"sidecar\"}")) << containers.dump();
+  // Another manager changes replicas: an Update entry, and the next apply conflicts.
+  r = Kubectl("patch deployment web -p '{\"spec\":{\"replicas\":2}}'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  d = sim_->Get(path);
+  bool patch_owns = false;
+  for (const auto& e : (*d)["metadata"]["managedFields"])
+    if (e["manager"] == "kubectl-patch" && e["operation"] == "Update" &&
+        e["fieldsV1"]["f:spec"].contains("f:replicas"))
+      patch_owns = true;
+  EXPECT_TRUE(patch_owns) << (*d)["metadata"]["managedFields"].dump();
+  r = Kubectl("apply --server-side -f " + (dir_ / "v1.yaml").string());
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("Apply failed with 1 conflict: conflict with \"kubectl-patch\""),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".spec.replicas"), std::string::npos) << r.out;
+  EXPECT_EQ((*sim_->Get(path))["spec"]["replicas"], 2);
+  r = Kubectl("apply --server-side --force-conflicts -f " + (dir_ / "v1.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  d = sim_->Get(path);
+  EXPECT_EQ((*d)["spec"]["replicas"], 0);
+  for (const auto& e : (*d)["metadata"]["managedFields"])
+    EXPECT_NE(e["manager"], "kubectl-patch") << "forced apply left the patcher owning nothing";
+  // The applier drops the sidecar and a label it alone owned: both go; a label another
+  // manager also set stays.
+  r = Kubectl("label deployment web team=data --overwrite");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::string v2 = v1;
+  v2.erase(v2.find("      - {name: sidecar"), std::string("      - {name: sidecar, image: \"proxy:1\"}\n").size());
+  v2.replace(v2.find("labels: {tier: front, team: ml}"), std::string("labels: {tier: front, team: ml}").size(), "labels: {}");
+  std::ofstream(dir_ / "v2.yaml") << v2;
+  r = Kubectl("apply --server-side -f " + (dir_ / "v2.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  d = sim_->Get(path);
+  const json& cs = (*d)["spec"]["template"]["spec"]["containers"];
+  ASSERT_EQ(cs.size(), 1u) << cs.dump();
+  EXPECT_EQ(cs[0]["name"], "main");
+  EXPECT_FALSE((*d)["metadata"]["labels"].contains("tier")) << (*d)["metadata"].dump();
+  EXPECT_EQ((*d)["metadata"]["labels"].value("team", ""), "data") << (*d)["metadata"].dump();
+  // Apply without a field manager is refused.
+  r = RunCmd("curl -s -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary "
+             "'{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}' '" +
+             sim_->Url() + "/api/v1/namespaces/default/configmaps/x'");
+  EXPECT_NE(r.out.find("fieldManager: Required value"), std::string::npos) << r.out;
+  EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/x").ok());
+}
+
 TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
   if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());

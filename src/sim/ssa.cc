@@ -468,15 +468,12 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
     for (std::size_t i = 0; i < entries.size(); ++i)
       if (static_cast<int>(i) != mine) others.insert(sets[i].begin(), sets[i].end());
     FieldSet dropped = Minus(Minus(sets[mine], applied), others);
-    // Deepest first, so an item goes after its fields.
+    // Shallowest first: a dropped list item goes whole (its key fields with it), and what
+    // was under it is then gone already; a field under a kept item goes on its own.
     std::vector<FieldPath> order(dropped.begin(), dropped.end());
-    std::sort(order.begin(), order.end(),
-              [](const FieldPath& a, const FieldPath& b) { return a.size() > b.size(); });
-    for (const auto& p : order) {
-      // A field under an item or map that is still applied is removed on its own; an item
-      // still applied by this manager is kept.
-      RemoveAt(merged, p);
-    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const FieldPath& a, const FieldPath& b) { return a.size() < b.size(); });
+    for (const auto& p : order) RemoveAt(merged, p);
     sets[mine] = applied;
   } else {
     entries.push_back(Entry("Apply", who, applied));
