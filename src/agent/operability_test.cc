@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <thread>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,7 @@
 
 #include "agent/agent.h"
 #include "agent/app.h"
+#include "agent/publisher.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "metrics/registry.h"
@@ -338,6 +341,98 @@ TEST(AgentLog, AnXidStormIsOneLinePerIntervalNotOnePerXid) {
   EXPECT_EQ(sink->Matching("Xids repeated").size(), 1u);  // nothing new: no line
   // 500 Xids, 3 lines.
   EXPECT_EQ(sink->Matching("Xid").size(), 3u) << sink->All();
+}
+
+// A writer that fails with a given Status until told otherwise.
+class FailingWriter final : public ReportWriter {
+ public:
+  struct Shared {
+    std::mutex mu;
+    Status error;
+    int attempts = 0;
+  };
+  explicit FailingWriter(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  std::string_view Mode() const override { return "resource"; }
+  Status Write(const api::GpuNodeHealthStatus&) override {
+    std::scoped_lock lock(s_->mu);
+    ++s_->attempts;
+    return s_->error;
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+};
+
+bool WaitUntil(const std::function<bool()>& pred) {
+  auto end = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return pred();
+}
+
+struct PublishRun {
+  FakeClock clock;
+  std::shared_ptr<CaptureSink> sink = std::make_shared<CaptureSink>();
+  std::shared_ptr<FailingWriter::Shared> shared = std::make_shared<FailingWriter::Shared>();
+  std::unique_ptr<Publisher> pub;
+  explicit PublishRun(Status error) {
+    shared->error = std::move(error);
+    PublisherOptions o;
+    o.jitter_seed = 7;
+    o.initial_backoff = 1s;
+    o.max_backoff = 10s;
+    pub = std::make_unique<Publisher>(std::make_unique<FailingWriter>(shared), clock, o, nullptr,
+                                      Logger(sink));
+    pub->Start();
+    api::GpuNodeHealthStatus r;
+    r.node_name = "n1";
+    pub->Offer(r);
+  }
+  int Attempts() {
+    std::scoped_lock lock(shared->mu);
+    return shared->attempts;
+  }
+  // Lets `n` more attempts happen (each after its backoff on the fake clock).
+  void Attempt(int n) {
+    const int target = Attempts() + n;
+    for (int steps = 0; Attempts() < target && steps < 10000; ++steps) {
+      clock.Advance(500ms);
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+};
+
+TEST(AgentLog, PublishFailuresAreLoggedOnceAndTheRecoveryOnce) {
+  PublishRun run(UnavailableError("connection refused"));
+  ASSERT_TRUE(WaitUntil([&] { return run.Attempts() >= 1; }));
+  run.Attempt(20);
+  EXPECT_EQ(run.sink->Matching("report write failed").size(), 1u) << run.sink->All();
+  EXPECT_LE(run.sink->Matching("still failing").size(), 1u) << run.sink->All();
+  {
+    std::scoped_lock lock(run.shared->mu);
+    run.shared->error = OkStatus();
+  }
+  run.Attempt(1);
+  ASSERT_TRUE(WaitUntil([&] { return !run.sink->Matching("report write recovered").empty(); }))
+      << run.sink->All();
+  auto rec = run.sink->Matching("report write recovered");
+  EXPECT_EQ(rec.size(), 1u);
+  EXPECT_NE(rec[0].find("failed_attempts="), std::string::npos);
+  run.pub->Stop();
+}
+
+TEST(AgentLog, MissingCrdIsOneErrorNamingTheFix) {
+  Status not_served(StatusCode::kNotFound, "the server could not find the requested resource");
+  PublishRun run(not_served.WithContext("creating GPUNodeHealth n1"));
+  ASSERT_TRUE(WaitUntil([&] { return run.Attempts() >= 1; }));
+  run.Attempt(10);
+  auto lines = run.sink->Matching("kubectl apply -f deploy/crds/");
+  ASSERT_EQ(lines.size(), 1u) << run.sink->All();
+  EXPECT_NE(lines[0].find("gpunodehealths.gpuguardian.io"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" error "), std::string::npos) << lines[0];
+  run.pub->Stop();
 }
 
 }  // namespace
