@@ -76,7 +76,7 @@ LeaderElector::LeaderElector(k8s::RestClient& client, Clock& clock, LeaderElecti
           {{"lease", config_.lease_namespace + "/" + config_.lease_name},
            {"identity", config_.identity}})),
       jitter_state_(std::random_device{}()) {
-  MasterStatus().WithLabels({config_.lease_name}).Set(0);
+  (void)MasterStatus().WithLabels({config_.lease_name});  // served as 0 until we lead
 }
 
 LeaderElector::~LeaderElector() { Stop(); }
