@@ -374,6 +374,8 @@ StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_n
       if (decoded.ok()) report = std::move(*decoded);
       else report_note = "report is invalid: " + decoded.status().message();
     }
+  } else if (k8s::IsResourceNotServed(rep_body.status())) {
+    report_note = "cannot be read: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths);
   } else if (IsNotFound(rep_body.status())) {
     if (auto ann = node.meta.annotations.Get(api::kHealthAnnotation)) {
       auto decoded = api::DecodeHealthAnnotation(*ann);
