@@ -245,25 +245,6 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
     if (schemas_ && ri.schema.is_object()) {
       auto v = schemas_->Validate(obj, ri.schema);
       causes.insert(causes.end(), v.causes.begin(), v.causes.end());
-      // CEL rules are not evaluated here: say so (once per CRD and rule), never silently.
-      static std::mutex mu;
-      static std::set<std::string> reported;
-      for (const auto& rule : v.not_evaluated) {
-        std::scoped_lock lock(mu);
-        // One line per rule, not per list element it applies to: drop "[N]" from the path.
-        std::string key;
-        for (std::size_t i = 0; i < rule.size(); ++i) {
-          if (rule[i] == '[' && i + 1 < rule.size() && std::isdigit(static_cast<unsigned char>(rule[i + 1]))) {
-            while (i < rule.size() && rule[i] != ']') ++i;
-            key += "[]";
-            continue;
-          }
-          key += rule[i];
-        }
-        if (reported.insert(ri.crd_name + "|" + key).second)
-          Logger().WithName("sim").Warn("CEL validation rule not evaluated by the simulator",
-                                        {{"crd", ri.crd_name}, {"rule", rule}});
-      }
     }
   } else {
     // Events are validated in the version the body is in (both views share one store).
