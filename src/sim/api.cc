@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
+#include "sim/admission.h"
 #include "sim/api_util.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
@@ -30,7 +31,8 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
       clock_(clock),
       registry_(opts_.kube_version),
       store_(opts_.watch_history, opts_.watcher_queue_limit),
-      rng_(std::random_device{}()) {
+      rng_(std::random_device{}()),
+      admission_(std::make_unique<Admission>(opts_.kube_version)) {
   LoadSchemas();
   // The namespaces every cluster has.
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -38,6 +40,12 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
     WriteOpts o;
     o.seed = true;
     Create(t, json{{"metadata", {{"name", ns}}}}, o);
+  }
+  // The PriorityClasses kube-apiserver bootstraps.
+  for (json pc : Admission::BootstrapPriorityClasses()) {
+    WriteOpts o;
+    o.seed = true;
+    Create(Target{registry_.Find("scheduling.k8s.io", "v1", "priorityclasses"), "", "", ""}, std::move(pc), o);
   }
 }
 
@@ -271,7 +279,7 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
 }
 
 std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool create,
-                                          const WriteOpts& o) {
+                                          const WriteOpts& /*o*/) {
   const auto& ri = *t.ri;
   std::string name = obj["metadata"].value("name", "");
   std::vector<StatusCause> causes;
@@ -280,25 +288,6 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
     if (schemas_ && ri.schema.is_object()) {
       auto v = schemas_->Validate(obj, ri.schema);
       causes.insert(causes.end(), v.causes.begin(), v.causes.end());
-      // CEL rules are not evaluated here: say so (once per CRD and rule), never silently.
-      static std::mutex mu;
-      static std::set<std::string> reported;
-      for (const auto& rule : v.not_evaluated) {
-        std::scoped_lock lock(mu);
-        // One line per rule, not per list element it applies to: drop "[N]" from the path.
-        std::string key;
-        for (std::size_t i = 0; i < rule.size(); ++i) {
-          if (rule[i] == '[' && i + 1 < rule.size() && std::isdigit(static_cast<unsigned char>(rule[i + 1]))) {
-            while (i < rule.size() && rule[i] != ']') ++i;
-            key += "[]";
-            continue;
-          }
-          key += rule[i];
-        }
-        if (reported.insert(ri.crd_name + "|" + key).second)
-          Logger().WithName("sim").Warn("CEL validation rule not evaluated by the simulator",
-                                        {{"crd", ri.crd_name}, {"rule", rule}});
-      }
     }
   } else {
     // Events are validated in the version the body is in (both views share one store).
@@ -307,22 +296,21 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
                              ri.kind, ri.namespaced, create, opts_.kube_version);
   }
   if (!causes.empty()) return InvalidErr(ri.kind, ri.group, name, std::move(causes));
-  if (o.strict && schemas_) {
-    const json* schema = nullptr;
-    if (ri.custom) {
-      if (ri.schema.is_object()) schema = &ri.schema;
-    } else if (auto n = schemas_->NameForGvk(ri.group, ri.version, ri.kind)) {
-      schema = schemas_->Find(*n);
-    }
-    if (schema) {
-      auto unknown = schemas_->UnknownFields(obj, *schema);
-      if (!unknown.empty())
-        return BadRequestErr(ri.kind + " in version \"" + ri.version +
-                             "\" cannot be handled as a " + ri.kind + ": " +
-                             StrictDecodingMessage(unknown));
-    }
-  }
   return std::nullopt;
+}
+
+std::optional<ApiError> ApiCore::StrictFields(const Target& t, const json& obj,
+                                              const WriteOpts& o) const {
+  // fieldValidation=Strict is a decoding check: it sees the request's object before
+  // admission prunes what the schema does not declare.
+  const auto& ri = *t.ri;
+  if (!o.strict || !schemas_) return std::nullopt;
+  SsaType type = TypeFor(ri);
+  if (!type.root) return std::nullopt;
+  auto unknown = schemas_->UnknownFields(obj, *type.root);
+  if (unknown.empty()) return std::nullopt;
+  return BadRequestErr(ri.kind + " in version \"" + ri.version + "\" cannot be handled as a " +
+                       ri.kind + ": " + StrictDecodingMessage(unknown));
 }
 
 ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, bool dry_run,
@@ -332,6 +320,7 @@ ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, b
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = pending && pending->obj ? FinishPending(*pending, rv, &next) : MakeObj(t, next, rv);
   store_.PutLocked(t.ri->storage, t.Key(), o);
+  admission_->Observe(*t.ri, t.name, &next);
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io") authorizer_->Add(next).IgnoreError();
@@ -345,6 +334,7 @@ void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = MakeObj(t, last, rv);
   store_.RemoveLocked(t.ri->storage, t.Key(), o);
+  admission_->Observe(*t.ri, t.name, nullptr);
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io")
     authorizer_->Remove(t.ri->kind, t.ri->namespaced ? t.ns : "", t.name);
   if (t.ri->namespaced) MaybeFinishNamespaceLocked(t.ns);
@@ -387,8 +377,10 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     md["name"] = name;
   }
   PrepareForCreate(t, body, o);
+  if (auto e = StrictFields(t, body, o)) return ApiResult::Err(*e);
   if (!o.seed) TrackUpdate(ri, "", json(), body, o);
-  if (auto e = Validate(t, body, true, o)) return ApiResult::Err(*e);
+  AdmissionOutcome admitted = Admit(t, body, nullptr, o, true);
+  if (admitted.err) return ApiResult::Err(*admitted.err);
   Target tt = t;
   tt.name = name;
   tt.ns = md.value("namespace", "");
@@ -419,6 +411,7 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     return ApiResult::Err(AlreadyExistsErr(ri.resource, ri.group, name));
   auto r = CommitLocked(tt, nullptr, std::move(body), o.dry_run, &pending);
   r.code = 201;
+  r.warnings = std::move(admitted.warnings);
   return r;
 }
 
@@ -460,10 +453,15 @@ ApiResult ApiCore::CommitUpdateLocked(const Target& t, const ObjPtr& old, Prepar
     std::uint64_t rv = store_.NextRvLocked();
     ObjPtr last = FinishPending(p.pending, rv, &p.next);
     store_.RemoveLocked(t.ri->storage, t.Key(), last);
+    admission_->Observe(*t.ri, t.name, nullptr);
     if (t.ri->namespaced) MaybeFinishNamespaceLocked(t.ns);
-    return ApiResult{std::nullopt, std::move(p.next), 200};
+    ApiResult r{std::nullopt, std::move(p.next), 200};
+    r.warnings = std::move(p.warnings);
+    return r;
   }
-  return CommitLocked(t, old, std::move(p.next), false, &p.pending);
+  ApiResult r = CommitLocked(t, old, std::move(p.next), false, &p.pending);
+  r.warnings = std::move(p.warnings);
+  return r;
 }
 
 ApiResult ApiCore::OptimisticUpdate(const Target& t,
@@ -501,6 +499,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   const auto& ri = *t.ri;
   PreparedUpdate out;
   auto finish = [&](ApiResult r) {
+    if (r.ok() && r.warnings.empty()) r.warnings = out.warnings;
     out.done = std::move(r);
     return std::move(out);
   };
@@ -559,6 +558,12 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   }
   next["apiVersion"] = old_j.value("apiVersion", ri.ApiVersion());
   next["kind"] = ri.kind;
+  // Admission (defaults, plugins, validation) before the generation and no-op checks, as
+  // the real server decodes and admits before storage compares the bytes.
+  if (auto e = StrictFields(t, next, o)) return finish(ApiResult::Err(*e));
+  AdmissionOutcome admitted = Admit(t, next, &old_j, o, false);
+  if (admitted.err) return finish(ApiResult::Err(*admitted.err));
+  out.warnings = std::move(admitted.warnings);
   if (ri.has_generation && t.sub != "status") {
     bool drop_status = ri.status_subresource || !ri.custom;
     if (GenerationView(next, drop_status) != GenerationView(old_j, drop_status))
@@ -567,8 +572,6 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   md["resourceVersion"] = std::to_string(old->rv);
   TrackUpdate(ri, t.sub, old_j, next, o);
   if (next == old_j) return finish(ApiResult{std::nullopt, std::move(old_j), 200});
-  if (auto e = Validate(t, next, false, o))
-    return finish(ApiResult::Err(*e));
   if (o.dry_run) return finish(ApiResult{std::nullopt, std::move(next), 200});
   // Finalizers gone on an object being deleted: now it goes.
   out.remove = md.contains("deletionTimestamp") && !HasFinalizers(next) &&
