@@ -160,6 +160,9 @@ class ApiCore {
   // Removes a terminating object if its uid still matches (the simulated kubelet).
   void FinishTermination(const Target& t, const std::string& uid);
   ApiResult Evict(const Target& pod, const nlohmann::json& eviction, const WriteOpts& o);
+  // authorization.k8s.io access reviews and authentication.k8s.io SelfSubjectReview: the
+  // request evaluated (through the RBAC authorizer when one is set) and answered, not stored.
+  ApiResult Review(const Target& t, nlohmann::json body, const ApiRequest& req);
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);
@@ -168,6 +171,9 @@ class ApiCore {
                        ListStream* out);
   // Parsed objects of a collection (controllers, tests).
   std::vector<nlohmann::json> ListObjects(const std::string& storage, const std::string& ns = "");
+
+  // The `kubernetes` Service and its Endpoints in `default`, pointing at the serving address.
+  void SeedKubernetesService(const std::string& host, int port);
 
   Registry& registry() { return registry_; }
   Store& store() { return store_; }
@@ -209,6 +215,15 @@ class ApiCore {
                          const WriteOpts& o, bool create);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
+  // Service defaults and allocation (services.cc); `old` on update.
+  void DefaultService(nlohmann::json& svc) const;
+  std::optional<ApiError> AllocateServiceLocked(nlohmann::json& svc, const nlohmann::json* old);
+  ApiResult DeleteLocked(const Target& t, const nlohmann::json& delete_options, const WriteOpts& o,
+                         bool immediate);
+  // Store keys of every namespaced kind.
+  std::vector<std::string> NamespacedStorages() const;
+  // A terminating namespace whose content is gone is finalized and removed.
+  void MaybeFinishNamespaceLocked(const std::string& ns);
   std::string NewUid();
   std::string RandomSuffix();
   void LoadSchemas();
