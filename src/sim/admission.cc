@@ -320,7 +320,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     SetIfAbsent(obj, "preemptionPolicy", "PreemptLowerPriority");
   }
   // 2. Mutating admission plugins.
-  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj["spec"].is_object()) {
+  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj.contains("spec") && obj["spec"].is_object()) {
     json& spec = obj["spec"];
     // ServiceAccount: the namespace's "default" account.
     SetIfAbsent(spec, "serviceAccountName", "default");
