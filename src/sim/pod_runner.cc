@@ -876,7 +876,8 @@ Status PodRunner::Impl::PrepareVolumes(Pod& p, std::string*) {
     std::string sa = p.pod["spec"].value("serviceAccountName", "");
     if (sa.empty()) sa = p.pod["spec"].value("serviceAccount", "default");
     if (sa.empty()) sa = "default";
-    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa);
+    // Bound to the pod: its user info names the pod's node (the agent-own-node policy reads it).
+    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa + ",node=" + p.node);
   }
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "token", p.token, 0644));
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "ca.crt", opts.ca_pem, 0644));
