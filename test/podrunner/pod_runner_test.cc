@@ -131,6 +131,7 @@ class Cluster {
 };
 
 #define REQUIRE_CLUSTER(c)                                                     \
+  if (Sh("command -v kubectl").rc != 0) GTEST_SKIP() << "kubectl is not installed"; \
   if (!(c).up()) {                                                             \
     if ((c).error().find("needs root") != std::string::npos ||                 \
         (c).error().find("namespaces") != std::string::npos)                   \
