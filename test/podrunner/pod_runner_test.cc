@@ -86,7 +86,11 @@ class Cluster {
                                    std::to_string(nodes), "--authz", "rbac", "--exec-images", img_,
                                    "--node-root", root_},
           dir_.path() + "/sim.log");
-      if (!sim_->WaitForLog("listening on", 20s).empty()) return;
+      auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (sim_->Running() && sim_->Log().find("listening on") == std::string::npos &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(50ms);
+      if (sim_->Log().find("listening on") != std::string::npos) return;
       sim_->Stop(SIGTERM, 5s);
       error_ = sim_->Log();
       if (error_.find("runs pods on this machine") == std::string::npos) return;
@@ -398,6 +402,46 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   };
   EXPECT_TRUE(Eventually([&] { return has_xid(79); }, 10s)) << h.dump(2);
   EXPECT_TRUE(Eventually([&] { return has_xid(48); }, 10s)) << h.dump(2);
+}
+
+}  // namespace
+
+namespace {
+
+// exec and tcpSocket probes: a failing exec liveness probe restarts a container that would
+// run forever; a tcpSocket readiness probe makes it ready once its port listens.
+TEST(PodRunner, ExecLivenessRestartsAndTcpReadinessGates) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: probed, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: sh
+    command: [sh, -c, 'echo up; exec python3 -m http.server 9000']
+    livenessProbe:
+      exec: {command: [sh, -c, 'test -e /tmp/never-there-$HOSTNAME-x']}
+      initialDelaySeconds: 2
+      periodSeconds: 1
+      failureThreshold: 2
+    readinessProbe:
+      tcpSocket: {port: 9000}
+      periodSeconds: 1
+)YAML").rc, 0);
+  EXPECT_TRUE(Eventually([&] { return c.PodReady("default", "probed"); }, 30s))
+      << c.Kubectl("get pod probed -o yaml").out;
+  json p;
+  EXPECT_TRUE(Eventually([&] {
+    p = c.Get("pod -n default probed");
+    return p.is_object() && p["status"].contains("containerStatuses") &&
+           p["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
+  }, 40s)) << p.dump(2);
+  EXPECT_EQ(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 143)
+      << p.dump(2);  // SIGTERM from the kubelet, exit 128+15
 }
 
 }  // namespace
