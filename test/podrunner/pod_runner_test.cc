@@ -214,7 +214,7 @@ spec:
       periodSeconds: 1
 )YAML";
   ASSERT_EQ(c.Apply(pod).rc, 0);
-  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "probe-me"); }, 30s))
+  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "probe-me"); }, 90s))
       << c.Kubectl("get pod probe-me -o yaml").out << c.Kubectl("logs probe-me").out;
   json p = c.Get("pod -n default probe-me");
   std::string node = p["spec"]["nodeName"], ip = p["status"]["podIP"], host = p["status"]["hostIP"];
@@ -422,10 +422,11 @@ spec:
   containers:
   - name: main
     image: sh
-    command: [sh, -c, 'echo up; exec python3 -m http.server 9000']
+    # A bare listener (python3 -m http.server can take seconds to import on a busy machine).
+    command: [python3, -c, 'import socket,time; s=socket.socket(); s.bind(("", 9000)); s.listen(); print("up", flush=True); time.sleep(1e6)']
     livenessProbe:
       exec: {command: [sh, -c, 'test -e /tmp/never-there-$HOSTNAME-x']}
-      initialDelaySeconds: 2
+      initialDelaySeconds: 4
       periodSeconds: 1
       failureThreshold: 2
     readinessProbe:
