@@ -443,6 +443,9 @@ struct PodRunner::Impl {
   json ContainerStatus(const Pod& p, const Ctr& c) const;
   StatusOr<std::string> EnvValue(const Pod& p, const json& src, bool* optional_missing);
   std::string FieldRef(const Pod& p, const std::string& path) const;
+  // A kubelet Event about the pod (and container) in the pod's namespace.
+  void Event(const Pod& p, const Ctr* c, const std::string& type, const std::string& reason,
+             const std::string& message);
   void SendCtl(const Pod& p, const json& m) const {
     if (p.ctl < 0) return;
     std::string s = m.dump();
@@ -597,13 +600,21 @@ void PodRunner::Terminate(const std::string& uid, long grace_seconds) {
   Impl* im = impl_.get();
   im->Post([im, uid, grace_seconds] {
     auto it = im->pods.find(uid);
-    if (it == im->pods.end() || it->second.terminating) return;
+    if (it == im->pods.end()) return;
     Pod& p = it->second;
+    auto deadline = Steady::now() + im->Scaled(static_cast<double>(grace_seconds));
+    if (p.terminating) {  // a second delete may only shorten the grace period
+      p.grace_deadline = std::min(p.grace_deadline, deadline);
+      return;
+    }
     p.terminating = true;
-    p.grace_deadline = Steady::now() + im->Scaled(static_cast<double>(grace_seconds));
+    p.grace_deadline = deadline;
     for (auto& c : p.ctrs) {
       c.start_at.reset();
-      if (c.running && !c.exe.empty()) im->SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+      if (c.running && !c.exe.empty()) {
+        im->Event(p, &c, "Normal", "Killing", "Stopping container " + c.name);
+        im->SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+      }
     }
     p.dirty = true;
   });
@@ -963,6 +974,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
   };
   set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   set("HOSTNAME", p.name);
+  set("HOME", "/");  // as a runtime does for a user without a passwd entry (root: /root below)
   const std::string api = kPodApiServerIp, port = std::to_string(kPodApiServerPort);
   set("KUBERNETES_SERVICE_HOST", api);
   set("KUBERNETES_SERVICE_PORT", port);
@@ -1090,6 +1102,13 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
   auto gid = sc_val("runAsGroup");
   if (non_root && (!uid || *uid == 0))
     return FailedPreconditionError("container has runAsNonRoot and image will run as root");
+  if (!uid || *uid == 0) {  // root's home, unless the pod sets HOME itself
+    bool pod_home = false;
+    for (const auto& e : cs.value("env", json::array())) pod_home = pod_home || e.value("name", "") == "HOME";
+    if (!pod_home)
+      for (auto& e : env)
+        if (e.first == "HOME") e.second = "/root";
+  }
   // Command: `command` replaces the image's entrypoint (the executable), `args` its cmd.
   std::vector<std::string> argv;
   auto cmd = cs.value("command", std::vector<std::string>{});
@@ -1125,6 +1144,8 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   auto m = StartMessage(p, c, &reason);
   if (!m.ok()) {
     c.state = {{"waiting", {{"reason", reason}, {"message", m.status().message()}}}};
+    if (reason == "CreateContainerConfigError")
+      Event(p, &c, "Warning", "Failed", "Error: " + std::string(m.status().message()));
     c.start_at = Steady::now() + std::chrono::seconds(2);  // the kubelet retries config errors
     p.dirty = true;
     return;
@@ -1133,7 +1154,11 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   fs::create_directories(fs::path(p.log_dir) / c.name, ec);
   // A fresh log file per instance (restartCount.log), as the kubelet keeps them.
   fs::remove(fs::path((*m)["log"].get<std::string>()), ec);
+  Event(p, &c, "Normal", "Pulled",
+        "Container image \"" + c.image + "\" already present on machine (" + c.exe + ")");
+  Event(p, &c, "Normal", "Created", "Created container " + c.name);
   SendCtl(p, *m);
+  Event(p, &c, "Normal", "Started", "Started container " + c.name);
   c.running = true;  // confirmed by "started"; an exit event follows on failure
   c.ready = !c.readiness.has_value();
   c.started_at = Rfc3339Now();
@@ -1192,6 +1217,9 @@ void PodRunner::Impl::OnExit(Pod& p, Ctr& c, int code, int sig) {
   double backoff = n == 0 ? 0 : std::min(300.0, 10.0 * std::pow(2.0, n - 1));
   c.restarts += 1;
   c.start_at = Steady::now() + Scaled(backoff);
+  if (backoff > 0)
+    Event(p, &c, "Warning", "BackOff", "Back-off restarting failed container " + c.name + " in pod " +
+                                           p.name + "_" + p.ns + "(" + p.uid + ")");
   if (backoff > 0)
     c.state = {{"waiting",
                 {{"reason", "CrashLoopBackOff"},
@@ -1254,6 +1282,34 @@ void PodRunner::Impl::Finish(Pod& p) {
   std::error_code ec;
   fs::remove_all(fs::path(p.node_dir) / "var/lib/kubelet/pods" / p.uid, ec);
   fs::remove_all(p.log_dir, ec);
+}
+
+void PodRunner::Impl::Event(const Pod& p, const Ctr* c, const std::string& type,
+                            const std::string& reason, const std::string& message) {
+  auto ri = core.registry().Find("", "v1", "events");
+  if (!ri) return;
+  static std::atomic<uint64_t> seq{0};
+  char suffix[24];
+  std::snprintf(suffix, sizeof(suffix), ".%016llx",
+                static_cast<unsigned long long>(Fnv1a(p.uid + reason) ^ (++seq * 0x9e3779b97f4a7c15ULL)));
+  std::string now = core.NowRfc3339();
+  json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", p.ns}, {"name", p.name},
+                   {"uid", p.uid}};
+  if (c) involved["fieldPath"] = "spec.containers{" + c->name + "}";
+  json ev = {{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"name", p.name + suffix}, {"namespace", p.ns}}},
+             {"involvedObject", involved},
+             {"reason", reason},
+             {"message", message},
+             {"type", type},
+             {"source", {{"component", "kubelet"}, {"host", p.node}}},
+             {"reportingComponent", "kubelet"},
+             {"reportingInstance", p.node},
+             {"firstTimestamp", now},
+             {"lastTimestamp", now},
+             {"count", 1}};
+  core.Create(Target{ri, p.ns, "", ""}, std::move(ev), WriteOpts{});
 }
 
 json PodRunner::Impl::ContainerStatus(const Pod& p, const Ctr& c) const {
@@ -1446,6 +1502,8 @@ void PodRunner::Impl::ProbeLoop() {
         } else {
           pr->successes = 0;
           ++pr->failures;
+          Event(p, &c, "Warning", "Unhealthy",
+                std::string(j.liveness ? "Liveness" : "Readiness") + " probe failed");
           if (pr->failures >= std::max(1, pr->spec.value("failureThreshold", 3))) {
             if (!j.liveness && c.ready) {
               c.ready = false;
@@ -1453,6 +1511,8 @@ void PodRunner::Impl::ProbeLoop() {
             }
             if (j.liveness && !c.kill_at) {
               // Liveness failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
+              Event(p, &c, "Normal", "Killing",
+                    "Container " + c.name + " failed liveness probe, will be restarted");
               SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
               long grace = p.pod["spec"].value("terminationGracePeriodSeconds", 30L);
               c.kill_at = Steady::now() + Scaled(static_cast<double>(grace));

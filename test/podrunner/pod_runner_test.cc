@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -194,7 +195,7 @@ spec:
     args:
     - |
       echo "ENV node=$NODE pod=$POD ns=$NS ip=$POD_IP host=$HOST_IP color=$COLOR password=$PASSWORD expanded=$(EXPANDED)"
-      echo "HOSTNAME $(hostname)"
+      echo "HOSTNAME $(hostname) HOME=$HOME"
       echo "SA-NS $(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
       kubectl get pods -n default -o name && echo "LIST-PODS ok"
       kubectl get configmaps -n default 2>&1 | sed "s/^/DENIED /"
@@ -235,7 +236,7 @@ spec:
   EXPECT_NE(logs.find("ENV node=" + node + " pod=probe-me ns=default ip=" + ip + " host=" + host +
                       " color=blue password=" + (have_secrets ? "hunter2" : "") + " expanded=blue-x"),
             std::string::npos) << logs;
-  EXPECT_NE(logs.find("HOSTNAME probe-me\n"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("HOSTNAME probe-me HOME=/root\n"), std::string::npos) << logs;
   EXPECT_NE(logs.find("SA-NS default"), std::string::npos) << logs;
   EXPECT_NE(logs.find("pod/probe-me"), std::string::npos) << logs;  // the SA may list pods
   EXPECT_NE(logs.find("LIST-PODS ok"), std::string::npos) << logs;
@@ -258,7 +259,7 @@ spec:
   json uid = p["metadata"]["uid"];
   std::string file = c.root() + "/" + node + "/var/log/pods/default_probe-me_" + uid.get<std::string>() +
                      "/main/0.log";
-  EXPECT_NE(Slurp(file).find(" stdout F HOSTNAME probe-me"), std::string::npos) << file;
+  EXPECT_NE(Slurp(file).find(" stdout F HOSTNAME probe-me HOME=/root"), std::string::npos) << file;
 }
 
 TEST(PodRunner, RestartsExitedContainersAndKeepsThePreviousLog) {
@@ -443,6 +444,13 @@ spec:
   }, 40s)) << p.dump(2);
   EXPECT_EQ(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 143)
       << p.dump(2);  // SIGTERM from the kubelet, exit 128+15
+  // The kubelet's Events tell the story (kubectl describe pod).
+  json evs = c.Get("events -n default");
+  std::set<std::string> reasons;
+  for (const auto& e : evs.value("items", json::array()))
+    if (e["involvedObject"].value("name", "") == "probed") reasons.insert(e.value("reason", ""));
+  for (const char* r : {"Pulled", "Created", "Started", "Unhealthy", "Killing"})
+    EXPECT_EQ(reasons.count(r), 1u) << r << " missing from " << evs.dump(1);
 }
 
 }  // namespace
