@@ -721,6 +721,9 @@ SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SimServer::~SimServer() { Stop(); }
 
 StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
+  if (!opts.exec_images.empty() && !opts.tls)
+    return FailedPreconditionError(
+        "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->clock = opts.clock ? opts.clock : &RealClock::Default();
@@ -863,9 +866,6 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   cto.controllers = opts.controllers;
   cto.time_scale = opts.time_scale;
   if (!opts.exec_images.empty()) {
-    if (!opts.tls)
-      return FailedPreconditionError(
-          "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
     PodRunnerOptions po;
     po.exec_images = opts.exec_images;
     po.node_root = opts.node_root;

@@ -454,3 +454,25 @@ spec:
 }
 
 }  // namespace
+
+namespace {
+
+// No silent fallback: without root, or without --tls, --exec-images refuses to start.
+TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
+  TempDir dir;
+  const std::string sim = std::string(GG_BIN_DIR) + "/gpu-guardian-sim";
+  const std::string common = " --listen 127.0.0.1:0 --exec-images " + dir.path() + " --node-root " +
+                             dir.path() + "/root";
+  auto no_tls = Sh(sim + common);
+  EXPECT_NE(no_tls.rc, 0);
+  EXPECT_NE(no_tls.out.find("--exec-images needs --tls"), std::string::npos) << no_tls.out;
+  EXPECT_EQ(no_tls.out.find("listening on"), std::string::npos) << no_tls.out;
+  if (Sh("command -v setpriv").rc != 0 || ::geteuid() != 0) GTEST_SKIP() << "needs root and setpriv";
+  ::chmod(dir.path().c_str(), 0755);
+  auto unprivileged = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + sim + common + " --tls");
+  EXPECT_NE(unprivileged.rc, 0);
+  EXPECT_NE(unprivileged.out.find("needs root"), std::string::npos) << unprivileged.out;
+  EXPECT_EQ(unprivileged.out.find("listening on"), std::string::npos) << unprivileged.out;
+}
+
+}  // namespace
