@@ -839,24 +839,16 @@ Status PodRunner::Impl::SetupNetwork(Pod& p) {
   std::string out;
   const std::string pid = std::to_string(p.init_pid);
   const std::string api = kPodApiServerIp;
-  RunCmd({"ip", "link", "del", p.veth});
-  auto host = [&](std::vector<std::string> a) -> Status {
-    if (RunCmd(a, &out) != 0) {
-      std::string cmd;
-      for (const auto& s : a) cmd += s + " ";
-      return InternalError(cmd + ": " + out);
-    }
-    return OkStatus();
-  };
-  GG_RETURN_IF_ERROR(host({"ip", "link", "add", p.veth, "type", "veth", "peer", "name", "eth0", "netns", pid}));
-  GG_RETURN_IF_ERROR(host({"ip", "addr", "add", api + "/32", "dev", p.veth}));
-  GG_RETURN_IF_ERROR(host({"ip", "link", "set", p.veth, "up"}));
-  if (!p.pod_ip.empty())
-    GG_RETURN_IF_ERROR(host({"ip", "route", "replace", p.pod_ip + "/32", "dev", p.veth, "src", api}));
-  std::string script = "link set lo up\nlink set eth0 up\n";
-  if (!p.pod_ip.empty()) script += "addr add " + p.pod_ip + "/32 dev eth0\n";
-  script += "route add " + api + " dev eth0\nroute add default via " + api + " dev eth0\n";
-  if (RunCmd({"nsenter", "-t", pid, "-n", "ip", "-batch", "-"}, &out, script) != 0)
+  // Host side in one `ip -batch` (a leftover link of the same name goes first).
+  RunCmd({"ip", "link", "del", p.veth}, &out);
+  std::string host = "link add " + p.veth + " type veth peer name eth0 netns " + pid + "\n" +
+                     "addr add " + api + "/32 dev " + p.veth + "\n" + "link set " + p.veth + " up\n";
+  if (!p.pod_ip.empty()) host += "route replace " + p.pod_ip + "/32 dev " + p.veth + " src " + api + "\n";
+  if (RunCmd({"ip", "-batch", "-"}, &out, host) != 0) return InternalError("pod network (host side): " + out);
+  std::string pod = "link set lo up\nlink set eth0 up\n";
+  if (!p.pod_ip.empty()) pod += "addr add " + p.pod_ip + "/32 dev eth0\n";
+  pod += "route add " + api + " dev eth0\nroute add default via " + api + " dev eth0\n";
+  if (RunCmd({"nsenter", "-t", pid, "-n", "ip", "-batch", "-"}, &out, pod) != 0)
     return InternalError("pod network namespace: " + out);
   return OkStatus();
 }
