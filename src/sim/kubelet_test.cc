@@ -2,6 +2,7 @@
 // from its node's podCIDR, hostIP = the node's InternalIP; IPs of pods already there are kept
 // and a deleted pod's IP is free again.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <set>
@@ -93,6 +94,46 @@ TEST(KubeletAddressing, UniquePodIpsFromThePodCidrAndTheNodesInternalIp) {
     return true;
   }));
   EXPECT_EQ(again["status"]["podIP"], freed);
+}
+
+// pods/log of a simulated pod (no process): empty, with the real server's errors for bad
+// requests.
+TEST(KubeletAddressing, PodLogOfSimulatedPods) {
+  SimOptions o;
+  auto s = SimServer::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto& sim = **s;
+  json two = Pod("two", "");
+  two["spec"].erase("nodeName");
+  two["spec"]["containers"].push_back({{"name", "side"}, {"image", "busybox"}});
+  ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", Pod("one", "")).ok());
+  ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", two).ok());
+  httplib::Client cli("127.0.0.1", sim.Port());
+  auto r = cli.Get("/api/v1/namespaces/default/pods/one/log");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "");
+  r = cli.Get("/api/v1/namespaces/default/pods/one/log?container=nope");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("container nope is not valid for pod one"), std::string::npos) << r->body;
+  r = cli.Get("/api/v1/namespaces/default/pods/two/log");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("a container name must be specified for pod two, choose one of: [c side]"),
+            std::string::npos) << r->body;
+  r = cli.Get("/api/v1/namespaces/default/pods/one/log?previous=true");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  auto st = json::parse(r->body);
+  EXPECT_EQ(st["message"], "previous terminated container \"c\" in pod \"one\" not found") << r->body;
+  EXPECT_EQ(st["reason"], "BadRequest");
+  r = cli.Get("/api/v1/namespaces/default/pods/missing/log");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = cli.Get("/api/v1/namespaces/default/pods/one/log?tailLines=x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
 }
 
 }  // namespace
