@@ -407,6 +407,20 @@ struct PodRunner::Impl {
   long next_exec_id = 1;
   std::atomic<bool> stop{false};
   std::thread loop, prober;
+  // The loop's hold on `mu`. Only the loop thread changes `pods`, so it may let go of the
+  // lock while it waits on `ip` or a pod init (other threads only read pods or queue work).
+  std::unique_lock<std::mutex>* loop_lock = nullptr;
+  template <typename Fn>
+  auto Unlocked(Fn fn) {
+    if (loop_lock) loop_lock->unlock();
+    struct Relock {
+      std::unique_lock<std::mutex>* l;
+      ~Relock() {
+        if (l) l->lock();
+      }
+    } relock{loop_lock};
+    return fn();
+  }
 
   Impl(ApiCore& c, PodRunnerOptions o) : core(c), opts(std::move(o)) {}
 
@@ -698,6 +712,7 @@ void PodRunner::Impl::Loop() {
       (void)!::read(wake_fd, &v, sizeof(v));
     }
     std::unique_lock lock(mu);
+    loop_lock = &lock;
     while (!commands.empty()) {
       auto fn = std::move(commands.front());
       commands.pop_front();
@@ -737,6 +752,7 @@ void PodRunner::Impl::Loop() {
       if (p.dirty && !p.finished) WriteStatus(p);
     }
     for (const auto& uid : finished) pods.erase(uid);
+    loop_lock = nullptr;
   }
   std::scoped_lock lock(mu);
   for (auto& [uid, p] : pods) KillSandbox(p);
@@ -794,7 +810,7 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
   }
   p.init_pid = pid;
   p.ctl = sv[0];
-  if (auto st = SetupNetwork(p); !st.ok()) {
+  if (auto st = Unlocked([&] { return SetupNetwork(p); }); !st.ok()) {
     log.Error("pod network", {{"pod", p.ns + "/" + p.name}, {"error", st.ToString()}});
     p.create_error = st.ToString();
     KillSandbox(p);
@@ -806,7 +822,7 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
   // The init answers "ready" (or "error") in a few milliseconds; wait for it here so that
   // container starts follow in order.
   pollfd pf{p.ctl, POLLIN, 0};
-  if (::poll(&pf, 1, 5000) <= 0) {
+  if (Unlocked([&] { return ::poll(&pf, 1, 5000); }) <= 0) {
     p.create_error = "pod init did not answer";
     KillSandbox(p);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
