@@ -22,6 +22,7 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -249,6 +250,9 @@ void Init::Start(const json& m) {
   std::string cwd = m.value("cwd", "");
   long uid = m.value("uid", -1L), gid = m.value("gid", -1L);
   json mounts = m.value("mounts", json::array());
+  bool ro_root = m.value("read_only_root", false);
+  bool no_new_privs = m.value("no_new_privs", false);
+  json caps = m.value("capabilities", json());  // null: keep the runner's
   pid_t pid = ::fork();
   if (pid < 0) {
     Send(ctl_, {{"ev", "start_failed"}, {"name", name}, {"message", std::strerror(errno)}});
@@ -298,6 +302,26 @@ void Init::Start(const json& m) {
         std::fprintf(stderr, "read-only %s: %s\n", dst.c_str(), std::strerror(errno));
         _exit(128);
       }
+    }
+    if (ro_root && ::mount(nullptr, "/", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+      std::fprintf(stderr, "read-only root filesystem: %s\n", std::strerror(errno));
+      _exit(128);
+    }
+    if (caps.is_array()) {
+      // The capability bounding set: what a uid-0 process gets back at exec.
+      std::set<int> keep;
+      for (const auto& c : caps) keep.insert(c.get<int>());
+      for (int cap = 0; cap < 64; ++cap) {
+        if (keep.count(cap) || ::prctl(PR_CAPBSET_READ, cap) != 1) continue;
+        if (::prctl(PR_CAPBSET_DROP, cap) != 0) {
+          std::fprintf(stderr, "dropping capability %d: %s\n", cap, std::strerror(errno));
+          _exit(128);
+        }
+      }
+    }
+    if (no_new_privs && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+      std::fprintf(stderr, "no_new_privs: %s\n", std::strerror(errno));
+      _exit(128);
     }
     if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) {
       std::fprintf(stderr, "setgid %ld: %s\n", gid, std::strerror(errno));

@@ -368,6 +368,47 @@ std::string FnvUuid(std::string_view node, int index) {
          h.substr(16, 4) + "-" + h.substr(20, 12);
 }
 
+// Linux capability numbers by the names pod specs use.
+int CapabilityNumber(std::string name) {
+  if (name.rfind("CAP_", 0) == 0) name = name.substr(4);
+  static const char* kNames[] = {
+      "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+      "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+      "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+      "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
+      "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
+      "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"};
+  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i)
+    if (name == kNames[i]) return i;
+  return -1;
+}
+
+// The capabilities a container keeps: the container runtime's default set, less `drop`
+// ("ALL" empties it), plus `add`; null for a privileged container (everything).
+json ContainerCapabilities(const json& sc) {
+  if (sc.is_object() && sc.value("privileged", false)) return json();
+  std::set<std::string> keep = {"CHOWN",  "DAC_OVERRIDE", "FSETID",           "FOWNER",     "MKNOD",
+                                "NET_RAW", "SETGID",      "SETUID",           "SETFCAP",    "SETPCAP",
+                                "NET_BIND_SERVICE",       "SYS_CHROOT",       "KILL",       "AUDIT_WRITE"};
+  if (sc.is_object() && sc.contains("capabilities")) {
+    for (const auto& d : sc["capabilities"].value("drop", json::array())) {
+      std::string n = d.get<std::string>();
+      if (n.rfind("CAP_", 0) == 0) n = n.substr(4);
+      if (n == "ALL") keep.clear();
+      keep.erase(n);
+    }
+    for (const auto& a : sc["capabilities"].value("add", json::array())) {
+      std::string n = a.get<std::string>();
+      if (n.rfind("CAP_", 0) == 0) n = n.substr(4);
+      keep.insert(n);
+    }
+  }
+  json out = json::array();
+  for (const auto& n : keep)
+    if (int c = CapabilityNumber(n); c >= 0) out.push_back(c);
+  return out;
+}
+
 struct CloneArgs {
   int ctl_fd;
   const char* exe;
@@ -1143,6 +1184,11 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
             {"gid", gid ? *gid : (uid ? 0L : -1L)},
             {"mounts", mounts},
             {"log", (fs::path(p.log_dir) / c.name / (std::to_string(c.restarts) + ".log")).string()}};
+  const json sc = cs.value("securityContext", json::object());
+  m["capabilities"] = ContainerCapabilities(sc);
+  m["read_only_root"] = sc.value("readOnlyRootFilesystem", false);
+  m["no_new_privs"] = sc.contains("allowPrivilegeEscalation") && !sc["allowPrivilegeEscalation"].get<bool>() &&
+                      !sc.value("privileged", false);
   return m;
 }
 

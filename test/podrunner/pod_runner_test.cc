@@ -388,6 +388,16 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   for (const auto& p : pods["items"])
     EXPECT_NE(c.Kubectl("get pod -n gpu-guardian --no-headers " + p["metadata"]["name"].get<std::string>()).out.find("1/1"),
               std::string::npos);
+  // The DaemonSet's securityContext holds: only CAP_SYSLOG, no new privileges, a read-only
+  // root filesystem, /dev/kmsg mounted read-only.
+  std::string pid = Sh("pgrep -f 'gpu-guardian-agen[t] --source' | head -1").out;
+  pid = pid.substr(0, pid.find('\n'));
+  ASSERT_FALSE(pid.empty());
+  std::string status = Slurp("/proc/" + pid + "/status");
+  EXPECT_NE(status.find("CapBnd:\t0000000400000000"), std::string::npos) << status;
+  EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
+  EXPECT_EQ(Sh("awk '$5==\"/\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0), 0u);
+  EXPECT_EQ(Sh("awk '$5==\"/dev/kmsg\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0), 0u);
   // A kernel message appended to the node's /dev/kmsg reaches the agent.
   std::ofstream(c.root() + "/" + node + "/dev/kmsg", std::ios::app)
       << "4,2001,16450076435595,-;NVRM: Xid (PCI:0000:1a:00): 79, pid='<unknown>', name=<unknown>, "
