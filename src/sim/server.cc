@@ -622,6 +622,10 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
   if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
       !num("sinceSeconds", &q.since_seconds))
     return fail(BadRequestErr("invalid log options"));
+  if (auto st = param("sinceTime")) {
+    q.since_time = ParseRfc3339Seconds(*st);
+    if (!q.since_time) return fail(BadRequestErr("invalid sinceTime: " + *st));
+  }
   q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
   bool previous = param("previous") && ParseBoolParam(*param("previous"));
   bool follow = param("follow") && ParseBoolParam(*param("follow"));
