@@ -338,6 +338,7 @@ struct Ctr {
   std::optional<Steady::time_point> kill_at;   // SIGKILL after a liveness-triggered SIGTERM
   std::optional<Probe> liveness, readiness;
   bool done = false;  // terminated and not restarting
+  bool init = false;  // an init container: runs to completion, in order, before the others
 };
 
 struct Pod {
@@ -347,6 +348,7 @@ struct Pod {
   pid_t init_pid = -1;
   int ctl = -1;
   bool sandbox_ready = false;
+  bool initialized = false;  // every init container completed
   std::string create_error;  // why the sandbox is not up yet (waiting reason message)
   Steady::time_point retry_at;
   bool terminating = false, forgotten = false, finished = false;
@@ -489,6 +491,7 @@ struct PodRunner::Impl {
   Status PrepareVolumes(Pod& p, std::string* reason);
   StatusOr<json> StartMessage(Pod& p, Ctr& c, std::string* reason);
   void StartContainer(Pod& p, Ctr& c);
+  void StartNext(Pod& p);
   void OnMessage(Pod& p, const json& m);
   void OnExit(Pod& p, Ctr& c, int code, int sig);
   void Timers(Pod& p, Steady::time_point now);
@@ -632,16 +635,21 @@ void PodRunner::Admit(const json& pod, const json& node, const std::string& pod_
               "volumes/kubernetes.io~projected/kube-api-access")
                  .string();
   p.start_time = Rfc3339Now();
-  for (const auto& cs : pod["spec"].value("containers", json::array())) {
-    Ctr c;
-    c.name = cs.value("name", "");
-    c.image = cs.value("image", "");
-    c.exe = ExecutableFor(c.image);
-    c.spec = cs;
-    c.state = {{"waiting", {{"reason", "ContainerCreating"}}}};
-    if (cs.contains("livenessProbe")) c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
-    if (cs.contains("readinessProbe")) c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
-    p.ctrs.push_back(std::move(c));
+  const json inits = pod["spec"].value("initContainers", json::array());
+  for (const char* kind : {"initContainers", "containers"}) {
+    bool init = std::string(kind) == "initContainers";
+    for (const auto& cs : pod["spec"].value(kind, json::array())) {
+      Ctr c;
+      c.init = init;
+      c.name = cs.value("name", "");
+      c.image = cs.value("image", "");
+      c.exe = ExecutableFor(c.image);
+      c.spec = cs;
+      c.state = {{"waiting", {{"reason", init || inits.empty() ? "ContainerCreating" : "PodInitializing"}}}};
+      if (!init && cs.contains("livenessProbe")) c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
+      if (!init && cs.contains("readinessProbe")) c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
+      p.ctrs.push_back(std::move(c));
+    }
   }
   Impl* im = impl_.get();
   im->Post([im, p = std::move(p)]() mutable {
@@ -694,11 +702,13 @@ StatusOr<PodLogFile> PodRunner::LogFile(const std::string& ns, const std::string
     if (p.ns != ns || p.name != name) continue;
     const Ctr* c = nullptr;
     std::string names;
+    size_t mains = 0;
+    for (const auto& x : p.ctrs) mains += x.init ? 0 : 1;
     for (const auto& x : p.ctrs) {
-      names += (names.empty() ? "" : " ") + x.name;
-      if (x.name == container || (container.empty() && p.ctrs.size() == 1)) c = &x;
+      if (!x.init) names += (names.empty() ? "" : " ") + x.name;
+      if (x.name == container || (container.empty() && !x.init && mains == 1)) c = &x;
     }
-    if (container.empty() && p.ctrs.size() > 1)
+    if (container.empty() && mains > 1)
       return InvalidArgumentError("a container name must be specified for pod " + name +
                                   ", choose one of: [" + names + "]");
     if (c == nullptr)
@@ -879,7 +889,27 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
     return;
   }
   p.sandbox_ready = true;
+  StartNext(p);
+  p.dirty = true;
+}
+
+// Init containers one at a time, in order, each to completion; then every other container.
+void PodRunner::Impl::StartNext(Pod& p) {
   for (auto& c : p.ctrs) {
+    if (!c.init || c.done) continue;
+    if (c.running || c.start_at) return;  // the current init container runs or will restart
+    if (c.exe.empty()) {  // a simulated init container completes at once
+      std::string ts = Rfc3339Now();
+      c.state = {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}, {"startedAt", ts}, {"finishedAt", ts}}}};
+      c.done = true;
+      continue;
+    }
+    StartContainer(p, c);
+    return;
+  }
+  p.initialized = true;
+  for (auto& c : p.ctrs) {
+    if (c.init || c.running || c.done || c.start_at) continue;
     if (c.exe.empty()) {  // simulated container of a real pod: running, ready
       c.running = true;
       c.ready = true;
@@ -1257,10 +1287,20 @@ void PodRunner::Impl::OnExit(Pod& p, Ctr& c, int code, int sig) {
   if (sig != 0) term["signal"] = sig;
   std::string policy = p.pod["spec"].value("restartPolicy", "Always");
   bool restart = !p.terminating && (policy == "Always" || (policy == "OnFailure" && code != 0));
+  if (c.init) restart = !p.terminating && code != 0 && policy != "Never";  // inits run to success
   if (!restart) {
     c.state = {{"terminated", term}};
     c.done = true;
     p.dirty = true;
+    if (c.init && code == 0 && !p.terminating) {
+      StartNext(p);
+    } else if (c.init) {  // a failed init container with restartPolicy Never fails the pod
+      for (auto& o : p.ctrs)
+        if (!o.done && !o.running) {
+          o.done = true;
+          o.start_at.reset();
+        }
+    }
     return;
   }
   c.last_state = {{"terminated", term}};
@@ -1382,18 +1422,25 @@ json PodRunner::Impl::ContainerStatus(const Pod& p, const Ctr& c) const {
 
 void PodRunner::Impl::WriteStatus(Pod& p) {
   p.dirty = false;
-  bool all_ready = !p.ctrs.empty(), any_running = false, all_done = true, any_failed = false;
-  json cstat = json::array();
+  bool all_ready = true, any_running = false, all_done = true, any_failed = false;
+  json cstat = json::array(), istat = json::array();
   for (const auto& c : p.ctrs) {
+    if (c.init) {
+      istat.push_back(ContainerStatus(p, c));
+      if (c.done && c.state.contains("terminated") && c.state["terminated"].value("exitCode", 0) != 0)
+        any_failed = true;
+      continue;
+    }
     all_ready = all_ready && c.ready;
     any_running = any_running || c.running;
     all_done = all_done && c.done;
-    if (c.done && c.state["terminated"].value("exitCode", 0) != 0) any_failed = true;
+    if (c.done && c.state.contains("terminated") && c.state["terminated"].value("exitCode", 0) != 0)
+      any_failed = true;
     cstat.push_back(ContainerStatus(p, c));
   }
-  if (p.terminating) all_ready = false;
+  if (p.terminating || !p.initialized) all_ready = false;
   std::string phase = "Pending";
-  if (p.sandbox_ready || any_running) phase = "Running";
+  if (p.initialized && (p.sandbox_ready || any_running)) phase = "Running";
   if (all_done) phase = any_failed ? "Failed" : "Succeeded";
   std::string now = Rfc3339Now();
   auto cond = [&](const char* type, bool v) {
@@ -1406,14 +1453,14 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
     if (!v && (std::string(type) == "Ready" || std::string(type) == "ContainersReady")) {
       std::string names;
       for (const auto& x : p.ctrs)
-        if (!x.ready) names += (names.empty() ? "" : " ") + x.name;
+        if (!x.init && !x.ready) names += (names.empty() ? "" : " ") + x.name;
       c["reason"] = "ContainersNotReady";
       c["message"] = "containers with unready status: [" + names + "]";
     }
     return c;
   };
   json conds = json::array({cond("PodReadyToStartContainers", p.sandbox_ready),
-                            cond("Initialized", true), cond("Ready", all_ready),
+                            cond("Initialized", p.initialized), cond("Ready", all_ready),
                             cond("ContainersReady", all_ready), cond("PodScheduled", true)});
   json status = {{"phase", phase},
                  {"hostIP", p.host_ip},
@@ -1421,6 +1468,7 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
                  {"startTime", p.start_time},
                  {"conditions", conds},
                  {"containerStatuses", cstat}};
+  if (!istat.empty()) status["initContainerStatuses"] = istat;
   if (!p.pod_ip.empty()) {
     status["podIP"] = p.pod_ip;
     status["podIPs"] = json::array({{{"ip", p.pod_ip}}});

@@ -631,17 +631,20 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
   bool follow = param("follow") && ParseBoolParam(*param("follow"));
   std::string container = param("container").value_or("");
   // The container must be one of the pod's (init containers count too).
-  std::vector<std::string> names;
+  std::vector<std::string> names, mains;
   for (const char* k : {"initContainers", "containers"})
-    for (const auto& c : pod.obj["spec"].value(k, json::array())) names.push_back(c.value("name", ""));
+    for (const auto& c : pod.obj["spec"].value(k, json::array())) {
+      names.push_back(c.value("name", ""));
+      if (std::string(k) == "containers") mains.push_back(names.back());
+    }
   if (container.empty()) {
-    if (names.size() != 1) {
+    if (mains.size() != 1) {
       std::string all;
-      for (const auto& n : names) all += (all.empty() ? "" : " ") + n;
+      for (const auto& n : mains) all += (all.empty() ? "" : " ") + n;
       return fail(BadRequestErr("a container name must be specified for pod " + name +
                                 ", choose one of: [" + all + "]"));
     }
-    container = names[0];
+    container = mains[0];
   } else if (std::find(names.begin(), names.end(), container) == names.end()) {
     return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
   }

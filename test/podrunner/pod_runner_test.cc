@@ -486,3 +486,48 @@ TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
 }
 
 }  // namespace
+
+namespace {
+
+// Init containers run one after another to completion before the pod's containers; their
+// logs and statuses are the pod's too.
+TEST(PodRunner, InitContainersRunToCompletionFirst) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: inits, namespace: default}
+spec:
+  volumes: [{name: work, emptyDir: {}}]
+  initContainers:
+  - name: first
+    image: sh
+    command: [sh, -c, 'echo first > /run/work/order; sleep 0.5; echo first-done']
+    volumeMounts: [{name: work, mountPath: /run/work}]
+  - name: second
+    image: sh
+    command: [sh, -c, 'echo second >> /run/work/order']
+    volumeMounts: [{name: work, mountPath: /run/work}]
+  containers:
+  - name: main
+    image: sh
+    command: [sh, -c, 'cat /run/work/order; echo main; exec sleep 3600']
+    volumeMounts: [{name: work, mountPath: /run/work}]
+)YAML").rc, 0);
+  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "inits"); }, 30s))
+      << c.Kubectl("get pod inits -o yaml").out;
+  std::string logs;
+  EXPECT_TRUE(Eventually([&] {
+    logs = c.Kubectl("logs inits -c main").out;
+    return logs.find("main") != std::string::npos;
+  }, 10s));
+  EXPECT_EQ(logs, "first\nsecond\nmain\n");
+  EXPECT_EQ(c.Kubectl("logs inits -c first").out, "first-done\n");
+  json p = c.Get("pod -n default inits");
+  ASSERT_EQ(p["status"]["initContainerStatuses"].size(), 2u) << p.dump(2);
+  for (const auto& s : p["status"]["initContainerStatuses"])
+    EXPECT_EQ(s["state"]["terminated"]["reason"], "Completed") << s.dump();
+}
+
+}  // namespace
