@@ -59,6 +59,8 @@ struct Stream {
 struct Container {
   std::string name;
   pid_t pid = 0;
+  std::vector<std::string> env;  // for exec probes: they run as the container does
+  long uid = -1, gid = -1;
   int log_fd = -1;
   Stream out, err;
   bool exited = false;
@@ -344,6 +346,9 @@ void Init::Start(const json& m) {
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);
   c.pid = pid;
+  c.env = m.value("env", std::vector<std::string>{});
+  c.uid = uid;
+  c.gid = gid;
   Send(ctl_, {{"ev", "started"}, {"name", name}, {"pid", pid}});
 }
 
@@ -351,6 +356,15 @@ void Init::Exec(const json& m) {
   std::vector<std::string> argv = m.value("argv", std::vector<std::string>{});
   std::vector<std::string> env = m.value("env", std::vector<std::string>{});
   long id = m.value("id", 0L);
+  // In the container's mount namespace, with its environment and identity.
+  int mnt = -1;
+  long uid = -1, gid = -1;
+  if (auto it = containers_.find(m.value("name", "")); it != containers_.end() && !it->second.exited) {
+    mnt = ::open(("/proc/" + std::to_string(it->second.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+    env = it->second.env;
+    uid = it->second.uid;
+    gid = it->second.gid;
+  }
   pid_t pid = ::fork();
   if (pid < 0) {
     Send(ctl_, {{"ev", "exec"}, {"id", id}, {"code", 126}});
@@ -365,9 +379,13 @@ void Init::Exec(const json& m) {
       ::dup2(devnull, 1);
       ::dup2(devnull, 2);
     }
+    if (mnt >= 0 && ::setns(mnt, CLONE_NEWNS) != 0) _exit(126);
+    if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) _exit(126);
+    if (uid >= 0 && ::setuid(static_cast<uid_t>(uid)) != 0) _exit(126);
     if (::chdir("/") != 0) _exit(126);
     ExecOrDie(std::move(argv), std::move(env));
   }
+  if (mnt >= 0) ::close(mnt);
   ExecProbe p;
   p.id = id;
   p.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.value("timeout_ms", 1000));

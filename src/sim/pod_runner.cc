@@ -336,7 +336,8 @@ struct Ctr {
   Steady::time_point run_since;
   std::optional<Steady::time_point> start_at;  // pending (re)start
   std::optional<Steady::time_point> kill_at;   // SIGKILL after a liveness-triggered SIGTERM
-  std::optional<Probe> liveness, readiness;
+  std::optional<Probe> liveness, readiness, startup;
+  bool started_ok = true;  // the startup probe succeeded (or there is none)
   bool done = false;  // terminated and not restarting
   bool init = false;  // an init container: runs to completion, in order, before the others
 };
@@ -648,6 +649,7 @@ void PodRunner::Admit(const json& pod, const json& node, const std::string& pod_
       c.state = {{"waiting", {{"reason", init || inits.empty() ? "ContainerCreating" : "PodInitializing"}}}};
       if (!init && cs.contains("livenessProbe")) c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
       if (!init && cs.contains("readinessProbe")) c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
+      if (!init && cs.contains("startupProbe")) c.startup = Probe{cs["startupProbe"], {}, 0, 0, false};
       p.ctrs.push_back(std::move(c));
     }
   }
@@ -1244,7 +1246,8 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   SendCtl(p, *m);
   Event(p, &c, "Normal", "Started", "Started container " + c.name);
   c.running = true;  // confirmed by "started"; an exit event follows on failure
-  c.ready = !c.readiness.has_value();
+  c.started_ok = !c.startup.has_value();
+  c.ready = !c.readiness.has_value() && c.started_ok;
   c.started_at = Rfc3339Now();
   c.run_since = Steady::now();
   c.state = {{"running", {{"startedAt", c.started_at}}}};
@@ -1255,6 +1258,7 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   };
   first(c.liveness);
   first(c.readiness);
+  first(c.startup);
   p.dirty = true;
 }
 
@@ -1411,7 +1415,7 @@ json PodRunner::Impl::ContainerStatus(const Pod& p, const Ctr& c) const {
             {"image", c.image},
             {"imageID", ""},
             {"ready", c.ready},
-            {"started", c.running},
+            {"started", c.running && c.started_ok},
             {"restartCount", c.restarts},
             {"state", c.state},
             {"lastState", c.last_state}};
@@ -1488,7 +1492,7 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
 void PodRunner::Impl::ProbeLoop() {
   struct Job {
     std::string uid, ctr, ip;
-    bool liveness;
+    int kind;  // 0 liveness, 1 readiness, 2 startup
     json spec, cspec;
     int ctl;
     std::vector<std::string> env;
@@ -1503,11 +1507,13 @@ void PodRunner::Impl::ProbeLoop() {
         if (p.terminating || !p.sandbox_ready) continue;
         for (auto& c : p.ctrs) {
           if (!c.running || c.exe.empty()) continue;
-          for (bool live : {true, false}) {
-            auto& pr = live ? c.liveness : c.readiness;
+          // Until the startup probe succeeds it is the only one that runs.
+          for (int kind : {0, 1, 2}) {
+            if ((kind == 2) == c.started_ok) continue;
+            auto& pr = kind == 0 ? c.liveness : kind == 1 ? c.readiness : c.startup;
             if (!pr || pr->busy || now < pr->next) continue;
             pr->busy = true;
-            jobs.push_back({uid, c.name, p.pod_ip, live, pr->spec, c.spec, p.ctl, {}});
+            jobs.push_back({uid, c.name, p.pod_ip, kind, pr->spec, c.spec, p.ctl, {}});
           }
         }
       }
@@ -1572,6 +1578,7 @@ void PodRunner::Impl::ProbeLoop() {
         }
         json m = {{"op", "exec"},
                   {"id", id},
+                  {"name", j.ctr},
                   {"argv", j.spec["exec"].value("command", std::vector<std::string>{})},
                   {"env", std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
                   {"timeout_ms", timeout_s * 1000}};
@@ -1589,7 +1596,9 @@ void PodRunner::Impl::ProbeLoop() {
       Pod& p = it->second;
       for (auto& c : p.ctrs) {
         if (c.name != j.ctr) continue;
-        auto& pr = j.liveness ? c.liveness : c.readiness;
+        auto& pr = j.kind == 0 ? c.liveness : j.kind == 1 ? c.readiness : c.startup;
+        const bool restarts_on_failure = j.kind != 1;  // liveness and startup
+        const char* what = j.kind == 0 ? "Liveness" : j.kind == 1 ? "Readiness" : "Startup";
         if (!pr) continue;
         pr->busy = false;
         pr->next = Steady::now() + std::chrono::seconds(std::max(1, pr->spec.value("periodSeconds", 10)));
@@ -1597,24 +1606,32 @@ void PodRunner::Impl::ProbeLoop() {
         if (ok) {
           pr->failures = 0;
           ++pr->successes;
-          if (!j.liveness && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
+          if (j.kind == 1 && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
             c.ready = true;
+            p.dirty = true;
+          }
+          if (j.kind == 2 && !c.started_ok) {  // started: the other probes begin now
+            c.started_ok = true;
+            c.ready = !c.readiness.has_value();
+            for (auto* other : {&c.liveness, &c.readiness})
+              if (*other)
+                (*other)->next = Steady::now() + std::chrono::seconds((*other)->spec.value("initialDelaySeconds", 0));
             p.dirty = true;
           }
         } else {
           pr->successes = 0;
           ++pr->failures;
-          Event(p, &c, "Warning", "Unhealthy",
-                std::string(j.liveness ? "Liveness" : "Readiness") + " probe failed");
+          Event(p, &c, "Warning", "Unhealthy", std::string(what) + " probe failed");
           if (pr->failures >= std::max(1, pr->spec.value("failureThreshold", 3))) {
-            if (!j.liveness && c.ready) {
+            if (j.kind == 1 && c.ready) {
               c.ready = false;
               p.dirty = true;
             }
-            if (j.liveness && !c.kill_at) {
-              // Liveness failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
+            if (restarts_on_failure && !c.kill_at) {
+              // Liveness/startup failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
               Event(p, &c, "Normal", "Killing",
-                    "Container " + c.name + " failed liveness probe, will be restarted");
+                    "Container " + c.name + " failed " + (j.kind == 0 ? "liveness" : "startup") +
+                        " probe, will be restarted");
               SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
               long grace = p.pod["spec"].value("terminationGracePeriodSeconds", 30L);
               c.kill_at = Steady::now() + Scaled(static_cast<double>(grace));

@@ -531,3 +531,46 @@ spec:
 }
 
 }  // namespace
+
+namespace {
+
+// A startup probe holds the other probes and readiness back until it succeeds.
+TEST(PodRunner, StartupProbeGatesStartedAndReady) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: slow-start, namespace: default}
+spec:
+  volumes: [{name: gate, hostPath: {path: /gate, type: DirectoryOrCreate}}]
+  containers:
+  - name: main
+    image: sleep
+    args: ["3600"]
+    volumeMounts: [{name: gate, mountPath: /run/gate}]
+    startupProbe:
+      exec: {command: [test, -e, /run/gate/ok]}
+      periodSeconds: 1
+      failureThreshold: 1000
+)YAML").rc, 0);
+  json p;
+  auto cstatus = [&] {
+    p = c.Get("pod -n default slow-start");
+    return p.is_object() && p["status"].contains("containerStatuses") ? p["status"]["containerStatuses"][0] : json();
+  };
+  ASSERT_TRUE(Eventually([&] { return c.ContainerState(c.Get("pod -n default slow-start")) == "running"; }, 30s));
+  std::this_thread::sleep_for(3s);  // several failed startup probes
+  json s = cstatus();
+  EXPECT_EQ(s["started"], false) << s.dump();
+  EXPECT_EQ(s["ready"], false) << s.dump();
+  std::string node = p["spec"]["nodeName"];
+  std::ofstream(c.root() + "/" + node + "/gate/ok") << "go\n";
+  EXPECT_TRUE(Eventually([&] {
+    json st = cstatus();
+    return st.is_object() && st["started"] == true && st["ready"] == true;
+  }, 15s)) << p.dump(2);
+  EXPECT_TRUE(c.PodReady("default", "slow-start"));
+}
+
+}  // namespace
