@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
     opts.token_users.emplace_back(t.substr(0, eq), t.substr(eq + 1));
   }
   gg::Logger log = gg::Logger().WithName("gpu-guardian-sim");
+  // The population goes in before the cluster's loops start, as a restarted control plane
+  // finds its cluster in etcd: their first list then sees every object.
+  opts.defer_controllers = true;
   auto sim = gg::sim::SimServer::Start(opts);
   if (!sim.ok()) {
     log.Error("cannot start", {{"error", sim.status().ToString()}});
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  server.StartControllers();
   if (!kubeconfig.empty()) {
     if (auto st = gg::sim::WriteKubeconfig(kubeconfig, server.Url(), server.CaCertPem(), token);
         !st.ok()) {

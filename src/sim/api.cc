@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/time_util.h"
 #include "sim/api_util.h"
+#include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
 #include "sim/rbac.h"
@@ -180,6 +181,7 @@ ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
 
 void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   const auto& ri = *t.ri;
+  ApplyWorkloadDefaults(ri.group, ri.resource, obj);
   json& md = obj["metadata"];
   // Seeded objects (population, scenarios) keep their uid and creationTimestamp so that
   // ownerReferences between them hold.
@@ -203,6 +205,7 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   }
   if (o.seed) return;
   if (ri.resource == "pods" && ri.group.empty()) {
+    AddDefaultTolerationSeconds(obj);
     obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
   } else if (ri.resource == "poddisruptionbudgets") {
     obj["status"] = {{"currentHealthy", 0}, {"desiredHealthy", 0},
@@ -483,6 +486,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
     else
       next.erase("status");
   }
+  ApplyWorkloadDefaults(ri.group, ri.resource, next);
   json& md = next["metadata"];
   const json& omd = old_j["metadata"];
   for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
@@ -611,6 +615,12 @@ ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const Wri
   }
   if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
   json& md = j["metadata"];
+  // Foreground / Orphan propagation: the garbage collector finishes the deletion.
+  if (std::string fin = PropagationFinalizer(delete_options); !immediate && !fin.empty() && ri.resource != "pods") {
+    if (!md.contains("finalizers") || !md["finalizers"].is_array()) md["finalizers"] = json::array();
+    if (std::find(md["finalizers"].begin(), md["finalizers"].end(), fin) == md["finalizers"].end())
+      md["finalizers"].push_back(fin);
+  }
   if (!immediate && HasFinalizers(j)) {
     if (!md.contains("deletionTimestamp")) {
       md["deletionTimestamp"] = NowRfc3339();

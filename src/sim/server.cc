@@ -624,7 +624,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   cto.controllers = opts.controllers;
   cto.time_scale = opts.time_scale;
   impl->controllers = std::make_unique<Controllers>(*impl->core, cto);
-  impl->controllers->Start();
+  if (!opts.defer_controllers) impl->controllers->Start();
   return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
 }
 
@@ -634,6 +634,10 @@ void SimServer::Stop() {
   impl_->core->store().CloseAllWatches();
   impl_->http->stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void SimServer::StartControllers() {
+  if (impl_->controllers && !impl_->stopping) impl_->controllers->Start();
 }
 
 std::string SimServer::Url() const {
