@@ -294,7 +294,7 @@ void Controllers::NodeLifecycleLoop(std::stop_token stop) {
   };
   while (!stop.stop_requested()) {
     std::deque<WatchEvent> evs;
-    nodes.Pop(evs, std::chrono::milliseconds(0));
+    nodes.Pop(evs, kPoll);  // node changes are what it reacts to at once
     auto now = std::chrono::steady_clock::now();
     for (const auto& e : evs) {
       if (e.type == EventType::kDeleted) {
@@ -309,7 +309,7 @@ void Controllers::NodeLifecycleLoop(std::stop_token stop) {
       dirty.insert(e.obj->name);
     }
     evs.clear();
-    if (leases) leases->Pop(evs, kPoll);
+    if (leases) leases->Pop(evs, std::chrono::milliseconds(0));
     now = std::chrono::steady_clock::now();
     for (const auto& e : evs) {
       if (e.type == EventType::kDeleted || e.obj->ns != kLeaseNs) continue;
