@@ -32,6 +32,7 @@ struct ControllerOptions {
   bool scheduler = true;
   bool controllers = true;  // PDB status, workloads, node lifecycle, taint eviction, GC
   double time_scale = 1.0;  // grace periods, lease intervals and tolerationSeconds divided by this
+  class PodRunner* pod_runner = nullptr;  // --exec-images: pods run as processes (pod_runner.h)
 };
 
 // Node lifecycle timing (kubelet and kube-controller-manager defaults), before time scaling.
