@@ -294,15 +294,6 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   const bool main_resource = r.sub.empty();
   // 1. Decoding: structural pruning + defaulting of custom resources, built-in defaults.
   if (ri.custom && ri.schema.is_object()) {
-    if (r.strict) {
-      // Strict decoding sees the fields pruning is about to drop.
-      auto unknown = SchemaSet().UnknownFields(obj, ri.schema);
-      if (!unknown.empty()) {
-        out.err = BadRequestErr(ri.kind + " in version \"" + ri.version + "\" cannot be handled as a " + ri.kind +
-                                ": " + StrictDecodingMessage(unknown));
-        return out;
-      }
-    }
     PruneUnknownFields(obj, ri.schema, true);
     ApplyStructuralDefaults(obj, ri.schema);
   }
