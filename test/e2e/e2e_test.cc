@@ -121,7 +121,7 @@ class E2E : public ::testing::Test {
   std::unique_ptr<Process> StartOperator(const std::string& id) {
     return std::make_unique<Process>(
         std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig", OperatorKubeconfig(),
-                                 "--metrics-addr", "127.0.0.1:0", "--leader-election-namespace",
+                                 "--metrics-addr", "127.0.0.1:0", "--leader-elect", "--leader-election-namespace",
                                  LeaseNamespace(), "--leader-election-identity", id},
         Path("operator-" + id + ".log"));
   }

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""The user's path as a test: deploy/ installed with `kubectl apply -k`, exactly as shipped, and
+the world it produces checked step by step.
+
+Against the simulator (default) it starts
+  gpu-guardian-sim --listen 127.0.0.1:0 --tls --write-kubeconfig KC --nodes N
+                   --exec-images BIN --node-root ROOT --authz rbac
+so the operator Deployment and the agent DaemonSet run as real processes with their
+service-account tokens, probes and RBAC. With --kubeconfig it runs the same story against that
+cluster (`make e2e` with KUBECONFIG set): nothing in the main story reads simulator internals;
+faults go in as on a real node, through a privileged pod that writes an `NVRM: Xid` line to the
+node's /dev/kmsg (in the simulator that hostPath is ROOT/<node>/dev/kmsg).
+
+  shipped_test.py --src DIR --bin DIR [--kubeconfig KC] [--nodes N] [--only STEP,...]
+                  [--inject file|pod] [--keep]
+
+Every step prints `ok`/`FAIL` with its time; the first failure dumps the state that explains it
+(pods, Lease, nodes, logs) and exits 1. Exit 77: the simulator cannot run pods as processes here
+(no root or namespaces) — a skip, not a pass.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+NS = "gpu-guardian"
+OP_LABEL = "app.kubernetes.io/name=gpu-guardian-operator"
+AGENT_LABEL = "app.kubernetes.io/name=gpu-guardian-agent"
+LEASE = "gpu-guardian-operator"
+GPU_LABEL = "nvidia.com/gpu.present"
+TAINT = "gpuguardian.io/unhealthy"
+SKIP = 77
+
+
+class Failure(Exception):
+    pass
+
+
+class Suite:
+    def __init__(self, args):
+        self.args = args
+        self.src = os.path.abspath(args.src)
+        self.bin = os.path.abspath(args.bin)
+        self.work = tempfile.mkdtemp(prefix="gg-shipped.")
+        self.sim = None
+        self.sim_log = os.path.join(self.work, "sim.log")
+        self.root = None  # simulator node root
+        self.kubeconfig = args.kubeconfig
+        self.timings = {}
+        self.cleanup_cmds = []
+
+    # --- plumbing -------------------------------------------------------------------------
+    def kubectl(self, *a, check=True, input=None, timeout=60, token=None):
+        cmd = ["kubectl", "--kubeconfig", self.kubeconfig]
+        if token:
+            cmd += ["--token", token]
+        cmd += list(a)
+        r = subprocess.run(cmd, capture_output=True, text=True, input=input, timeout=timeout)
+        if check and r.returncode != 0:
+            raise Failure(f"kubectl {' '.join(a)}: exit {r.returncode}: {r.stderr.strip()}")
+        return r
+
+    def get_json(self, *a):
+        return json.loads(self.kubectl(*a, "-o", "json").stdout)
+
+    def wait(self, what, fn, timeout, interval=0.2):
+        """Polls fn() until it returns a truthy value; returns it, or raises naming `what`."""
+        end = time.monotonic() + timeout
+        last = None
+        while True:
+            try:
+                v = fn()
+                if v:
+                    return v
+                last = v
+            except Failure as e:
+                last = str(e)
+            if time.monotonic() >= end:
+                raise Failure(f"{what}: not within {timeout:g} s (last: {last})")
+            time.sleep(interval)
+
+    def step(self, name, fn):
+        if self.args.only and name not in self.args.only:
+            return None
+        t0 = time.monotonic()
+        try:
+            v = fn()
+        except Failure as e:
+            print(f"FAIL {name} ({time.monotonic() - t0:.1f} s): {e}", flush=True)
+            self.dump()
+            raise
+        dt = time.monotonic() - t0
+        self.timings[name] = dt
+        print(f"ok   {name} ({dt:.1f} s){': ' + v if isinstance(v, str) and v else ''}", flush=True)
+        return v
+
+    def dump(self):
+        print("---- state at failure", flush=True)
+        for a in (["get", "nodes", "-o", "wide"], ["get", "pods", "-A", "-o", "wide"],
+                  ["-n", NS, "get", "lease", LEASE, "-o", "yaml"], ["get", "gnh"],
+                  ["get", "events", "-A", "--sort-by=.metadata.creationTimestamp"]):
+            r = self.kubectl(*a, check=False)
+            print(f"$ kubectl {' '.join(a)}\n{r.stdout}{r.stderr}", flush=True)
+        for p in self.pods(OP_LABEL) + self.pods(AGENT_LABEL):
+            name = p["metadata"]["name"]
+            r = self.kubectl("-n", NS, "logs", name, "--tail", "30", check=False)
+            print(f"$ kubectl -n {NS} logs {name} --tail 30\n{r.stdout}{r.stderr}", flush=True)
+        if self.sim:
+            print("---- simulator log (tail)")
+            print("".join(open(self.sim_log, errors="replace").readlines()[-40:]), flush=True)
+
+    # --- the cluster ----------------------------------------------------------------------
+    def start_sim(self):
+        self.root = os.path.join(self.work, "nodes")
+        os.makedirs(self.root)
+        self.kubeconfig = os.path.join(self.work, "kubeconfig")
+        cmd = [os.path.join(self.bin, "gpu-guardian-sim"), "--listen", "127.0.0.1:0", "--tls",
+               "--write-kubeconfig", self.kubeconfig, "--nodes", str(self.args.nodes),
+               "--exec-images", self.bin, "--node-root", self.root, "--authz", "rbac"]
+        cmd += self.args.sim_arg
+        self.sim = subprocess.Popen(cmd, stdout=open(self.sim_log, "w"), stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            text = open(self.sim_log, errors="replace").read()
+            if "listening on" in text:
+                return text[text.index("listening on"):].splitlines()[0]
+            if self.sim.poll() is not None:
+                if re.search(r"exec-images|namespace|root|CAP_", text, re.I):
+                    print(f"SKIP: the simulator cannot run pods as processes here:\n{text}")
+                    sys.exit(SKIP)
+                raise Failure(f"the simulator exited {self.sim.returncode}:\n{text}")
+            time.sleep(0.1)
+        raise Failure("the simulator printed no `listening on` line in 30 s")
+
+    def stop(self):
+        for c in self.cleanup_cmds:
+            subprocess.run(c, capture_output=True)
+        if self.sim and self.sim.poll() is None:
+            self.sim.send_signal(signal.SIGTERM)
+            try:
+                self.sim.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.sim.pid, signal.SIGKILL)
+                self.sim.wait()
+        if not self.args.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def pods(self, label):
+        r = self.kubectl("-n", NS, "get", "pods", "-l", label, "-o", "json", check=False)
+        return json.loads(r.stdout)["items"] if r.returncode == 0 else []
+
+    @staticmethod
+    def ready(pod):
+        if pod["metadata"].get("deletionTimestamp"):
+            return False
+        for c in pod.get("status", {}).get("conditions", []):
+            if c["type"] == "Ready":
+                return c["status"] == "True"
+        return False
+
+    def gpu_nodes(self):
+        return sorted(n["metadata"]["name"] for n in self.get_json("get", "nodes")["items"]
+                      if n["metadata"].get("labels", {}).get(GPU_LABEL) == "true")
+
+    def lease_holder(self):
+        r = self.kubectl("-n", NS, "get", "lease", LEASE, "-o", "json", check=False)
+        if r.returncode != 0:
+            return ""
+        return json.loads(r.stdout).get("spec", {}).get("holderIdentity") or ""
+
+    def leader_pod(self):
+        """The operator pod the Lease names (identity = <hostname>_<suffix>, hostname = pod)."""
+        holder = self.lease_holder()
+        for p in self.pods(OP_LABEL):
+            name = p["metadata"]["name"]
+            if holder == name or holder.startswith(name + "_"):
+                return name
+        return ""
+
+    # --- steps ----------------------------------------------------------------------------
+    def apply(self):
+        """`kubectl apply -k deploy/` at most twice (the CRDs must be established first)."""
+        out = ""
+        for attempt in (1, 2):
+            r = self.kubectl("apply", "-k", os.path.join(self.src, "deploy"), check=False,
+                             timeout=120)
+            out = r.stdout + r.stderr
+            if r.returncode == 0:
+                return f"attempt {attempt}"
+            time.sleep(2)
+        raise Failure(f"kubectl apply -k deploy/ failed twice:\n{out}")
+
+    def all_accepted(self):
+        rendered = subprocess.run(["kubectl", "kustomize", os.path.join(self.src, "deploy")],
+                                  capture_output=True, text=True, check=True).stdout
+        want = len([d for d in re.split(r"^---$", rendered, flags=re.M) if "kind:" in d])
+        r = self.kubectl("get", "-k", os.path.join(self.src, "deploy"), "-o", "name")
+        got = [l for l in r.stdout.splitlines() if l.strip()]
+        if len(got) != want:
+            raise Failure(f"{want} objects rendered, {len(got)} stored: {got}")
+        return f"{len(got)} objects"
+
+    def operators_ready(self):
+        def check():
+            pods = self.pods(OP_LABEL)
+            want = self.get_json("-n", NS, "get", "deploy", "gpu-guardian-operator")["spec"]["replicas"]
+            ready = [p for p in pods if self.ready(p)]
+            if len(ready) < want:
+                return None
+            leader = self.leader_pod()
+            return leader and (len(ready), leader)
+        n, leader = self.wait("operator pods Ready and the Lease naming one of them", check, 90)
+        nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in self.pods(OP_LABEL)}
+        return f"{n} Ready on {sorted(set(nodes.values()))}, leader {leader}"
+
+    def one_leader(self):
+        """Exactly one replica runs the leader-only controllers: its log says so, the others'
+        do not."""
+        leaders = []
+        for p in self.pods(OP_LABEL):
+            if not self.ready(p):
+                continue
+            log = self.kubectl("-n", NS, "logs", p["metadata"]["name"]).stdout
+            if "starting leader runnables" in log:
+                leaders.append(p["metadata"]["name"])
+        if leaders != [self.leader_pod()]:
+            raise Failure(f"replicas that started leading: {leaders}; Lease names "
+                          f"{self.lease_holder()!r}")
+        return leaders[0]
+
+    def leader_logs(self):
+        leader = self.leader_pod()
+        log = self.kubectl("-n", NS, "logs", leader).stdout
+        lines = [l for l in log.splitlines() if l.strip()]
+        if not any("caches synced" in l for l in lines):
+            raise Failure(f"kubectl logs {leader} lacks the operator's lines:\n{log[:2000]}")
+        return f"{len(lines)} lines from {leader}"
+
+    def agents(self):
+        nodes = self.gpu_nodes()
+        if not nodes:
+            raise Failure("no node is labelled nvidia.com/gpu.present=true")
+
+        def check():
+            on = {p["spec"].get("nodeName") for p in self.pods(AGENT_LABEL) if self.ready(p)}
+            gnh = {g["metadata"]["name"]: g for g in self.get_json("get", "gpunodehealths")["items"]}
+            missing = [n for n in nodes if n not in on or n not in gnh or not gnh[n].get("status")]
+            return (not missing) and gnh
+        gnh = self.wait("an agent Ready on every GPU node, each with its GPUNodeHealth", check, 90)
+        gpus = {n: len(gnh[n]["status"].get("gpus", [])) for n in nodes}
+        if any(v == 0 for v in gpus.values()):
+            raise Failure(f"reports without GPUs: {gpus}")
+        return f"{len(nodes)} nodes, GPUs per report {sorted(set(gpus.values()))}"
+
+    def kmsg_line(self, node, xid, gpu):
+        bus = 0x18 + gpu  # the fake NVML's GPU i sits on bus 0x18+i
+        return f"NVRM: Xid (PCI:0000:{bus:02x}:00): {xid}, pid=4242, name=python3, GPU has fallen off the bus."
+
+    def inject_xid(self, node, xid=79, gpu=3):
+        """Appends an Xid line to the node's kernel log: the node root's file (simulator) or a
+        privileged pod writing to the host's /dev/kmsg (any cluster)."""
+        text = self.kmsg_line(node, xid, gpu)
+        if self.args.inject == "file":
+            path = os.path.join(self.root, node, "dev", "kmsg")
+            if not os.path.exists(path):
+                raise Failure(f"{path} does not exist (the simulator's node root)")
+            seq = sum(1 for _ in open(path, errors="replace"))
+            usec = int(time.monotonic() * 1e6)
+            with open(path, "a") as f:
+                f.write(f"3,{seq},{usec},-;{text}\n")
+            return
+        pod = f"gg-kmsg-{node}-{int(time.time())}"[:63]
+        manifest = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": NS},
+            "spec": {
+                "nodeName": node, "restartPolicy": "Never",
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "kmsg", "image": self.args.kmsg_image,
+                                "command": ["sh", "-c", f"echo '{text}' > /dev/kmsg"],
+                                "securityContext": {"privileged": True},
+                                "volumeMounts": [{"name": "kmsg", "mountPath": "/dev/kmsg"}]}],
+                "volumes": [{"name": "kmsg", "hostPath": {"path": "/dev/kmsg"}}]}}
+        self.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        self.cleanup_cmds.append(["kubectl", "--kubeconfig", self.kubeconfig, "-n", NS, "delete",
+                                  "pod", pod, "--wait=false"])
+
+    def fenced(self, node):
+        n = self.get_json("get", "node", node)
+        tainted = any(t["key"] == TAINT for t in n["spec"].get("taints", []))
+        return tainted and n["spec"].get("unschedulable", False)
+
+    def fault_fences(self):
+        nodes = self.gpu_nodes()
+        leader_node = next((p["spec"].get("nodeName") for p in self.pods(OP_LABEL)
+                            if p["metadata"]["name"] == self.leader_pod()), None)
+        target = next((n for n in reversed(nodes) if n != leader_node), nodes[-1])
+        self.target = target
+        t0 = time.monotonic()
+        self.inject_xid(target)
+        self.wait(f"{target} tainted {TAINT} and cordoned", lambda: self.fenced(target), 10, 0.05)
+        dt = time.monotonic() - t0
+        self.timings["xid_to_fence"] = dt
+        return f"{target} fenced {dt:.2f} s after the kmsg line"
+
+    def failover(self):
+        old = self.leader_pod()
+        old_holder = self.lease_holder()
+        t0 = time.monotonic()
+        self.kubectl("-n", NS, "delete", "pod", old, "--wait=false")
+
+        def new_leader():
+            h = self.lease_holder()
+            if not h or h == old_holder:
+                return None
+            p = self.leader_pod()
+            return p if p and p != old else None
+        new = self.wait("a standby takes the Lease after the leader's pod is deleted",
+                        new_leader, 30)
+        dt = time.monotonic() - t0
+        self.timings["failover"] = dt
+        self.wait("the Deployment back at full strength", lambda: len(
+            [p for p in self.pods(OP_LABEL) if self.ready(p)]) >= 2, 60)
+        return f"{old} → {new} in {dt:.2f} s"
+
+    def agent_token(self, node):
+        """A token of the agent's service account bound to the agent pod on `node` (so it
+        carries the node name, as the kubelet's projected token does)."""
+        pod = next(p["metadata"]["name"] for p in self.pods(AGENT_LABEL)
+                   if p["spec"].get("nodeName") == node)
+        r = self.kubectl("-n", NS, "create", "token", "gpu-guardian-agent",
+                         "--bound-object-kind", "Pod", "--bound-object-name", pod, check=False)
+        if r.returncode != 0:
+            raise Failure(f"kubectl create token (TokenRequest) failed: {r.stderr.strip()}")
+        return r.stdout.strip()
+
+    def admission(self):
+        nodes = self.gpu_nodes()
+        if len(nodes) < 2:
+            raise Failure("needs two GPU nodes")
+        own, other = nodes[0], nodes[1]
+        token = self.agent_token(own)
+        patch = json.dumps({"metadata": {"labels": {"gg-suite": "probe"}}})
+        bad = self.kubectl("patch", "gpunodehealth", other, "--type=merge", "-p", patch,
+                           check=False, token=token)
+        if bad.returncode == 0 or "own node" not in bad.stderr:
+            raise Failure(f"the agent of {own} wrote {other}'s report: {bad.stdout}{bad.stderr}")
+        good = self.kubectl("patch", "gpunodehealth", own, "--type=merge", "-p", patch,
+                            check=False, token=token)
+        if good.returncode != 0:
+            raise Failure(f"the agent of {own} cannot write its own report: {good.stderr}")
+        self.kubectl("label", "gpunodehealth", own, "gg-suite-")
+        return f"{own}'s agent refused on {other}: {bad.stderr.strip().splitlines()[-1][:120]}"
+
+    def rbac(self):
+        token = self.agent_token(self.gpu_nodes()[0])
+        checks = [(["get", "secrets", "-n", NS], False), (["delete", "node", self.gpu_nodes()[0],
+                  "--dry-run=server"], False), (["get", "gpunodehealths"], True)]
+        for argv, allowed in checks:
+            r = self.kubectl(*argv, check=False, token=token)
+            if (r.returncode == 0) != allowed:
+                raise Failure(f"agent token: kubectl {' '.join(argv)} "
+                              f"{'refused' if allowed else 'allowed'}: {r.stdout}{r.stderr}")
+            if not allowed and "forbidden" not in r.stderr.lower():
+                raise Failure(f"agent token: kubectl {' '.join(argv)}: not a 403: {r.stderr}")
+        return "agent: no secrets, no node deletes; reports readable"
+
+    def run(self):
+        if not self.kubeconfig:
+            self.step("simulator starts", self.start_sim)
+        self.step("kubectl apply -k deploy/", self.apply)
+        self.step("every shipped object accepted", self.all_accepted)
+        self.step("operator pods Ready, Lease names one", self.operators_ready)
+        self.step("exactly one leader", self.one_leader)
+        self.step("kubectl logs of the leader", self.leader_logs)
+        self.step("an agent and a GPUNodeHealth per GPU node", self.agents)
+        self.step("admission: an agent writes only its own node", self.admission)
+        self.step("RBAC enforced on the agent's token", self.rbac)
+        self.step("Xid 79 in kmsg → tainted and cordoned ≤ 10 s", self.fault_fences)
+        self.step("leader pod deleted → standby leads", self.failover)
+        print("timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--kubeconfig", default="")
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--inject", choices=["file", "pod"], default=None,
+                    help="file: append to ROOT/<node>/dev/kmsg (simulator default); "
+                         "pod: a privileged pod writes /dev/kmsg (default with --kubeconfig)")
+    ap.add_argument("--kmsg-image", default="busybox:1.36")
+    ap.add_argument("--sim-arg", action="append", default=[],
+                    help="extra simulator flag (repeatable)")
+    ap.add_argument("--only", type=lambda s: s.split(","), default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    if args.inject is None:
+        args.inject = "pod" if args.kubeconfig else "file"
+    if shutil.which("kubectl") is None:
+        print("SKIP: kubectl not found")
+        return SKIP
+    s = Suite(args)
+    try:
+        s.run()
+    except Failure:
+        return 1
+    finally:
+        s.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
