@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/signals.h"
+#include "sim/pod_init.h"
 #include "sim/population.h"
 #include "sim/rbac.h"
 #include "sim/scenario.h"
@@ -20,6 +21,9 @@
 #include "sim/tls.h"
 
 int main(int argc, char** argv) {
+  // The init process of a pod run by --exec-images (sim/pod_init.h), not a user command.
+  if (argc == 3 && std::string_view(argv[1]) == gg::sim::kPodInitArg)
+    return gg::sim::PodInitMain(std::atoi(argv[2]));
   std::stop_token stop = gg::InstallShutdownSignals();
   CLI::App app{"gpu-guardian-sim: an in-memory Kubernetes API server for tests and demos"};
   gg::sim::SimOptions opts;
@@ -51,6 +55,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-scheduler", no_scheduler, "do not simulate the scheduler");
   app.add_flag("--no-controllers", no_controllers, "no PDB/DaemonSet/ReplicaSet controllers");
   app.add_flag("--log-requests", opts.log_requests, "log every request");
+  app.add_option("--exec-images", opts.exec_images,
+                 "run pods whose image basename is an executable in DIR as real processes "
+                 "(needs root, --tls and --node-root)");
+  app.add_option("--node-root", opts.node_root,
+                 "per-node files of real pods: ROOT/<node>/dev/kmsg, ROOT/<node>/nvml.yaml, logs");
   CLI11_PARSE(app, argc, argv);
   opts.kubelet = !no_kubelet;
   opts.scheduler = !no_scheduler;
