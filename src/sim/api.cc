@@ -222,7 +222,7 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
            {"message", "no conflicts found"}, {"lastTransitionTime", now}},
           {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
            {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}}};
-  } else if (ri.status_subresource && ri.resource != "nodes") {
+  } else if (ri.status_subresource && ri.resource != "nodes" && ri.resource != "namespaces") {
     obj.erase("status");
   }
 }

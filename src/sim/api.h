@@ -151,6 +151,9 @@ class ApiCore {
   // Removes a terminating object if its uid still matches (the simulated kubelet).
   void FinishTermination(const Target& t, const std::string& uid);
   ApiResult Evict(const Target& pod, const nlohmann::json& eviction, const WriteOpts& o);
+  // authorization.k8s.io access reviews and authentication.k8s.io SelfSubjectReview: the
+  // request evaluated (through the RBAC authorizer when one is set) and answered, not stored.
+  ApiResult Review(const Target& t, nlohmann::json body, const ApiRequest& req);
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);

@@ -8,6 +8,7 @@
 #include "sim/api.h"
 #include "sim/api_util.h"
 #include "sim/openapi_gen.h"
+#include "sim/protobuf.h"
 #include "sim/rbac.h"
 #include "sim/selector.h"
 
@@ -45,47 +46,22 @@ ApiResponse JsonResponse(int code, const json& j) {
   return r;
 }
 
-// gracePeriodSeconds from a protobuf DeleteOptions envelope ("k8s\0" + runtime.Unknown).
-std::optional<long> ProtoDeleteGrace(std::string_view b) {
-  if (b.size() < 4 || b.substr(0, 4) != std::string_view("k8s\0", 4)) return std::nullopt;
-  b.remove_prefix(4);
-  auto varint = [](std::string_view& s) -> std::optional<std::uint64_t> {
-    std::uint64_t v = 0;
-    for (int shift = 0; shift < 64 && !s.empty(); shift += 7) {
-      auto c = static_cast<unsigned char>(s.front());
-      s.remove_prefix(1);
-      v |= static_cast<std::uint64_t>(c & 0x7f) << shift;
-      if (!(c & 0x80)) return v;
-    }
-    return std::nullopt;
-  };
-  auto field = [&](std::string_view msg, int want_field,
-                   int want_type) -> std::optional<std::pair<std::uint64_t, std::string_view>> {
-    while (!msg.empty()) {
-      auto key = varint(msg);
-      if (!key) return std::nullopt;
-      int f = static_cast<int>(*key >> 3), type = static_cast<int>(*key & 7);
-      if (type == 0) {
-        auto v = varint(msg);
-        if (!v) return std::nullopt;
-        if (f == want_field && type == want_type) return std::make_pair(*v, std::string_view());
-      } else if (type == 2) {
-        auto len = varint(msg);
-        if (!len || *len > msg.size()) return std::nullopt;
-        std::string_view sub = msg.substr(0, *len);
-        msg.remove_prefix(*len);
-        if (f == want_field && type == want_type) return std::make_pair(std::uint64_t{0}, sub);
-      } else {
-        return std::nullopt;
-      }
-    }
-    return std::nullopt;
-  };
-  auto raw = field(b, 2, 2);
-  if (!raw) return std::nullopt;
-  auto grace = field(raw->second, 1, 0);
-  if (!grace) return std::nullopt;
-  return static_cast<long>(grace->first);
+// dryRun as the query or a DeleteOptions body gives it: only "All" is known. BadRequest
+// otherwise, with the apiserver's message.
+std::optional<ApiError> ParseDryRun(const json& values, bool* dry) {
+  if (values.is_null()) return std::nullopt;
+  if (!values.is_array()) return BadRequestErr("dryRun: Invalid value: must be a list of strings");
+  std::string listed;
+  bool bad = false;
+  for (const auto& v : values) {
+    if (!v.is_string() || v != "All") bad = true;
+    listed += (listed.empty() ? "" : ", ") + (v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump());
+  }
+  if (bad)
+    return BadRequestErr("dryRun: Unsupported value: []string{" + listed +
+                         "}: supported values: \"All\"");
+  if (!values.empty()) *dry = true;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -480,7 +456,11 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     r.verb = verb;
     return r;
   }
-  if (authorizer_) {
+  // Every authenticated user may ask about itself (the bootstrap ClusterRole
+  // system:basic-user, bound to system:authenticated).
+  const bool self_review = ri.review && ri.resource.rfind("selfsubject", 0) == 0 &&
+                           req.user != "system:anonymous";
+  if (authorizer_ && !self_review) {
     Attributes a;
     a.user = req.user;
     a.groups = req.groups;
@@ -498,7 +478,14 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
   }
   WriteOpts wo;
-  wo.dry_run = Q(req.query, "dryRun") == "All";
+  if (auto it = req.query.find("dryRun"); it != req.query.end() && verb != "get" &&
+                                          verb != "list" && verb != "watch") {
+    if (auto e = ParseDryRun(json::array({it->second}), &wo.dry_run)) {
+      ApiResponse r = ErrorResponse(*e);
+      r.verb = verb;
+      return r;
+    }
+  }
   wo.strict = Q(req.query, "fieldValidation") == "Strict";
   auto finish = [&](ApiResult res) {
     ApiResponse r;
@@ -585,7 +572,17 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
   std::string ct = MediaType(req.content_type);
   json body;
   bool proto = ct == "application/vnd.kubernetes.protobuf";
-  if (!req.body.empty() && !proto) {
+  if (proto && !req.body.empty()) {
+    // kubectl's generators and typed clients send built-in objects as protobuf; answered in
+    // JSON (the Accept header lists it).
+    auto decoded = DecodeK8sProtobuf(req.body);
+    if (!decoded.ok()) {
+      if (decoded.status().code() == StatusCode::kUnimplemented)
+        return finish(ApiResult::Err(UnsupportedMediaTypeErr(ct)));
+      return finish(ApiResult::Err(BadRequestErr(decoded.status().message())));
+    }
+    body = std::move(*decoded);
+  } else if (!req.body.empty()) {
     if (ct == "application/yaml" || ct == "application/apply-patch+yaml") {
       auto y = YamlToJson(req.body);
       if (!y.ok()) return finish(ApiResult::Err(BadRequestErr(y.status().message())));
@@ -599,9 +596,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
   }
   if (verb == "delete" || verb == "deletecollection") {
     json opts = body.is_object() ? body : json::object();
-    if (proto) {
-      if (auto g = ProtoDeleteGrace(req.body)) opts["gracePeriodSeconds"] = *g;
-    }
+    if (auto e = ParseDryRun(opts.value("dryRun", json()), &wo.dry_run)) return finish(ApiResult::Err(*e));
     if (auto g = ParseUint(Q(req.query, "gracePeriodSeconds"))) opts["gracePeriodSeconds"] = *g;
     if (verb == "delete") return finish(Delete(t, opts, wo));
     std::string list_body;
@@ -619,8 +614,34 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     list["items"] = deleted;
     return finish(ApiResult{std::nullopt, list, 200});
   }
-  if (proto) return finish(ApiResult::Err(UnsupportedMediaTypeErr(ct)));
-  if (verb == "create" && t.sub == "eviction") return finish(Evict(t, body, wo));
+  if (verb == "create" && t.sub == "eviction") {
+    if (body.is_object() && body.contains("deleteOptions") && body["deleteOptions"].is_object())
+      if (auto e = ParseDryRun(body["deleteOptions"].value("dryRun", json()), &wo.dry_run))
+        return finish(ApiResult::Err(*e));
+    return finish(Evict(t, body, wo));
+  }
+  if (ri.review) {
+    if (verb != "create")
+      return finish(ApiResult::Err(MethodNotAllowedErr(
+          "the server does not allow this method on the requested resource")));
+    return finish(Review(t, std::move(body), req));
+  }
+  if (verb == "create") {
+    // The storage layer refuses a create that carries a resourceVersion (a positive number:
+    // "0" and unparseable values pass), with a bare 500 status.
+    if (body.is_object() && body.contains("metadata") && body["metadata"].is_object()) {
+      const auto& rv = body["metadata"].value("resourceVersion", json());
+      if (rv.is_string()) {
+        auto n = ParseUint(rv.get<std::string>());
+        if (n && *n > 0) {
+          ApiError e;
+          e.code = 500;
+          e.message = "resourceVersion should not be set on objects to be created";
+          return finish(ApiResult::Err(e));
+        }
+      }
+    }
+  }
   if (verb == "create") return finish(Create(t, std::move(body), wo));
   if (verb == "update") return finish(Update(t, std::move(body), wo));
   return finish(Patch(t, req.content_type, body, wo));

@@ -5,6 +5,13 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -666,6 +673,42 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
   return true;
 }
 
+
+namespace {
+
+// Why HOST:PORT cannot be bound ("address already in use"), or "" when it can: cpp-httplib
+// only says false. Binds and closes a socket with the listener's options (SO_REUSEADDR).
+std::string BindProbe(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string ps = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res); rc != 0)
+    return std::string("lookup ") + host + ": " + ::gai_strerror(rc);
+  std::string why;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int s = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (s < 0) continue;
+    int yes = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s, 1) != 0) {
+      why = std::strerror(errno);  // Go spells it in lower case: "address already in use"
+      if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    } else {
+      why.clear();
+      ::close(s);
+      break;
+    }
+    ::close(s);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
+}  // namespace
+
 SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SimServer::~SimServer() { Stop(); }
@@ -678,11 +721,17 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   if (colon == std::string::npos) return InvalidArgumentError("--listen must be HOST:PORT");
   impl->host = opts.listen.substr(0, colon);
   int want_port = 0;
-  try {
-    want_port = std::stoi(opts.listen.substr(colon + 1));
-  } catch (...) {
-    return InvalidArgumentError("--listen must be HOST:PORT, got " + opts.listen);
+  {
+    // A port is 0-65535 and nothing else: "99999" or "80x" must not bind something else.
+    std::string ps = opts.listen.substr(colon + 1);
+    auto r = std::from_chars(ps.data(), ps.data() + ps.size(), want_port);
+    if (ps.empty() || r.ec != std::errc() || r.ptr != ps.data() + ps.size() || want_port < 0 ||
+        want_port > 65535)
+      return InvalidArgumentError("--listen must be HOST:PORT with a port in 0-65535, got " +
+                                  opts.listen);
   }
+  if (impl->host.size() >= 2 && impl->host.front() == '[' && impl->host.back() == ']')
+    impl->host = impl->host.substr(1, impl->host.size() - 2);
   ApiCoreOptions co;
   co.kube_version = opts.kube_version;
   co.watch_history = opts.watch_history;
@@ -737,6 +786,16 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http->set_payload_max_length(opts.max_body_bytes * 4 + 1024);
   impl->http->set_keep_alive_max_count(100000);
+  // kube-apiserver keeps an idle connection 90 s (http.Server IdleTimeout, the same as Go's
+  // DefaultTransport): a client that retries a POST on a pooled connection must not find it
+  // closed after cpp-httplib's 5 s default.
+  impl->http->set_keep_alive_timeout(90);
+  // SO_REUSEADDR only, as Go's listeners: cpp-httplib's default SO_REUSEPORT let two
+  // simulators share a port (and one kubeconfig reach two clusters).
+  impl->http->set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // Small responses (PATCH results, watch lines) must not wait for Nagle + delayed ACK (~40 ms).
   impl->http->set_tcp_nodelay(true);
   impl->http->set_read_timeout(60, 0);
@@ -770,8 +829,11 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
     impl->port = impl->http->bind_to_any_port(impl->host);
     if (impl->port <= 0) return UnavailableError("cannot bind " + opts.listen);
   } else {
+    if (std::string why = BindProbe(impl->host, want_port); !why.empty())
+      return UnavailableError("failed to listen on " + opts.listen + ": listen tcp " +
+                              opts.listen + ": bind: " + why);
     if (!impl->http->bind_to_port(impl->host, want_port))
-      return UnavailableError("cannot bind " + opts.listen);
+      return UnavailableError("failed to listen on " + opts.listen);
     impl->port = want_port;
   }
   impl->thread = std::thread([raw] {
