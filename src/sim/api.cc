@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
+#include "sim/admission.h"
 #include "sim/api_util.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
@@ -29,7 +30,8 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
       clock_(clock),
       registry_(opts_.kube_version),
       store_(opts_.watch_history, opts_.watcher_queue_limit),
-      rng_(std::random_device{}()) {
+      rng_(std::random_device{}()),
+      admission_(std::make_unique<Admission>(opts_.kube_version)) {
   LoadSchemas();
   // The namespaces every cluster has.
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -37,6 +39,12 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
     WriteOpts o;
     o.seed = true;
     Create(t, json{{"metadata", {{"name", ns}}}}, o);
+  }
+  // The PriorityClasses kube-apiserver bootstraps.
+  for (json pc : Admission::BootstrapPriorityClasses()) {
+    WriteOpts o;
+    o.seed = true;
+    Create(Target{registry_.Find("scheduling.k8s.io", "v1", "priorityclasses"), "", "", ""}, std::move(pc), o);
   }
 }
 
@@ -289,6 +297,7 @@ ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, b
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = pending && pending->obj ? FinishPending(*pending, rv, &next) : MakeObj(t, next, rv);
   store_.PutLocked(t.ri->storage, t.Key(), o);
+  admission_->Observe(*t.ri, t.name, &next);
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io") authorizer_->Add(next).IgnoreError();
@@ -302,6 +311,7 @@ void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = MakeObj(t, last, rv);
   store_.RemoveLocked(t.ri->storage, t.Key(), o);
+  admission_->Observe(*t.ri, t.name, nullptr);
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io")
     authorizer_->Remove(t.ri->kind, t.ri->namespaced ? t.ns : "", t.name);
 }
@@ -343,7 +353,8 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     md["name"] = name;
   }
   PrepareForCreate(t, body, o);
-  if (auto e = Validate(t, body, true, o)) return ApiResult::Err(*e);
+  AdmissionOutcome admitted = Admit(t, body, nullptr, o, true);
+  if (admitted.err) return ApiResult::Err(*admitted.err);
   Target tt = t;
   tt.name = name;
   tt.ns = md.value("namespace", "");
@@ -371,6 +382,7 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     return ApiResult::Err(AlreadyExistsErr(ri.resource, ri.group, name));
   auto r = CommitLocked(tt, nullptr, std::move(body), o.dry_run, &pending);
   r.code = 201;
+  r.warnings = std::move(admitted.warnings);
   return r;
 }
 
@@ -412,9 +424,14 @@ ApiResult ApiCore::CommitUpdateLocked(const Target& t, const ObjPtr& old, Prepar
     std::uint64_t rv = store_.NextRvLocked();
     ObjPtr last = FinishPending(p.pending, rv, &p.next);
     store_.RemoveLocked(t.ri->storage, t.Key(), last);
-    return ApiResult{std::nullopt, std::move(p.next), 200};
+    admission_->Observe(*t.ri, t.name, nullptr);
+    ApiResult r{std::nullopt, std::move(p.next), 200};
+    r.warnings = std::move(p.warnings);
+    return r;
   }
-  return CommitLocked(t, old, std::move(p.next), false, &p.pending);
+  ApiResult r = CommitLocked(t, old, std::move(p.next), false, &p.pending);
+  r.warnings = std::move(p.warnings);
+  return r;
 }
 
 ApiResult ApiCore::OptimisticUpdate(const Target& t,
@@ -452,6 +469,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   const auto& ri = *t.ri;
   PreparedUpdate out;
   auto finish = [&](ApiResult r) {
+    if (r.ok() && r.warnings.empty()) r.warnings = out.warnings;
     out.done = std::move(r);
     return std::move(out);
   };
@@ -494,6 +512,11 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   }
   next["apiVersion"] = old_j.value("apiVersion", ri.ApiVersion());
   next["kind"] = ri.kind;
+  // Admission (defaults, plugins, validation) before the generation and no-op checks, as
+  // the real server decodes and admits before storage compares the bytes.
+  AdmissionOutcome admitted = Admit(t, next, &old_j, o, false);
+  if (admitted.err) return finish(ApiResult::Err(*admitted.err));
+  out.warnings = std::move(admitted.warnings);
   if (ri.has_generation && t.sub != "status") {
     bool drop_status = ri.status_subresource || !ri.custom;
     if (GenerationView(next, drop_status) != GenerationView(old_j, drop_status))
@@ -501,8 +524,6 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   }
   md["resourceVersion"] = std::to_string(old->rv);
   if (next == old_j) return finish(ApiResult{std::nullopt, std::move(old_j), 200});
-  if (auto e = Validate(t, next, false, o))
-    return finish(ApiResult::Err(*e));
   if (o.dry_run) return finish(ApiResult{std::nullopt, std::move(next), 200});
   // Finalizers gone on an object being deleted: now it goes.
   out.remove = md.contains("deletionTimestamp") && !HasFinalizers(next) &&

@@ -26,6 +26,8 @@ namespace gg::sim {
 
 class SchemaSet;
 class Authorizer;
+class Admission;
+struct AdmissionOutcome;
 
 struct ApiRequest {
   std::string method;  // GET POST PUT PATCH DELETE
@@ -36,6 +38,7 @@ struct ApiRequest {
   std::string body;
   std::string user;  // authenticated user ("" = anonymous admin when authz is off)
   std::vector<std::string> groups;
+  nlohmann::json user_extra = nlohmann::json::object();  // userInfo.extra: key -> [values]
 };
 
 // What a watch request asks for; streamed by the HTTP layer.
@@ -84,6 +87,7 @@ struct ApiResult {
   // The committed object when this result is a write's outcome: its JSON is `obj` serialized,
   // so the response reuses it instead of serializing 15 KB again.
   std::shared_ptr<const Obj> stored;
+  std::vector<std::string> warnings;  // admission warnings (Warning: 299 headers)
   bool ok() const { return !err.has_value(); }
   static ApiResult Err(ApiError e) {
     ApiResult r;
@@ -107,6 +111,7 @@ struct PreparedUpdate {
   nlohmann::json next;
   bool remove = false;
   PendingObj pending;
+  std::vector<std::string> warnings;
 };
 
 // The resolved target of a resource request.
@@ -120,6 +125,10 @@ struct WriteOpts {
   bool dry_run = false;
   bool seed = false;    // in-process seeding: keep status, auto-create namespaces
   bool strict = false;  // fieldValidation=Strict
+  // Who writes (admission: ValidatingAdmissionPolicy's request.userInfo).
+  std::string user;
+  std::vector<std::string> groups;
+  nlohmann::json user_extra = nlohmann::json::object();
 };
 
 struct ApiCoreOptions {
@@ -198,6 +207,9 @@ class ApiCore {
   std::optional<ApiError> Validate(const Target& t, const nlohmann::json& obj, bool create,
                                    const WriteOpts& o);
   void PrepareForCreate(const Target& t, nlohmann::json& obj, const WriteOpts& o);
+  // The admission chain (sim/admission.h) around Validate(): mutates `obj` in place.
+  AdmissionOutcome Admit(const Target& t, nlohmann::json& obj, const nlohmann::json* old,
+                         const WriteOpts& o, bool create);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
   std::string NewUid();
@@ -214,6 +226,7 @@ class ApiCore {
   std::mt19937_64 rng_;
   std::shared_ptr<SchemaSet> schemas_;
   std::shared_ptr<Authorizer> authorizer_;
+  std::unique_ptr<Admission> admission_;
 };
 
 // Go strconv.ParseBool.

@@ -487,6 +487,9 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
   }
   wo.strict = Q(req.query, "fieldValidation") == "Strict";
+  wo.user = req.user;
+  wo.groups = req.groups;
+  wo.user_extra = req.user_extra;
   auto finish = [&](ApiResult res) {
     ApiResponse r;
     r.verb = verb;
@@ -499,6 +502,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
       return r;
     }
     r.code = res.code;
+    for (const auto& w : res.warnings) r.headers.emplace_back("Warning", "299 - " + nlohmann::json(w).dump());
     // A write's result is the object just stored: send its stored JSON when it is that very
     // state (same kind, version and resourceVersion) rather than serializing it again.
     if (res.stored && ri.storage != "events" && res.stored->api_version == ri.ApiVersion() &&

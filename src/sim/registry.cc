@@ -141,6 +141,21 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
   }
   AddBuiltin(R("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
                false, {"pc"}));
+  // ValidatingAdmissionPolicy: admissionregistration.k8s.io/v1, GA (served by default) since
+  // 1.30, so in every release we simulate; enforced by sim/vap.h.
+  {
+    auto p = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+               "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false);
+    p.status_subresource = true;
+    p.has_generation = true;
+    p.categories = {"api-extensions"};
+    AddBuiltin(p);
+    auto b = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+               "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false);
+    b.has_generation = true;
+    b.categories = {"api-extensions"};
+    AddBuiltin(b);
+  }
 
   // resource.k8s.io (dra-and-device-plugin.md §3.1): preferred version first.
   std::vector<std::string> dra_versions;

@@ -400,6 +400,11 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
     for (const auto& [tok, user] : users) {
       if (tok != token) continue;
       req.user = user;
+      // "USER,node=NODE": a pod-bound token, whose user info names the pod's node.
+      if (auto c = user.find(",node="); c != std::string::npos) {
+        req.user = user.substr(0, c);
+        req.user_extra = {{"authentication.kubernetes.io/node-name", {user.substr(c + 6)}}};
+      }
       req.groups = {"system:authenticated"};
       // system:serviceaccount:NS:NAME -> its groups
       const std::string sa = "system:serviceaccount:";
