@@ -72,12 +72,22 @@ int main(int argc, char** argv) {
   app.add_flag("--no-scheduler", no_scheduler, "do not simulate the scheduler");
   app.add_flag("--no-controllers", no_controllers, "no PDB/DaemonSet/ReplicaSet controllers");
   app.add_flag("--log-requests", opts.log_requests, "log every request");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text|json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug|info|warn|error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str();
   app.add_option("--exec-images", opts.exec_images,
                  "run pods whose image basename is an executable in DIR as real processes "
                  "(needs root, --tls and --node-root)");
   app.add_option("--node-root", opts.node_root,
                  "per-node files of real pods: ROOT/<node>/dev/kmsg, ROOT/<node>/nvml.yaml, logs");
   CLI11_PARSE(app, argc, argv);
+  if (gg::LogLevel level; gg::Logger::ParseLevel(log_level, &level))
+    gg::Logger::SetGlobalLevel(level);
+  if (log_format == "json") gg::Logger::SetGlobalFormat(gg::LogFormat::kJson);
   opts.kubelet = !no_kubelet;
   opts.scheduler = !no_scheduler;
   opts.controllers = !no_controllers;

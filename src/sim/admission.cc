@@ -289,6 +289,10 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     PruneUnknownFields(obj, ri.schema, true);
     ApplyStructuralDefaults(obj, ri.schema);
   }
+  if (ri.group.empty() && ri.resource == "nodes" && main_resource && obj.is_object() &&
+      (!obj.contains("spec") || obj["spec"].is_null())) {
+    obj["spec"] = json::object();  // NodeSpec is a struct: always serialized
+  }
   if (IsCorePods(ri) && obj.contains("spec")) {
     SetPodSpecDefaults(obj["spec"], true);
   } else if ((ri.group == "apps" || ri.group == "batch") && obj.contains("spec") && obj["spec"].is_object() &&

@@ -172,6 +172,9 @@ class ApiCore {
   // Parsed objects of a collection (controllers, tests).
   std::vector<nlohmann::json> ListObjects(const std::string& storage, const std::string& ns = "");
 
+  // The `kubernetes` Service and its Endpoints in `default`, pointing at the serving address.
+  void SeedKubernetesService(const std::string& host, int port);
+
   Registry& registry() { return registry_; }
   Store& store() { return store_; }
   const std::string& openapi_dir() const { return opts_.openapi_dir; }
@@ -212,6 +215,15 @@ class ApiCore {
                          const WriteOpts& o, bool create);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
+  // Service defaults and allocation (services.cc); `old` on update.
+  void DefaultService(nlohmann::json& svc) const;
+  std::optional<ApiError> AllocateServiceLocked(nlohmann::json& svc, const nlohmann::json* old);
+  ApiResult DeleteLocked(const Target& t, const nlohmann::json& delete_options, const WriteOpts& o,
+                         bool immediate);
+  // Store keys of every namespaced kind.
+  std::vector<std::string> NamespacedStorages() const;
+  // A terminating namespace whose content is gone is finalized and removed.
+  void MaybeFinishNamespaceLocked(const std::string& ns);
   std::string NewUid();
   std::string RandomSuffix();
   void LoadSchemas();

@@ -3,7 +3,9 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "sim/api.h"
 #include "sim/api_util.h"
@@ -183,11 +185,48 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
   if (auto st = fs->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
       !st.ok())
     return ApiResult::Err(BadRequestErr(st.message()));
-  if (!Q(q, "resourceVersionMatch").empty() && Q(q, "resourceVersion").empty())
-    return ApiResult::Err(InvalidErr("ListOptions", "meta.k8s.io", "",
-                                     {{"FieldValueForbidden",
-                                       "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
-                                       "resourceVersionMatch"}}));
+  // ListOptions validation, in the apiserver's order.
+  const std::string rvm = Q(q, "resourceVersionMatch"), rvs = Q(q, "resourceVersion");
+  if (!rvm.empty()) {
+    auto forbidden = [](const std::string& msg) {
+      return ApiResult::Err(InvalidErr("ListOptions", "meta.k8s.io", "",
+                                       {{"FieldValueForbidden", "Forbidden: " + msg,
+                                         "resourceVersionMatch"}}));
+    };
+    if (rvm != "Exact" && rvm != "NotOlderThan")
+      return ApiResult::Err(InvalidErr(
+          "ListOptions", "meta.k8s.io", "",
+          {{"FieldValueNotSupported",
+            "Unsupported value: \"" + rvm + "\": supported values: \"Exact\", \"NotOlderThan\"",
+            "resourceVersionMatch"}}));
+    if (rvs.empty()) return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided");
+    if (!Q(q, "continue").empty())
+      return forbidden("resourceVersionMatch is forbidden when continue is provided");
+    if (rvm == "Exact" && rvs == "0")
+      return forbidden("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+  }
+  std::optional<std::uint64_t> want_rv;
+  if (!rvs.empty() && rvs != "0") {
+    want_rv = ParseUint(rvs);
+    if (!want_rv)
+      return ApiResult::Err(BadRequestErr("resourceVersion: Invalid value: \"" + rvs +
+                                          "\": strconv.ParseUint: parsing \"" + rvs +
+                                          "\": invalid syntax"));
+    // A resourceVersion the store has not reached: the apiserver waits up to 3 s for it.
+    for (int i = 0; i < 60 && store_.rv() < *want_rv; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::uint64_t cur = store_.rv(); cur < *want_rv) {
+      ApiError e;
+      e.code = 504;
+      e.reason = "Timeout";
+      e.message = "Too large resource version: " + std::to_string(*want_rv) +
+                  ", current: " + std::to_string(cur);
+      e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
+      e.retry_after_seconds = 1;
+      return ApiResult::Err(e);
+    }
+  }
+  const bool exact = rvm == "Exact" && want_rv;
   std::size_t limit = 0;
   if (auto l = ParseUint(Q(q, "limit"))) limit = *l;
   std::string after;
@@ -213,14 +252,26 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
   std::string last_key;
   bool more = false;
   std::uint64_t rv;
+  std::size_t remaining = 0;
+  const bool everything = ls->Empty() && fs->Empty();
   {
     std::scoped_lock lock(store_.mu());
     rv = store_.RvLocked();
+    if (exact) {
+      // The simulator keeps no snapshots: an exact list is the current state when the
+      // collection has not changed since; otherwise that version is gone.
+      if (store_.ChangedSinceLocked(ri.storage, *want_rv))
+        return ApiResult::Err(ExpiredErr("The resourceVersion for the provided list is too old."));
+      rv = *want_rv;
+    }
     store_.ForEachLocked(ri.storage, t.ns, after, [&](const std::string& key, const ObjPtr& o) {
       if (!MatchesLabels(*ls, o->labels) || !fs->Matches(o->fields)) return true;
       if (limit && n == limit) {
         more = true;
-        return false;
+        // remainingItemCount is only known (and sent) for an unfiltered list.
+        if (!everything) return false;
+        ++remaining;
+        return true;
       }
       ++n;
       if (o->api_version == ri.ApiVersion()) {
@@ -242,6 +293,10 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
     tail += ",\"continue\":\"";
     tail += B64Encode(json{{"rv", rv}, {"start", last_key}}.dump());
     tail += '"';
+    if (everything) {
+      tail += ",\"remainingItemCount\":";
+      tail += std::to_string(remaining);
+    }
   }
   tail += "}}";
   return ApiResult{};
@@ -353,6 +408,11 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
     std::error_code ec;
     if (opts_.openapi_dir.empty() || !fs::is_directory(opts_.openapi_dir, ec))
       return ErrorResponse(PathNotFoundErr());
+    // Only the group-versions this release serves: a document on disk for another one
+    // (release-1.32 holds 1.33's resource.k8s.io v1beta2) is not listed or served.
+    std::set<std::string> served;
+    for (const auto& [g, versions] : registry_.Groups())
+      for (const auto& v : versions) served.insert(g.empty() ? "api/" + v : "apis/" + g + "/" + v);
     if (parts.size() == 2) {
       json paths = json::object();
       for (const auto& e : fs::directory_iterator(opts_.openapi_dir, ec)) {
@@ -362,6 +422,7 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
           continue;
         std::string key = f.substr(0, f.size() - suffix.size());
         for (std::size_t p; (p = key.find("__")) != std::string::npos;) key.replace(p, 2, "/");
+        if (!served.count(key)) continue;
         char hash[32];
         std::snprintf(hash, sizeof hash, "%016llX",
                       static_cast<unsigned long long>(std::hash<std::string>{}(f) ^
@@ -386,8 +447,12 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
         return r;
       }
     }
-    std::string key;
-    for (std::size_t i = 2; i < parts.size(); ++i) key += (i > 2 ? "__" : "") + parts[i];
+    std::string key, gv;
+    for (std::size_t i = 2; i < parts.size(); ++i) {
+      key += (i > 2 ? "__" : "") + parts[i];
+      gv += (i > 2 ? "/" : "") + parts[i];
+    }
+    if (!served.count(gv)) return ErrorResponse(PathNotFoundErr());
     std::ifstream in(opts_.openapi_dir + "/" + key + "_openapi.json", std::ios::binary);
     if (!in) return ErrorResponse(PathNotFoundErr());
     std::ostringstream ss;

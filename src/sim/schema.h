@@ -20,9 +20,7 @@ namespace gg::sim {
 
 struct SchemaValidation {
   std::vector<StatusCause> causes;            // empty = valid
-  // CEL rules (x-kubernetes-validations) found on the validated path, which we cannot
-  // evaluate: "<field path>: <rule>" — report them (log / CRD status), never drop silently.
-  std::vector<std::string> not_evaluated;
+  // CEL rules (x-kubernetes-validations) are not checked here: ValidateCelRules below.
   bool ok() const { return causes.empty(); }
 };
 

@@ -523,6 +523,41 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   res.set_header("Content-Type", r.content_type);
 }
 
+namespace {
+
+// Why HOST:PORT cannot be bound ("address already in use"), or "" when it can: cpp-httplib
+// only says false. Binds and closes a socket with the listener's options (SO_REUSEADDR).
+std::string BindProbe(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string ps = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res); rc != 0)
+    return std::string("lookup ") + host + ": " + ::gai_strerror(rc);
+  std::string why;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int s = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (s < 0) continue;
+    int yes = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s, 1) != 0) {
+      why = std::strerror(errno);  // Go spells it in lower case: "address already in use"
+      if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    } else {
+      why.clear();
+      ::close(s);
+      break;
+    }
+    ::close(s);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
+}  // namespace
+
 bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest& req,
                                   httplib::Response& res) {
   (void)hreq;
@@ -678,42 +713,6 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
   return true;
 }
 
-
-namespace {
-
-// Why HOST:PORT cannot be bound ("address already in use"), or "" when it can: cpp-httplib
-// only says false. Binds and closes a socket with the listener's options (SO_REUSEADDR).
-std::string BindProbe(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  std::string ps = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res); rc != 0)
-    return std::string("lookup ") + host + ": " + ::gai_strerror(rc);
-  std::string why;
-  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    int s = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-    if (s < 0) continue;
-    int yes = 1;
-    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    if (::bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s, 1) != 0) {
-      why = std::strerror(errno);  // Go spells it in lower case: "address already in use"
-      if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
-    } else {
-      why.clear();
-      ::close(s);
-      break;
-    }
-    ::close(s);
-  }
-  ::freeaddrinfo(res);
-  return why;
-}
-
-}  // namespace
-
 SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SimServer::~SimServer() { Stop(); }
@@ -841,6 +840,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       return UnavailableError("failed to listen on " + opts.listen);
     impl->port = want_port;
   }
+  impl->core->SeedKubernetesService(impl->host, impl->port);
   impl->thread = std::thread([raw] {
     raw->http->listen_after_bind();
     raw->listener_exited = true;

@@ -1177,7 +1177,7 @@ std::uint64_t MinJsonSize(const json& s) {
 struct Static {
   std::uint64_t cost = 0;
   const json* schema = nullptr;  // nullptr: dyn
-  std::uint64_t size = kUnbounded;  // strings: length, lists/maps: element count
+  std::uint64_t size = 0;  // strings: max length, lists/maps: max element count; 0: scalar
 };
 
 class Checker {
@@ -1222,7 +1222,7 @@ class Checker {
         }
         if (n.kind == Node::kHas) {
           r.schema = nullptr;
-          r.size = kUnbounded;
+          r.size = 0;
           return r;
         }
         Sizes(r);
@@ -1251,8 +1251,7 @@ class Checker {
         Static a = Walk(*n.kids[1]);
         Static b = Walk(*n.kids[2]);
         r.cost = SatAdd(c.cost, std::max(a.cost, b.cost));
-        r.size = std::max(a.size == kUnbounded ? 0 : a.size, b.size == kUnbounded ? 0 : b.size);
-        if (a.size == kUnbounded || b.size == kUnbounded) r.size = kUnbounded;
+        r.size = std::max(a.size, b.size);
         return r;
       }
       case Node::kUnary: {
@@ -1269,16 +1268,12 @@ class Checker {
         std::uint64_t extra = 1;
         if (op == "==" || op == "!=" || op == "<" || op == "<=" || op == ">" || op == ">=") {
           // Strings and lists compare in time proportional to the shorter one.
-          std::uint64_t m = std::min(a.size, b.size);
-          if (m != kUnbounded) extra = SatAdd(1, Tenth(m));
-          else if (a.schema || b.schema) extra = SatAdd(1, Tenth(std::min(KnownSize(a), KnownSize(b))));
+          extra = SatAdd(1, Tenth(std::min(a.size, b.size)));
         } else if (op == "in") {
-          extra = b.size == kUnbounded ? SatAdd(1, KnownSize(b)) : SatAdd(1, b.size);
+          extra = SatAdd(1, b.size);
         } else if (op == "+") {
-          if (a.size != kUnbounded && b.size != kUnbounded) {
-            r.size = SatAdd(a.size, b.size);
-            extra = SatAdd(1, Tenth(r.size));
-          }
+          r.size = SatAdd(a.size, b.size);
+          extra = SatAdd(1, Tenth(r.size));
         }
         r.cost = SatAdd(r.cost, extra);
         return r;
@@ -1302,7 +1297,7 @@ class Checker {
     else if (t == "array") r.size = MaxListItems(*r.schema);
     else if (t == "object" && r.schema->contains("additionalProperties")) r.size = MaxMapProperties(*r.schema);
   }
-  static std::uint64_t KnownSize(const Static& s) { return s.size == kUnbounded ? kMaxRequestSizeBytes : s.size; }
+  static std::uint64_t KnownSize(const Static& s) { return s.size; }
 
   Static Call(const Node& n) {
     Static r;
@@ -1354,8 +1349,7 @@ class Checker {
     std::uint64_t extra = 1;
     if (f == "contains" || f == "startsWith" || f == "endsWith" || f == "lowerAscii" ||
         f == "upperAscii" || f == "trim" || f == "split" || f == "replace" || f == "join" ||
-        f == "indexOf" || f == "lastIndexOf" || f == "substring" || f == "duration" ||
-        f == "string" || f == "int" || f == "double") {
+        f == "indexOf" || f == "lastIndexOf" || f == "substring" || f == "charAt") {
       extra = SatAdd(1, Tenth(self_size));
     } else if (f == "matches" || f == "find" || f == "findAll") {
       std::uint64_t pat = args.size() >= 2 ? KnownSize(args[1]) : 1;
@@ -1364,7 +1358,10 @@ class Checker {
       extra = SatAdd(1, self_size);
     }
     r.cost = SatAdd(r.cost, extra);
-    if (f == "size" || f == "int" || f == "indexOf") r.size = kUnbounded;
+    // Results that keep their input's size bound.
+    if (f == "lowerAscii" || f == "upperAscii" || f == "trim" || f == "substring" || f == "filter" ||
+        f == "split" || f == "replace" || f == "join" || f == "findAll")
+      r.size = self_size;
     return r;
   }
 
@@ -1458,7 +1455,9 @@ std::uint64_t MaxListItems(const json& s) {
 }
 std::uint64_t MaxStringLength(const json& s) {
   if (s.is_object()) {
-    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer()) return m->get<std::uint64_t>();
+    // maxLength counts characters; a character is up to 4 bytes of UTF-8, and the estimator
+    // sizes strings in bytes.
+    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer()) return 4 * m->get<std::uint64_t>();
     if (auto e = s.find("enum"); e != s.end() && e->is_array()) {
       std::uint64_t longest = 0;
       for (const auto& v : *e)

@@ -88,7 +88,7 @@ std::string UnescapeProperty(const std::string& name);
 // unbounded list holds at most (3 MiB - 2) / (smallest element + 1) elements.
 constexpr std::uint64_t kMaxRequestSizeBytes = 3 * 1024 * 1024;
 std::uint64_t MaxListItems(const nlohmann::json& schema);      // maxItems or the estimate
-std::uint64_t MaxStringLength(const nlohmann::json& schema);   // maxLength or the estimate
+std::uint64_t MaxStringLength(const nlohmann::json& schema);   // bytes: 4 * maxLength or estimate
 std::uint64_t MaxMapProperties(const nlohmann::json& schema);  // maxProperties or estimate
 
 }  // namespace gg::cel
