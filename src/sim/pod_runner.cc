@@ -637,10 +637,23 @@ StatusOr<PodLogFile> PodRunner::LogFile(const std::string& ns, const std::string
                                   ", choose one of: [" + names + "]");
     if (c == nullptr)
       return InvalidArgumentError("container " + container + " is not valid for pod " + name);
+    // As the kubelet: a container waiting to restart shows its last instance for both the
+    // current and the previous log; one that never ran has none.
     PodLogFile f;
+    bool has_last = c->last_state.contains("terminated");
+    bool waiting = !c->running && !c->done;
     int n = c->restarts;
-    if (previous) {
-      if (c->last_state.empty() || !c->last_state.contains("terminated"))
+    if (waiting) {
+      if (!has_last) {
+        std::string reason = c->state.contains("waiting")
+                                 ? c->state["waiting"].value("reason", "ContainerCreating")
+                                 : "ContainerCreating";
+        return InvalidArgumentError("container \"" + c->name + "\" in pod \"" + name +
+                                    "\" is waiting to start: " + reason);
+      }
+      n = c->restarts - 1;
+    } else if (previous) {
+      if (!has_last)
         return InvalidArgumentError("previous terminated container \"" + c->name + "\" in pod \"" +
                                     name + "\" not found");
       n = c->restarts - 1;
@@ -863,7 +876,8 @@ Status PodRunner::Impl::PrepareVolumes(Pod& p, std::string*) {
     std::string sa = p.pod["spec"].value("serviceAccountName", "");
     if (sa.empty()) sa = p.pod["spec"].value("serviceAccount", "default");
     if (sa.empty()) sa = "default";
-    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa);
+    // Bound to the pod: its user info names the pod's node (the agent-own-node policy reads it).
+    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa + ",node=" + p.node);
   }
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "token", p.token, 0644));
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "ca.crt", opts.ca_pem, 0644));
@@ -907,8 +921,8 @@ StatusOr<std::string> PodRunner::Impl::EnvValue(const Pod& p, const json& from, 
     std::string name = ref.value("name", ""), key = ref.value("key", "");
     bool secret = std::string(kind) == "secretKeyRef";
     auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
-    auto r = core.Get(Target{ri, p.ns, name, ""});
     const char* what = secret ? "secret" : "configmap";
+    auto r = ri ? core.Get(Target{ri, p.ns, name, ""}) : ApiResult::Err(NotFoundErr(what, "", name));
     if (!r.ok()) {
       if (optional) {
         *optional_missing = true;
@@ -963,6 +977,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
     bool secret = ef.contains("secretRef");
     const json& ref = secret ? ef["secretRef"] : ef.value("configMapRef", json::object());
     auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
+    if (!ri) return FailedPreconditionError("this API server has no secrets");
     auto r = core.Get(Target{ri, p.ns, ref.value("name", ""), ""});
     if (!r.ok()) {
       if (ref.value("optional", false)) continue;
@@ -1035,6 +1050,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
       const json& ref = secret ? v["secret"] : v["configMap"];
       std::string oname = secret ? ref.value("secretName", "") : ref.value("name", "");
       auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
+      if (!ri) return FailedPreconditionError("this API server has no secrets");
       auto r = core.Get(Target{ri, p.ns, oname, ""});
       if (!r.ok() && !ref.value("optional", false)) {
         *reason = "ContainerCreating";

@@ -648,6 +648,9 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
       file = *f;
     } else if (f.status().code() != StatusCode::kNotFound) {
       return fail(BadRequestErr(std::string(f.status().message())));
+    } else if (pod_runner->Handles(pod.obj)) {  // bound to run, not started yet
+      return fail(BadRequestErr("container \"" + container + "\" in pod \"" + name +
+                                "\" is waiting to start: ContainerCreating"));
     }
   }
   if (file.path.empty() && previous)
@@ -872,9 +875,13 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       po.init_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     }
     po.fake_nvml_dir = opts.fake_nvml_dir;
-    if (po.fake_nvml_dir.empty()) {
-      auto guess = std::filesystem::path(opts.exec_images).parent_path() / "lib" / "fake-nvml";
-      if (std::filesystem::exists(guess / "libnvidia-ml.so.1")) po.fake_nvml_dir = guess.string();
+    // The build puts the fake libnvidia-ml.so.1 in lib/fake-nvml beside bin/: next to the
+    // images' directory (build/bin) or to this simulator's binary.
+    for (const auto& base : {std::filesystem::absolute(opts.exec_images).parent_path(),
+                             std::filesystem::path(po.init_exe).parent_path().parent_path()}) {
+      auto guess = base / "lib" / "fake-nvml";
+      if (po.fake_nvml_dir.empty() && std::filesystem::exists(guess / "libnvidia-ml.so.1"))
+        po.fake_nvml_dir = guess.string();
     }
     po.api_host = impl->host;
     po.api_port = impl->port;
