@@ -46,14 +46,23 @@ t0=$(date +%s.%N)
 say() { printf '[%6.1fs] == %s\n' "$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')" "$*"; }
 
 say "gpu-guardian demo (logs in $work)"
-"$bin/gpu-guardian-sim" --listen 127.0.0.1:0 --tls --write-kubeconfig "$work/kubeconfig" \
-  --scenario "$root/deploy/demo/cluster.yaml" --exec-images "$bin" --node-root "$nodes" \
-  --authz rbac >"$work/sim.log" 2>&1 &
-sim_pid=$!
-for _ in $(seq 1 200); do
-  grep -q "listening on" "$work/sim.log" 2>/dev/null && break
-  kill -0 "$sim_pid" 2>/dev/null || break
-  sleep 0.1
+# Pod addresses are per machine: while another simulator runs pods here, wait for it (5 min).
+for wait_round in $(seq 1 100); do
+  "$bin/gpu-guardian-sim" --listen 127.0.0.1:0 --tls --write-kubeconfig "$work/kubeconfig" \
+    --scenario "$root/deploy/demo/cluster.yaml" --exec-images "$bin" --node-root "$nodes" \
+    --authz rbac >"$work/sim.log" 2>&1 &
+  sim_pid=$!
+  for _ in $(seq 1 200); do
+    grep -q "listening on" "$work/sim.log" 2>/dev/null && break
+    kill -0 "$sim_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "listening on" "$work/sim.log" && break
+  wait "$sim_pid" 2>/dev/null || true
+  sim_pid=""
+  grep -q "another gpu-guardian-sim" "$work/sim.log" || break
+  [ "$wait_round" = 1 ] && echo "   another simulator runs pods on this machine; waiting for it to finish"
+  sleep 3
 done
 grep -m1 "listening on" "$work/sim.log" ||
   { echo "demo: the simulator did not start:"; cat "$work/sim.log"; exit 1; }
@@ -63,11 +72,13 @@ k() { kubectl "$@"; }
 say "kubectl apply -k deploy/"
 applied=0
 for attempt in 1 2; do  # the second pass creates the objects of CRDs established by the first
-  if k apply -k "$root/deploy" >"$work/apply.log" 2>&1; then applied=1; break; fi
+  if k apply -k "$root/deploy" >"$work/apply-$attempt.log" 2>&1; then applied=1; break; fi
+  echo "   (attempt $attempt: $(grep -c 'created\|configured' "$work/apply-$attempt.log") objects created; the rest wait" \
+    "for the CRDs to be established, as on any cluster: applying again)"
   sleep 2
 done
-[ "$applied" = 1 ] || { echo "demo: kubectl apply -k deploy/ failed:"; cat "$work/apply.log"; exit 1; }
-sed 's/^/   /' "$work/apply.log" | grep -v "unchanged" || true
+[ "$applied" = 1 ] || { echo "demo: kubectl apply -k deploy/ failed:"; cat "$work"/apply-*.log; exit 1; }
+cat "$work"/apply-*.log | grep -E 'created|configured' | sed 's/^/   /'
 say "kubectl apply -f deploy/demo/policy.yaml   (the default policy, demo-sized windows)"
 k apply -f "$root/deploy/demo/policy.yaml" | sed 's/^/   /'
 
@@ -108,8 +119,9 @@ nvml() {  # nvml NODE EVENT — played by the node's fake NVML at once
   echo "  - {at: 0s, $2}" >>"$f"
 }
 
-# The timeline watches from now on; t=0 is its start.
+# The timeline watches from now on; t=0 is its start (and the demo's own lines count from it).
 "$bin/kubectl-gpu_guardian" timeline --duration "$duration" --until-recovered &
+t0=$(date +%s.%N)
 timeline_pid=$!
 sleep 3
 xid dgx-4 3 79 "GPU has fallen off the bus."         # fatal: drain dgx-4
