@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+import yaml
+
 NS = "gpu-guardian"
 OP_LABEL = "app.kubernetes.io/name=gpu-guardian-operator"
 AGENT_LABEL = "app.kubernetes.io/name=gpu-guardian-agent"
@@ -426,6 +428,107 @@ class Suite:
             raise Failure("RBAC decisions differ from deploy/rbac: " + "; ".join(wrong))
         return f"{len(want)} decisions as deploy/rbac grants"
 
+    # --- the drain: the policy's order, PDBs honoured, then recovery -----------------------
+    SUITE_NS = "gg-suite"
+    DRAIN_POLICY = {
+        "apiVersion": "gpuguardian.io/v1alpha1", "kind": "GPUHealthPolicy",
+        "metadata": {"name": "default"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {GPU_LABEL: "true"}},
+            "rules": [{"name": "fatal-xid", "xid": {"codes": [79]}, "count": 1, "window": "30s",
+                       "action": "Drain"}],
+            "remediation": {"taint": {"effect": "NoSchedule"},
+                            "drain": {"scope": "GPUPods", "order": [{"priorityBelow": 1000}, {}],
+                                      "timeout": "5m", "force": True}},
+            "recovery": {"automatic": True, "healthyFor": "5s"},
+            "safety": {"maxUnhealthy": "100%", "maxNodesPerHour": 100, "maxConcurrentDrains": 3}}}
+
+    def pod(self, name, node, priority_class=None, labels=None):
+        spec = {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": self.SUITE_NS, "labels": labels or {}},
+                "spec": spec}
+
+    def apply_objs(self, objs):
+        """kubectl apply of several objects as one YAML stream (not a v1 List: kubectl
+        validates a List against /openapi/v2)."""
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objs))
+
+    def suite_pods(self):
+        r = self.kubectl("-n", self.SUITE_NS, "get", "pods", "-o", "json")
+        return {p["metadata"]["name"]: p for p in json.loads(r.stdout)["items"]}
+
+    def drain(self):
+        """On a healthy node: two batch pods (priority 0) and three serving pods (priority
+        2000) guarded by a PDB that allows no disruption. A fatal Xid drains the batch pods
+        first and never a serving pod while the PDB forbids it; relaxing the PDB lets exactly
+        one more go; removing it finishes the drain. Then the Xid leaves the 30 s window and
+        the node is given back. (Bare pods, so the policy sets drain.force, as `kubectl drain
+        --force` would be needed; evictions still go through the Eviction API and its PDBs.)"""
+        node = next(n for n in self.gpu_nodes() if n != getattr(self, "target", None))
+        ns = self.SUITE_NS
+        objs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                 "metadata": {"name": "gg-suite-serving"}, "value": 2000},
+                {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": "serve", "namespace": ns},
+                 "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "serve"}}}}]
+        self.apply_objs(objs)
+        self.cleanup_cmds.append(["kubectl", "--kubeconfig", self.kubeconfig, "delete", "namespace",
+                                  ns, "--wait=false"])
+        pods = [self.pod(f"batch-{i}", node, labels={"app": "batch"}) for i in (1, 2)]
+        pods += [self.pod(f"serve-{i}", node, "gg-suite-serving", {"app": "serve"}) for i in (1, 2, 3)]
+        self.apply_objs(pods)
+        self.wait("the workload pods Ready", lambda: all(self.ready(p) for p in self.suite_pods().values())
+                  and len(self.suite_pods()) == 5, 60)
+        self.wait("the PDB sees three healthy pods", lambda: self.get_json(
+            "-n", ns, "get", "pdb", "serve").get("status", {}).get("currentHealthy") == 3, 30)
+        self.kubectl("apply", "-f", "-", input=json.dumps(self.DRAIN_POLICY))
+        time.sleep(1)  # the operator's policy cache
+
+        gone = lambda p: p is None or bool(p["metadata"].get("deletionTimestamp"))
+        t0 = time.monotonic()
+        self.inject_xid(node, gpu=1)
+        self.wait(f"{node} fenced", lambda: self.fenced(node), 10, 0.05)
+
+        def batch_gone():
+            ps = self.suite_pods()
+            return all(gone(ps.get(f"batch-{i}")) for i in (1, 2))
+        self.wait("the batch pods (below priority 1000) evicted first", batch_gone, 30)
+        time.sleep(3)  # time for a wrong eviction to show
+        ps = self.suite_pods()
+        evicted = [n for n in ("serve-1", "serve-2", "serve-3") if gone(ps.get(n))]
+        if evicted:
+            raise Failure(f"serving pods evicted while the PDB allowed no disruption: {evicted}")
+        blocked = [e for e in self.get_json("get", "events", "-A", "--field-selector",
+                                            f"involvedObject.name={node}")["items"]
+                   if e.get("reason") == "DrainBlocked"]
+
+        self.kubectl("-n", ns, "patch", "pdb", "serve", "--type=merge", "-p",
+                     json.dumps({"spec": {"minAvailable": 2}}))
+        self.wait("one serving pod evicted once the PDB allows one",
+                  lambda: sum(gone(self.suite_pods().get(f"serve-{i}")) for i in (1, 2, 3)) == 1, 30)
+        time.sleep(3)
+        n_gone = sum(gone(self.suite_pods().get(f"serve-{i}")) for i in (1, 2, 3))
+        if n_gone != 1:
+            raise Failure(f"{n_gone} serving pods evicted; the PDB allowed one")
+        self.kubectl("-n", ns, "delete", "pdb", "serve")
+        self.wait("the drain finishes without the PDB",
+                  lambda: all(gone(self.suite_pods().get(f"serve-{i}")) for i in (1, 2, 3)), 30)
+
+        def recovered():
+            n = self.get_json("get", "node", node)
+            return not n["spec"].get("unschedulable") and not any(
+                t["key"] == TAINT for t in n["spec"].get("taints", []))
+        self.wait(f"{node} given back after the Xid leaves the window", recovered, 90, 0.5)
+        self.timings["drain_story"] = time.monotonic() - t0
+        return (f"{node}: batch first, serving held by the PDB"
+                f"{' (DrainBlocked Event)' if blocked else ''}, one per allowance, recovered")
+
     def run(self):
         if not self.kubeconfig:
             self.step("simulator starts", self.start_sim)
@@ -439,6 +542,7 @@ class Suite:
         self.step("RBAC enforced as deploy/rbac grants", self.rbac)
         self.step("Xid 79 in kmsg → tainted and cordoned ≤ 10 s", self.fault_fences)
         self.step("leader pod deleted → standby leads", self.failover)
+        self.step("drain in the policy's order, PDBs honoured, recovery", self.drain)
         print("timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
 
 
