@@ -97,7 +97,8 @@ class E2E : public ::testing::Test {
     dir_ = std::make_unique<TempDir>();
     WriteFile(Path("policy.yaml"), kPolicy);
     std::vector<std::string> args{kBin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
-                                  kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/crds",
+                                  kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/namespace.yaml",
+                                  "--apply", kSrc + "/deploy/crds",
                                   "--apply", Path("policy.yaml"), "--write-kubeconfig",
                                   Path("kubeconfig")};
     for (const auto& a : ExtraSimArgs()) args.push_back(a);
