@@ -72,6 +72,7 @@ class OperatorDefaultsSimTest : public ::testing::Test {
     stop_.request_stop();
     if (thread_.joinable()) thread_.join();
     op_.reset();
+    client_.reset();  // its idle keep-alive connection would hold the server's Stop
     if (sim_) sim_->Stop();
   }
 
@@ -168,10 +169,12 @@ TEST_F(OperatorDefaultsSimTest, MissingLeaseNamespaceIsNotReadyWithTheReasonThen
 TEST_F(OperatorDefaultsSimTest, LeaderElectionWithoutANamespaceDoesNotStart) {
   OperatorConfig cfg;
   cfg.leader_elect = true;
-  Operator op(*client_, RealClock::Default(), registry_, cfg);
-  std::stop_source stop;
-  Status s = op.Run(stop.get_token());
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  {
+    Operator op(*client_, RealClock::Default(), registry_, cfg);
+    std::stop_source stop;
+    Status s = op.Run(stop.get_token());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  }
 }
 
 TEST(DefaultLeaseNamespace, PodNamespaceFileThenEnvThenAnErrorNamingTheFlag) {
