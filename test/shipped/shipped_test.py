@@ -271,9 +271,26 @@ class Suite:
             return (not missing) and gnh
         gnh = self.wait("an agent Ready on every GPU node, each with its GPUNodeHealth", check, 90)
         gpus = {n: len(gnh[n]["status"].get("gpus", [])) for n in nodes}
+        self.pod_start_latency()
         if any(v == 0 for v in gpus.values()):
             raise Failure(f"reports without GPUs: {gpus}")
         return f"{len(nodes)} nodes, GPUs per report {sorted(set(gpus.values()))}"
+
+    def pod_start_latency(self):
+        """Seconds from creation to Ready of the operator and agent pods (timestamps have
+        second resolution): a figure for the notes, not an assertion."""
+        from datetime import datetime
+        ts = lambda t: datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").timestamp()
+        out = []
+        for p in self.pods(OP_LABEL) + self.pods(AGENT_LABEL):
+            ready = next((c for c in p.get("status", {}).get("conditions", [])
+                          if c["type"] == "Ready" and c["status"] == "True"), None)
+            if ready and ready.get("lastTransitionTime"):
+                out.append(ts(ready["lastTransitionTime"]) - ts(p["metadata"]["creationTimestamp"]))
+        if out:
+            out.sort()
+            self.timings["pod_start_median"] = out[len(out) // 2]
+            self.timings["pod_start_max"] = out[-1]
 
     def kmsg_line(self, node, xid, gpu):
         bus = 0x18 + gpu  # the fake NVML's GPU i sits on bus 0x18+i
@@ -488,6 +505,9 @@ class Suite:
         self.wait("the PDB sees three healthy pods", lambda: self.get_json(
             "-n", ns, "get", "pdb", "serve").get("status", {}).get("currentHealthy") == 3, 30)
         self.kubectl("apply", "-f", "-", input=json.dumps(self.DRAIN_POLICY))
+        # On a real cluster, leave the shipped default policy as it was.
+        self.cleanup_cmds.insert(0, ["kubectl", "--kubeconfig", self.kubeconfig, "apply", "-f",
+                                     os.path.join(self.src, "deploy/samples/default-policy.yaml")])
         time.sleep(1)  # the operator's policy cache
 
         gone = lambda p: p is None or bool(p["metadata"].get("deletionTimestamp"))
