@@ -43,6 +43,10 @@ TEST(PodLogs, RendersTailTimestampsAndLimit) {
   LogQuery since;
   since.since_seconds = 60;  // the records are from long ago
   EXPECT_EQ(RenderLog(lines, since), "");
+  LogQuery at;
+  at.since_time = ParseRfc3339Seconds("2026-12-01T10:00:01Z");
+  EXPECT_EQ(RenderLog(lines, at), "part one, part two\nlast\n");
+  EXPECT_FALSE(ParseRfc3339Seconds("yesterday").has_value());
 }
 
 TEST(PodRunnerHelpers, ImageBaseNames) {

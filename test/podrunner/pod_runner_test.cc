@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -86,7 +87,11 @@ class Cluster {
                                    std::to_string(nodes), "--authz", "rbac", "--exec-images", img_,
                                    "--node-root", root_},
           dir_.path() + "/sim.log");
-      if (!sim_->WaitForLog("listening on", 20s).empty()) return;
+      auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (sim_->Running() && sim_->Log().find("listening on") == std::string::npos &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(50ms);
+      if (sim_->Log().find("listening on") != std::string::npos) return;
       sim_->Stop(SIGTERM, 5s);
       error_ = sim_->Log();
       if (error_.find("runs pods on this machine") == std::string::npos) return;
@@ -190,7 +195,7 @@ spec:
     args:
     - |
       echo "ENV node=$NODE pod=$POD ns=$NS ip=$POD_IP host=$HOST_IP color=$COLOR password=$PASSWORD expanded=$(EXPANDED)"
-      echo "HOSTNAME $(hostname)"
+      echo "HOSTNAME $(hostname) HOME=$HOME"
       echo "SA-NS $(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"
       kubectl get pods -n default -o name && echo "LIST-PODS ok"
       kubectl get configmaps -n default 2>&1 | sed "s/^/DENIED /"
@@ -210,7 +215,7 @@ spec:
       periodSeconds: 1
 )YAML";
   ASSERT_EQ(c.Apply(pod).rc, 0);
-  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "probe-me"); }, 30s))
+  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "probe-me"); }, 90s))
       << c.Kubectl("get pod probe-me -o yaml").out << c.Kubectl("logs probe-me").out;
   json p = c.Get("pod -n default probe-me");
   std::string node = p["spec"]["nodeName"], ip = p["status"]["podIP"], host = p["status"]["hostIP"];
@@ -231,7 +236,7 @@ spec:
   EXPECT_NE(logs.find("ENV node=" + node + " pod=probe-me ns=default ip=" + ip + " host=" + host +
                       " color=blue password=" + (have_secrets ? "hunter2" : "") + " expanded=blue-x"),
             std::string::npos) << logs;
-  EXPECT_NE(logs.find("HOSTNAME probe-me\n"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("HOSTNAME probe-me HOME=/root\n"), std::string::npos) << logs;
   EXPECT_NE(logs.find("SA-NS default"), std::string::npos) << logs;
   EXPECT_NE(logs.find("pod/probe-me"), std::string::npos) << logs;  // the SA may list pods
   EXPECT_NE(logs.find("LIST-PODS ok"), std::string::npos) << logs;
@@ -254,7 +259,7 @@ spec:
   json uid = p["metadata"]["uid"];
   std::string file = c.root() + "/" + node + "/var/log/pods/default_probe-me_" + uid.get<std::string>() +
                      "/main/0.log";
-  EXPECT_NE(Slurp(file).find(" stdout F HOSTNAME probe-me"), std::string::npos) << file;
+  EXPECT_NE(Slurp(file).find(" stdout F HOSTNAME probe-me HOME=/root"), std::string::npos) << file;
 }
 
 TEST(PodRunner, RestartsExitedContainersAndKeepsThePreviousLog) {
@@ -383,6 +388,16 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   for (const auto& p : pods["items"])
     EXPECT_NE(c.Kubectl("get pod -n gpu-guardian --no-headers " + p["metadata"]["name"].get<std::string>()).out.find("1/1"),
               std::string::npos);
+  // The DaemonSet's securityContext holds: only CAP_SYSLOG, no new privileges, a read-only
+  // root filesystem, /dev/kmsg mounted read-only.
+  std::string pid = Sh("pgrep -f 'gpu-guardian-agen[t] --source' | head -1").out;
+  pid = pid.substr(0, pid.find('\n'));
+  ASSERT_FALSE(pid.empty());
+  std::string status = Slurp("/proc/" + pid + "/status");
+  EXPECT_NE(status.find("CapBnd:\t0000000400000000"), std::string::npos) << status;
+  EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
+  EXPECT_EQ(Sh("awk '$5==\"/\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0), 0u);
+  EXPECT_EQ(Sh("awk '$5==\"/dev/kmsg\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0), 0u);
   // A kernel message appended to the node's /dev/kmsg reaches the agent.
   std::ofstream(c.root() + "/" + node + "/dev/kmsg", std::ios::app)
       << "4,2001,16450076435595,-;NVRM: Xid (PCI:0000:1a:00): 79, pid='<unknown>', name=<unknown>, "
@@ -398,6 +413,164 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   };
   EXPECT_TRUE(Eventually([&] { return has_xid(79); }, 10s)) << h.dump(2);
   EXPECT_TRUE(Eventually([&] { return has_xid(48); }, 10s)) << h.dump(2);
+}
+
+}  // namespace
+
+namespace {
+
+// exec and tcpSocket probes: a failing exec liveness probe restarts a container that would
+// run forever; a tcpSocket readiness probe makes it ready once its port listens.
+TEST(PodRunner, ExecLivenessRestartsAndTcpReadinessGates) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: probed, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: sh
+    # A bare listener (python3 -m http.server can take seconds to import on a busy machine).
+    command: [python3, -c, 'import socket,time; s=socket.socket(); s.bind(("", 9000)); s.listen(); print("up", flush=True); time.sleep(1e6)']
+    livenessProbe:
+      exec: {command: [sh, -c, 'test -e /tmp/never-there-$HOSTNAME-x']}
+      initialDelaySeconds: 4
+      periodSeconds: 1
+      failureThreshold: 2
+    readinessProbe:
+      tcpSocket: {port: 9000}
+      periodSeconds: 1
+)YAML").rc, 0);
+  EXPECT_TRUE(Eventually([&] { return c.PodReady("default", "probed"); }, 30s))
+      << c.Kubectl("get pod probed -o yaml").out;
+  json p;
+  EXPECT_TRUE(Eventually([&] {
+    p = c.Get("pod -n default probed");
+    return p.is_object() && p["status"].contains("containerStatuses") &&
+           p["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
+  }, 40s)) << p.dump(2);
+  EXPECT_EQ(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 143)
+      << p.dump(2);  // SIGTERM from the kubelet, exit 128+15
+  // The kubelet's Events tell the story (kubectl describe pod).
+  json evs = c.Get("events -n default");
+  std::set<std::string> reasons;
+  for (const auto& e : evs.value("items", json::array()))
+    if (e["involvedObject"].value("name", "") == "probed") reasons.insert(e.value("reason", ""));
+  for (const char* r : {"Pulled", "Created", "Started", "Unhealthy", "Killing"})
+    EXPECT_EQ(reasons.count(r), 1u) << r << " missing from " << evs.dump(1);
+}
+
+}  // namespace
+
+namespace {
+
+// No silent fallback: without root, or without --tls, --exec-images refuses to start.
+TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
+  TempDir dir;
+  const std::string sim = std::string(GG_BIN_DIR) + "/gpu-guardian-sim";
+  const std::string common = " --listen 127.0.0.1:0 --exec-images " + dir.path() + " --node-root " +
+                             dir.path() + "/root";
+  auto no_tls = Sh(sim + common);
+  EXPECT_NE(no_tls.rc, 0);
+  EXPECT_NE(no_tls.out.find("--exec-images needs --tls"), std::string::npos) << no_tls.out;
+  EXPECT_EQ(no_tls.out.find("listening on"), std::string::npos) << no_tls.out;
+  if (Sh("command -v setpriv").rc != 0 || ::geteuid() != 0) GTEST_SKIP() << "needs root and setpriv";
+  ::chmod(dir.path().c_str(), 0755);
+  auto unprivileged = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + sim + common + " --tls");
+  EXPECT_NE(unprivileged.rc, 0);
+  EXPECT_NE(unprivileged.out.find("needs root"), std::string::npos) << unprivileged.out;
+  EXPECT_EQ(unprivileged.out.find("listening on"), std::string::npos) << unprivileged.out;
+}
+
+}  // namespace
+
+namespace {
+
+// Init containers run one after another to completion before the pod's containers; their
+// logs and statuses are the pod's too.
+TEST(PodRunner, InitContainersRunToCompletionFirst) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: inits, namespace: default}
+spec:
+  volumes: [{name: work, emptyDir: {}}]
+  initContainers:
+  - name: first
+    image: sh
+    command: [sh, -c, 'echo first > /run/work/order; sleep 0.5; echo first-done']
+    volumeMounts: [{name: work, mountPath: /run/work}]
+  - name: second
+    image: sh
+    command: [sh, -c, 'echo second >> /run/work/order']
+    volumeMounts: [{name: work, mountPath: /run/work}]
+  containers:
+  - name: main
+    image: sh
+    command: [sh, -c, 'cat /run/work/order; echo main; exec sleep 3600']
+    volumeMounts: [{name: work, mountPath: /run/work}]
+)YAML").rc, 0);
+  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "inits"); }, 30s))
+      << c.Kubectl("get pod inits -o yaml").out;
+  std::string logs;
+  EXPECT_TRUE(Eventually([&] {
+    logs = c.Kubectl("logs inits -c main").out;
+    return logs.find("main") != std::string::npos;
+  }, 10s));
+  EXPECT_EQ(logs, "first\nsecond\nmain\n");
+  EXPECT_EQ(c.Kubectl("logs inits -c first").out, "first-done\n");
+  json p = c.Get("pod -n default inits");
+  ASSERT_EQ(p["status"]["initContainerStatuses"].size(), 2u) << p.dump(2);
+  for (const auto& s : p["status"]["initContainerStatuses"])
+    EXPECT_EQ(s["state"]["terminated"]["reason"], "Completed") << s.dump();
+}
+
+}  // namespace
+
+namespace {
+
+// A startup probe holds the other probes and readiness back until it succeeds.
+TEST(PodRunner, StartupProbeGatesStartedAndReady) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: slow-start, namespace: default}
+spec:
+  volumes: [{name: gate, hostPath: {path: /gate, type: DirectoryOrCreate}}]
+  containers:
+  - name: main
+    image: sleep
+    args: ["3600"]
+    volumeMounts: [{name: gate, mountPath: /run/gate}]
+    startupProbe:
+      exec: {command: [test, -e, /run/gate/ok]}
+      periodSeconds: 1
+      failureThreshold: 1000
+)YAML").rc, 0);
+  json p;
+  auto cstatus = [&] {
+    p = c.Get("pod -n default slow-start");
+    return p.is_object() && p["status"].contains("containerStatuses") ? p["status"]["containerStatuses"][0] : json();
+  };
+  ASSERT_TRUE(Eventually([&] { return c.ContainerState(c.Get("pod -n default slow-start")) == "running"; }, 30s));
+  std::this_thread::sleep_for(3s);  // several failed startup probes
+  json s = cstatus();
+  EXPECT_EQ(s["started"], false) << s.dump();
+  EXPECT_EQ(s["ready"], false) << s.dump();
+  std::string node = p["spec"]["nodeName"];
+  std::ofstream(c.root() + "/" + node + "/gate/ok") << "go\n";
+  EXPECT_TRUE(Eventually([&] {
+    json st = cstatus();
+    return st.is_object() && st["started"] == true && st["ready"] == true;
+  }, 15s)) << p.dump(2);
+  EXPECT_TRUE(c.PodReady("default", "slow-start"));
 }
 
 }  // namespace
