@@ -52,7 +52,7 @@ class Suite:
         self.work = tempfile.mkdtemp(prefix="gg-shipped.")
         self.sim = None
         self.sim_log = os.path.join(self.work, "sim.log")
-        self.root = None  # simulator node root
+        self.root = args.node_root  # simulator node root (file injection)
         self.kubeconfig = args.kubeconfig
         self.timings = {}
         self.cleanup_cmds = []
@@ -575,7 +575,11 @@ def main():
     ap.add_argument("--inject", choices=["file", "pod"], default=None,
                     help="file: append to ROOT/<node>/dev/kmsg (simulator default); "
                          "pod: a privileged pod writes /dev/kmsg (default with --kubeconfig)")
-    ap.add_argument("--kmsg-image", default="busybox:1.36")
+    ap.add_argument("--node-root", default=None,
+                    help="with --kubeconfig and --inject file: the node root of a simulator "
+                         "started by hand")
+    ap.add_argument("--kmsg-image", default="busybox:1.36",
+                    help="image of the privileged pod that writes /dev/kmsg (--inject pod)")
     ap.add_argument("--sim-arg", action="append", default=[],
                     help="extra simulator flag (repeatable)")
     ap.add_argument("--wait-machine", type=float, default=300,
