@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
     log.Warn("--authz rbac over plain http: kubectl and other client-go programs send the "
              "kubeconfig's token only to https servers and act as system:anonymous here; "
              "add --tls for them (gpu-guardian's own clients send it either way)");
+  // The population goes in before the cluster's loops start, as a restarted control plane
+  // finds its cluster in etcd: their first list then sees every object.
+  opts.defer_controllers = true;
   auto sim = gg::sim::SimServer::Start(opts);
   if (!sim.ok()) {
     log.Error("cannot start", {{"error", sim.status().ToString()}});
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  server.StartControllers();
   if (!kubeconfig.empty()) {
     if (auto st = gg::sim::WriteKubeconfig(kubeconfig, server.Url(), server.CaCertPem(), token);
         !st.ok()) {

@@ -939,7 +939,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
     cto.pod_runner = impl->pod_runner.get();
   }
   impl->controllers = std::make_unique<Controllers>(*impl->core, cto);
-  impl->controllers->Start();
+  if (!opts.defer_controllers) impl->controllers->Start();
   return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
 }
 
@@ -961,6 +961,10 @@ void SimServer::Stop() {
   if (impl_->thread.joinable()) impl_->thread.join();
   joined = true;
   reaper.join();
+}
+
+void SimServer::StartControllers() {
+  if (impl_->controllers && !impl_->stopping) impl_->controllers->Start();
 }
 
 std::string SimServer::Url() const {
