@@ -445,6 +445,45 @@ class Suite:
             raise Failure("RBAC decisions differ from deploy/rbac: " + "; ".join(wrong))
         return f"{len(want)} decisions as deploy/rbac grants"
 
+    def prefers_gpu_free_node(self):
+        """The cluster so far has only GPU nodes, and the operator runs there (its affinity to
+        GPU-free nodes is preferred, not required). A GPU-free node joins (simulator only: on a
+        real cluster the suite adds no nodes); a standby operator pod deleted is replaced there.
+        """
+        if not self.sim:
+            return "skipped (adds a Node; simulator only)"
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "cpu-0", "labels": {"kubernetes.io/hostname": "cpu-0",
+                                                         "kubernetes.io/os": "linux",
+                                                         "kubernetes.io/arch": "amd64"}},
+                "spec": {"podCIDR": "10.200.0.0/24"},
+                "status": {"capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                           "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                           "addresses": [{"type": "InternalIP", "address": "10.0.9.1"},
+                                         {"type": "Hostname", "address": "cpu-0"}],
+                           # What its kubelet posts when it registers.
+                           "conditions": [{"type": "Ready", "status": "True",
+                                           "reason": "KubeletReady",
+                                           "message": "kubelet is posting ready status"}]}}
+        self.kubectl("apply", "-f", "-", input=json.dumps(node))
+        self.wait("cpu-0 Ready", lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in self.get_json("get", "node", "cpu-0").get("status", {}).get("conditions", [])), 60)
+        leader = self.leader_pod()
+        standby = next(p["metadata"]["name"] for p in self.pods(OP_LABEL)
+                       if p["metadata"]["name"] != leader and not p["metadata"].get("deletionTimestamp"))
+        self.kubectl("-n", NS, "delete", "pod", standby, "--wait=false")
+
+        def replaced_on_cpu():
+            for p in self.pods(OP_LABEL):
+                if p["metadata"]["name"] not in (leader, standby) and self.ready(p):
+                    return p["spec"].get("nodeName")
+            return None
+        where = self.wait("a replacement operator pod Ready", replaced_on_cpu, 60)
+        if where != "cpu-0":
+            raise Failure(f"the replacement went to {where}, not the GPU-free node cpu-0")
+        return "replacement scheduled on cpu-0 and Ready"
+
     # --- the drain: the policy's order, PDBs honoured, then recovery -----------------------
     SUITE_NS = "gg-suite"
     DRAIN_POLICY = {
@@ -562,6 +601,7 @@ class Suite:
         self.step("RBAC enforced as deploy/rbac grants", self.rbac)
         self.step("Xid 79 in kmsg → tainted and cordoned ≤ 10 s", self.fault_fences)
         self.step("leader pod deleted → standby leads", self.failover)
+        self.step("a GPU-free node joins → the operator prefers it", self.prefers_gpu_free_node)
         self.step("drain in the policy's order, PDBs honoured, recovery", self.drain)
         print("timings: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()))
 
