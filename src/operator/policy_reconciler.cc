@@ -78,6 +78,8 @@ void PolicyReconciler::DeviceLevelCondition(const api::GpuHealthPolicy& policy,
     if (first && (!was || was->status != "False")) {
       d_.recorder.Event(ref, events::kRemediationSkipped,
                         "device-level (DRA) remediation unavailable: " + c.message);
+      d_.log.Info("device-level remediation unavailable: node-level is used",
+                  {{"policy", policy.name}, {"reason", c.message}});
     }
   } else {
     std::scoped_lock lock(mu_);
@@ -119,6 +121,7 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     d_.metrics.brake_engaged.WithLabels({name}).Set(0);
     if (!was_invalid || was_invalid->status != "True" || was_invalid->message != why) {
       d_.recorder.Event(ref, events::kPolicyInvalid, why);
+      d_.log.Info("policy invalid: no action is taken under it", {{"policy", name}, {"reason", why}});
     }
   } else {
     PolicyCounts c = d_.index.CountsFor(name, policy->spec.node_selector);
@@ -127,6 +130,9 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     desired.unhealthy_nodes = c.unhealthy;
     desired.unknown_nodes = c.unknown;
     desired.remediating_nodes = c.remediating;
+    if (was_invalid && was_invalid->status == "True") {
+      d_.log.Info("policy valid again", {{"policy", name}});
+    }
     cond("Invalid", false, "Valid", "");
     std::string mode = policy->spec.paused ? "Paused" : policy->spec.dry_run ? "DryRun" : "Active";
     cond("Ready", true, mode,
@@ -144,10 +150,14 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
       if (!was_on) {
         desired.last_brake_time = now;
         d_.recorder.Event(ref, events::kBrakeEngaged, msg);
+        d_.log.Info("brake engaged: new remediation held back", {{"policy", name}, {"reason", msg}});
       }
     } else {
       cond("BrakeEngaged", false, "WithinBudget", "");
-      if (was_on) d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
+      if (was_on) {
+        d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
+        d_.log.Info("brake released: back under the remediation budget", {{"policy", name}});
+      }
     }
     d_.metrics.brake_engaged.WithLabels({name}).Set(c.braked > 0 ? 1 : 0);
     DeviceLevelCondition(*policy, current, desired, ref, now, &result);

@@ -32,7 +32,7 @@ struct PolicyReconcilerDeps {
   Logger log = Logger().WithName("policy-reconciler");
   // For policies with deviceLevel Auto: condition DeviceLevelAvailable (and one
   // RemediationSkipped Event when it turns False). Null: no such condition.
-  DraClient* dra = nullptr;
+  DraApi* dra = nullptr;
 };
 
 class PolicyReconciler final : public runtime::Reconciler {
