@@ -48,7 +48,7 @@ class TokenBucket {
   MonoTime last_;
 };
 
-// SplitMix64 step: a tiny, seedable PRNG for jitter.
+// SplitMix64 step: a tiny PRNG for jitter with a settable start state.
 std::uint64_t NextRandom(std::uint64_t& state);
 // Uniform double in [0, 1).
 double NextUnit(std::uint64_t& state);

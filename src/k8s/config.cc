@@ -10,15 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace gg::k8s {
 namespace {
-
-std::string Trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
-}
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -130,7 +125,7 @@ StatusOr<ClientConfig> LoadInCluster(const ConfigEnv& env, const std::string& sa
   }
   c.ca_pem = *ca;
   auto ns = env.read_file(sa_dir + "/namespace");
-  if (ns.ok()) c.default_namespace = Trim(*ns);
+  if (ns.ok()) c.default_namespace = std::string(TrimSpace(*ns));
   return c;
 }
 
@@ -281,7 +276,7 @@ std::string BearerTokenSource::Token() {
   if (!loaded_ || changed || now - read_at_ >= max_age_) {
     auto text = ReadWholeFile(file_);
     if (text.ok()) {
-      std::string t = Trim(*text);
+      std::string t(TrimSpace(*text));
       if (!t.empty()) token_ = std::move(t);
       loaded_ = true;
       if (have_stat) {

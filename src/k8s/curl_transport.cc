@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/strings.h"
 #include "k8s/transport.h"
 
 namespace gg::k8s {
@@ -20,12 +21,6 @@ constexpr std::size_t kMaxIdleHandles = 16;
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 struct Transfer {

@@ -2,6 +2,7 @@
 #include "k8s/objects.h"
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -330,6 +331,12 @@ std::string_view WatchEventTypeName(WatchEventType t) {
       return "ERROR";
   }
   return "UNKNOWN";
+}
+
+std::uint64_t ResourceVersionNumber(std::string_view rv) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+  return ec == std::errc() && p == rv.data() + rv.size() ? v : 0;
 }
 
 }  // namespace gg::k8s

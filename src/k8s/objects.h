@@ -83,6 +83,10 @@ struct ObjectMeta {
   std::string Key() const;
 };
 
+// A resourceVersion as a number, to tell whether a cache has reached one of our writes; 0 when
+// it is not a plain decimal (the server may use any opaque string: never compare then).
+std::uint64_t ResourceVersionNumber(std::string_view rv);
+
 struct Taint {
   std::string key, value, effect;  // effect: NoSchedule | PreferNoSchedule | NoExecute
   std::optional<WallTime> time_added;

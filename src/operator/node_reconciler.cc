@@ -3,7 +3,6 @@
 #include "operator/node_reconciler.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "common/strings.h"
 #include "policy/evaluate.h"
@@ -78,7 +77,8 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
     return wait;
   }
   const WallTime now = d_.clock.Now();
-  const remediation::NodeInput in = ReadInput(*node);
+  std::vector<std::shared_ptr<const PolicyObject>> holders;  // keep `in.policies` alive
+  const remediation::NodeInput in = ReadInput(*node, &holders);
   const remediation::Assessment assessment = remediation::Assess(in, now);
   Pass pass{*node, in, assessment, {}, {}, now, d_.log.WithValues({{"node", name}})};
   std::unique_lock brake_lock(brake_mu_, std::defer_lock);
@@ -87,14 +87,18 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   return Apply(pass, change, brake_lock);
 }
 
-remediation::NodeInput NodeReconciler::ReadInput(const k8s::Node& node) const {
+remediation::NodeInput NodeReconciler::ReadInput(
+    const k8s::Node& node, std::vector<std::shared_ptr<const PolicyObject>>* holders) const {
   remediation::NodeInput in;
   in.node = ToNodeView(node);
   if (auto ex = node.meta.labels.Get(api::kExcludeLabel)) in.exclude_label = std::string(*ex);
   // Valid policies only: an invalid policy acts on nothing.
   for (const auto& obj : d_.view.Policies()) {
     const api::GpuHealthPolicy* p = UsablePolicy(*obj);
-    if (p && SelectorMatches(p->spec.node_selector, node.meta.labels)) in.policies.push_back(p);
+    if (p && SelectorMatches(p->spec.node_selector, node.meta.labels)) {
+      holders->push_back(obj);
+      in.policies.push_back(p);
+    }
   }
   in.report = ReadReport(d_.view, node);
   in.drain = ToOutcome(d_.drains.Result(node.meta.name));
@@ -152,17 +156,10 @@ void NodeReconciler::ForgetNode(const std::string& name) {
   d_.metrics.ForgetNode(name);
 }
 
-namespace {
-std::uint64_t RvNum(std::string_view rv) {
-  std::uint64_t v = 0;
-  auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
-  return ec == std::errc() && p == rv.data() + rv.size() ? v : 0;
-}
-}  // namespace
 
 bool NodeReconciler::CacheBehindOwnWrite(const std::string& node, const std::string& cache_rv) {
   std::scoped_lock lock(written_mu_);
-  const std::uint64_t have = RvNum(cache_rv);
+  const std::uint64_t have = k8s::ResourceVersionNumber(cache_rv);
   // An echo this pass has already seen in the cache (its event raced our bookkeeping).
   if (auto e = condition_echo_.find(node); e != condition_echo_.end() && (have == 0 || have >= e->second)) {
     condition_echo_.erase(e);
@@ -178,14 +175,14 @@ bool NodeReconciler::CacheBehindOwnWrite(const std::string& node, const std::str
 }
 
 void NodeReconciler::NoteConditionEcho(const std::string& node, const std::string& rv) {
-  if (const std::uint64_t v = RvNum(rv); v != 0) {
+  if (const std::uint64_t v = k8s::ResourceVersionNumber(rv); v != 0) {
     std::scoped_lock lock(written_mu_);
     condition_echo_[node] = v;
   }
 }
 
 void NodeReconciler::NoteOwnWrite(const std::string& node, const std::string& rv) {
-  const std::uint64_t v = RvNum(rv);
+  const std::uint64_t v = k8s::ResourceVersionNumber(rv);
   if (v == 0) return;
   std::scoped_lock lock(written_mu_);
   auto& cur = written_rv_[node];
@@ -193,7 +190,7 @@ void NodeReconciler::NoteOwnWrite(const std::string& node, const std::string& rv
 }
 
 bool NodeReconciler::ConsumeOwnConditionEcho(const std::string& node, const std::string& rv) {
-  const std::uint64_t v = RvNum(rv);
+  const std::uint64_t v = k8s::ResourceVersionNumber(rv);
   std::scoped_lock lock(written_mu_);
   auto it = condition_echo_.find(node);
   if (it == condition_echo_.end()) return false;

@@ -69,7 +69,9 @@ class NodeReconciler final : public runtime::Reconciler {
   };
 
   // --- read ---
-  remediation::NodeInput ReadInput(const k8s::Node& node) const;
+  // `holders` keeps the policy objects `policies` points into alive for the pass.
+  remediation::NodeInput ReadInput(const k8s::Node& node,
+                                   std::vector<std::shared_ptr<const PolicyObject>>* holders) const;
   // The brake (under brake_mu_, held by `brake_lock` until the fence is written) and the DRA
   // lookups Plan needs for the assessed verdict.
   Status Lookup(Pass& pass, std::unique_lock<std::mutex>& brake_lock);

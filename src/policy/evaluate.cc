@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "gpu/xid_catalog.h"
 #include "common/time_util.h"
 
 namespace gg::policy {
@@ -146,9 +147,9 @@ bool XidMatches(const api::XidMatcher& m, const api::XidEvent& e) {
                                       Contains(m.catalog_actions, e.recommended_action));
 }
 
+// NVSwitch SXids affect every GPU behind the switch; Xid facts come from the catalog.
 bool XidNodeWide(const api::XidEvent& e) {
-  return e.sxid || e.xid == 79 || e.xid == 74 || e.recommended_action == "RESTART_BM" ||
-         e.recommended_action == "RESTART_VM";
+  return e.sxid || gpu::XidNeedsWholeNode(e.xid, e.recommended_action);
 }
 
 struct EvalContext {
@@ -219,7 +220,7 @@ std::map<std::string, std::pair<Target, Condition>> XidConditions(EvalContext& c
       if (!c.expires || exp > *c.expires) c.expires = exp;
     }
     counts[t.key] += n;
-    std::string name(XidShortName(e.xid));
+    std::string name(gpu::XidShortName(e.xid));
     std::string desc = name.empty() ? e.category : name;
     if (!e.recommended_action.empty()) desc += (desc.empty() ? "" : ", ") + e.recommended_action;
     parts[t.key].push_back(std::string(e.sxid ? "SXid " : "Xid ") + Num(e.xid) +
@@ -435,27 +436,6 @@ std::string_view UnknownCauseName(UnknownCause c) {
   return "";
 }
 
-std::string_view XidShortName(int xid) {
-  switch (xid) {
-    case 13: return "graphics engine exception";
-    case 31: return "GPU memory page fault";
-    case 43: return "GPU stopped processing";
-    case 45: return "preemptive cleanup";
-    case 48: return "double-bit ECC error";
-    case 63: return "row remapping event";
-    case 64: return "row remapping failure";
-    case 68: return "NVDEC0 exception";
-    case 74: return "NVLink error";
-    case 79: return "fallen off the bus";
-    case 92: return "high single-bit ECC rate";
-    case 94: return "contained memory error";
-    case 95: return "uncontained memory error";
-    case 119: return "GSP RPC timeout";
-    case 120: return "GSP error";
-    case 154: return "recovery action changed";
-    default: return "";
-  }
-}
 
 std::vector<std::string> Verdict::MatchedRules() const {
   std::vector<std::string> out;

@@ -7,7 +7,7 @@
 
 namespace gg::remediation {
 
-bool ExcludedByLabel(const std::optional<std::string>& value) { return value == "true"; }
+bool ExcludedByLabel(std::optional<std::string_view> value) { return value == "true"; }
 
 std::vector<std::string> Assessment::GpusToFence() const {
   std::vector<std::string> out;
@@ -27,7 +27,7 @@ std::vector<std::string> Assessment::GpusToFence() const {
 Assessment Assess(const NodeInput& in, WallTime now) {
   Assessment a;
   // Opted out: no decisions, no writes (a running drain of ours stops).
-  if (ExcludedByLabel(in.exclude_label)) {
+  if (in.exclude_label && ExcludedByLabel(std::string_view(*in.exclude_label))) {
     a.excluded = true;
     return a;
   }

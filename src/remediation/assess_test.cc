@@ -43,6 +43,7 @@ TEST(ExcludedByLabel, OnlyTrueExcludes) {
   EXPECT_FALSE(ExcludedByLabel("false"));
   EXPECT_FALSE(ExcludedByLabel("True"));
   EXPECT_FALSE(ExcludedByLabel(std::nullopt));
+  EXPECT_FALSE(ExcludedByLabel(""));
 }
 
 TEST(Assess, ExcludedNodeIsNeitherEvaluatedNorChanged) {

@@ -179,7 +179,7 @@ struct Lookups {
 };
 
 // Whether the exclude label's value opts the node out of remediation (the one definition).
-bool ExcludedByLabel(const std::optional<std::string>& value);
+bool ExcludedByLabel(std::optional<std::string_view> value);
 
 NodeChange Plan(const NodeInput& in, const Assessment& assessment, const Lookups& lookups,
                 WallTime now);
