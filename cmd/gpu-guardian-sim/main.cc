@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/signals.h"
+#include "sim/pod_init.h"
 #include "sim/population.h"
 #include "sim/rbac.h"
 #include "sim/scenario.h"
@@ -20,6 +21,9 @@
 #include "sim/tls.h"
 
 int main(int argc, char** argv) {
+  // The init process of a pod run by --exec-images (sim/pod_init.h), not a user command.
+  if (argc == 3 && std::string_view(argv[1]) == gg::sim::kPodInitArg)
+    return gg::sim::PodInitMain(std::atoi(argv[2]));
   std::stop_token stop = gg::InstallShutdownSignals();
   CLI::App app{"gpu-guardian-sim: an in-memory Kubernetes API server for tests and demos"};
   gg::sim::SimOptions opts;
@@ -27,31 +31,63 @@ int main(int argc, char** argv) {
   int nodes = 0, gpus_per_node = 8, pods_per_node = 0;
   bool dra = false, no_kubelet = false, no_scheduler = false, no_controllers = false;
   std::vector<std::string> tokens, apply_paths;
-  app.add_option("--listen", opts.listen, "HOST:PORT to serve on (port 0 = any free port)");
+  app.add_option("--listen", opts.listen, "HOST:PORT to serve on (port 0 = any free port)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto colon = v.rfind(':');
+            if (colon == std::string::npos || colon == 0) return "must be HOST:PORT, got " + v;
+            std::string p = v.substr(colon + 1);
+            if (p.empty() || p.size() > 5 ||
+                p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) > 65535)
+              return "port must be a number in 0-65535, got " + v;
+            return "";
+          },
+          "HOST:PORT"));
   app.add_flag("--tls", opts.tls, "serve HTTPS with a generated CA (written into the kubeconfig)");
   app.add_option("--write-kubeconfig", kubeconfig, "write a kubeconfig for this server to PATH");
   app.add_option("--token", token, "bearer token written into the kubeconfig (default admin)");
-  app.add_option("--scenario", scenario_file, "YAML scenario describing the cluster");
+  app.add_option("--scenario", scenario_file, "YAML scenario describing the cluster")
+      ->check(CLI::ExistingFile);
   app.add_option("--apply", apply_paths,
                  "YAML manifests (files, or directories of *.yaml) created at start, in order")
       ->check(CLI::ExistingPath);
-  app.add_option("--nodes", nodes, "generate N GPU nodes");
-  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per generated node");
-  app.add_option("--pods-per-node", pods_per_node, "workload pods per generated node");
+  app.add_option("--nodes", nodes, "generate N GPU nodes")->check(CLI::NonNegativeNumber);
+  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per generated node")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--pods-per-node", pods_per_node, "workload pods per generated node")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--dra", dra, "also generate DRA ResourceSlices");
-  app.add_option("--kube-version", opts.kube_version, "Kubernetes release to mimic (1.33-1.36)")
+  app.add_option("--kube-version", opts.kube_version, "Kubernetes release to mimic (1.32-1.36)")
       ->check(CLI::IsMember({"1.32", "1.33", "1.34", "1.35", "1.36"}));
   app.add_option("--authz", opts.authz, "authorization mode: rbac (default: allow all)")
       ->check(CLI::IsMember({"", "rbac"}));
-  app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start");
+  app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start")
+      ->check(CLI::ExistingFile);
   app.add_option("--user-token", tokens, "TOKEN=USER bearer token mapping (repeatable)");
-  app.add_option("--watch-history", opts.watch_history, "watch events kept for resumes (410 beyond)");
-  app.add_option("--time-scale", opts.time_scale, "divide grace periods by this");
+  app.add_option("--watch-history", opts.watch_history, "watch events kept for resumes (410 beyond)")
+      ->check(CLI::Range(static_cast<std::size_t>(1), static_cast<std::size_t>(100000000)));
+  app.add_option("--time-scale", opts.time_scale, "divide grace periods by this")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--no-kubelet", no_kubelet, "do not simulate kubelets");
   app.add_flag("--no-scheduler", no_scheduler, "do not simulate the scheduler");
   app.add_flag("--no-controllers", no_controllers, "no PDB/DaemonSet/ReplicaSet controllers");
   app.add_flag("--log-requests", opts.log_requests, "log every request");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "text|json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug|info|warn|error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--exec-images", opts.exec_images,
+                 "run pods whose image basename is an executable in DIR as real processes "
+                 "(needs root, --tls and --node-root)");
+  app.add_option("--node-root", opts.node_root,
+                 "per-node files of real pods: ROOT/<node>/dev/kmsg, ROOT/<node>/nvml.yaml, logs");
   CLI11_PARSE(app, argc, argv);
+  if (gg::LogLevel level; gg::Logger::ParseLevel(log_level, &level))
+    gg::Logger::SetGlobalLevel(level);
+  if (log_format == "json") gg::Logger::SetGlobalFormat(gg::LogFormat::kJson);
   opts.kubelet = !no_kubelet;
   opts.scheduler = !no_scheduler;
   opts.controllers = !no_controllers;

@@ -5,11 +5,14 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "agent/agent_metrics.h"
@@ -29,6 +32,9 @@ struct AgentOptions {
   int expected_gpus = 0;
   std::size_t xid_ring_size = XidRing::kDefaultCapacity;
   Duration rebuild_interval = std::chrono::seconds(10);
+  // Repeats of an Xid already logged are summed and logged as one line per this interval
+  // (a storm of Xid 13 is one line a minute, not one per occurrence).
+  Duration xid_summary_interval = std::chrono::seconds(60);
 };
 
 class Agent {
@@ -57,6 +63,9 @@ class Agent {
   // Seconds since the builder thread last ran (for /healthz); 0 before Start.
   double SecondsSinceLastBuild() const;
 
+  // Logs the Xids repeated since the last summary line now (one line), if any.
+  void FlushXidSummary();
+
   // What sources get: on_xid feeds the ring (and metrics), on_change wakes the builder.
   SourceContext Context();
   XidRing& ring() { return ring_; }
@@ -65,6 +74,12 @@ class Agent {
 
  private:
   void Loop(std::stop_token stop);
+  // The operator-facing log (one line per transition): the first sight of each Xid per GPU,
+  // repeats summed per interval, source state changes, GPU fault facts appearing/clearing.
+  void NoteXid(const api::XidEvent& x, const std::string& source, int64_t counted);
+  void LogTransitions(const std::vector<SourceSnapshot>& snapshots,
+                      const api::GpuNodeHealthStatus& report);
+  void MaybeFlushXidSummary(bool force);
 
   AgentOptions options_;
   Clock& clock_;
@@ -82,6 +97,15 @@ class Agent {
   std::jthread thread_;
   std::unique_ptr<StopForward> forward_stop_;
   bool started_ = false;
+
+  using XidKey = std::tuple<bool, int, std::string>;  // (sxid, xid, GPU UUID or PCI address)
+  std::mutex log_mu_;
+  std::set<XidKey> logged_xids_;
+  std::map<XidKey, int64_t> repeated_xids_;  // since the last summary line
+  MonoTime summary_since_{};
+  std::map<std::string, api::SourceStatus> logged_sources_;
+  // GPU UUID -> fault fact key -> detail, as last logged. "" key: node-level facts.
+  std::map<std::string, std::map<std::string, std::string>> logged_faults_;
 };
 
 }  // namespace gg::agent

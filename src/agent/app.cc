@@ -206,14 +206,13 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
 
 int AgentApp::RunOnce(std::ostream& out) {
   auto report = agent_->CollectOnce();
-  bool any_source = false;
+  // The agent logged each source's state with its error while building the report; the
+  // exit status says whether any source failed (Unavailable or Degraded).
+  std::string failed;
   for (const auto& s : report.sources)
-    if (s.state != api::SourceState::kUnavailable) any_source = true;
-  for (const auto& s : report.sources)
-    if (s.state != api::SourceState::kOk)
-      log_.Warn("source not OK", {{"source", s.name},
-                                  {"state", std::string(api::SourceStateName(s.state))},
-                                  {"message", s.message}});
+    if (s.state != api::SourceState::kOk) failed += (failed.empty() ? "" : ",") + s.name;
+  if (!failed.empty())
+    log_.Error("one-shot collection incomplete", {{"failed_sources", failed}});
   if (config_.print) {
     auto j = nlohmann::ordered_json::parse(api::EncodeGpuNodeHealthStatus(report), nullptr, false);
     out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
@@ -235,7 +234,7 @@ int AgentApp::RunOnce(std::ostream& out) {
       }
     }
   }
-  return any_source ? 0 : 1;
+  return failed.empty() ? 0 : 1;
 }
 
 Status AgentApp::Start(std::stop_token stop) {

@@ -70,9 +70,10 @@ class AgentApp {
                                                     k8s::RestClient* client_override = nullptr);
   ~AgentApp();
 
-  // --once: collect, print (when config.print) and return the exit code (0; 1 when nothing
-  // could be collected at all, i.e. every source is Unavailable). With publishing configured
-  // (not --print) the report is also written once.
+  // --once: read every source to its current end, print (when config.print) and return the
+  // exit code: 0 when every source is OK, 1 when any is Unavailable or Degraded (the report
+  // is still printed/written), 2 when the write failed. With publishing configured (not
+  // --print) the report is also written once.
   int RunOnce(std::ostream& out);
   // Runs until `stop`: starts the metrics server, sources, builder, publishers.
   Status Start(std::stop_token stop);

@@ -3,17 +3,102 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "api/gpu_node_health.h"
 
 namespace gg::agent {
 namespace {
 constexpr std::size_t kMaxFileBytes = 4u << 20;
+
+using Keys = std::vector<std::string_view>;
+const Keys kTopKeys = {"nodeName", "agentVersion", "observedAt", "heartbeatTime",
+                           "expectedGPUs", "gpus", "xids", "sources"};
+const Keys kGpuKeys = {"index", "uuid", "name", "serial", "pciBusId", "lost", "migEnabled",
+                           "temperatureC", "slowdownTemperatureC", "shutdownTemperatureC",
+                           "throttleReasons", "powerWatts", "powerLimitWatts", "eccEnabled",
+                           "ecc", "remappedRows", "retiredPages", "pcieReplayCount", "nvlink",
+                           "recoveryAction"};
+const Keys kEccKeys = {"correctedVolatile", "uncorrectedVolatile", "correctedAggregate",
+                           "uncorrectedAggregate"};
+const Keys kRemapKeys = {"correctable", "uncorrectable", "pending", "failure"};
+const Keys kRetiredKeys = {"sbe", "dbe", "pending"};
+const Keys kNvlinkKeys = {"linksTotal", "linksDown", "errorCount"};
+const Keys kXidKeys = {"xid", "sxid", "gpuUUID", "pciBusId", "count", "firstSeen",
+                           "lastSeen", "category", "recommendedAction", "message"};
+const Keys kSourceKeys = {"name", "state", "message"};
+
+// Levenshtein distance, for "did you mean" (keys are short).
+std::size_t Distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
 }
+
+// The file is hand-edited: a misspelled key must not silently mean "no GPUs". The report
+// decoder ignores unknown fields (other agents' reports may be newer); here they are errors.
+std::string UnknownField(const nlohmann::json& obj, const Keys& known, const std::string& path) {
+  if (!obj.is_object()) return {};
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string msg = "unknown field \"" + key + "\"";
+    if (!path.empty()) msg += " in " + path;
+    std::string_view best;
+    std::size_t best_d = 3;
+    for (std::string_view k : known)
+      if (std::size_t d = Distance(key, k); d < best_d) best = k, best_d = d;
+    if (!best.empty()) msg += " (did you mean \"" + std::string(best) + "\"?)";
+    return msg;
+  }
+  return {};
+}
+
+std::string CheckFields(const nlohmann::json& doc) {
+  if (auto e = UnknownField(doc, kTopKeys, ""); !e.empty()) return e;
+  auto each = [](const nlohmann::json& doc, const char* list, const Keys& keys,
+                 const std::function<std::string(const nlohmann::json&, const std::string&)>&
+                     nested) -> std::string {
+    if (!doc.contains(list) || !doc[list].is_array()) return {};
+    std::size_t i = 0;
+    for (const auto& item : doc[list]) {
+      const std::string path = std::string(list) + "[" + std::to_string(i++) + "]";
+      if (auto e = UnknownField(item, keys, path); !e.empty()) return e;
+      if (nested) {
+        if (auto e = nested(item, path); !e.empty()) return e;
+      }
+    }
+    return {};
+  };
+  auto gpu_nested = [](const nlohmann::json& g, const std::string& path) -> std::string {
+    const std::pair<const char*, const Keys*> subs[] = {{"ecc", &kEccKeys},
+                                                        {"remappedRows", &kRemapKeys},
+                                                        {"retiredPages", &kRetiredKeys},
+                                                        {"nvlink", &kNvlinkKeys}};
+    for (const auto& [name, keys] : subs)
+      if (g.contains(name))
+        if (auto e = UnknownField(g[name], *keys, path + "." + name); !e.empty()) return e;
+    return {};
+  };
+  if (auto e = each(doc, "gpus", kGpuKeys, gpu_nested); !e.empty()) return e;
+  if (auto e = each(doc, "xids", kXidKeys, nullptr); !e.empty()) return e;
+  return each(doc, "sources", kSourceKeys, nullptr);
+}
+
+}  // namespace
 
 FileSource::FileSource(Clock& clock, FileSourceOptions options)
     : clock_(clock), options_(std::move(options)), waker_(clock) {
@@ -52,7 +137,14 @@ bool FileSource::Check(const SourceContext& ctx, bool force) {
                       "open " + options_.path + ": " + std::strerror(errno));
   std::stringstream buf;
   buf << in.rdbuf();
-  auto parsed = api::DecodeGpuNodeHealthStatus(buf.str());
+  const std::string text = buf.str();
+  auto parsed = api::DecodeGpuNodeHealthStatus(text);
+  if (parsed.ok()) {
+    // Decoded: now hold it to the exact field names.
+    std::string unknown = CheckFields(nlohmann::json::parse(text, nullptr, false));
+    if (!unknown.empty())
+      return set_status(api::SourceState::kDegraded, "parse " + options_.path + ": " + unknown);
+  }
   if (!parsed.ok()) {
     // Keep the last good GPUs: a half-saved edit must not make GPUs vanish.
     return set_status(api::SourceState::kDegraded,

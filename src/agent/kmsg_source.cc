@@ -56,14 +56,32 @@ void KmsgSource::Stop() {
 }
 
 void KmsgSource::PollOnce(const SourceContext& ctx) {
-  // One-shot mode: only say whether the log can be opened (a snapshot of Xids since boot
-  // would need --kmsg-from-boot and a full read, which the reader thread does).
-  (void)ctx;
-  if (reader_ || file_) return;
-  auto f = gpu::OpenKmsgFile(options_.path, !options_.from_boot);
+  // One-shot mode (--once): read the log to its current end now, so the report holds every
+  // Xid it contains (from boot with --kmsg-from-boot; otherwise there is nothing behind the
+  // end yet and the read only proves the log is readable).
+  if (reader_) return;  // the follower thread owns the log
+  ctx_ = ctx;
+  std::unique_ptr<gpu::KmsgFile> file = std::move(file_);
+  if (!file) {
+    auto f = gpu::OpenKmsgFile(options_.path, !options_.from_boot);
+    if (!f.ok()) {
+      std::scoped_lock lock(mu_);
+      status_ = {"kmsg", api::SourceState::kUnavailable, f.status().message()};
+      return;
+    }
+    file = std::move(f).value();
+  }
+  gpu::KmsgReader reader(std::move(file), clock_, options_.reader,
+                         [this](const gpu::KmsgXid& x, int64_t count) { OnXid(x, count); });
+  Status st = reader.ReadToEnd();
+  const auto stats = reader.stats();
   std::scoped_lock lock(mu_);
-  if (!f.ok()) {
-    status_ = {"kmsg", api::SourceState::kUnavailable, f.status().message()};
+  if (!st.ok()) {
+    status_ = {"kmsg", api::SourceState::kUnavailable, options_.path + ": " + st.message()};
+  } else if (stats.overruns > 0) {
+    status_ = {"kmsg", api::SourceState::kOk,
+               "kernel log overruns: " + std::to_string(stats.overruns) +
+                   " (records lost: " + std::to_string(stats.missed_records) + ")"};
   } else {
     status_ = {"kmsg", api::SourceState::kOk, ""};
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "k8s/backoff.h"
+#include "k8s/crd_hint.h"
+#include "k8s/resource.h"
 
 namespace gg::agent {
 
@@ -57,6 +59,12 @@ void Publisher::Loop(std::stop_token stop) {
   bool wrote = false, retrying = false;
   MonoTime last_write{};  // last successful write (when wrote)
   MonoTime retry_at{};    // after a failure, not before this (when retrying)
+  // Failure logging: the first failure of a run, a different error, or every
+  // kRepeatLogInterval while it lasts; the recovery once. Not one line per retry.
+  constexpr Duration kRepeatLogInterval = std::chrono::minutes(5);
+  uint64_t failures_in_row = 0, failures_unlogged = 0;
+  MonoTime failing_since{}, last_fail_log{};
+  std::string last_logged_error;
   while (!stop.stop_requested()) {
     const MonoTime now = clock_.Monotonic();
     std::optional<api::GpuNodeHealthStatus> report;
@@ -109,12 +117,47 @@ void Publisher::Loop(std::stop_token stop) {
         stats_.last_error = st.ToString();
       }
       if (metrics_) metrics_->PublishResult("error");
-      log_.Warn("report write failed; will retry",
-                {{"error", st.ToString()},
-                 {"retry_in_ms",
-                  static_cast<long long>(
-                      std::chrono::duration_cast<std::chrono::milliseconds>(delay).count())}});
+      if (failures_in_row++ == 0) failing_since = done;
+      const std::string err = st.ToString();
+      if (failures_in_row == 1 || err != last_logged_error ||
+          done - last_fail_log >= kRepeatLogInterval) {
+        const long long retry_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
+        const long long failing_s = static_cast<long long>(
+            std::chrono::duration<double>(done - failing_since).count());
+        if (k8s::IsResourceNotServed(st)) {
+          log_.Error("cannot publish: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths),
+                     {{"error", err},
+                      {"failed_attempts", static_cast<long long>(failures_in_row)},
+                      {"failing_for_s", failing_s}});
+        } else {
+          log_.Warn(failures_in_row == 1 ? "report write failed; will retry"
+                                         : "report write still failing; will retry",
+                    {{"error", err},
+                     {"failed_attempts", static_cast<long long>(failures_in_row)},
+                     {"not_logged", static_cast<long long>(failures_unlogged)},
+                     {"failing_for_s", failing_s},
+                     {"retry_in_ms", retry_ms}});
+        }
+        last_logged_error = err;
+        last_fail_log = done;
+        failures_unlogged = 0;
+      } else {
+        ++failures_unlogged;
+      }
       continue;
+    }
+    if (failures_in_row > 0) {
+      log_.Info("report write recovered",
+                {{"failed_attempts", static_cast<long long>(failures_in_row)},
+                 {"failing_for_s", static_cast<long long>(
+                                       std::chrono::duration<double>(done - failing_since)
+                                           .count())}});
+      failures_in_row = failures_unlogged = 0;
+      last_logged_error.clear();
+    } else if (!wrote) {
+      log_.Info("first report written", {{"gpus", static_cast<long long>(report->gpus.size())},
+                                         {"xids", static_cast<long long>(report->xids.size())}});
     }
     backoff.Reset();
     retrying = false;

@@ -1,6 +1,9 @@
 // Unit tests for the plugin's rows and rendering (no server).
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "cli/plugin.h"
 #include "cli/status.h"
 #include "cli/timeline.h"
 #include "common/time_util.h"
@@ -69,6 +72,51 @@ TEST(Status, Age) {
   EXPECT_EQ(Age(t, t + std::chrono::seconds(600)), "10m0s");
   EXPECT_EQ(Age(t, t + std::chrono::hours(5)), "5h0m");
   EXPECT_EQ(Age(t + std::chrono::seconds(5), t), "0s");
+}
+
+TEST(Status, PolicyColumnAgreesWithWhyAndHeldBackIsShownInFull) {
+  k8s::Node n = GpuNode("dgx-2");
+  WallTime t = *ParseRfc3339("2026-11-29T10:00:00Z");
+  n.conditions.push_back(
+      {api::kConditionType, "False", "RulesMatched", "GPU 3: lost [policy fleet]", t, t});
+  const std::string why_held =
+      "brake: maxUnhealthy 10% reached (1 of 10 nodes fenced); waits until a fenced node "
+      "recovers or the limit is raised";
+  n.meta.annotations.Set(api::kRemediationAnnotation, R"({"skipped":")" + why_held + R"("})");
+  NodeRow row = BuildRow(n, std::nullopt);
+  EXPECT_EQ(row.policy, "fleet");  // from the verdict, though the record names none
+  EXPECT_EQ(row.held_back, why_held);
+  EXPECT_EQ(row.actions, (std::vector<std::string>{"held-back"}));
+  std::string table = RenderTable({row}, t, false);
+  EXPECT_EQ(table.find("[policy"), std::string::npos) << table;
+  EXPECT_NE(table.find("fleet"), std::string::npos) << table;
+  ClusterStatus st;
+  st.rows = {row};
+  st.brakes = {{"fleet", "MaxUnhealthy", "1 of 10 nodes fenced"}};
+  std::string below = RenderBrakes(st);
+  EXPECT_NE(below.find("Brake engaged on policy fleet: 1 of 10 nodes fenced"), std::string::npos)
+      << below;
+  EXPECT_NE(below.find("dgx-2: " + why_held), std::string::npos) << below;
+  std::string wide = RenderTable({row}, t, false, /*wide=*/true);
+  EXPECT_NE(wide.find("RulesMatched"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("never"), std::string::npos) << wide;  // no report
+  auto j = StatusToJson(st);
+  EXPECT_EQ(j["items"][0]["heldBack"], why_held);
+  EXPECT_EQ(j["brakes"][0]["policy"], "fleet");
+}
+
+TEST(Plugin, UnknownCommandListsTheRealOnes) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunPlugin({"--kubeconfig", "kc", "statsu", "-o", "json"}, out, err, {}, false), 1);
+  EXPECT_NE(err.str().find("unknown command \"statsu\" for \"kubectl gpu-guardian\""),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("status, explain, timeline"), std::string::npos);
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunPlugin({"--help"}, out2, err2, {}, false), 0);
+  EXPECT_NE(out2.str().find("Usage: kubectl gpu-guardian"), std::string::npos) << out2.str();
+  std::ostringstream out3, err3;
+  EXPECT_NE(RunPlugin({"status", "-o", "xml"}, out3, err3, {}, false), 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "common/time_util.h"
 #include "k8s/codec.h"
+#include "k8s/crd_hint.h"
 #include "k8s/resource.h"
 
 namespace gg::cli {
@@ -41,6 +42,22 @@ void ReadRecord(std::string_view text, NodeRow& row) {
   }
   if (rec.contains("dryRun") && rec["dryRun"].is_boolean() && rec["dryRun"].get<bool>())
     row.actions.push_back("dry-run");
+  if (rec.contains("skipped") && rec["skipped"].is_string()) {
+    row.held_back = rec["skipped"];
+    if (!row.held_back.empty()) row.actions.push_back("held-back");
+  }
+}
+
+// The condition message ends with " [policy NAME]" (the policy whose verdict it is).
+std::string PolicyFromMessage(const std::string& msg, std::string* rest) {
+  static constexpr std::string_view kMarker = " [policy ";
+  auto at = msg.rfind(kMarker);
+  if (at == std::string::npos || msg.empty() || msg.back() != ']') {
+    if (rest) *rest = msg;
+    return {};
+  }
+  if (rest) *rest = msg.substr(0, at);
+  return msg.substr(at + kMarker.size(), msg.size() - at - kMarker.size() - 1);
 }
 
 std::string Pad(const std::string& s, size_t w) {
@@ -111,6 +128,8 @@ NodeRow BuildRow(const k8s::Node& node, const std::optional<api::GpuNodeHealthSt
       std::find(row.actions.begin(), row.actions.end(), "cordoned") == row.actions.end())
     row.actions.push_back("cordoned(admin)");
   if (row.excluded) row.actions.push_back("excluded");
+  // One policy per row: the verdict's (what WHY shows) wins over an older record's.
+  if (std::string p = PolicyFromMessage(row.why, nullptr); !p.empty()) row.policy = p;
   return row;
 }
 
@@ -129,6 +148,8 @@ StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
         else report_errors[name] = decoded.status().message();
       }
     }
+  } else if (k8s::IsResourceNotServed(body.status())) {
+    return FailedPreconditionError(k8s::MissingResourceHint(k8s::kGpuNodeHealths));
   } else if (!IsNotFound(body.status())) {
     return body.status().WithContext("listing gpunodehealths");
   }
@@ -153,16 +174,31 @@ StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
   return rows;
 }
 
-std::string RenderTable(const std::vector<NodeRow>& rows, WallTime now, bool color) {
+std::string RenderTable(const std::vector<NodeRow>& rows, WallTime now, bool color, bool wide) {
   std::vector<std::vector<std::string>> cells;
-  cells.push_back({"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "WHY"});
+  if (wide)
+    cells.push_back({"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "REASON", "REPORTED",
+                     "WHY"});
+  else
+    cells.push_back({"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "WHY"});
   for (const auto& r : rows) {
     std::string gpus = r.gpus_bad ? std::to_string(r.gpus_total - r.gpus_bad) + "/" +
                                         std::to_string(r.gpus_total)
                                   : std::to_string(r.gpus_total);
-    cells.push_back({r.node, r.state, gpus, r.actions.empty() ? "-" : Join(r.actions, ","),
-                     r.since ? Age(*r.since, now) : "-", r.policy.empty() ? "-" : r.policy,
-                     r.why.empty() ? "-" : Truncate(r.why, 80)});
+    // POLICY has its own column: WHY drops the " [policy X]" suffix it repeats.
+    std::string why;
+    PolicyFromMessage(r.why, &why);
+    if (!wide) why = Truncate(why, 80);
+    std::vector<std::string> row = {r.node, r.state, gpus,
+                                    r.actions.empty() ? "-" : Join(r.actions, ","),
+                                    r.since ? Age(*r.since, now) : "-",
+                                    r.policy.empty() ? "-" : r.policy};
+    if (wide) {
+      row.push_back(r.reason.empty() ? "-" : r.reason);
+      row.push_back(r.report_observed ? Age(*r.report_observed, now) + " ago" : "never");
+    }
+    row.push_back(why.empty() ? "-" : why);
+    cells.push_back(std::move(row));
   }
   std::vector<size_t> width(cells[0].size(), 0);
   for (const auto& row : cells)
@@ -183,17 +219,146 @@ std::string RenderTable(const std::vector<NodeRow>& rows, WallTime now, bool col
   return out.str();
 }
 
+std::string RenderBrakes(const ClusterStatus& st) {
+  std::ostringstream out;
+  for (const auto& b : st.brakes)
+    out << "\nBrake engaged on policy " << b.policy << ": "
+        << (b.message.empty() ? b.reason : b.message) << "\n";
+  bool header = false;
+  for (const auto& r : st.rows) {
+    if (r.held_back.empty()) continue;
+    if (!header) out << (st.brakes.empty() ? "\n" : "") << "Held back (new remediation withheld):\n";
+    header = true;
+    out << "  " << r.node << ": " << r.held_back << "\n";
+  }
+  return out.str();
+}
+
 json RowsToJson(const std::vector<NodeRow>& rows) {
   json arr = json::array();
   for (const auto& r : rows) {
     json j = {{"node", r.node},       {"state", r.state},         {"reason", r.reason},
               {"message", r.why},     {"gpus", r.gpus_total},     {"badGPUs", r.gpus_bad},
               {"actions", r.actions}, {"policy", r.policy},       {"excluded", r.excluded}};
+    if (!r.held_back.empty()) j["heldBack"] = r.held_back;
     if (r.since) j["since"] = FormatRfc3339(*r.since);
     if (r.report_observed) j["reportObservedAt"] = FormatRfc3339(*r.report_observed);
     arr.push_back(std::move(j));
   }
   return json{{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUNodeStatusList"}, {"items", arr}};
+}
+
+json StatusToJson(const ClusterStatus& st) {
+  json j = RowsToJson(st.rows);
+  json brakes = json::array();
+  for (const auto& b : st.brakes)
+    brakes.push_back({{"policy", b.policy}, {"reason", b.reason}, {"message", b.message}});
+  j["brakes"] = std::move(brakes);
+  j["operator"] = {{"lease", st.lease.found ? st.lease.ns + "/" + st.lease.name : ""},
+                   {"holder", st.lease.holder},
+                   {"leading", st.lease.problem.empty()}};
+  if (!st.lease.problem.empty()) j["operator"]["problem"] = st.lease.problem;
+  return j;
+}
+
+StatusOr<std::vector<BrakeInfo>> CollectBrakes(k8s::RestClient& client) {
+  auto body = client.List(k8s::kGpuHealthPolicies, "");
+  if (!body.ok()) {
+    if (k8s::IsResourceNotServed(body.status()))
+      return FailedPreconditionError(k8s::MissingResourceHint(k8s::kGpuHealthPolicies));
+    return body.status().WithContext("listing gpuhealthpolicies");
+  }
+  std::vector<BrakeInfo> out;
+  json list = json::parse(*body, nullptr, false);
+  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) return out;
+  for (const auto& item : list["items"]) {
+    if (!item.is_object() || !item.contains("status") || !item["status"].is_object()) continue;
+    const json& st = item["status"];
+    if (!st.contains("conditions") || !st["conditions"].is_array()) continue;
+    for (const auto& c : st["conditions"]) {
+      if (!c.is_object() || c.value("type", "") != "BrakeEngaged" || c.value("status", "") != "True")
+        continue;
+      BrakeInfo b;
+      if (item.contains("metadata") && item["metadata"].is_object())
+        b.policy = item["metadata"].value("name", "");
+      b.reason = c.value("reason", "");
+      b.message = c.value("message", "");
+      out.push_back(std::move(b));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BrakeInfo& a, const BrakeInfo& b) { return a.policy < b.policy; });
+  return out;
+}
+
+namespace {
+
+void JudgeLease(const k8s::Lease& l, WallTime now, OperatorLease* out) {
+  out->found = true;
+  out->ns = l.meta.namespace_;
+  out->name = l.meta.name;
+  out->holder = l.holder_identity;
+  const std::string where = "Lease " + out->ns + "/" + out->name;
+  if (l.holder_identity.empty()) {
+    out->problem = "no operator is leading: " + where + " was released and nobody took it";
+    return;
+  }
+  const auto duration = std::chrono::seconds(l.lease_duration_seconds.value_or(15));
+  if (!l.renew_time) {
+    out->problem = "no operator is leading: " + where + " has never been renewed";
+    return;
+  }
+  if (*l.renew_time + duration < now) {
+    out->problem = "no operator is leading: " + where + " held by " + l.holder_identity +
+                   " was last renewed " + Age(*l.renew_time, now) + " ago (lease duration " +
+                   std::to_string(duration.count()) + "s); is the operator running?";
+    return;
+  }
+  out->fresh = true;
+}
+
+}  // namespace
+
+OperatorLease FindOperatorLease(k8s::RestClient& client, const std::string& ns,
+                                const std::string& name, WallTime now) {
+  OperatorLease out;
+  out.name = name;
+  std::vector<std::string> candidates;
+  if (!ns.empty()) {
+    candidates = {ns};
+  } else {
+    k8s::ListOptions lo;
+    lo.field_selector = "metadata.name=" + name;
+    auto list = client.List(k8s::kLeases, "", lo);
+    auto parsed = list.ok() ? k8s::ParseList<k8s::Lease>(*list)
+                            : StatusOr<k8s::ObjectList<k8s::Lease>>(list.status());
+    if (parsed.ok()) {
+      // Several (an old install left one behind): a fresh one decides.
+      OperatorLease best;
+      for (const auto& l : parsed->items) {
+        OperatorLease one;
+        JudgeLease(l, now, &one);
+        if (!best.found || (one.fresh && !best.fresh)) best = one;
+      }
+      if (best.found) return best;
+    } else {
+      // No cluster-wide list allowed: the namespaces our manifests and defaults use.
+      candidates = {"gpu-guardian", "gpu-guardian-system", "default"};
+    }
+  }
+  for (const auto& c : candidates) {
+    auto body = client.Get(k8s::kLeases, c, name);
+    if (!body.ok()) continue;
+    auto l = k8s::ParseObject<k8s::Lease>(*body);
+    if (!l.ok()) continue;
+    JudgeLease(*l, now, &out);
+    return out;
+  }
+  out.problem = "no operator is leading: no Lease \"" + name + "\" found" +
+                (ns.empty() ? std::string(" in any namespace") : " in namespace " + ns) +
+                "; is the operator deployed (kubectl apply -k deploy/) and running with "
+                "--leader-elect? (-n NAMESPACE / --lease NAME to look elsewhere)";
+  return out;
 }
 
 StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_name, WallTime now) {

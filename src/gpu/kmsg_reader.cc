@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,20 @@ StatusOr<std::unique_ptr<KmsgFile>> OpenKmsgFile(const std::string& path, bool f
       return PermissionDeniedError(path + ": " + std::strerror(e) +
                                    " (needs CAP_SYSLOG when kernel.dmesg_restrict=1)");
     return UnavailableError(path + ": " + std::strerror(e));
+  }
+  // Only a character device (/dev/kmsg), a regular file or a FIFO is a log: a directory opens
+  // fine and then fails every read, which must not pass for a quiet kernel log.
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return UnavailableError(path + ": " + std::strerror(e));
+  }
+  if (!S_ISCHR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    close(fd);
+    const char* what = S_ISDIR(st.st_mode) ? "a directory" : "not a file or device";
+    return UnavailableError(path + ": " + what +
+                            ", not a kernel log (want /dev/kmsg, a regular file or a FIFO)");
   }
   if (from_end) (void)lseek(fd, 0, SEEK_END);  // pipes: ESPIPE, harmless
   return std::unique_ptr<KmsgFile>(std::make_unique<FdKmsgFile>(fd));
@@ -123,6 +138,41 @@ void KmsgReader::Loop(std::stop_token stop) {
       }
     }
   }
+}
+
+Status KmsgReader::ReadToEnd(std::stop_token stop) {
+  if (!file_) return FailedPreconditionError("no kernel log open");
+  Status result = OkStatus();
+  while (!stop.stop_requested()) {
+    KmsgFile::ReadResult r = file_->Read(std::span<char>(buf_.data(), buf_.size()));
+    if (r.status == KmsgFile::ReadStatus::kData) {
+      Feed(std::string_view(buf_.data(), r.bytes));
+      continue;
+    }
+    if (r.status == KmsgFile::ReadStatus::kOverrun) {
+      overruns_.fetch_add(1);
+      continue;
+    }
+    if (r.status == KmsgFile::ReadStatus::kError) {
+      read_errors_.fetch_add(1);
+      healthy_.store(false);
+      std::string msg = std::string("read: ") + std::strerror(r.error);
+      {
+        std::scoped_lock lock(error_mu_);
+        last_error_ = msg;
+      }
+      result = UnavailableError(msg);
+    }
+    break;  // kAgain (kmsg/FIFO: nothing more now) or kEof (regular file): the current end
+  }
+  // A last line without its newline is still a line once the log ends here.
+  if (!partial_.empty()) {
+    std::string last = std::move(partial_);
+    partial_.clear();
+    HandleLine(last);
+  }
+  FlushAggregates();
+  return result;
 }
 
 void KmsgReader::Feed(std::string_view bytes) {

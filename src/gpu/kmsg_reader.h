@@ -43,6 +43,7 @@ class KmsgFile {
 
 // Opens a path non-blocking ("/dev/kmsg", a FIFO, a regular file). `from_end`: lseek SEEK_END
 // first (kmsg: skip history). kEof from a regular file is treated as "no more yet" (tail -f).
+// Anything else (a directory, a socket, a block device) is Unavailable, naming what it is.
 StatusOr<std::unique_ptr<KmsgFile>> OpenKmsgFile(const std::string& path, bool from_end);
 // Wraps an already-open fd (tests: the read end of a pipe); sets O_NONBLOCK. Takes ownership.
 std::unique_ptr<KmsgFile> KmsgFileFromFd(int fd);
@@ -72,6 +73,11 @@ class KmsgReader {
 
   void Start();  // reading thread
   void Stop();   // flushes pending aggregates
+
+  // One-shot: reads synchronously until the log has nothing more to give now (kmsg/FIFO:
+  // EAGAIN; regular file: EOF), delivering every Xid (floods aggregated, counts kept) before
+  // returning. Not with a running reader. A read error ends it: Unavailable with the errno.
+  Status ReadToEnd(std::stop_token stop = {});
 
   // Processes bytes as if read from the file (the read loop uses it; benchmarks/tests may
   // call it directly without Start()). Not thread-safe with a running reader.

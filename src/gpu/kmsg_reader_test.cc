@@ -177,5 +177,37 @@ TEST(KmsgReaderTest, OpenMissingFileIsAnError) {
   EXPECT_EQ(f.status().code(), StatusCode::kUnavailable);
 }
 
+// One-shot reads (agent --once): everything up to the current end, floods aggregated with
+// their counts, a last line without a newline included; a pipe's writer still open is "the
+// end for now", not a hang.
+TEST(KmsgReader, ReadToEndDeliversEveryXidOnce) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::string log;
+  for (int i = 0; i < 250; ++i)
+    log += "4," + std::to_string(i) + ",1,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics\n";
+  log += "4,250,1,-;NVRM: Xid (PCI:0000:55:00): 79, pid=1, GPU has fallen off the bus.";
+  ASSERT_EQ(write(fds[1], log.data(), log.size()), static_cast<ssize_t>(log.size()));
+  Seen seen;
+  KmsgReader reader(KmsgFileFromFd(fds[0]), RealClock::Default(), {}, seen.Callback());
+  ASSERT_TRUE(reader.ReadToEnd().ok());
+  EXPECT_EQ(seen.Total(), 251);
+  bool saw79 = false;
+  {
+    std::scoped_lock lock(seen.mu);
+    for (auto& [x, n] : seen.items) saw79 |= x.xid == 79;
+    EXPECT_LT(seen.items.size(), 251u);  // the flood came in aggregates
+  }
+  EXPECT_TRUE(saw79);
+  close(fds[1]);
+}
+
+TEST(KmsgReader, ADirectoryIsNotAKernelLog) {
+  auto f = OpenKmsgFile("/tmp", false);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(f.status().message().find("a directory"), std::string::npos) << f.status();
+}
+
 }  // namespace
 }  // namespace gg::gpu

@@ -15,4 +15,9 @@ RequestHook RestClientMetrics(metrics::Registry& registry) {
   };
 }
 
+const RequestHook& DefaultRequestHook() {
+  static const RequestHook hook = RestClientMetrics(metrics::DefaultRegistry());
+  return hook;
+}
+
 }  // namespace gg::k8s

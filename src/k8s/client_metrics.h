@@ -16,4 +16,10 @@ using RequestHook =
 // registry must outlive every client using the hook.
 RequestHook RestClientMetrics(metrics::Registry& registry);
 
+// The hook every RestClient without its own on_request uses: rest_client_requests_total on
+// metrics::DefaultRegistry(), the registry each binary serves on /metrics — like
+// controller-runtime, whose client metrics live in its process-wide registry. Declared on
+// first use.
+const RequestHook& DefaultRequestHook();
+
 }  // namespace gg::k8s

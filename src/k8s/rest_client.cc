@@ -5,6 +5,7 @@
 #include <random>
 
 #include "k8s/builders.h"
+#include "k8s/client_metrics.h"
 #include "k8s/codec.h"
 #include "k8s/errors.h"
 #include "k8s/json_decode.h"
@@ -80,6 +81,7 @@ void RestClient::Count(std::string_view method, std::string_view code) {
     ++counts_[key];
   }
   if (options_.on_request) options_.on_request(method, code, transport_->Host());
+  else DefaultRequestHook()(method, code, transport_->Host());
 }
 
 std::map<std::string, std::uint64_t> RestClient::RequestCounts() const {

@@ -2,11 +2,16 @@
 #include "metrics/http_server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 
 namespace gg::metrics {
 namespace {
@@ -30,6 +35,47 @@ std::vector<std::string_view> QueryValues(std::string_view query, std::string_vi
     out.push_back(eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1));
   }
   return out;
+}
+
+// Listening sockets take SO_REUSEADDR only (a restart may bind while old connections sit in
+// TIME_WAIT). cpp-httplib's default adds SO_REUSEPORT, which lets a second process bind the
+// same port and splits the connections between them: two agents on one node would answer
+// scrapes alternately.
+void ListenSocketOptions(int sock) {
+  int yes = 1;
+  (void)::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+// cpp-httplib reports a failed bind as `false` only; find out why by binding a probe socket
+// the same way (host:port, SO_REUSEADDR). Returns "" when the probe binds after all.
+std::string BindError(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
+    return std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc);
+  std::string err;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      err = std::strerror(errno);
+      continue;
+    }
+    ListenSocketOptions(fd);
+    int rc = ::bind(fd, ai->ai_addr, ai->ai_addrlen);
+    int e = errno;
+    ::close(fd);
+    if (rc == 0) {
+      err.clear();
+      break;
+    }
+    err = e == EADDRINUSE ? "address already in use" : std::strerror(e);
+  }
+  ::freeaddrinfo(res);
+  return err;
 }
 
 }  // namespace
@@ -197,6 +243,7 @@ StatusOr<int> HealthServer::Start(std::string_view listen) {
   impl->server.set_tcp_nodelay(true);
   impl->server.set_read_timeout(std::chrono::seconds(5));
   impl->server.set_write_timeout(std::chrono::seconds(10));
+  impl->server.set_socket_options(ListenSocketOptions);
   impl->server.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
     std::string_view target = req.target;
     auto q = target.find('?');
@@ -212,8 +259,12 @@ StatusOr<int> HealthServer::Start(std::string_view listen) {
   } else {
     bound = impl->server.bind_to_port(host, port) ? port : -1;
   }
-  if (bound < 0)
-    return UnavailableError("cannot listen on \"" + std::string(listen) + "\"");
+  if (bound < 0) {
+    std::string why = port == 0 ? std::string() : BindError(host, port);
+    if (why.empty()) why = "bind failed";
+    return UnavailableError("cannot listen on \"" + std::string(listen) + "\": " + why +
+                            " (port " + std::to_string(port) + ")");
+  }
   impl->thread = std::thread([i = impl.get()] {
     i->server.listen_after_bind();
     i->exited = true;

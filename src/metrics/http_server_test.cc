@@ -127,5 +127,34 @@ TEST(HealthServer, StopAndRestart) {
   EXPECT_EQ(res->status, 200);
 }
 
+// A second server on a port in use must fail, naming the port, and must not steal scrapes
+// from the first (cpp-httplib's default SO_REUSEPORT would let both bind).
+TEST(HealthServer, RefusesAPortInUse) {
+  Registry r1, r2;
+  r1.AddGauge("gg_first", "first", {}).WithLabels({}).Set(1);
+  HealthServer first(r1), second(r2);
+  auto port = first.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string addr = "127.0.0.1:" + std::to_string(*port);
+  auto again = second.Start(addr);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("address already in use"), std::string::npos)
+      << again.status();
+  EXPECT_NE(again.status().message().find("port " + std::to_string(*port)), std::string::npos)
+      << again.status();
+  EXPECT_FALSE(second.Running());
+  // Every scrape still reaches the first server.
+  for (int i = 0; i < 5; ++i) {
+    httplib::Client c("127.0.0.1", *port);
+    auto res = c.Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_NE(res->body.find("gg_first"), std::string::npos);
+  }
+  // Once the port is free again it binds (SO_REUSEADDR: TIME_WAIT does not block a restart).
+  first.Stop();
+  auto later = second.Start(addr);
+  EXPECT_TRUE(later.ok()) << later.status();
+}
+
 }  // namespace
 }  // namespace gg::metrics

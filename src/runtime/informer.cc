@@ -4,9 +4,38 @@
 #include <random>
 
 #include "k8s/backoff.h"
+#include "k8s/crd_hint.h"
 #include "k8s/errors.h"
 
 namespace gg::runtime {
+namespace {
+
+// Logs a failure that repeats on every retry once when it starts or changes, then every
+// kRepeat while it lasts (with how many retries were not logged) — not a line per backoff.
+class RepeatedFailureLog {
+ public:
+  static constexpr Duration kRepeat = std::chrono::minutes(5);
+  // True when this occurrence should be logged; `*unlogged` = occurrences skipped since.
+  bool ShouldLog(const std::string& error, MonoTime now, std::int64_t* unlogged) {
+    if (error != last_ || now - logged_at_ >= kRepeat) {
+      *unlogged = skipped_;
+      last_ = error;
+      logged_at_ = now;
+      skipped_ = 0;
+      return true;
+    }
+    ++skipped_;
+    return false;
+  }
+  void Reset() { last_.clear(); skipped_ = 0; }
+
+ private:
+  std::string last_;
+  MonoTime logged_at_{};
+  std::int64_t skipped_ = 0;
+};
+
+}  // namespace
 
 InformerCore::InformerCore(k8s::RestClient& client, k8s::ResourceType type, Clock& clock,
                            InformerOptions options)
@@ -72,16 +101,31 @@ void InformerCore::Run(std::stop_token stop) {
   k8s::Backoff backoff(options_.backoff_initial, options_.backoff_max);
   std::uint64_t rng = std::random_device{}();
   bool need_list = true;
+  RepeatedFailureLog list_failures;
+  // A type the server does not serve (our CRDs not installed) fails every LIST and WATCH the
+  // same way: one error naming the CRD and the command that installs it, repeated rarely.
+  auto log_failure = [&](const char* what, const Status& s) {
+    std::int64_t unlogged = 0;
+    if (!list_failures.ShouldLog(s.ToString(), clock_.Monotonic(), &unlogged)) return;
+    if (k8s::IsResourceNotServed(s)) {
+      log_.Error(std::string(what) + ": " + k8s::MissingResourceHint(type_),
+                 {{"error", s.ToString()}, {"retries_not_logged", unlogged}});
+    } else {
+      log_.Warn(std::string(what) + "; retrying",
+                {{"error", s.ToString()}, {"retries_not_logged", unlogged}});
+    }
+  };
   while (!stop.stop_requested()) {
     if (need_list) {
       Status s = ListAll(stop);
       if (stop.stop_requested()) return;
       if (!s.ok()) {
         stats_.errors.fetch_add(1);
-        log_.Warn("list failed; retrying", {{"error", s.ToString()}});
+        log_failure("list failed", s);
         if (!clock_.SleepFor(backoff.Next(), stop)) return;
         continue;
       }
+      list_failures.Reset();
       need_list = false;
       backoff.Reset();
       synced_.store(true);
@@ -148,7 +192,7 @@ void InformerCore::Run(std::stop_token stop) {
       log_.Warn("undecodable watch event; relisting", {{"error", ws.ToString()}});
       need_list = true;
     } else {
-      log_.Warn("watch ended with error; resuming", {{"error", ws.ToString()}});
+      log_failure("watch ended with error", ws);
     }
     if (progressed) backoff.Reset();
     if (!clock_.SleepFor(backoff.Next(), stop)) return;

@@ -9,8 +9,23 @@
 #include "k8s/codec.h"
 #include "k8s/errors.h"
 #include "k8s/resource.h"
+#include "metrics/registry.h"
 
 namespace gg::runtime {
+namespace {
+
+// controller-runtime's leader_election_master_status{name}: 1 while this replica leads. Like
+// controller-runtime's, it lives in the process-wide registry each binary serves.
+metrics::GaugeFamily& MasterStatus() {
+  static metrics::GaugeFamily& f = metrics::DefaultRegistry().AddGauge(
+      "leader_election_master_status",
+      "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 "
+      "indicates master. 'name' is the string used to identify the lease.",
+      {"name"});
+  return f;
+}
+
+}  // namespace
 
 Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
   if (c.lease_name.empty() || c.lease_namespace.empty()) {
@@ -60,7 +75,9 @@ LeaderElector::LeaderElector(k8s::RestClient& client, Clock& clock, LeaderElecti
       log_(Logger().WithName("leader-election").WithValues(
           {{"lease", config_.lease_namespace + "/" + config_.lease_name},
            {"identity", config_.identity}})),
-      jitter_state_(std::random_device{}()) {}
+      jitter_state_(std::random_device{}()) {
+  (void)MasterStatus().WithLabels({config_.lease_name});  // served as 0 until we lead
+}
 
 LeaderElector::~LeaderElector() { Stop(); }
 
@@ -212,6 +229,14 @@ Status LeaderElector::TryAcquireOrRenew() {
     }
     observed_ = current;
   }
+  if (holder_changed && current.holder_identity != config_.identity) {
+    // A standby says who leads once, and again whenever that changes.
+    if (current.holder_identity.empty())
+      log_.Info("lease released; campaigning", {{"previous_leader", previous_holder}});
+    else
+      log_.Info(previous_holder.empty() ? "another replica leads; standing by" : "new leader",
+                {{"leader", current.holder_identity}});
+  }
   if (holder_changed && config_.on_new_leader && !current.holder_identity.empty()) {
     config_.on_new_leader(current.holder_identity);
   }
@@ -268,6 +293,7 @@ Status LeaderElector::Release() {
 void LeaderElector::SetLeading(bool leading) {
   bool was = leading_.exchange(leading);
   if (was == leading) return;
+  MasterStatus().WithLabels({config_.lease_name}).Set(leading ? 1 : 0);
   if (leading) {
     log_.Info("became leader");
     if (config_.on_started_leading) config_.on_started_leading();
@@ -279,11 +305,27 @@ void LeaderElector::SetLeading(bool leading) {
 
 void LeaderElector::Run(std::stop_token stop) {
   // Acquire. Once the lease is seen held by someone else, watch it for a release.
+  // A failing acquire (API down, RBAC) is logged when it starts, when the error changes and
+  // every few minutes while it lasts, not once per retry period.
+  std::string last_error;
+  MonoTime last_error_log{};
+  int failures = 0;
   while (!stop.stop_requested()) {
     Status s = TryAcquireOrRenew();
     if (s.ok()) break;
     if (s.code() != StatusCode::kFailedPrecondition && !k8s::IsConflict(s)) {
-      log_.Warn("acquiring lease failed", {{"error", s.ToString()}});
+      ++failures;
+      const MonoTime now = clock_.Monotonic();
+      const std::string err = s.ToString();
+      if (err != last_error || now - last_error_log >= std::chrono::minutes(5)) {
+        log_.Warn("acquiring lease failed", {{"error", err}, {"attempts", failures}});
+        last_error = err;
+        last_error_log = now;
+      }
+    } else if (!last_error.empty()) {
+      log_.Info("lease readable again", {{"failed_attempts", failures}});
+      last_error.clear();
+      failures = 0;
     }
     if (config_.watch_lease && !watcher_.joinable()) {
       watcher_ = std::jthread([this](std::stop_token st) { WatchLease(st); });

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/time_util.h"
+#include "sim/admission.h"
 #include "sim/api_util.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
@@ -29,7 +30,8 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
       clock_(clock),
       registry_(opts_.kube_version),
       store_(opts_.watch_history, opts_.watcher_queue_limit),
-      rng_(std::random_device{}()) {
+      rng_(std::random_device{}()),
+      admission_(std::make_unique<Admission>(opts_.kube_version)) {
   LoadSchemas();
   // The namespaces every cluster has.
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
@@ -37,6 +39,12 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
     WriteOpts o;
     o.seed = true;
     Create(t, json{{"metadata", {{"name", ns}}}}, o);
+  }
+  // The PriorityClasses kube-apiserver bootstraps.
+  for (json pc : Admission::BootstrapPriorityClasses()) {
+    WriteOpts o;
+    o.seed = true;
+    Create(Target{registry_.Find("scheduling.k8s.io", "v1", "priorityclasses"), "", "", ""}, std::move(pc), o);
   }
 }
 
@@ -201,7 +209,11 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
     if (!md.contains("labels") || !md["labels"].is_object()) md["labels"] = json::object();
     md["labels"]["kubernetes.io/metadata.name"] = md["name"];
   }
-  if (o.seed) return;
+  if (ri.group.empty() && ri.resource == "secrets" && !obj.contains("type")) obj["type"] = "Opaque";
+  if (o.seed) {
+    if (ri.group.empty() && ri.resource == "services") DefaultService(obj);
+    return;
+  }
   if (ri.resource == "pods" && ri.group.empty()) {
     obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
   } else if (ri.resource == "poddisruptionbudgets") {
@@ -222,9 +234,10 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
            {"message", "no conflicts found"}, {"lastTransitionTime", now}},
           {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
            {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}}};
-  } else if (ri.status_subresource && ri.resource != "nodes") {
+  } else if (ri.status_subresource && ri.resource != "nodes" && ri.resource != "namespaces") {
     obj.erase("status");
   }
+  if (ri.group.empty() && ri.resource == "services") DefaultService(obj);
 }
 
 std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool create,
@@ -237,25 +250,6 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
     if (schemas_ && ri.schema.is_object()) {
       auto v = schemas_->Validate(obj, ri.schema);
       causes.insert(causes.end(), v.causes.begin(), v.causes.end());
-      // CEL rules are not evaluated here: say so (once per CRD and rule), never silently.
-      static std::mutex mu;
-      static std::set<std::string> reported;
-      for (const auto& rule : v.not_evaluated) {
-        std::scoped_lock lock(mu);
-        // One line per rule, not per list element it applies to: drop "[N]" from the path.
-        std::string key;
-        for (std::size_t i = 0; i < rule.size(); ++i) {
-          if (rule[i] == '[' && i + 1 < rule.size() && std::isdigit(static_cast<unsigned char>(rule[i + 1]))) {
-            while (i < rule.size() && rule[i] != ']') ++i;
-            key += "[]";
-            continue;
-          }
-          key += rule[i];
-        }
-        if (reported.insert(ri.crd_name + "|" + key).second)
-          Logger().WithName("sim").Warn("CEL validation rule not evaluated by the simulator",
-                                        {{"crd", ri.crd_name}, {"rule", rule}});
-      }
     }
   } else {
     // Events are validated in the version the body is in (both views share one store).
@@ -289,6 +283,7 @@ ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, b
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = pending && pending->obj ? FinishPending(*pending, rv, &next) : MakeObj(t, next, rv);
   store_.PutLocked(t.ri->storage, t.Key(), o);
+  admission_->Observe(*t.ri, t.name, &next);
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io") authorizer_->Add(next).IgnoreError();
@@ -302,8 +297,10 @@ void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {
   std::uint64_t rv = store_.NextRvLocked();
   ObjPtr o = MakeObj(t, last, rv);
   store_.RemoveLocked(t.ri->storage, t.Key(), o);
+  admission_->Observe(*t.ri, t.name, nullptr);
   if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io")
     authorizer_->Remove(t.ri->kind, t.ri->namespaced ? t.ns : "", t.name);
+  if (t.ri->namespaced) MaybeFinishNamespaceLocked(t.ns);
 }
 
 ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
@@ -343,14 +340,18 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     md["name"] = name;
   }
   PrepareForCreate(t, body, o);
-  if (auto e = Validate(t, body, true, o)) return ApiResult::Err(*e);
+  AdmissionOutcome admitted = Admit(t, body, nullptr, o, true);
+  if (admitted.err) return ApiResult::Err(*admitted.err);
   Target tt = t;
   tt.name = name;
   tt.ns = md.value("namespace", "");
   if (ri.storage == "events" && ri.group == "events.k8s.io") body = EventsV1ToCoreEvent(body);
+  const bool service = ri.group.empty() && ri.resource == "services";
   PendingObj pending;
-  if (!o.dry_run) pending = MakePending(tt, body);
+  if (!o.dry_run && !service) pending = MakePending(tt, body);
   std::scoped_lock lock(store_.mu());
+  if (service)
+    if (auto e = AllocateServiceLocked(body, nullptr)) return ApiResult::Err(*e);
   if (ri.namespaced) {
     Target nst{registry_.Find("", "v1", "namespaces"), "", tt.ns, ""};
     auto ns_obj = store_.GetLocked(nst.ri->storage, tt.ns);
@@ -371,6 +372,7 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     return ApiResult::Err(AlreadyExistsErr(ri.resource, ri.group, name));
   auto r = CommitLocked(tt, nullptr, std::move(body), o.dry_run, &pending);
   r.code = 201;
+  r.warnings = std::move(admitted.warnings);
   return r;
 }
 
@@ -412,9 +414,15 @@ ApiResult ApiCore::CommitUpdateLocked(const Target& t, const ObjPtr& old, Prepar
     std::uint64_t rv = store_.NextRvLocked();
     ObjPtr last = FinishPending(p.pending, rv, &p.next);
     store_.RemoveLocked(t.ri->storage, t.Key(), last);
-    return ApiResult{std::nullopt, std::move(p.next), 200};
+    admission_->Observe(*t.ri, t.name, nullptr);
+    if (t.ri->namespaced) MaybeFinishNamespaceLocked(t.ns);
+    ApiResult r{std::nullopt, std::move(p.next), 200};
+    r.warnings = std::move(p.warnings);
+    return r;
   }
-  return CommitLocked(t, old, std::move(p.next), false, &p.pending);
+  ApiResult r = CommitLocked(t, old, std::move(p.next), false, &p.pending);
+  r.warnings = std::move(p.warnings);
+  return r;
 }
 
 ApiResult ApiCore::OptimisticUpdate(const Target& t,
@@ -452,6 +460,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   const auto& ri = *t.ri;
   PreparedUpdate out;
   auto finish = [&](ApiResult r) {
+    if (r.ok() && r.warnings.empty()) r.warnings = out.warnings;
     out.done = std::move(r);
     return std::move(out);
   };
@@ -483,6 +492,22 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
     else
       next.erase("status");
   }
+  if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&
+      next["spec"].is_object() && old_j.contains("spec")) {
+    // The allocated ClusterIP survives a PUT that leaves it out, and may not change.
+    json& spec = next["spec"];
+    const json& ospec = old_j["spec"];
+    for (const char* k : {"clusterIP", "clusterIPs"})
+      if (!spec.contains(k) && ospec.contains(k)) spec[k] = ospec[k];
+    if (ospec.value("clusterIP", "") != "" && spec.value("clusterIP", "") != ospec.value("clusterIP", "") &&
+        spec.value("type", "ClusterIP") != "ExternalName")
+      return finish(ApiResult::Err(InvalidErr(
+          "Service", "", t.name,
+          {{"FieldValueInvalid",
+            "Invalid value: []string{\"" + spec.value("clusterIP", "") + "\"}: may not change once set",
+            "spec.clusterIPs[0]"}})));
+    DefaultService(next);
+  }
   json& md = next["metadata"];
   const json& omd = old_j["metadata"];
   for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
@@ -494,6 +519,11 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   }
   next["apiVersion"] = old_j.value("apiVersion", ri.ApiVersion());
   next["kind"] = ri.kind;
+  // Admission (defaults, plugins, validation) before the generation and no-op checks, as
+  // the real server decodes and admits before storage compares the bytes.
+  AdmissionOutcome admitted = Admit(t, next, &old_j, o, false);
+  if (admitted.err) return finish(ApiResult::Err(*admitted.err));
+  out.warnings = std::move(admitted.warnings);
   if (ri.has_generation && t.sub != "status") {
     bool drop_status = ri.status_subresource || !ri.custom;
     if (GenerationView(next, drop_status) != GenerationView(old_j, drop_status))
@@ -501,8 +531,6 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   }
   md["resourceVersion"] = std::to_string(old->rv);
   if (next == old_j) return finish(ApiResult{std::nullopt, std::move(old_j), 200});
-  if (auto e = Validate(t, next, false, o))
-    return finish(ApiResult::Err(*e));
   if (o.dry_run) return finish(ApiResult{std::nullopt, std::move(next), 200});
   // Finalizers gone on an object being deleted: now it goes.
   out.remove = md.contains("deletionTimestamp") && !HasFinalizers(next) &&
@@ -588,8 +616,56 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
 
 ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const WriteOpts& o,
                           bool immediate) {
-  const auto& ri = *t.ri;
   std::scoped_lock lock(store_.mu());
+  return DeleteLocked(t, delete_options, o, immediate);
+}
+
+namespace {
+
+bool IsTerminatingNamespace(const ObjPtr& ns) {
+  return ns && ns->json.find("\"deletionTimestamp\"") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> ApiCore::NamespacedStorages() const {
+  std::vector<std::string> storages;
+  for (const auto& r : registry_.All())
+    if (r->namespaced && !r->review &&
+        std::find(storages.begin(), storages.end(), r->storage) == storages.end())
+      storages.push_back(r->storage);
+  return storages;
+}
+
+void ApiCore::MaybeFinishNamespaceLocked(const std::string& ns) {
+  if (ns.empty()) return;
+  auto ns_ri = registry_.Find("", "v1", "namespaces");
+  auto ns_obj = store_.GetLocked(ns_ri->storage, ns);
+  if (!IsTerminatingNamespace(ns_obj)) return;
+  for (const auto& s : NamespacedStorages()) {
+    bool any = false;
+    store_.ForEachLocked(s, ns, "", [&](const std::string&, const ObjPtr&) {
+      any = true;
+      return false;
+    });
+    if (any) return;
+  }
+  // Empty: the namespace controller removes the `kubernetes` finalizer (PUT .../finalize);
+  // the namespace goes once no finalizer of any kind is left.
+  json j = json::parse(ns_obj->json);
+  if (j.contains("spec") && j["spec"].is_object()) j["spec"].erase("finalizers");
+  Target t{ns_ri, "", ns, ""};
+  if (!HasFinalizers(j)) {
+    RemoveLocked(t, ns_obj);
+    return;
+  }
+  if (ns_obj->json.find("\"finalizers\"") != std::string::npos)
+    CommitLocked(t, ns_obj, std::move(j), false);
+}
+
+ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, const WriteOpts& o,
+                                bool immediate) {
+  const auto& ri = *t.ri;
   auto old = store_.GetLocked(ri.storage, t.Key());
   if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   json j = json::parse(Render(*old, ri));
@@ -609,8 +685,35 @@ ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const Wri
               pre["resourceVersion"].get<std::string>() +
               ", ResourceVersion in object meta: " + std::to_string(old->rv)));
   }
-  if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
   json& md = j["metadata"];
+  if (!immediate && ri.resource == "namespaces" && ri.group.empty()) {
+    // Namespace deletion is two-phase: Terminating now; the namespace controller deletes the
+    // content, then removes the `kubernetes` finalizer and the namespace goes.
+    if (md.contains("deletionTimestamp"))
+      return ApiResult::Err(ConflictErrMsg(
+          ri.resource, ri.group, t.name,
+          "The system is ensuring all content is removed from this namespace.  Upon completion, "
+          "this namespace will automatically be purged by the system."));
+    md["deletionTimestamp"] = NowRfc3339();
+    md["deletionGracePeriodSeconds"] = 0;
+    j["status"]["phase"] = "Terminating";
+    if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
+    auto r = CommitLocked(t, old, j, false);
+    for (const auto& s : NamespacedStorages()) {
+      auto ri2 = registry_.FindByStorage(s);
+      std::vector<ObjPtr> content;
+      store_.ForEachLocked(s, t.name, "", [&](const std::string&, const ObjPtr& p) {
+        content.push_back(p);
+        return true;
+      });
+      for (const auto& p : content)
+        DeleteLocked(Target{ri2, t.name, p->name, ""}, json::object(), WriteOpts{}, false);
+    }
+    MaybeFinishNamespaceLocked(t.name);
+    if (auto now = store_.GetLocked(ri.storage, t.Key())) return ApiResult{std::nullopt, json::parse(now->json), 200};
+    return r;
+  }
+  if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
   if (!immediate && HasFinalizers(j)) {
     if (!md.contains("deletionTimestamp")) {
       md["deletionTimestamp"] = NowRfc3339();
@@ -641,12 +744,7 @@ ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const Wri
   }
   if (ri.resource == "namespaces" && ri.group.empty()) {
     // Cascade: the namespace controller empties the namespace, then it goes.
-    std::vector<std::string> storages;
-    for (const auto& r : registry_.All())
-      if (r->namespaced &&
-          std::find(storages.begin(), storages.end(), r->storage) == storages.end())
-        storages.push_back(r->storage);
-    for (const auto& s : storages) {
+    for (const auto& s : NamespacedStorages()) {
       auto ri2 = registry_.FindByStorage(s);
       std::vector<std::pair<std::string, ObjPtr>> doomed;
       store_.ForEachLocked(s, t.name, "", [&](const std::string& k, const ObjPtr& p) {
@@ -674,6 +772,8 @@ ApiResult ApiCore::Delete(const Target& t, const json& delete_options, const Wri
     }
     registry_.RemoveCrd(t.name);
   }
+  // Removing a terminating namespace's last object may have finished the namespace already.
+  if (store_.GetLocked(ri.storage, t.Key()) != old) return ApiResult{std::nullopt, std::move(j), 200};
   RemoveLocked(t, old);
   return ApiResult{std::nullopt, std::move(j), 200};
 }

@@ -26,6 +26,8 @@ namespace gg::sim {
 
 class SchemaSet;
 class Authorizer;
+class Admission;
+struct AdmissionOutcome;
 
 struct ApiRequest {
   std::string method;  // GET POST PUT PATCH DELETE
@@ -36,6 +38,7 @@ struct ApiRequest {
   std::string body;
   std::string user;  // authenticated user ("" = anonymous admin when authz is off)
   std::vector<std::string> groups;
+  nlohmann::json user_extra = nlohmann::json::object();  // userInfo.extra: key -> [values]
 };
 
 // What a watch request asks for; streamed by the HTTP layer.
@@ -84,6 +87,7 @@ struct ApiResult {
   // The committed object when this result is a write's outcome: its JSON is `obj` serialized,
   // so the response reuses it instead of serializing 15 KB again.
   std::shared_ptr<const Obj> stored;
+  std::vector<std::string> warnings;  // admission warnings (Warning: 299 headers)
   bool ok() const { return !err.has_value(); }
   static ApiResult Err(ApiError e) {
     ApiResult r;
@@ -107,6 +111,7 @@ struct PreparedUpdate {
   nlohmann::json next;
   bool remove = false;
   PendingObj pending;
+  std::vector<std::string> warnings;
 };
 
 // The resolved target of a resource request.
@@ -120,6 +125,10 @@ struct WriteOpts {
   bool dry_run = false;
   bool seed = false;    // in-process seeding: keep status, auto-create namespaces
   bool strict = false;  // fieldValidation=Strict
+  // Who writes (admission: ValidatingAdmissionPolicy's request.userInfo).
+  std::string user;
+  std::vector<std::string> groups;
+  nlohmann::json user_extra = nlohmann::json::object();
 };
 
 struct ApiCoreOptions {
@@ -151,6 +160,9 @@ class ApiCore {
   // Removes a terminating object if its uid still matches (the simulated kubelet).
   void FinishTermination(const Target& t, const std::string& uid);
   ApiResult Evict(const Target& pod, const nlohmann::json& eviction, const WriteOpts& o);
+  // authorization.k8s.io access reviews and authentication.k8s.io SelfSubjectReview: the
+  // request evaluated (through the RBAC authorizer when one is set) and answered, not stored.
+  ApiResult Review(const Target& t, nlohmann::json body, const ApiRequest& req);
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);
@@ -159,6 +171,9 @@ class ApiCore {
                        ListStream* out);
   // Parsed objects of a collection (controllers, tests).
   std::vector<nlohmann::json> ListObjects(const std::string& storage, const std::string& ns = "");
+
+  // The `kubernetes` Service and its Endpoints in `default`, pointing at the serving address.
+  void SeedKubernetesService(const std::string& host, int port);
 
   Registry& registry() { return registry_; }
   Store& store() { return store_; }
@@ -195,8 +210,20 @@ class ApiCore {
   std::optional<ApiError> Validate(const Target& t, const nlohmann::json& obj, bool create,
                                    const WriteOpts& o);
   void PrepareForCreate(const Target& t, nlohmann::json& obj, const WriteOpts& o);
+  // The admission chain (sim/admission.h) around Validate(): mutates `obj` in place.
+  AdmissionOutcome Admit(const Target& t, nlohmann::json& obj, const nlohmann::json* old,
+                         const WriteOpts& o, bool create);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
+  // Service defaults and allocation (services.cc); `old` on update.
+  void DefaultService(nlohmann::json& svc) const;
+  std::optional<ApiError> AllocateServiceLocked(nlohmann::json& svc, const nlohmann::json* old);
+  ApiResult DeleteLocked(const Target& t, const nlohmann::json& delete_options, const WriteOpts& o,
+                         bool immediate);
+  // Store keys of every namespaced kind.
+  std::vector<std::string> NamespacedStorages() const;
+  // A terminating namespace whose content is gone is finalized and removed.
+  void MaybeFinishNamespaceLocked(const std::string& ns);
   std::string NewUid();
   std::string RandomSuffix();
   void LoadSchemas();
@@ -211,6 +238,7 @@ class ApiCore {
   std::mt19937_64 rng_;
   std::shared_ptr<SchemaSet> schemas_;
   std::shared_ptr<Authorizer> authorizer_;
+  std::unique_ptr<Admission> admission_;
 };
 
 // Go strconv.ParseBool.

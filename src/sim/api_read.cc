@@ -3,11 +3,14 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "sim/api.h"
 #include "sim/api_util.h"
 #include "sim/openapi_gen.h"
+#include "sim/protobuf.h"
 #include "sim/rbac.h"
 #include "sim/selector.h"
 
@@ -45,47 +48,22 @@ ApiResponse JsonResponse(int code, const json& j) {
   return r;
 }
 
-// gracePeriodSeconds from a protobuf DeleteOptions envelope ("k8s\0" + runtime.Unknown).
-std::optional<long> ProtoDeleteGrace(std::string_view b) {
-  if (b.size() < 4 || b.substr(0, 4) != std::string_view("k8s\0", 4)) return std::nullopt;
-  b.remove_prefix(4);
-  auto varint = [](std::string_view& s) -> std::optional<std::uint64_t> {
-    std::uint64_t v = 0;
-    for (int shift = 0; shift < 64 && !s.empty(); shift += 7) {
-      auto c = static_cast<unsigned char>(s.front());
-      s.remove_prefix(1);
-      v |= static_cast<std::uint64_t>(c & 0x7f) << shift;
-      if (!(c & 0x80)) return v;
-    }
-    return std::nullopt;
-  };
-  auto field = [&](std::string_view msg, int want_field,
-                   int want_type) -> std::optional<std::pair<std::uint64_t, std::string_view>> {
-    while (!msg.empty()) {
-      auto key = varint(msg);
-      if (!key) return std::nullopt;
-      int f = static_cast<int>(*key >> 3), type = static_cast<int>(*key & 7);
-      if (type == 0) {
-        auto v = varint(msg);
-        if (!v) return std::nullopt;
-        if (f == want_field && type == want_type) return std::make_pair(*v, std::string_view());
-      } else if (type == 2) {
-        auto len = varint(msg);
-        if (!len || *len > msg.size()) return std::nullopt;
-        std::string_view sub = msg.substr(0, *len);
-        msg.remove_prefix(*len);
-        if (f == want_field && type == want_type) return std::make_pair(std::uint64_t{0}, sub);
-      } else {
-        return std::nullopt;
-      }
-    }
-    return std::nullopt;
-  };
-  auto raw = field(b, 2, 2);
-  if (!raw) return std::nullopt;
-  auto grace = field(raw->second, 1, 0);
-  if (!grace) return std::nullopt;
-  return static_cast<long>(grace->first);
+// dryRun as the query or a DeleteOptions body gives it: only "All" is known. BadRequest
+// otherwise, with the apiserver's message.
+std::optional<ApiError> ParseDryRun(const json& values, bool* dry) {
+  if (values.is_null()) return std::nullopt;
+  if (!values.is_array()) return BadRequestErr("dryRun: Invalid value: must be a list of strings");
+  std::string listed;
+  bool bad = false;
+  for (const auto& v : values) {
+    if (!v.is_string() || v != "All") bad = true;
+    listed += (listed.empty() ? "" : ", ") + (v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump());
+  }
+  if (bad)
+    return BadRequestErr("dryRun: Unsupported value: []string{" + listed +
+                         "}: supported values: \"All\"");
+  if (!values.empty()) *dry = true;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -207,11 +185,48 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
   if (auto st = fs->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
       !st.ok())
     return ApiResult::Err(BadRequestErr(st.message()));
-  if (!Q(q, "resourceVersionMatch").empty() && Q(q, "resourceVersion").empty())
-    return ApiResult::Err(InvalidErr("ListOptions", "meta.k8s.io", "",
-                                     {{"FieldValueForbidden",
-                                       "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
-                                       "resourceVersionMatch"}}));
+  // ListOptions validation, in the apiserver's order.
+  const std::string rvm = Q(q, "resourceVersionMatch"), rvs = Q(q, "resourceVersion");
+  if (!rvm.empty()) {
+    auto forbidden = [](const std::string& msg) {
+      return ApiResult::Err(InvalidErr("ListOptions", "meta.k8s.io", "",
+                                       {{"FieldValueForbidden", "Forbidden: " + msg,
+                                         "resourceVersionMatch"}}));
+    };
+    if (rvm != "Exact" && rvm != "NotOlderThan")
+      return ApiResult::Err(InvalidErr(
+          "ListOptions", "meta.k8s.io", "",
+          {{"FieldValueNotSupported",
+            "Unsupported value: \"" + rvm + "\": supported values: \"Exact\", \"NotOlderThan\"",
+            "resourceVersionMatch"}}));
+    if (rvs.empty()) return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided");
+    if (!Q(q, "continue").empty())
+      return forbidden("resourceVersionMatch is forbidden when continue is provided");
+    if (rvm == "Exact" && rvs == "0")
+      return forbidden("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+  }
+  std::optional<std::uint64_t> want_rv;
+  if (!rvs.empty() && rvs != "0") {
+    want_rv = ParseUint(rvs);
+    if (!want_rv)
+      return ApiResult::Err(BadRequestErr("resourceVersion: Invalid value: \"" + rvs +
+                                          "\": strconv.ParseUint: parsing \"" + rvs +
+                                          "\": invalid syntax"));
+    // A resourceVersion the store has not reached: the apiserver waits up to 3 s for it.
+    for (int i = 0; i < 60 && store_.rv() < *want_rv; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::uint64_t cur = store_.rv(); cur < *want_rv) {
+      ApiError e;
+      e.code = 504;
+      e.reason = "Timeout";
+      e.message = "Too large resource version: " + std::to_string(*want_rv) +
+                  ", current: " + std::to_string(cur);
+      e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
+      e.retry_after_seconds = 1;
+      return ApiResult::Err(e);
+    }
+  }
+  const bool exact = rvm == "Exact" && want_rv;
   std::size_t limit = 0;
   if (auto l = ParseUint(Q(q, "limit"))) limit = *l;
   std::string after;
@@ -237,14 +252,26 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
   std::string last_key;
   bool more = false;
   std::uint64_t rv;
+  std::size_t remaining = 0;
+  const bool everything = ls->Empty() && fs->Empty();
   {
     std::scoped_lock lock(store_.mu());
     rv = store_.RvLocked();
+    if (exact) {
+      // The simulator keeps no snapshots: an exact list is the current state when the
+      // collection has not changed since; otherwise that version is gone.
+      if (store_.ChangedSinceLocked(ri.storage, *want_rv))
+        return ApiResult::Err(ExpiredErr("The resourceVersion for the provided list is too old."));
+      rv = *want_rv;
+    }
     store_.ForEachLocked(ri.storage, t.ns, after, [&](const std::string& key, const ObjPtr& o) {
       if (!MatchesLabels(*ls, o->labels) || !fs->Matches(o->fields)) return true;
       if (limit && n == limit) {
         more = true;
-        return false;
+        // remainingItemCount is only known (and sent) for an unfiltered list.
+        if (!everything) return false;
+        ++remaining;
+        return true;
       }
       ++n;
       if (o->api_version == ri.ApiVersion()) {
@@ -266,6 +293,10 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
     tail += ",\"continue\":\"";
     tail += B64Encode(json{{"rv", rv}, {"start", last_key}}.dump());
     tail += '"';
+    if (everything) {
+      tail += ",\"remainingItemCount\":";
+      tail += std::to_string(remaining);
+    }
   }
   tail += "}}";
   return ApiResult{};
@@ -377,6 +408,11 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
     std::error_code ec;
     if (opts_.openapi_dir.empty() || !fs::is_directory(opts_.openapi_dir, ec))
       return ErrorResponse(PathNotFoundErr());
+    // Only the group-versions this release serves: a document on disk for another one
+    // (release-1.32 holds 1.33's resource.k8s.io v1beta2) is not listed or served.
+    std::set<std::string> served;
+    for (const auto& [g, versions] : registry_.Groups())
+      for (const auto& v : versions) served.insert(g.empty() ? "api/" + v : "apis/" + g + "/" + v);
     if (parts.size() == 2) {
       json paths = json::object();
       for (const auto& e : fs::directory_iterator(opts_.openapi_dir, ec)) {
@@ -386,6 +422,7 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
           continue;
         std::string key = f.substr(0, f.size() - suffix.size());
         for (std::size_t p; (p = key.find("__")) != std::string::npos;) key.replace(p, 2, "/");
+        if (!served.count(key)) continue;
         char hash[32];
         std::snprintf(hash, sizeof hash, "%016llX",
                       static_cast<unsigned long long>(std::hash<std::string>{}(f) ^
@@ -410,8 +447,12 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
         return r;
       }
     }
-    std::string key;
-    for (std::size_t i = 2; i < parts.size(); ++i) key += (i > 2 ? "__" : "") + parts[i];
+    std::string key, gv;
+    for (std::size_t i = 2; i < parts.size(); ++i) {
+      key += (i > 2 ? "__" : "") + parts[i];
+      gv += (i > 2 ? "/" : "") + parts[i];
+    }
+    if (!served.count(gv)) return ErrorResponse(PathNotFoundErr());
     std::ifstream in(opts_.openapi_dir + "/" + key + "_openapi.json", std::ios::binary);
     if (!in) return ErrorResponse(PathNotFoundErr());
     std::ostringstream ss;
@@ -480,7 +521,11 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     r.verb = verb;
     return r;
   }
-  if (authorizer_) {
+  // Every authenticated user may ask about itself (the bootstrap ClusterRole
+  // system:basic-user, bound to system:authenticated).
+  const bool self_review = ri.review && ri.resource.rfind("selfsubject", 0) == 0 &&
+                           req.user != "system:anonymous";
+  if (authorizer_ && !self_review) {
     Attributes a;
     a.user = req.user;
     a.groups = req.groups;
@@ -498,8 +543,18 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
   }
   WriteOpts wo;
-  wo.dry_run = Q(req.query, "dryRun") == "All";
+  if (auto it = req.query.find("dryRun"); it != req.query.end() && verb != "get" &&
+                                          verb != "list" && verb != "watch") {
+    if (auto e = ParseDryRun(json::array({it->second}), &wo.dry_run)) {
+      ApiResponse r = ErrorResponse(*e);
+      r.verb = verb;
+      return r;
+    }
+  }
   wo.strict = Q(req.query, "fieldValidation") == "Strict";
+  wo.user = req.user;
+  wo.groups = req.groups;
+  wo.user_extra = req.user_extra;
   auto finish = [&](ApiResult res) {
     ApiResponse r;
     r.verb = verb;
@@ -512,6 +567,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
       return r;
     }
     r.code = res.code;
+    for (const auto& w : res.warnings) r.headers.emplace_back("Warning", "299 - " + nlohmann::json(w).dump());
     // A write's result is the object just stored: send its stored JSON when it is that very
     // state (same kind, version and resourceVersion) rather than serializing it again.
     if (res.stored && ri.storage != "events" && res.stored->api_version == ri.ApiVersion() &&
@@ -585,7 +641,17 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
   std::string ct = MediaType(req.content_type);
   json body;
   bool proto = ct == "application/vnd.kubernetes.protobuf";
-  if (!req.body.empty() && !proto) {
+  if (proto && !req.body.empty()) {
+    // kubectl's generators and typed clients send built-in objects as protobuf; answered in
+    // JSON (the Accept header lists it).
+    auto decoded = DecodeK8sProtobuf(req.body);
+    if (!decoded.ok()) {
+      if (decoded.status().code() == StatusCode::kUnimplemented)
+        return finish(ApiResult::Err(UnsupportedMediaTypeErr(ct)));
+      return finish(ApiResult::Err(BadRequestErr(decoded.status().message())));
+    }
+    body = std::move(*decoded);
+  } else if (!req.body.empty()) {
     if (ct == "application/yaml" || ct == "application/apply-patch+yaml") {
       auto y = YamlToJson(req.body);
       if (!y.ok()) return finish(ApiResult::Err(BadRequestErr(y.status().message())));
@@ -599,9 +665,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
   }
   if (verb == "delete" || verb == "deletecollection") {
     json opts = body.is_object() ? body : json::object();
-    if (proto) {
-      if (auto g = ProtoDeleteGrace(req.body)) opts["gracePeriodSeconds"] = *g;
-    }
+    if (auto e = ParseDryRun(opts.value("dryRun", json()), &wo.dry_run)) return finish(ApiResult::Err(*e));
     if (auto g = ParseUint(Q(req.query, "gracePeriodSeconds"))) opts["gracePeriodSeconds"] = *g;
     if (verb == "delete") return finish(Delete(t, opts, wo));
     std::string list_body;
@@ -619,8 +683,34 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     list["items"] = deleted;
     return finish(ApiResult{std::nullopt, list, 200});
   }
-  if (proto) return finish(ApiResult::Err(UnsupportedMediaTypeErr(ct)));
-  if (verb == "create" && t.sub == "eviction") return finish(Evict(t, body, wo));
+  if (verb == "create" && t.sub == "eviction") {
+    if (body.is_object() && body.contains("deleteOptions") && body["deleteOptions"].is_object())
+      if (auto e = ParseDryRun(body["deleteOptions"].value("dryRun", json()), &wo.dry_run))
+        return finish(ApiResult::Err(*e));
+    return finish(Evict(t, body, wo));
+  }
+  if (ri.review) {
+    if (verb != "create")
+      return finish(ApiResult::Err(MethodNotAllowedErr(
+          "the server does not allow this method on the requested resource")));
+    return finish(Review(t, std::move(body), req));
+  }
+  if (verb == "create") {
+    // The storage layer refuses a create that carries a resourceVersion (a positive number:
+    // "0" and unparseable values pass), with a bare 500 status.
+    if (body.is_object() && body.contains("metadata") && body["metadata"].is_object()) {
+      const auto& rv = body["metadata"].value("resourceVersion", json());
+      if (rv.is_string()) {
+        auto n = ParseUint(rv.get<std::string>());
+        if (n && *n > 0) {
+          ApiError e;
+          e.code = 500;
+          e.message = "resourceVersion should not be set on objects to be created";
+          return finish(ApiResult::Err(e));
+        }
+      }
+    }
+  }
   if (verb == "create") return finish(Create(t, std::move(body), wo));
   if (verb == "update") return finish(Update(t, std::move(body), wo));
   return finish(Patch(t, req.content_type, body, wo));

@@ -23,6 +23,7 @@ struct ControllerOptions {
   bool scheduler = true;
   bool controllers = true;  // PDB status, DaemonSets, ReplicaSets
   double time_scale = 1.0;  // grace periods divided by this
+  class PodRunner* pod_runner = nullptr;  // --exec-images: pods run as processes (pod_runner.h)
 };
 
 class Controllers {

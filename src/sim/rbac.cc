@@ -223,6 +223,7 @@ Decision Authorizer::Authorize(const Attributes& a) {
   auto allow = [&](const std::string& why) {
     d.allowed = true;
     d.reason = why;
+    if (!a.record_use) return d;
     if (a.is_resource_request) used_[a.user].insert({a.verb, a.api_group, a.resource, a.subresource});
     else used_[a.user].insert({a.verb, "", a.path, ""});
     return d;

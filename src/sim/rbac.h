@@ -30,6 +30,7 @@ struct Attributes {
   std::string name;         // "" for collections / create without a name
   bool is_resource_request = true;
   std::string path;         // for non-resource requests ("/healthz", "/version", ...)
+  bool record_use = true;   // false: a what-if question (SubjectAccessReview), not a use
 };
 
 struct Decision {

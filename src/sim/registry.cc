@@ -72,6 +72,14 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     AddBuiltin(r);
   }
   AddBuiltin(R("", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}));
+  AddBuiltin(R("", "v1", "secrets", "secret", "Secret", true));
+  {
+    auto r = R("", "v1", "services", "service", "Service", true, {"svc"});
+    r.status_subresource = true;
+    r.categories = {"all"};
+    AddBuiltin(r);
+  }
+  AddBuiltin(R("", "v1", "endpoints", "endpoints", "Endpoints", true, {"ep"}));
   AddBuiltin(R("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, {"sa"}));
   for (auto [res, sing, kind, shorts] :
        std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
@@ -118,8 +126,36 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
   AddBuiltin(R("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true));
   AddBuiltin(R("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding",
                true));
+  // Reviews: POSTed, evaluated, answered, never stored (create is their only verb).
+  for (auto [group, res, kind, ns] :
+       std::vector<std::tuple<std::string, std::string, std::string, bool>>{
+           {"authorization.k8s.io", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false},
+           {"authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", false},
+           {"authorization.k8s.io", "localsubjectaccessreviews", "LocalSubjectAccessReview", true},
+           {"authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", false}}) {
+    std::string singular = res.substr(0, res.size() - 1);
+    auto r = R(group, "v1", res, singular, kind, ns);
+    r.verbs = {"create"};
+    r.review = true;
+    AddBuiltin(r);
+  }
   AddBuiltin(R("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
                false, {"pc"}));
+  // ValidatingAdmissionPolicy: admissionregistration.k8s.io/v1, GA (served by default) since
+  // 1.30, so in every release we simulate; enforced by sim/vap.h.
+  {
+    auto p = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+               "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false);
+    p.status_subresource = true;
+    p.has_generation = true;
+    p.categories = {"api-extensions"};
+    AddBuiltin(p);
+    auto b = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+               "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false);
+    b.has_generation = true;
+    b.categories = {"api-extensions"};
+    AddBuiltin(b);
+  }
 
   // resource.k8s.io (dra-and-device-plugin.md §3.1): preferred version first.
   std::vector<std::string> dra_versions;
@@ -288,7 +324,7 @@ std::optional<nlohmann::json> Registry::ApiResourceList(std::string_view group,
     any = true;
     nlohmann::json e = {{"name", r->resource},     {"singularName", r->singular},
                         {"namespaced", r->namespaced}, {"kind", r->kind},
-                        {"verbs", kVerbs}};
+                        {"verbs", r->verbs.empty() ? kVerbs : r->verbs}};
     if (!r->short_names.empty()) e["shortNames"] = r->short_names;
     if (!r->categories.empty()) e["categories"] = r->categories;
     list.push_back(e);
@@ -330,7 +366,7 @@ nlohmann::json Registry::AggregatedDiscovery(bool core) const {
                             {"responseKind", {{"group", ""}, {"version", ""}, {"kind", r->kind}}},
                             {"scope", r->namespaced ? "Namespaced" : "Cluster"},
                             {"singularResource", r->singular},
-                            {"verbs", kVerbs}};
+                            {"verbs", r->verbs.empty() ? kVerbs : r->verbs}};
         if (!r->short_names.empty()) e["shortNames"] = r->short_names;
         if (!r->categories.empty()) e["categories"] = r->categories;
         nlohmann::json subs = nlohmann::json::array();

@@ -29,6 +29,9 @@ struct ResourceInfo {
   std::string crd_name;         // for custom resources
   nlohmann::json schema;        // CR: openAPIV3Schema of this version (may be null)
   nlohmann::json printer_columns;  // CR: additionalPrinterColumns
+  // Non-empty: the only verbs served (the review kinds answer `create` and store nothing).
+  std::vector<std::string> verbs;
+  bool review = false;          // authorization/authentication reviews: evaluated, never stored
 
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
   std::string GroupVersion() const { return ApiVersion(); }

@@ -159,10 +159,6 @@ struct Validator {
   void Check(const json& v, const json& s, const std::string& path) {
     if (auto a = s.find("allOf"); a != s.end() && a->is_array())
       for (const auto& sub : *a) Run(v, sub, path);
-    if (auto xv = s.find("x-kubernetes-validations"); xv != s.end() && xv->is_array())
-      for (const auto& rule : *xv)
-        if (rule.is_object() && rule.contains("rule"))
-          out.not_evaluated.push_back((path.empty() ? "<root>" : path) + ": " + rule["rule"].dump());
     bool int_or_string = s.value("x-kubernetes-int-or-string", false) ||
                          s.value("format", "") == "int-or-string";
     if (v.is_null()) {

@@ -5,6 +5,13 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +26,8 @@
 #include "sim/api_util.h"
 #include "sim/controllers.h"
 #include "sim/faults.h"
+#include "sim/pod_logs.h"
+#include "sim/pod_runner.h"
 #include "sim/rbac.h"
 #include "sim/schema.h"
 #include "sim/tls.h"
@@ -41,6 +50,10 @@ struct SimServer::Impl {
   FaultInjector faults;
   std::unique_ptr<Controllers> controllers;
   std::shared_ptr<Authorizer> authz;  // with --authz rbac: for GET /_sim/rbac
+  std::unique_ptr<PodRunner> pod_runner;  // --exec-images
+  // Service-account tokens of running pods (token -> user), added by the pod runner.
+  mutable std::mutex pod_tokens_mu;
+  std::map<std::string, std::string> pod_tokens;
   Logger log = Logger().WithName("sim");
 
   std::mutex metrics_mu;
@@ -48,6 +61,8 @@ struct SimServer::Impl {
   std::atomic<std::uint64_t> watch_events_sent{0};
 
   void Serve(const httplib::Request& req, httplib::Response& res);
+  // GET .../pods/NAME/log; false when `path` is not a pods/log request.
+  bool ServePodLog(const httplib::Request& hreq, const ApiRequest& req, httplib::Response& res);
   void ServeWatch(const WatchSpec& spec, httplib::Response& res);
   std::string Metrics();
   nlohmann::json RbacUsage();
@@ -377,9 +392,19 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
       req.user = "admin";
       req.groups = {"system:masters", "system:authenticated"};
     }
-    for (const auto& [tok, user] : opts.token_users) {
+    std::vector<std::pair<std::string, std::string>> users = opts.token_users;
+    if (!token.empty()) {
+      std::scoped_lock lock(pod_tokens_mu);
+      if (auto it = pod_tokens.find(token); it != pod_tokens.end()) users.emplace_back(*it);
+    }
+    for (const auto& [tok, user] : users) {
       if (tok != token) continue;
       req.user = user;
+      // "USER,node=NODE": a pod-bound token, whose user info names the pod's node.
+      if (auto c = user.find(",node="); c != std::string::npos) {
+        req.user = user.substr(0, c);
+        req.user_extra = {{"authentication.kubernetes.io/node-name", {user.substr(c + 6)}}};
+      }
       req.groups = {"system:authenticated"};
       // system:serviceaccount:NS:NAME -> its groups
       const std::string sa = "system:serviceaccount:";
@@ -400,6 +425,7 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
       return;
     }
   }
+  if (ServePodLog(hreq, req, res)) return;
   // Fault injection decides on the verb and resource.
   std::string verb, resource;
   {
@@ -497,6 +523,196 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   res.set_header("Content-Type", r.content_type);
 }
 
+namespace {
+
+// Why HOST:PORT cannot be bound ("address already in use"), or "" when it can: cpp-httplib
+// only says false. Binds and closes a socket with the listener's options (SO_REUSEADDR).
+std::string BindProbe(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string ps = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res); rc != 0)
+    return std::string("lookup ") + host + ": " + ::gai_strerror(rc);
+  std::string why;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int s = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (s < 0) continue;
+    int yes = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s, 1) != 0) {
+      why = std::strerror(errno);  // Go spells it in lower case: "address already in use"
+      if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    } else {
+      why.clear();
+      ::close(s);
+      break;
+    }
+    ::close(s);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
+}  // namespace
+
+bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest& req,
+                                  httplib::Response& res) {
+  (void)hreq;
+  static const std::string kPre = "/api/v1/namespaces/";
+  if (req.method != "GET" || req.path.rfind(kPre, 0) != 0) return false;
+  std::vector<std::string> parts;
+  std::string_view rest(req.path);
+  rest.remove_prefix(kPre.size());
+  while (!rest.empty()) {
+    auto slash = rest.find('/');
+    parts.emplace_back(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  if (parts.size() != 4 || parts[1] != "pods" || parts[3] != "log") return false;
+  const std::string& ns = parts[0];
+  const std::string& name = parts[2];
+  auto param = [&](const char* k) -> std::optional<std::string> {
+    auto it = req.query.find(k);
+    if (it == req.query.end()) return std::nullopt;
+    return it->second;
+  };
+  auto fail = [&](ApiError e) {
+    SetError(res, e);
+    Count("get", "pods/log", e.code);
+    return true;
+  };
+  if (authz) {
+    Attributes a;
+    a.user = req.user;
+    a.groups = req.groups;
+    a.verb = "get";
+    a.resource = "pods";
+    a.subresource = "log";
+    a.namespace_ = ns;
+    a.name = name;
+    a.path = req.path;
+    if (!authz->Authorize(a).allowed) {
+      ApiError e;
+      e.code = 403;
+      e.reason = "Forbidden";
+      e.kind = "pods";
+      e.name = name;
+      e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
+                  "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
+      return fail(e);
+    }
+  }
+  auto pods_ri = core->registry().Find("", "v1", "pods");
+  auto pod = core->Get(Target{pods_ri, ns, name, ""});
+  if (!pod.ok()) return fail(NotFoundErr("pods", "", name));
+  LogQuery q;
+  auto num = [&](const char* k, std::optional<long>* out) -> bool {
+    auto v = param(k);
+    if (!v) return true;
+    try {
+      *out = std::stol(*v);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  };
+  if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
+      !num("sinceSeconds", &q.since_seconds))
+    return fail(BadRequestErr("invalid log options"));
+  q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
+  bool previous = param("previous") && ParseBoolParam(*param("previous"));
+  bool follow = param("follow") && ParseBoolParam(*param("follow"));
+  std::string container = param("container").value_or("");
+  // The container must be one of the pod's (init containers count too).
+  std::vector<std::string> names;
+  for (const char* k : {"initContainers", "containers"})
+    for (const auto& c : pod.obj["spec"].value(k, json::array())) names.push_back(c.value("name", ""));
+  if (container.empty()) {
+    if (names.size() != 1) {
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : " ") + n;
+      return fail(BadRequestErr("a container name must be specified for pod " + name +
+                                ", choose one of: [" + all + "]"));
+    }
+    container = names[0];
+  } else if (std::find(names.begin(), names.end(), container) == names.end()) {
+    return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
+  }
+  PodLogFile file;
+  if (pod_runner) {
+    auto f = pod_runner->LogFile(ns, name, container, previous);
+    if (f.ok()) {
+      file = *f;
+    } else if (f.status().code() != StatusCode::kNotFound) {
+      return fail(BadRequestErr(std::string(f.status().message())));
+    }
+  }
+  if (file.path.empty() && previous)
+    return fail(BadRequestErr("previous terminated container \"" + container + "\" in pod \"" + name +
+                              "\" not found"));
+  Count("get", "pods/log", 200);
+  std::string content;
+  if (!file.path.empty()) {
+    std::ifstream in(file.path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    content = ss.str();
+  }
+  size_t consumed = 0;
+  std::string body = RenderLog(ParseCriLog(content, &consumed), q);
+  if (!follow || !file.running) {
+    res.set_content(body, "text/plain");
+    return true;
+  }
+  // follow: what is there now, then new records until the container instance ends.
+  struct Follow {
+    std::string path, ns, name, container, first;
+    size_t offset;
+    bool timestamps;
+    std::string pending;
+  };
+  auto st = std::make_shared<Follow>(Follow{file.path, ns, name, container, body, consumed,
+                                            q.timestamps, std::string()});
+  PodRunner* runner = pod_runner.get();
+  std::atomic<bool>* stop_flag = &stopping;
+  res.set_chunked_content_provider("text/plain", [st, runner, stop_flag](size_t, httplib::DataSink& sink) {
+    if (!st->first.empty()) {
+      std::string f = std::move(st->first);
+      st->first.clear();
+      return sink.write(f.data(), f.size());
+    }
+    for (int i = 0; i < 50 && !*stop_flag; ++i) {
+      std::ifstream in(st->path, std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(st->offset));
+      std::string more((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!more.empty()) {
+        size_t used = 0;
+        auto lines = ParseCriLog(more, &used);
+        st->offset += used;
+        LogQuery q;
+        q.timestamps = st->timestamps;
+        std::string out = RenderLog(lines, q);
+        if (!out.empty()) return sink.write(out.data(), out.size());
+      }
+      auto f = runner->LogFile(st->ns, st->name, st->container, false);
+      if (!f.ok() || !f->running || f->path != st->path) {
+        sink.done();
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (*stop_flag) {
+      sink.done();
+      return true;
+    }
+    return sink.is_writable();
+  });
+  return true;
+}
+
 SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SimServer::~SimServer() { Stop(); }
@@ -509,11 +725,17 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   if (colon == std::string::npos) return InvalidArgumentError("--listen must be HOST:PORT");
   impl->host = opts.listen.substr(0, colon);
   int want_port = 0;
-  try {
-    want_port = std::stoi(opts.listen.substr(colon + 1));
-  } catch (...) {
-    return InvalidArgumentError("--listen must be HOST:PORT, got " + opts.listen);
+  {
+    // A port is 0-65535 and nothing else: "99999" or "80x" must not bind something else.
+    std::string ps = opts.listen.substr(colon + 1);
+    auto r = std::from_chars(ps.data(), ps.data() + ps.size(), want_port);
+    if (ps.empty() || r.ec != std::errc() || r.ptr != ps.data() + ps.size() || want_port < 0 ||
+        want_port > 65535)
+      return InvalidArgumentError("--listen must be HOST:PORT with a port in 0-65535, got " +
+                                  opts.listen);
   }
+  if (impl->host.size() >= 2 && impl->host.front() == '[' && impl->host.back() == ']')
+    impl->host = impl->host.substr(1, impl->host.size() - 2);
   ApiCoreOptions co;
   co.kube_version = opts.kube_version;
   co.watch_history = opts.watch_history;
@@ -568,6 +790,16 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http->set_payload_max_length(opts.max_body_bytes * 4 + 1024);
   impl->http->set_keep_alive_max_count(100000);
+  // kube-apiserver keeps an idle connection 90 s (http.Server IdleTimeout, the same as Go's
+  // DefaultTransport): a client that retries a POST on a pooled connection must not find it
+  // closed after cpp-httplib's 5 s default.
+  impl->http->set_keep_alive_timeout(90);
+  // SO_REUSEADDR only, as Go's listeners: cpp-httplib's default SO_REUSEPORT let two
+  // simulators share a port (and one kubeconfig reach two clusters).
+  impl->http->set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // Small responses (PATCH results, watch lines) must not wait for Nagle + delayed ACK (~40 ms).
   impl->http->set_tcp_nodelay(true);
   impl->http->set_read_timeout(60, 0);
@@ -601,10 +833,14 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
     impl->port = impl->http->bind_to_any_port(impl->host);
     if (impl->port <= 0) return UnavailableError("cannot bind " + opts.listen);
   } else {
+    if (std::string why = BindProbe(impl->host, want_port); !why.empty())
+      return UnavailableError("failed to listen on " + opts.listen + ": listen tcp " +
+                              opts.listen + ": bind: " + why);
     if (!impl->http->bind_to_port(impl->host, want_port))
-      return UnavailableError("cannot bind " + opts.listen);
+      return UnavailableError("failed to listen on " + opts.listen);
     impl->port = want_port;
   }
+  impl->core->SeedKubernetesService(impl->host, impl->port);
   impl->thread = std::thread([raw] {
     raw->http->listen_after_bind();
     raw->listener_exited = true;
@@ -623,6 +859,44 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   cto.scheduler = opts.scheduler;
   cto.controllers = opts.controllers;
   cto.time_scale = opts.time_scale;
+  if (!opts.exec_images.empty()) {
+    if (!opts.tls)
+      return FailedPreconditionError(
+          "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
+    PodRunnerOptions po;
+    po.exec_images = opts.exec_images;
+    po.node_root = opts.node_root;
+    po.init_exe = opts.pod_init_exe;
+    if (po.init_exe.empty()) {
+      std::error_code ec;
+      po.init_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    }
+    po.fake_nvml_dir = opts.fake_nvml_dir;
+    if (po.fake_nvml_dir.empty()) {
+      auto guess = std::filesystem::path(opts.exec_images).parent_path() / "lib" / "fake-nvml";
+      if (std::filesystem::exists(guess / "libnvidia-ml.so.1")) po.fake_nvml_dir = guess.string();
+    }
+    po.api_host = impl->host;
+    po.api_port = impl->port;
+    po.ca_pem = impl->ca_pem;
+    po.time_scale = opts.time_scale;
+    po.add_token = [raw](const std::string& t, const std::string& u) {
+      std::scoped_lock lock(raw->pod_tokens_mu);
+      raw->pod_tokens[t] = u;
+    };
+    po.remove_token = [raw](const std::string& t) {
+      std::scoped_lock lock(raw->pod_tokens_mu);
+      raw->pod_tokens.erase(t);
+    };
+    auto runner = PodRunner::Create(*impl->core, po);
+    if (!runner.ok()) {
+      impl->http->stop();
+      impl->thread.join();
+      return runner.status();
+    }
+    impl->pod_runner = std::move(*runner);
+    cto.pod_runner = impl->pod_runner.get();
+  }
   impl->controllers = std::make_unique<Controllers>(*impl->core, cto);
   impl->controllers->Start();
   return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
@@ -631,6 +905,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
 void SimServer::Stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
   if (impl_->controllers) impl_->controllers->Stop();
+  impl_->pod_runner.reset();  // ends every pod process
   impl_->core->store().CloseAllWatches();
   impl_->http->stop();
   if (impl_->thread.joinable()) impl_->thread.join();

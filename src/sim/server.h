@@ -47,6 +47,12 @@ struct SimOptions {
   std::vector<std::pair<std::string, std::string>> token_users;
   std::vector<std::string> rbac_files;  // YAML manifests loaded into the authorizer
   bool log_requests = false;
+  // Pods as real processes (sim/pod_runner.h): a pod whose image basename is an executable
+  // in exec_images runs as a process on its node; node_root holds the nodes' files
+  // (ROOT/<node>/dev/kmsg, nvml.yaml, var/log/pods). Needs root and tls.
+  std::string exec_images, node_root;
+  std::string pod_init_exe;   // runs `__gg_pod_init FD`; empty: this process's executable
+  std::string fake_nvml_dir;  // libnvidia-ml.so.1 for GPU pods; empty: next to exec_images
 };
 
 // One rule of fault injection. Empty verb/resource match everything.

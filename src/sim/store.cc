@@ -270,6 +270,13 @@ std::size_t Store::WatchCount() const {
   return watchers_.size();
 }
 
+bool Store::ChangedSinceLocked(const std::string& storage, std::uint64_t rv) const {
+  if (rv < compacted_rv_) return true;
+  for (auto it = history_.rbegin(); it != history_.rend() && it->rv > rv; ++it)
+    if (it->storage == storage) return true;
+  return false;
+}
+
 void Store::Compact() {
   std::scoped_lock lock(mu_);
   history_.clear();

@@ -103,6 +103,9 @@ class Store {
   void ForEachLocked(const std::string& storage, const std::string& ns, const std::string& after,
                      const std::function<bool(const std::string& key, const ObjPtr&)>& fn) const;
   std::size_t CountLocked(const std::string& storage) const;
+  // Whether `storage` may have changed after `rv`: true when an event of it newer than `rv`
+  // is in the history, or when `rv` predates the history (nothing is known then).
+  bool ChangedSinceLocked(const std::string& storage, std::uint64_t rv) const;
   std::size_t TotalObjects() const;
   std::map<std::string, std::size_t> Counts() const;
 

@@ -98,7 +98,11 @@ StatusOr<TlsMaterial> GenerateTlsMaterial(int valid_days, const std::vector<std:
   if (X509_sign(ca.get(), ca_key.get(), EVP_sha256()) <= 0) return SslError("signing CA");
 
   GG_ASSIGN_OR_RETURN(auto srv, MakeCert(srv_key.get(), "gpu-guardian-sim", ca.get(), valid_days));
-  std::string san = "DNS:localhost,IP:127.0.0.1,IP:::1";
+  // Also the names and address pods use for the API server (10.96.0.1, kubernetes.default.svc:
+  // the pod runner's in-cluster endpoint).
+  std::string san =
+      "DNS:localhost,IP:127.0.0.1,IP:::1,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,"
+      "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local";
   for (const auto& n : extra_dns_names) san += ",DNS:" + n;
   GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_basic_constraints, "critical,CA:FALSE"));
   GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment"));

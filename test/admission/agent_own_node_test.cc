@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "admission/cel.h"
+#include "sim/cel/cel.h"
 
 namespace gg::cel {
 namespace {

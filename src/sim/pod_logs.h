@@ -1,0 +1,34 @@
+// Container logs as the pods/log subresource serves them, read from the CRI-format files the
+// pod runner writes ("<RFC 3339 nano> stdout|stderr F|P <text>" per record; P records are
+// parts of one longer line).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gg::sim {
+
+struct LogLine {
+  std::string timestamp;  // of the line's first record
+  std::string text;       // without the newline
+  bool complete = true;   // false: the file ends inside a partial line
+};
+
+// Parses whole records of `cri`; `*consumed` (optional) is the number of bytes used
+// (a trailing record without its newline is left for later).
+std::vector<LogLine> ParseCriLog(std::string_view cri, size_t* consumed = nullptr);
+
+struct LogQuery {
+  std::optional<long> tail_lines;     // tailLines
+  bool timestamps = false;            // timestamps
+  std::optional<long> limit_bytes;    // limitBytes
+  std::optional<long> since_seconds;  // sinceSeconds (against the record timestamps)
+};
+
+// The response body for `lines` under `q` (tailLines, sinceSeconds, timestamps, limitBytes).
+std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q);
+
+}  // namespace gg::sim
