@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test test-unit asan bench bench-scale demo run fmt fuzz deploy docker clean
+.PHONY: all deps configure build test test-unit asan bench bench-scale demo run fmt fuzz lint deploy docker clean
 
 all: build
 
@@ -49,10 +49,16 @@ run: build
 fmt:
 	@find src cmd test bench fuzz -name '*.h' -o -name '*.cc' 2>/dev/null | xargs -r clang-format -i
 
+# libFuzzer targets with clang (Debian's clang 14 works): only the fuzzers and what they link.
 fuzz: deps
 	@[ -f build-fuzz/build.ninja ] || cmake --preset fuzz >/dev/null
-	cmake --build build-fuzz -j $(JOBS)
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
 	./scripts/run-fuzz.sh build-fuzz $${FUZZ_SECONDS:-30}
+
+# clang-format on the lines changed since LINT_BASE (default: where this branch left main) and
+# clang-tidy (.clang-tidy: naming + a few bug checks) on the changed C++ files.
+lint:
+	./scripts/lint.sh $(LINT_BASE)
 
 deploy:
 	kubectl apply -k deploy/

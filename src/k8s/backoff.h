@@ -15,7 +15,7 @@ namespace gg::k8s {
 class Backoff {
  public:
   Backoff(Duration initial, Duration max, double factor = 2.0, double jitter = 0.2,
-          std::uint64_t seed = 0);
+          std::uint64_t start_state = 0);
   Duration Next();
   void Reset() { attempt_ = 0; }
   int attempt() const { return attempt_; }

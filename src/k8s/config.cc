@@ -129,6 +129,52 @@ StatusOr<ClientConfig> LoadInCluster(const ConfigEnv& env, const std::string& sa
   return c;
 }
 
+namespace {
+
+// The kubeconfig user's credentials into `c`: a token, a token file or a client certificate
+// and key; exec plugins, auth providers and basic auth are refused with the reason.
+Status ApplyUser(const YAML::Node& user, const std::string& user_name, const std::string& base_dir,
+                 ClientConfig& c) {
+  if (user["exec"]) {
+    std::string cmd = Str(user["exec"], "command");
+    return UnimplementedError("kubeconfig: user \"" + user_name +
+                              "\" uses an exec credential plugin (" + cmd +
+                              "), which gpu-guardian does not support; use a token, "
+                              "tokenFile or client certificate");
+  }
+  if (user["auth-provider"]) {
+    std::string name = Str(user["auth-provider"], "name");
+    return UnimplementedError("kubeconfig: user \"" + user_name +
+                              "\" uses auth-provider \"" + name +
+                              "\", which gpu-guardian does not support");
+  }
+  if (user["username"] || user["password"]) {
+    return UnimplementedError("kubeconfig: user \"" + user_name +
+                              "\" uses basic auth (username/password), which is not supported");
+  }
+  c.token = Str(user, "token");
+  if (auto tf = Str(user, "tokenFile"); !tf.empty()) c.token_file = JoinPath(base_dir, tf);
+  if (auto d = Str(user, "client-certificate-data"); !d.empty()) {
+    GG_ASSIGN_OR_RETURN(c.client_cert_pem, Base64Decode(d, "client-certificate-data"));
+  } else if (auto f = Str(user, "client-certificate"); !f.empty()) {
+    c.client_cert_file = JoinPath(base_dir, f);
+  }
+  if (auto d = Str(user, "client-key-data"); !d.empty()) {
+    GG_ASSIGN_OR_RETURN(c.client_key_pem, Base64Decode(d, "client-key-data"));
+  } else if (auto f = Str(user, "client-key"); !f.empty()) {
+    c.client_key_file = JoinPath(base_dir, f);
+  }
+  bool has_cert = !c.client_cert_pem.empty() || !c.client_cert_file.empty();
+  bool has_key = !c.client_key_pem.empty() || !c.client_key_file.empty();
+  if (has_cert != has_key) {
+    return InvalidArgumentError("kubeconfig: user \"" + user_name +
+                                "\" needs both a client certificate and a client key");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
                                        const std::string& context, const ConfigEnv& env) {
   YAML::Node root;
@@ -172,48 +218,10 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
       }
       c.ca_pem = *pem;
     }
-    std::optional<YAML::Node> user_node;
     if (!user_name.empty()) {
-      user_node = FindNamed(root["users"], user_name, "user");
+      auto user_node = FindNamed(root["users"], user_name, "user");
       if (!user_node) return NotFoundError("kubeconfig: user \"" + user_name + "\" not found");
-    }
-    if (user_node) {
-      const YAML::Node user = *user_node;
-      if (user["exec"]) {
-        std::string cmd = Str(user["exec"], "command");
-        return UnimplementedError("kubeconfig: user \"" + user_name +
-                                  "\" uses an exec credential plugin (" + cmd +
-                                  "), which gpu-guardian does not support; use a token, "
-                                  "tokenFile or client certificate");
-      }
-      if (user["auth-provider"]) {
-        std::string name = Str(user["auth-provider"], "name");
-        return UnimplementedError("kubeconfig: user \"" + user_name +
-                                  "\" uses auth-provider \"" + name +
-                                  "\", which gpu-guardian does not support");
-      }
-      if (user["username"] || user["password"]) {
-        return UnimplementedError("kubeconfig: user \"" + user_name +
-                                  "\" uses basic auth (username/password), which is not supported");
-      }
-      c.token = Str(user, "token");
-      if (auto tf = Str(user, "tokenFile"); !tf.empty()) c.token_file = JoinPath(base_dir, tf);
-      if (auto d = Str(user, "client-certificate-data"); !d.empty()) {
-        GG_ASSIGN_OR_RETURN(c.client_cert_pem, Base64Decode(d, "client-certificate-data"));
-      } else if (auto f = Str(user, "client-certificate"); !f.empty()) {
-        c.client_cert_file = JoinPath(base_dir, f);
-      }
-      if (auto d = Str(user, "client-key-data"); !d.empty()) {
-        GG_ASSIGN_OR_RETURN(c.client_key_pem, Base64Decode(d, "client-key-data"));
-      } else if (auto f = Str(user, "client-key"); !f.empty()) {
-        c.client_key_file = JoinPath(base_dir, f);
-      }
-      bool has_cert = !c.client_cert_pem.empty() || !c.client_cert_file.empty();
-      bool has_key = !c.client_key_pem.empty() || !c.client_key_file.empty();
-      if (has_cert != has_key) {
-        return InvalidArgumentError("kubeconfig: user \"" + user_name +
-                                    "\" needs both a client certificate and a client key");
-      }
+      GG_RETURN_IF_ERROR(ApplyUser(*user_node, user_name, base_dir, c));
     }
     return c;
   } catch (const YAML::Exception& e) {

@@ -46,7 +46,7 @@ std::string SelectorFingerprint(const api::LabelSelector& s) {
 }
 
 bool SelectorMatches(const api::LabelSelector& selector, const k8s::LabelMap& labels) {
-  return selector.MatchesLookup([&](std::string_view key) { return labels.Get(key); });
+  return selector.Matches(labels);
 }
 
 void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, bool labels_too) {

@@ -88,6 +88,40 @@ void PolicyReconciler::DeviceLevelCondition(const api::GpuHealthPolicy& policy,
   SetPolicyCondition(desired.conditions, std::move(c));
 }
 
+void PolicyReconciler::BrakeCondition(const api::GpuHealthPolicy& policy, int64_t braked,
+                                      const api::GpuHealthPolicyStatus& current,
+                                      api::GpuHealthPolicyStatus& desired,
+                                      const events::ObjectRef& ref, WallTime now) {
+  const std::string& name = policy.name;
+  const auto* was_braked = Find(current.conditions, "BrakeEngaged");
+  const bool was_on = was_braked && was_braked->status == "True";
+  auto cond = [&](bool on, std::string reason, std::string message) {
+    SetPolicyCondition(desired.conditions,
+                       api::PolicyCondition{"BrakeEngaged", on ? "True" : "False",
+                                            std::move(reason), std::move(message), now,
+                                            desired.observed_generation});
+  };
+  if (braked > 0) {
+    auto decision = remediation::CheckBrake(
+        policy.spec.safety, d_.index.BrakeInputFor(name, policy.spec.node_selector), now);
+    std::string msg = std::to_string(braked) + " node(s) held back: " +
+                      (decision.reason.empty() ? "budget exhausted" : decision.reason);
+    cond(true, "BudgetExhausted", msg);
+    if (!was_on) {
+      desired.last_brake_time = now;
+      d_.recorder.Event(ref, events::kBrakeEngaged, msg);
+      d_.log.Info("brake engaged: new remediation held back", {{"policy", name}, {"reason", msg}});
+    }
+  } else {
+    cond(false, "WithinBudget", "");
+    if (was_on) {
+      d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
+      d_.log.Info("brake released: back under the remediation budget", {{"policy", name}});
+    }
+  }
+  d_.metrics.brake_engaged.WithLabels({name}).Set(braked > 0 ? 1 : 0);
+}
+
 StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, std::stop_token) {
   const WallTime now = d_.clock.Now();
   runtime::Result result;
@@ -139,27 +173,7 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
          policy->spec.paused ? "paused: verdicts are computed, nothing is changed"
          : policy->spec.dry_run ? "dry run: decisions are recorded and announced, nothing is changed"
                                 : "policy is active");
-    const auto* was_braked = Find(current.conditions, "BrakeEngaged");
-    const bool was_on = was_braked && was_braked->status == "True";
-    if (c.braked > 0) {
-      auto decision = remediation::CheckBrake(
-          policy->spec.safety, d_.index.BrakeInputFor(name, policy->spec.node_selector), now);
-      std::string msg = std::to_string(c.braked) + " node(s) held back: " +
-                        (decision.reason.empty() ? "budget exhausted" : decision.reason);
-      cond("BrakeEngaged", true, "BudgetExhausted", msg);
-      if (!was_on) {
-        desired.last_brake_time = now;
-        d_.recorder.Event(ref, events::kBrakeEngaged, msg);
-        d_.log.Info("brake engaged: new remediation held back", {{"policy", name}, {"reason", msg}});
-      }
-    } else {
-      cond("BrakeEngaged", false, "WithinBudget", "");
-      if (was_on) {
-        d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
-        d_.log.Info("brake released: back under the remediation budget", {{"policy", name}});
-      }
-    }
-    d_.metrics.brake_engaged.WithLabels({name}).Set(c.braked > 0 ? 1 : 0);
+    BrakeCondition(*policy, c.braked, current, desired, ref, now);
     DeviceLevelCondition(*policy, current, desired, ref, now, &result);
   }
 
