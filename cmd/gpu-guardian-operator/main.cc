@@ -53,10 +53,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drain-poll-interval", drain_poll, "How often a drain re-lists its node's pods")
       ->capture_default_str();
-  app.add_option("--mode", mode,
-                 "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
-                 "collection each --poll-interval and no watch, as the original design did; for clusters "
-                 "that forbid watches and for the API-load comparison in bench/")
+  app.add_option(
+         "--mode", mode,
+         "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
+         "collection each --poll-interval and no watch, as the original design did; for clusters "
+         "that forbid watches and for the API-load comparison in bench/")
       ->check(CLI::IsMember({"watch", "poll"}))
       ->capture_default_str();
   app.add_option("--poll-interval", poll_interval, "LIST interval in --mode poll")

@@ -249,15 +249,15 @@ void ValidateSelector(const LabelSelector& selector, const AddError& add) {
       add(p + ".operator", "must be In, NotIn, Exists or DoesNotExist, got \"" + req.op + "\"");
     }
   }
-
 }
 
 // One rule's matcher, counting window and `for`.
 void ValidateRuleShape(const Rule& r, const std::string& p, const AddError& add) {
   int matchers = r.MatcherCount();
   if (matchers == 0) {
-    add(p, "exactly one matcher is required (xid, ecc, remappedRows, retiredPages, thermal, "
-           "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions); none is set");
+    add(p,
+        "exactly one matcher is required (xid, ecc, remappedRows, retiredPages, thermal, "
+        "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions); none is set");
   } else if (matchers > 1) {
     add(p, "exactly one matcher is allowed; " + std::to_string(matchers) + " are set");
   }
@@ -370,7 +370,6 @@ void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddEr
   if (spec.recovery.healthy_for < Duration::zero()) {
     add("spec.recovery.healthyFor", "must not be negative");
   }
-
 }
 
 void ValidateSafety(const SafetySpec& s, const AddError& add) {

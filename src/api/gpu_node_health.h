@@ -2,8 +2,9 @@
 // operator reads. It carries raw facts plus the agent's Xid classification; decisions are the
 // operator's. Wire names are camelCase JSON; see docs/api.md for the full shape.
 //
-// The same struct is also the payload of the legacy Node annotation of the original gpu-guardian-operator design (docs/reference/README.md)
-// `gpuguardian.io/health` (compact JSON, with "v": 1).
+// The same struct is also the payload of the legacy Node annotation of the original
+// gpu-guardian-operator design (docs/reference/README.md) `gpuguardian.io/health` (compact JSON,
+// with "v": 1).
 #pragma once
 
 #include <cstdint>

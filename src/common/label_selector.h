@@ -36,9 +36,9 @@ struct LabelSelector {
   bool Matches(const std::map<std::string, std::string>& labels) const;
   // Any store with `Get(key) -> optional<string_view>` (k8s::LabelMap), without a copy.
   template <typename Labels>
-    requires requires(const Labels& l, std::string_view k) {
-      { l.Get(k) } -> std::convertible_to<std::optional<std::string_view>>;
-    }
+  requires requires(const Labels& l, std::string_view k) {
+    { l.Get(k) } -> std::convertible_to<std::optional<std::string_view>>;
+  }
   bool Matches(const Labels& labels) const {
     return MatchesLookup([&labels](std::string_view key) { return labels.Get(key); });
   }

@@ -1,8 +1,9 @@
 // The shared helpers with one definition each: strings, ParseDurationFlag, LabelSelector.
+#include "common/strings.h"
+
 #include <gtest/gtest.h>
 
 #include "common/label_selector.h"
-#include "common/strings.h"
 #include "common/time_util.h"
 
 namespace gg {

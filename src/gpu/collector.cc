@@ -85,7 +85,8 @@ struct Collector::SweepJob final : NvmlJob {
   void ReadOne(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
     out.valid = true;
     out.lost = false;
-    if (!ReadFast(api, h, s, out) || !ReadEcc(api, h, s, out) || !ReadRemapAndRecovery(api, h, s, out)) {
+    if (!ReadFast(api, h, s, out) || !ReadEcc(api, h, s, out) ||
+        !ReadRemapAndRecovery(api, h, s, out)) {
       return;
     }
     if (!slow) return;
@@ -389,8 +390,7 @@ Collector::Device Collector::IdentifyDevice(NvmlApi& a, unsigned i) {
     d.id.pci_device = pci.device;
   }
   bool mig = false, pending = false;
-  if (a.DeviceGetMigMode(d.handle, &mig, &pending) == NvmlReturn::kSuccess)
-    d.mig_enabled = mig;
+  if (a.DeviceGetMigMode(d.handle, &mig, &pending) == NvmlReturn::kSuccess) d.mig_enabled = mig;
   int t = 0;
   if (a.DeviceGetTemperatureThreshold(d.handle, TemperatureThreshold::kSlowdown, &t) ==
       NvmlReturn::kSuccess)
@@ -513,8 +513,7 @@ void Collector::ToReport(const Device& d, const Reading& rd, bool hung, bool sta
   g.retired_pages_sbe = rd.retired_sbe;
   g.retired_pages_dbe = rd.retired_dbe;
   g.retired_pages_pending = rd.retired_pending;
-  g.pcie_replay_count =
-      rd.pcie_replay ? std::optional<uint64_t>(*rd.pcie_replay) : std::nullopt;
+  g.pcie_replay_count = rd.pcie_replay ? std::optional<uint64_t>(*rd.pcie_replay) : std::nullopt;
   g.nvlink_links_total = rd.links_total;
   g.nvlink_links_down = rd.links_down;
   g.nvlink_error_count = rd.nvlink_errors;
@@ -532,7 +531,8 @@ void Collector::ToReport(const Device& d, const Reading& rd, bool hung, bool sta
 void Collector::SetSweepSource(SweepResult& out, std::string problems) {
   const size_t n = out.gpus.size();
   int lost = 0;  // the GPU whose call hung is already named by the hang message
-  for (size_t i = 0; i < n; ++i) lost += out.gpus[i].lost && static_cast<int>(i) != hung_gpu_ ? 1 : 0;
+  for (size_t i = 0; i < n; ++i)
+    lost += out.gpus[i].lost && static_cast<int>(i) != hung_gpu_ ? 1 : 0;
   auto add = [&problems](const std::string& m) {
     if (m.empty()) return;
     if (!problems.empty()) problems += "; ";
@@ -548,8 +548,8 @@ void Collector::SetSweepSource(SweepResult& out, std::string problems) {
                         std::chrono::nanoseconds(wait_started);
     if (waited > options_.event_wait + options_.call_deadline)
       add("NVML call nvmlEventSetWait_v2 hung > " +
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                             options_.event_wait + options_.call_deadline)
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.event_wait +
+                                                                          options_.call_deadline)
                              .count()) +
           "s");
   }

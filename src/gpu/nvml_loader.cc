@@ -184,7 +184,8 @@ Status NvmlLoader::Load() {
   auto want = [&](bool ok, const char* name) {
     if (!ok) s.missing_optional += (s.missing_optional.empty() ? "" : ", ") + std::string(name);
   };
-  // Versioned names first: plain names are the legacy v1 ABI (docs/reference/nvml-abi.md, "Loading").
+  // Versioned names first: plain names are the legacy v1 ABI (docs/reference/nvml-abi.md,
+  // "Loading").
   need(Resolve(handle_, s.init, {"nvmlInit_v2"}), "nvmlInit_v2");
   need(Resolve(handle_, s.shutdown, {"nvmlShutdown"}), "nvmlShutdown");
   need(Resolve(handle_, s.count, {"nvmlDeviceGetCount_v2"}), "nvmlDeviceGetCount_v2");

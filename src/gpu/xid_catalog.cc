@@ -151,7 +151,8 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
   bool bad_quote = false;
   int record_line = line;
   if (!NextRecord(csv, pos, fields, line, bad_quote)) return InvalidArgumentError("xid catalog: empty");
-  if (fields.size() < 4 || TrimSpace(fields[0]) != "xid" || TrimSpace(fields[3]) != "recommended_action")
+  if (fields.size() < 4 || TrimSpace(fields[0]) != "xid" ||
+      TrimSpace(fields[3]) != "recommended_action")
     return InvalidArgumentError(
         "xid catalog line 1: header must start with xid,name,category,recommended_action");
   while (true) {
@@ -350,23 +351,40 @@ bool XidNeedsWholeNode(int xid, std::string_view recommended_action) {
 // ECC Error"); these are the short forms the verdict messages use.
 std::string_view XidShortName(int xid) {
   switch (xid) {
-    case 13: return "graphics engine exception";
-    case 31: return "GPU memory page fault";
-    case 43: return "GPU stopped processing";
-    case 45: return "preemptive cleanup";
-    case 48: return "double-bit ECC error";
-    case 63: return "row remapping event";
-    case 64: return "row remapping failure";
-    case 68: return "NVDEC0 exception";
-    case 74: return "NVLink error";
-    case 79: return "fallen off the bus";
-    case 92: return "high single-bit ECC rate";
-    case 94: return "contained memory error";
-    case 95: return "uncontained memory error";
-    case 119: return "GSP RPC timeout";
-    case 120: return "GSP error";
-    case 154: return "recovery action changed";
-    default: return "";
+    case 13:
+      return "graphics engine exception";
+    case 31:
+      return "GPU memory page fault";
+    case 43:
+      return "GPU stopped processing";
+    case 45:
+      return "preemptive cleanup";
+    case 48:
+      return "double-bit ECC error";
+    case 63:
+      return "row remapping event";
+    case 64:
+      return "row remapping failure";
+    case 68:
+      return "NVDEC0 exception";
+    case 74:
+      return "NVLink error";
+    case 79:
+      return "fallen off the bus";
+    case 92:
+      return "high single-bit ECC rate";
+    case 94:
+      return "contained memory error";
+    case 95:
+      return "uncontained memory error";
+    case 119:
+      return "GSP RPC timeout";
+    case 120:
+      return "GSP error";
+    case 154:
+      return "recovery action changed";
+    default:
+      return "";
   }
 }
 

@@ -21,7 +21,10 @@ double NextUnit(std::uint64_t& state) {
 
 Backoff::Backoff(Duration initial, Duration max, double factor, double jitter,
                  std::uint64_t start_state)
-    : initial_(initial), max_(max), factor_(factor), jitter_(std::clamp(jitter, 0.0, 1.0)),
+    : initial_(initial),
+      max_(max),
+      factor_(factor),
+      jitter_(std::clamp(jitter, 0.0, 1.0)),
       state_(start_state ? start_state : std::random_device{}()) {}
 
 Duration Backoff::Next() {

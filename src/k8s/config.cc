@@ -144,9 +144,8 @@ Status ApplyUser(const YAML::Node& user, const std::string& user_name, const std
   }
   if (user["auth-provider"]) {
     std::string name = Str(user["auth-provider"], "name");
-    return UnimplementedError("kubeconfig: user \"" + user_name +
-                              "\" uses auth-provider \"" + name +
-                              "\", which gpu-guardian does not support");
+    return UnimplementedError("kubeconfig: user \"" + user_name + "\" uses auth-provider \"" +
+                              name + "\", which gpu-guardian does not support");
   }
   if (user["username"] || user["password"]) {
     return UnimplementedError("kubeconfig: user \"" + user_name +

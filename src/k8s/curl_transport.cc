@@ -108,23 +108,22 @@ void SetTls(CURL* h, const ClientConfig& cfg) {
   curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, verify);
   curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L);
   if (!cfg.ca_pem.empty()) {
-    curl_blob blob{const_cast<char*>(cfg.ca_pem.data()), cfg.ca_pem.size(),
-                   CURL_BLOB_COPY};
+    curl_blob blob{const_cast<char*>(cfg.ca_pem.data()), cfg.ca_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
   } else if (!cfg.ca_file.empty()) {
     curl_easy_setopt(h, CURLOPT_CAINFO, cfg.ca_file.c_str());
   }
   if (!cfg.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()),
-                   cfg.client_cert_pem.size(), CURL_BLOB_COPY};
+    curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()), cfg.client_cert_pem.size(),
+                   CURL_BLOB_COPY};
     curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
     curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
   } else if (!cfg.client_cert_file.empty()) {
     curl_easy_setopt(h, CURLOPT_SSLCERT, cfg.client_cert_file.c_str());
   }
   if (!cfg.client_key_pem.empty()) {
-    curl_blob key{const_cast<char*>(cfg.client_key_pem.data()),
-                  cfg.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(cfg.client_key_pem.data()), cfg.client_key_pem.size(),
+                  CURL_BLOB_COPY};
     curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
     curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
   } else if (!cfg.client_key_file.empty()) {

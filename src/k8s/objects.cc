@@ -2,8 +2,8 @@
 #include "k8s/objects.h"
 
 #include <algorithm>
-#include <charconv>
 #include <atomic>
+#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <new>

@@ -72,8 +72,7 @@ class DraClient : public DraApi {
  public:
   // `refresh`: discovery is repeated this often (an upgrade or a feature gate turned on must
   // not need an operator restart).
-  DraClient(k8s::RestClient& client, Clock& clock,
-            Duration refresh = std::chrono::minutes(10));
+  DraClient(k8s::RestClient& client, Clock& clock, Duration refresh = std::chrono::minutes(10));
 
   StatusOr<DraCapabilities> Capabilities() override;
   StatusOr<remediation::GpuDeviceMap> MapGpus(const std::string& node, const std::string& driver,

@@ -40,8 +40,9 @@ class DrainStarter {
 
 class DrainRunner final : public DrainStarter {
  public:
-  DrainRunner(remediation::Drainer& drainer, std::function<void(const std::string& node)> on_finished,
-              int max_running = 32, Logger log = Logger().WithName("drains"));
+  DrainRunner(remediation::Drainer& drainer,
+              std::function<void(const std::string& node)> on_finished, int max_running = 32,
+              Logger log = Logger().WithName("drains"));
   ~DrainRunner();  // cancels and joins everything
 
   Start Ensure(const std::string& node, const remediation::DrainSpec& spec,

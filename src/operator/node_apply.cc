@@ -63,7 +63,8 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
 }
 
 // Excluded, or no valid policy selects the node: nothing decided, nothing written.
-runtime::Result NodeReconciler::ApplyNotSelected(const std::string& node, const NodeChange& change) {
+runtime::Result NodeReconciler::ApplyNotSelected(const std::string& node,
+                                                 const NodeChange& change) {
   if (change.stop_drain) d_.drains.Cancel(node);
   if (change.excluded) d_.index.SetExcluded(node, true);
   for (const auto& p : d_.index.SetVerdicts(node, {}, "")) d_.enqueue_policy(p);
@@ -92,8 +93,13 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
       return FailedPreconditionError("GPU " + dt.gpu_uuid + " of node " + name +
                                      " has no DRA device to taint");
     }
-    remediation::DeviceTaintRuleSpec rs{name, dt.gpu_uuid, it->second, dt.reason, dt.effect,
-                                        dt.message, pass.assessment.policy->name};
+    remediation::DeviceTaintRuleSpec rs{name,
+                                        dt.gpu_uuid,
+                                        it->second,
+                                        dt.reason,
+                                        dt.effect,
+                                        dt.message,
+                                        pass.assessment.policy->name};
     bool created = false;
     auto rule = d_.dra->EnsureRule(rs, &created);
     if (!rule.ok()) {
@@ -192,7 +198,9 @@ void NodeReconciler::EmitEvents(Pass& pass, const NodeChange& change) {
   if (!change.drain_recorded.empty()) {
     const bool done = change.drain_recorded == "Done";
     const bool timed_out = pass.in.drain && pass.in.drain->timed_out;
-    pass.log.Info(done ? "drain finished" : timed_out ? "drain timed out" : "drain blocked",
+    pass.log.Info(done        ? "drain finished"
+                  : timed_out ? "drain timed out"
+                              : "drain blocked",
                   {{"action", "drain"}, {"detail", pass.in.drain ? pass.in.drain->message : ""}});
     d_.metrics.drains.WithLabels({change.drain_recorded}).Inc();
   }
@@ -212,7 +220,7 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
     // Device-level: evict only the pods holding a fenced GPU (their claims' allocations).
     // No new pod can be allocated a tainted GPU, so the set taken at the start is complete.
     const std::vector<remediation::DeviceTaintRecord> none;
-    const auto& taints = change.record ? change.record->device_taints
+    const auto& taints = change.record            ? change.record->device_taints
                          : pass.assessment.record ? pass.assessment.record->device_taints
                                                   : none;
     std::vector<remediation::DeviceRef> refs;
@@ -231,10 +239,10 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
   if (change.starts_drain) d_.metrics.Remediation("drain", kResultSuccess);
   auto started = d_.drains.Ensure(name, spec, change.drain->deadline);
   if (started == DrainStarter::Start::kStarted) {
-    pass.log.Info("drain started",
-                  {{"action", "drain"},
-                   {"scope", api::DrainScopeName(spec.scope)},
-                   {"pods", spec.pod_uids ? std::to_string(spec.pod_uids->size()) : "all in scope"}});
+    pass.log.Info("drain started", {{"action", "drain"},
+                                    {"scope", api::DrainScopeName(spec.scope)},
+                                    {"pods", spec.pod_uids ? std::to_string(spec.pod_uids->size())
+                                                           : "all in scope"}});
   }
   if (started == DrainStarter::Start::kNoCapacity) result.requeue_after = std::chrono::seconds(5);
   return result;
@@ -252,14 +260,16 @@ runtime::Result NodeReconciler::Finish(Pass& pass, const NodeChange& change,
       result.requeue_after = std::min<Duration>(kBrakeRecheck, *retry_at - pass.now);
     }
   }
-  for (const auto& p : d_.index.SetVerdicts(name, a.states,
-                                            change.brake_blocked ? a.policy->name : std::string())) {
+  for (const auto& p : d_.index.SetVerdicts(
+           name, a.states, change.brake_blocked ? a.policy->name : std::string())) {
     d_.enqueue_policy(p);
   }
   d_.metrics.SetNodeHealth(name, policy::HealthStateName(a.verdict->state));
   if (change.requeue_at) {
-    Duration after = std::max<Duration>(*change.requeue_at - pass.now, std::chrono::milliseconds(100));
-    if (result.requeue_after.count() == 0 || after < result.requeue_after) result.requeue_after = after;
+    Duration after =
+        std::max<Duration>(*change.requeue_at - pass.now, std::chrono::milliseconds(100));
+    if (result.requeue_after.count() == 0 || after < result.requeue_after)
+      result.requeue_after = after;
   }
   return result;
 }

@@ -39,7 +39,8 @@ remediation::NodeView ToNodeView(const k8s::Node& node) {
   return v;
 }
 
-std::optional<remediation::DrainOutcome> ToOutcome(const std::optional<remediation::DrainResult>& r) {
+std::optional<remediation::DrainOutcome> ToOutcome(
+    const std::optional<remediation::DrainResult>& r) {
   if (!r) return std::nullopt;
   remediation::DrainOutcome o;
   o.done = r->state == remediation::DrainState::kDone;
@@ -155,7 +156,6 @@ void NodeReconciler::ForgetNode(const std::string& name) {
   d_.drains.Cancel(name);
   d_.metrics.ForgetNode(name);
 }
-
 
 bool NodeReconciler::CacheBehindOwnWrite(const std::string& node, const std::string& cache_rv) {
   std::scoped_lock lock(written_mu_);

@@ -91,8 +91,7 @@ class NodeReconciler final : public runtime::Reconciler {
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
   void EmitEvents(Pass& pass, const remediation::NodeChange& change);
   StatusOr<runtime::Result> RunDrain(Pass& pass, const remediation::NodeChange& change);
-  runtime::Result Finish(Pass& pass, const remediation::NodeChange& change,
-                         runtime::Result result);
+  runtime::Result Finish(Pass& pass, const remediation::NodeChange& change, runtime::Result result);
   void ForgetNode(const std::string& node);
 
   // Our last write to `node` landed at a resourceVersion the cache has not reached yet: a

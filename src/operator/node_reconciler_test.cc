@@ -97,7 +97,9 @@ struct World {
     auto r = remediation::DecodeRecord(*a);
     return r.ok() ? std::optional(*r) : std::nullopt;
   }
-  bool OurTaint(const std::string& name) { return Node(name)->FindTaint(api::kTaintKey) != nullptr; }
+  bool OurTaint(const std::string& name) {
+    return Node(name)->FindTaint(api::kTaintKey) != nullptr;
+  }
   std::string Condition(const std::string& name) {
     const auto* c = Node(name)->FindCondition(api::kConditionType);
     return c ? c->status : "";
@@ -115,11 +117,11 @@ struct Case {
   // Expected world after one pass.
   bool cordoned = false;
   bool tainted = false;
-  std::string condition;             // "" = none written
+  std::string condition;  // "" = none written
   bool record_active = false;
-  std::vector<std::string> events;   // reasons, in order
+  std::vector<std::string> events;  // reasons, in order
   bool drain_started = false;
-  std::vector<std::string> log;      // parts of one line (empty: not checked)
+  std::vector<std::string> log;  // parts of one line (empty: not checked)
   bool brake_requeue = false;
 };
 
@@ -144,7 +146,8 @@ TEST_P(ReconcileTable, OnePassGivesTheExpectedWorld) {
   std::vector<std::string> reasons;
   for (const auto& e : w.recorder.Events()) {
     reasons.push_back(e.reason);
-    EXPECT_EQ(e.type, events::TypeOfReason(e.reason)) << e.reason << " is typed as the catalog says";
+    EXPECT_EQ(e.type, events::TypeOfReason(e.reason))
+        << e.reason << " is typed as the catalog says";
     EXPECT_EQ(e.object.name, "gpu-1");
   }
   EXPECT_EQ(reasons, c.events);
@@ -187,8 +190,7 @@ INSTANTIATE_TEST_SUITE_P(
              .events = {"GPUUnhealthy", "NodeCordoned", "NodeTainted"},
              .drain_started = true,
              .log = {"drain started", "action=drain"}},
-        Case{.name = "ExcludedNodeIsLeftAlone",
-             .labels = {{"gpuguardian.io/exclude", "true"}}},
+        Case{.name = "ExcludedNodeIsLeftAlone", .labels = {{"gpuguardian.io/exclude", "true"}}},
         Case{.name = "ExcludeLabelOtherValueIsNotExcluded",
              .labels = {{"gpuguardian.io/exclude", "false"}},
              .cordoned = true,
@@ -197,7 +199,10 @@ INSTANTIATE_TEST_SUITE_P(
              .record_active = true,
              .events = {"GPUUnhealthy", "NodeCordoned", "NodeTainted"}},
         Case{.name = "NoPolicySelectsTheNode",
-             .policy = [](api::GpuHealthPolicy& p) { p.spec.node_selector.match_labels = {{"pool", "a"}}; }},
+             .policy =
+                 [](api::GpuHealthPolicy& p) {
+                   p.spec.node_selector.match_labels = {{"pool", "a"}};
+                 }},
         Case{.name = "InvalidPolicyActsOnNothing",
              .policy = [](api::GpuHealthPolicy& p) { p.spec.rules[0].name = "Not Valid!"; }},
         Case{.name = "DryRunChangesNothingButSaysWhatItWouldDo",
@@ -208,7 +213,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{.name = "PausedWritesNothing",
              .policy = [](api::GpuHealthPolicy& p) { p.spec.paused = true; }},
         Case{.name = "BrakeHoldsTheFenceBackAndSaysSo",
-             .policy = [](api::GpuHealthPolicy& p) { p.spec.safety.max_unhealthy = api::IntOrPercent{0, false}; },
+             .policy =
+                 [](api::GpuHealthPolicy& p) {
+                   p.spec.safety.max_unhealthy = api::IntOrPercent{0, false};
+                 },
              .condition = "False",
              .record_active = true,
              .events = {"GPUUnhealthy", "RemediationSkipped"},
@@ -274,7 +282,8 @@ TEST(NodeReconciler, FinishedDrainIsRecordedOnceAndLogged) {
     r.state = done ? remediation::DrainState::kDone : remediation::DrainState::kBlocked;
     r.timed_out = !done;
     r.message = done ? "evicted 2 pod(s)" : "drain timed out with 1 pod(s) left";
-    if (!done) r.blocking = {"ml/train-0: Cannot evict pod as it would violate the pod's disruption budget"};
+    if (!done)
+      r.blocking = {"ml/train-0: Cannot evict pod as it would violate the pod's disruption budget"};
     w.drains.Finish("gpu-1", r);
     w.clock.Advance(seconds(30));
     ASSERT_TRUE(w.Pass("gpu-1").ok());
@@ -283,9 +292,9 @@ TEST(NodeReconciler, FinishedDrainIsRecordedOnceAndLogged) {
     EXPECT_EQ(rec->drain.phase,
               done ? remediation::DrainPhase::kCompleted : remediation::DrainPhase::kBlocked);
     EXPECT_EQ(w.recorder.Count(done ? events::kNodeDrained : events::kDrainBlocked, "gpu-1"), 1);
-    EXPECT_NE(w.logs->Find({done ? "drain finished" : "drain timed out", "node=gpu-1",
-                            "policy=default"}),
-              "");
+    EXPECT_NE(
+        w.logs->Find({done ? "drain finished" : "drain timed out", "node=gpu-1", "policy=default"}),
+        "");
     // The outcome is recorded: the next pass forgets it and starts nothing again.
     ASSERT_TRUE(w.Pass("gpu-1").ok());
     EXPECT_FALSE(w.drains.Get("gpu-1").has_value());

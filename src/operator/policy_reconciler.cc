@@ -96,10 +96,10 @@ void PolicyReconciler::BrakeCondition(const api::GpuHealthPolicy& policy, int64_
   const auto* was_braked = Find(current.conditions, "BrakeEngaged");
   const bool was_on = was_braked && was_braked->status == "True";
   auto cond = [&](bool on, std::string reason, std::string message) {
-    SetPolicyCondition(desired.conditions,
-                       api::PolicyCondition{"BrakeEngaged", on ? "True" : "False",
-                                            std::move(reason), std::move(message), now,
-                                            desired.observed_generation});
+    SetPolicyCondition(
+        desired.conditions,
+        api::PolicyCondition{"BrakeEngaged", on ? "True" : "False", std::move(reason),
+                             std::move(message), now, desired.observed_generation});
   };
   if (braked > 0) {
     auto decision = remediation::CheckBrake(
@@ -155,7 +155,8 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     d_.metrics.brake_engaged.WithLabels({name}).Set(0);
     if (!was_invalid || was_invalid->status != "True" || was_invalid->message != why) {
       d_.recorder.Event(ref, events::kPolicyInvalid, why);
-      d_.log.Info("policy invalid: no action is taken under it", {{"policy", name}, {"reason", why}});
+      d_.log.Info("policy invalid: no action is taken under it",
+                  {{"policy", name}, {"reason", why}});
     }
   } else {
     PolicyCounts c = d_.index.CountsFor(name, policy->spec.node_selector);

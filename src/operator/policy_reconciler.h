@@ -51,8 +51,9 @@ class PolicyReconciler final : public runtime::Reconciler {
   // BrakeEngaged (+ lastBrakeTime, the BrakeEngaged/BrakeReleased Events on a change, the
   // gauge) from the number of nodes the brake holds back.
   void BrakeCondition(const api::GpuHealthPolicy& policy, int64_t braked,
-                      const api::GpuHealthPolicyStatus& current, api::GpuHealthPolicyStatus& desired,
-                      const events::ObjectRef& ref, WallTime now);
+                      const api::GpuHealthPolicyStatus& current,
+                      api::GpuHealthPolicyStatus& desired, const events::ObjectRef& ref,
+                      WallTime now);
 
   PolicyReconcilerDeps d_;
   // Last status written per policy: an undecodable policy has no readable status to compare

@@ -7,8 +7,8 @@
 #include <set>
 #include <tuple>
 
-#include "gpu/xid_catalog.h"
 #include "common/time_util.h"
+#include "gpu/xid_catalog.h"
 
 namespace gg::policy {
 namespace {
@@ -67,8 +67,8 @@ void EccParts(const api::EccMatcher& m, const GpuStatus& g, std::vector<std::str
   }
   if (m.correctable_volatile_above && g.ecc_corrected_volatile &&
       *g.ecc_corrected_volatile > *m.correctable_volatile_above) {
-    parts.push_back("correctable ECC errors (volatile) " + Num(*g.ecc_corrected_volatile) +
-                    " > " + Num(*m.correctable_volatile_above));
+    parts.push_back("correctable ECC errors (volatile) " + Num(*g.ecc_corrected_volatile) + " > " +
+                    Num(*m.correctable_volatile_above));
   }
   if (m.uncorrectable_aggregate_above && g.ecc_uncorrected_aggregate &&
       *g.ecc_uncorrected_aggregate > *m.uncorrectable_aggregate_above) {
@@ -395,8 +395,9 @@ void Classify(const api::GpuHealthPolicySpec& spec, const api::GpuNodeHealthStat
 }
 
 // A readable report: Unknown when its heartbeat is missing or stale, else the rules decide.
-void EvaluateReportFacts(const api::GpuHealthPolicySpec& spec, const api::GpuNodeHealthStatus& report,
-                         const EvalMemory& prior, WallTime now, Verdict& v) {
+void EvaluateReportFacts(const api::GpuHealthPolicySpec& spec,
+                         const api::GpuNodeHealthStatus& report, const EvalMemory& prior,
+                         WallTime now, Verdict& v) {
   EvalContext ctx{spec, report, prior, now};
   WallTime hb = report.heartbeat_time != WallTime{} ? report.heartbeat_time : report.observed_at;
   if (hb == WallTime{}) {
@@ -478,7 +479,6 @@ std::string_view UnknownCauseName(UnknownCause c) {
   }
   return "";
 }
-
 
 std::vector<std::string> Verdict::MatchedRules() const {
   std::vector<std::string> out;

@@ -177,9 +177,9 @@ DrainResult DrainRun::TimedOut(const std::string& list_error) {
   res_.timed_out = true;
   for (const auto& [uid, t] : tracked_) {
     std::string why = t.pod.meta.deletion_timestamp ? "still terminating"
-                      : t.evicted                    ? "evicted, not gone yet"
-                      : !t.last_error.empty()        ? t.last_error
-                                                     : "not evicted yet (earlier stage pending)";
+                      : t.evicted                   ? "evicted, not gone yet"
+                      : !t.last_error.empty()       ? t.last_error
+                                                    : "not evicted yet (earlier stage pending)";
     res_.blocking.push_back(t.pod.meta.Key() + ": " + why);
   }
   for (auto& u : unevictable_) res_.blocking.push_back(u);
@@ -210,8 +210,8 @@ void DrainRun::EvictDue() {
       batch[i].result = api_.Evict(batch[i].t->pod, o);
     }
   };
-  const std::size_t n = std::min<std::size_t>(
-      batch.size(), static_cast<std::size_t>(opts_.max_concurrent_evictions));
+  const std::size_t n =
+      std::min<std::size_t>(batch.size(), static_cast<std::size_t>(opts_.max_concurrent_evictions));
   if (n == 1) {
     work();
   } else {

@@ -86,7 +86,7 @@ struct DrainerOptions {
   Duration initial_backoff = std::chrono::seconds(1);
   Duration max_backoff = std::chrono::seconds(30);
   std::function<void(std::string_view result)> on_eviction;  // optional, thread-safe
-  Logger log = Logger().WithName("drainer");  // progress and PDB refusals, once each
+  Logger log = Logger().WithName("drainer");                 // progress and PDB refusals, once each
 };
 
 enum class DrainState { kDone, kBlocked, kCancelled };

@@ -340,9 +340,9 @@ void Planner::Apply(Action target) {
   if (device_level && target >= Action::kTaint) FenceDevices();
   if (!device_level) FenceNode(target);
   // Effect None only announces: nothing is fenced, so nothing is evicted either.
-  bool want_drain = target >= Action::kDrain && !drain_held_ &&
-                    !(device_level && pol_.remediation.device_taint_effect ==
-                                          api::DeviceTaintEffect::kNone);
+  bool want_drain =
+      target >= Action::kDrain && !drain_held_ &&
+      !(device_level && pol_.remediation.device_taint_effect == api::DeviceTaintEffect::kNone);
   if (want_drain) RequestDrain(device_level);
   rec_.action = std::max(rec_.action, target);
 }
@@ -404,7 +404,8 @@ void Planner::OnHealthy() {
 // State-transition Events, then the record when it changed.
 void Planner::FinishRecord() {
   const std::string new_state(policy::HealthStateName(v_.state));
-  if (v_.state == HealthState::kUnknown && prev_state_ != "Unknown" && v_.action >= Action::kEvent) {
+  if (v_.state == HealthState::kUnknown && prev_state_ != "Unknown" &&
+      v_.action >= Action::kEvent) {
     Event(events::kGPUTelemetryLost, v_.message);
   }
   // Absent state means Healthy, so always-healthy nodes need no record at all.

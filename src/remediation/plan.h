@@ -92,23 +92,23 @@ struct DrainRequest {
 // in one PATCH (record first in intent: it says what is ours), the condition through
 // nodes/status, the DRA rules before the PATCH, then the Events, then the drain.
 struct NodeChange {
-  std::optional<RemediationRecord> record;        // write our record annotation
-  std::optional<NodeTaint> set_taint;             // add or update our taint (by key)
-  bool remove_taint = false;                      // remove our taint
-  std::optional<bool> unschedulable;              // cordon (true) / uncordon (false)
-  std::optional<NodeConditionView> condition;     // GPUHealthy
+  std::optional<RemediationRecord> record;     // write our record annotation
+  std::optional<NodeTaint> set_taint;          // add or update our taint (by key)
+  bool remove_taint = false;                   // remove our taint
+  std::optional<bool> unschedulable;           // cordon (true) / uncordon (false)
+  std::optional<NodeConditionView> condition;  // GPUHealthy
   std::vector<DeviceTaintChange> delete_device_taints;
   std::vector<DeviceTaintChange> create_device_taints;
   std::vector<PlannedEvent> events;
 
   std::optional<DrainRequest> drain;
-  bool stop_drain = false;    // abandon a running drain (recovery, admin uncordon, exclusion)
-  bool forget_drain = false;  // the record no longer says Running: drop a finished outcome
+  bool stop_drain = false;     // abandon a running drain (recovery, admin uncordon, exclusion)
+  bool forget_drain = false;   // the record no longer says Running: drop a finished outcome
   std::string drain_recorded;  // "Done" | "Blocked": a finished drain's outcome recorded now
 
   // What the pass decided beyond writes (metrics, the fleet index, logs).
-  bool excluded = false;        // opted out by label: nothing decided, nothing written
-  bool brake_blocked = false;   // new remediation held back by the brake
+  bool excluded = false;       // opted out by label: nothing decided, nothing written
+  bool brake_blocked = false;  // new remediation held back by the brake
   bool starts_node_fence = false;
   bool starts_drain = false;
   bool ends_node_fence = false;  // for the brake ledger
@@ -140,7 +140,7 @@ struct DrainOutcome {
   bool done = false;       // all pods in scope gone; else Blocked (timed out, unevictable pods)
   bool timed_out = false;  // Blocked because the drain's deadline passed
   std::string state;       // "Done" | "Blocked"
-  std::string message;  // one line, naming the pods left and why
+  std::string message;     // one line, naming the pods left and why
 };
 
 // One node as the caches show it.
@@ -151,17 +151,17 @@ struct NodeInput {
   // a report that cannot be read (-> Unknown).
   StatusOr<api::GpuNodeHealthStatus> report = NotFoundError("no report");
   std::vector<const api::GpuHealthPolicy*> policies;  // valid policies selecting the node
-  std::optional<DrainOutcome> drain;  // the drain runner's finished outcome, if any
+  std::optional<DrainOutcome> drain;                  // the drain runner's finished outcome, if any
 };
 
 // Assess: the verdict half of the decision (exclusion, Evaluate per policy, Resolve).
 struct Assessment {
   bool excluded = false;
-  std::optional<policy::Verdict> verdict;        // nullopt: excluded, or no policy selects it
-  const api::GpuHealthPolicy* policy = nullptr;  // the winning policy
+  std::optional<policy::Verdict> verdict;              // nullopt: excluded, or no policy selects it
+  const api::GpuHealthPolicy* policy = nullptr;        // the winning policy
   std::map<std::string, policy::EvalMemory> memories;  // per selecting policy, to store
   std::map<std::string, policy::HealthState> states;   // per selecting policy
-  std::optional<RemediationRecord> record;       // ours, decoded (nullopt: none or unreadable)
+  std::optional<RemediationRecord> record;  // ours, decoded (nullopt: none or unreadable)
 
   // The verdict may start a fence: the brake must be consulted (under its lock).
   bool MayStartFence() const { return verdict && verdict->action >= api::Action::kTaint; }

@@ -400,7 +400,7 @@ TEST(PlanDeviceLevel, TaintCarriesPolicyEffectAndFiredRule) {
   for (auto [effect, name] : {std::pair{api::DeviceTaintEffect::kNoSchedule, "NoSchedule"},
                               std::pair{api::DeviceTaintEffect::kNoExecute, "NoExecute"}}) {
     NodeChange p = Plan(Bad(Action::kDrain, {"GPU-3"}, false), DraNode(), DevicePol(effect),
-                             BrakeAllowAll(), kNow);
+                        BrakeAllowAll(), kNow);
     auto adds = p.create_device_taints;
     ASSERT_EQ(adds.size(), 1u);
     EXPECT_EQ(adds[0].effect, name);
@@ -446,14 +446,14 @@ TEST(PlanDeviceLevel, DeviceBudgetCountsEveryGpu) {
   none.devices_left = 0;
   none.allow_new_device = false;
   NodeChange held = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(), none,
-                              kNow + seconds(10));
+                         kNow + seconds(10));
   EXPECT_TRUE(held.create_device_taints.empty());
   EXPECT_TRUE(held.brake_blocked);
   EXPECT_FALSE(HasEvent(held, events::kRemediationSkipped));  // said once
 
   // A slot frees: the second GPU is fenced, the first is not created twice.
-  NodeChange later = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(),
-                               one, kNow + minutes(61));
+  NodeChange later =
+      Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(), one, kNow + minutes(61));
   adds = later.create_device_taints;
   ASSERT_EQ(adds.size(), 1u);
   EXPECT_EQ(adds[0].gpu_uuid, "GPU-3");
