@@ -54,7 +54,7 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     std::scoped_lock lock(mu_);
     fail_ = std::move(s);
   }
-  int writes() const {
+  int Writes() const {
     std::scoped_lock lock(mu_);
     return writes_;
   }

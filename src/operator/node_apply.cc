@@ -83,7 +83,7 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
       return s;
     }
     d_.metrics.Remediation("device_untaint", skipped ? kResultSkipped : kResultSuccess);
-    pass.log.Info(skipped ? "device taint skipped: DeviceTaintRule not ours, left alone"
+    Log(pass).Info(skipped ? "device taint skipped: DeviceTaintRule not ours, left alone"
                           : "device taint removed",
                   {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", dt.rule_name}});
   }
@@ -116,7 +116,7 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
     // A retried pass finds its own rule: counted and logged once, when it was created.
     if (created) {
       d_.metrics.Remediation("device_taint", kResultSuccess);
-      pass.log.Info("device taint created",
+      Log(pass).Info("device taint created",
                     {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", *rule}, {"effect", dt.effect}});
     }
   }
@@ -155,7 +155,7 @@ Status NodeReconciler::WriteNode(Pass& pass, const NodeChange& change) {
   if (change.record) d_.index.ApplyOwnRecord(name, *change.record);
   for (const auto& a : actions) {
     d_.metrics.Remediation(a.first, kResultSuccess);
-    pass.log.Info(a.second, {{"action", a.first}});
+    Log(pass).Info(a.second, {{"action", a.first}});
   }
   if (change.starts_node_fence && pass.in.report.ok()) {
     double secs =
@@ -192,13 +192,13 @@ void NodeReconciler::EmitEvents(Pass& pass, const NodeChange& change) {
   for (const auto& e : change.events) {
     d_.recorder.Event(ref, e.type, e.reason, e.message);
     if (!AnnouncesLoggedAction(e.reason)) {
-      pass.log.Info(LogMessageFor(e.reason), {{"event", e.reason}, {"detail", e.message}});
+      Log(pass).Info(LogMessageFor(e.reason), {{"event", e.reason}, {"detail", e.message}});
     }
   }
   if (!change.drain_recorded.empty()) {
     const bool done = change.drain_recorded == "Done";
     const bool timed_out = pass.in.drain && pass.in.drain->timed_out;
-    pass.log.Info(done        ? "drain finished"
+    Log(pass).Info(done        ? "drain finished"
                   : timed_out ? "drain timed out"
                               : "drain blocked",
                   {{"action", "drain"}, {"detail", pass.in.drain ? pass.in.drain->message : ""}});
@@ -210,7 +210,7 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
   const std::string& name = pass.node.meta.name;
   runtime::Result result;
   if (change.stop_drain) {
-    if (d_.drains.Running(name)) pass.log.Info("drain stopped", {{"action", "drain"}});
+    if (d_.drains.Running(name)) Log(pass).Info("drain stopped", {{"action", "drain"}});
     d_.drains.Cancel(name);
   }
   if (change.forget_drain) d_.drains.Forget(name);
@@ -239,7 +239,7 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
   if (change.starts_drain) d_.metrics.Remediation("drain", kResultSuccess);
   auto started = d_.drains.Ensure(name, spec, change.drain->deadline);
   if (started == DrainStarter::Start::kStarted) {
-    pass.log.Info("drain started", {{"action", "drain"},
+    Log(pass).Info("drain started", {{"action", "drain"},
                                     {"scope", api::DrainScopeName(spec.scope)},
                                     {"pods", spec.pod_uids ? std::to_string(spec.pod_uids->size())
                                                            : "all in scope"}});

@@ -81,7 +81,7 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   std::vector<std::shared_ptr<const PolicyObject>> holders;  // keep `in.policies` alive
   const remediation::NodeInput in = ReadInput(*node, &holders);
   const remediation::Assessment assessment = remediation::Assess(in, now);
-  Pass pass{*node, in, assessment, {}, {}, now, d_.log.WithValues({{"node", name}})};
+  Pass pass{*node, in, assessment, {}, {}, now, std::nullopt};
   std::unique_lock brake_lock(brake_mu_, std::defer_lock);
   if (Status s = Lookup(pass, brake_lock); !s.ok()) return s;
   remediation::NodeChange change = remediation::Plan(in, assessment, pass.lookups, now);
@@ -109,9 +109,6 @@ remediation::NodeInput NodeReconciler::ReadInput(
 Status NodeReconciler::Lookup(Pass& pass, std::unique_lock<std::mutex>& brake_lock) {
   const remediation::Assessment& a = pass.assessment;
   if (!a.verdict) return OkStatus();
-  pass.log = pass.log.WithValues({{"policy", a.policy->name},
-                                  {"rule", Join(a.verdict->MatchedRules(), ",")},
-                                  {"reason", a.verdict->message}});
   if (a.MayStartFence()) {
     // The brake: serialize any decision that may start a fence or a drain.
     brake_lock.lock();
@@ -140,11 +137,26 @@ StatusOr<bool> NodeReconciler::DeviceLevelPossible(Pass& pass) {
   if (!m.ok()) return m.status();
   pass.devices = std::move(*m);
   if (!pass.devices.unmapped.empty()) {
-    pass.log.Info("GPUs not published through DRA: node-level remediation",
+    Log(pass).Info("GPUs not published through DRA: node-level remediation",
                   {{"driver", rem.device_driver}, {"gpus", Join(pass.devices.unmapped, ",")}});
     return false;
   }
   return true;
+}
+
+const Logger& NodeReconciler::Log(Pass& pass) const {
+  if (!pass.logger) {
+    const remediation::Assessment& a = pass.assessment;
+    if (a.verdict && a.policy) {
+      pass.logger = d_.log.WithValues({{"node", pass.node.meta.name},
+                                       {"policy", a.policy->name},
+                                       {"rule", Join(a.verdict->MatchedRules(), ",")},
+                                       {"reason", a.verdict->message}});
+    } else {
+      pass.logger = d_.log.WithValues({{"node", pass.node.meta.name}});
+    }
+  }
+  return *pass.logger;
 }
 
 void NodeReconciler::ForgetNode(const std::string& name) {

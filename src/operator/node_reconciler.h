@@ -65,8 +65,10 @@ class NodeReconciler final : public runtime::Reconciler {
     remediation::Lookups lookups;
     remediation::GpuDeviceMap devices;  // the GPUs DeviceLevelPossible looked up
     WallTime now;
-    Logger log;  // node, policy, rule and reason on every line
+    std::optional<Logger> logger;  // built on the first line logged (most passes log none)
   };
+  // The pass's logger: node, policy, rule and reason on every line.
+  const Logger& Log(Pass& pass) const;
 
   // --- read ---
   // `holders` keeps the policy objects `policies` points into alive for the pass.

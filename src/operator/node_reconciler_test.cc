@@ -238,11 +238,11 @@ TEST(NodeReconciler, SecondPassChangesNothing) {
   w.cluster.PutPolicy(Policy(api::Action::kCordon));
   w.Start();
   ASSERT_TRUE(w.Pass("gpu-1").ok());
-  const int writes = w.cluster.writes();
+  const int writes = w.cluster.Writes();
   const auto events = w.recorder.Events().size();
   w.clock.Advance(seconds(5));
   ASSERT_TRUE(w.Pass("gpu-1").ok());
-  EXPECT_EQ(w.cluster.writes(), writes);
+  EXPECT_EQ(w.cluster.Writes(), writes);
   EXPECT_EQ(w.recorder.Events().size(), events);
 }
 
@@ -331,10 +331,10 @@ TEST(NodeReconciler, ExcludingANodeStopsItsDrain) {
   k8s::Node n = *w.Node("gpu-1");
   n.meta.labels.Set(api::kExcludeLabel, "true");
   w.cluster.PutNode(n);
-  const int writes = w.cluster.writes();
+  const int writes = w.cluster.Writes();
   ASSERT_TRUE(w.Pass("gpu-1").ok());
   EXPECT_FALSE(w.drains.Running("gpu-1"));
-  EXPECT_EQ(w.cluster.writes(), writes) << "an excluded node is never written";
+  EXPECT_EQ(w.cluster.Writes(), writes) << "an excluded node is never written";
   EXPECT_TRUE(w.Node("gpu-1")->unschedulable) << "nothing is undone either";
 }
 
