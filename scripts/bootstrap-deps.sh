@@ -6,7 +6,7 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake ninja-build pkg-config g++ clang
+  build-essential cmake ninja-build pkg-config g++ clang clang-format clang-tidy
   libcurl4-openssl-dev libssl-dev
   libsimdjson-dev nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libcli11-dev
   libfmt-dev libspdlog-dev

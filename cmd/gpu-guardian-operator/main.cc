@@ -13,20 +13,6 @@
 #include "metrics/registry.h"
 #include "operator/operator.h"
 
-namespace {
-
-bool ParseDurationFlag(const std::string& text, const char* flag, gg::Duration* out) {
-  auto d = gg::ParseDuration(text);
-  if (!d.ok() || d->count() <= 0) {
-    std::fprintf(stderr, "--%s: invalid duration \"%s\"\n", flag, text.c_str());
-    return false;
-  }
-  *out = *d;
-  return true;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::stop_token stop = gg::InstallShutdownSignals();
 
@@ -69,10 +55,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drain-poll-interval", drain_poll, "How often a drain re-lists its node's pods")
       ->capture_default_str();
-  app.add_option("--mode", mode,
-                 "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
-                 "collection each --poll-interval and no watch, as the seed did; for clusters "
-                 "that forbid watches and for the API-load comparison in bench/")
+  app.add_option(
+         "--mode", mode,
+         "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
+         "collection each --poll-interval and no watch, as the original design did; for clusters "
+         "that forbid watches and for the API-load comparison in bench/")
       ->check(CLI::IsMember({"watch", "poll"}))
       ->capture_default_str();
   app.add_option("--poll-interval", poll_interval, "LIST interval in --mode poll")
@@ -91,14 +78,14 @@ int main(int argc, char** argv) {
   gg::Logger::SetGlobalFormat(log_format == "json" ? gg::LogFormat::kJson : gg::LogFormat::kText);
   gg::Logger log = gg::Logger().WithName("main");
 
-  if (!ParseDurationFlag(lease_duration, "lease-duration", &cfg.lease_duration) ||
-      !ParseDurationFlag(renew_deadline, "renew-deadline", &cfg.renew_deadline) ||
-      !ParseDurationFlag(retry_period, "retry-period", &cfg.retry_period) ||
-      !ParseDurationFlag(drain_poll, "drain-poll-interval", &cfg.drain_poll_interval)) {
+  if (!gg::ParseDurationFlag("--lease-duration", lease_duration, &cfg.lease_duration) ||
+      !gg::ParseDurationFlag("--renew-deadline", renew_deadline, &cfg.renew_deadline) ||
+      !gg::ParseDurationFlag("--retry-period", retry_period, &cfg.retry_period) ||
+      !gg::ParseDurationFlag("--drain-poll-interval", drain_poll, &cfg.drain_poll_interval)) {
     return 2;
   }
   if (mode == "poll") {
-    if (!ParseDurationFlag(poll_interval, "poll-interval", &cfg.poll_interval)) return 2;
+    if (!gg::ParseDurationFlag("--poll-interval", poll_interval, &cfg.poll_interval)) return 2;
   } else if (app.count("--poll-interval") > 0) {
     std::fprintf(stderr, "--poll-interval needs --mode poll\n");
     return 2;

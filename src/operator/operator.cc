@@ -193,6 +193,7 @@ struct Operator::Impl {
     dopts.initial_backoff = config.eviction_backoff_initial;
     dopts.max_backoff = config.eviction_backoff_max;
     dopts.on_eviction = [this](std::string_view r) { metrics.evictions.WithLabels({r}).Inc(); };
+    dopts.log = log.WithName("drainer");
     drainer = std::make_unique<remediation::Drainer>(*pod_api, clock, dopts);
     drains = std::make_unique<DrainRunner>(
         *drainer, [this](const std::string& n) { node_queue.Add(n, Priority::kUrgent); },

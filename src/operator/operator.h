@@ -44,9 +44,9 @@ struct OperatorConfig {
   Duration event_retry_sleep = std::chrono::seconds(10);
   std::chrono::milliseconds cache_sync_timeout = std::chrono::minutes(2);
   // > 0: polling mode (--mode poll). Every informer re-LISTs its whole collection each
-  // interval instead of watching, as the seed did (default 30 s there). It exists for the
-  // API-load comparison in bench/ and for clusters that forbid watches; decisions then lag
-  // changes by up to one interval. Zero: one LIST, then WATCH (the default).
+  // interval instead of watching, as the original gpu-guardian-operator design did (default 30 s
+  // there). It exists for the API-load comparison in bench/ and for clusters that forbid watches;
+  // decisions then lag changes by up to one interval. Zero: one LIST, then WATCH (the default).
   Duration poll_interval = Duration::zero();
   std::string component = "gpu-guardian-operator";
 };
