@@ -9,7 +9,9 @@
 #include <charconv>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cctype>
@@ -381,6 +383,7 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   }
   req.content_type = hreq.get_header_value("Content-Type");
   req.accept = hreq.get_header_value("Accept");
+  req.user_agent = hreq.get_header_value("User-Agent");
   req.body = hreq.body;
   // Authentication: bearer tokens map to users (authz on); otherwise everyone is admin.
   if (!opts.authz.empty()) {
@@ -554,6 +557,30 @@ std::string BindProbe(const std::string& host, int port) {
   }
   ::freeaddrinfo(res);
   return why;
+}
+
+// Shuts down every connected socket of this process whose local port is `port`: the
+// server side of the simulator's client connections (clients in the same process have it
+// as their peer port, so they are left alone).
+void ShutdownAcceptedConnections(int port) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = e.path().filename().string();
+    auto r = std::from_chars(name.data(), name.data() + name.size(), fd);
+    if (r.ec != std::errc() || fd < 0) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    int lport = -1;
+    if (local.ss_family == AF_INET)
+      lport = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    else if (local.ss_family == AF_INET6)
+      lport = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+    if (lport != port) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;  // listener
+    ::shutdown(fd, SHUT_RDWR);
+  }
 }
 
 }  // namespace
@@ -912,7 +939,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
     cto.pod_runner = impl->pod_runner.get();
   }
   impl->controllers = std::make_unique<Controllers>(*impl->core, cto);
-  impl->controllers->Start();
+  if (!opts.defer_controllers) impl->controllers->Start();
   return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
 }
 
@@ -922,7 +949,22 @@ void SimServer::Stop() {
   impl_->pod_runner.reset();  // ends every pod process
   impl_->core->store().CloseAllWatches();
   impl_->http->stop();
+  // cpp-httplib's workers wait out the keep-alive timeout (90 s) on idle connections before
+  // the pool can be joined: end those connections instead of waiting.
+  std::atomic<bool> joined{false};
+  std::thread reaper([this, &joined] {
+    while (!joined) {
+      ShutdownAcceptedConnections(impl_->port);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   if (impl_->thread.joinable()) impl_->thread.join();
+  joined = true;
+  reaper.join();
+}
+
+void SimServer::StartControllers() {
+  if (impl_->controllers && !impl_->stopping) impl_->controllers->Start();
 }
 
 std::string SimServer::Url() const {
