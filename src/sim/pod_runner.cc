@@ -44,6 +44,7 @@
 #include "common/log.h"
 #include "sim/api.h"
 #include "sim/pod_init.h"
+#include "sim/population.h"
 
 extern char** environ;
 
@@ -205,7 +206,6 @@ long NodeGpus(const json& node) {
   return 0;
 }
 
-std::string FnvUuid(std::string_view node, int index);
 
 // ---------------------------------------------------------------------------------------
 // The relay that puts the API server at 10.96.0.1:443 for pods: accepts there (IP_FREEBIND:
@@ -361,15 +361,6 @@ struct Pod {
   std::map<std::string, bool> cond_val;
 };
 
-std::string FnvUuid(std::string_view node, int index) {
-  std::string s = std::string(node) + "/" + std::to_string(index);
-  char hex[33];
-  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(Fnv1a(s)),
-                static_cast<unsigned long long>(Fnv1a(s + "~")));
-  std::string h(hex, 32);
-  return "GPU-" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
-         h.substr(16, 4) + "-" + h.substr(20, 12);
-}
 
 // Linux capability numbers by the names pod specs use.
 int CapabilityNumber(std::string name) {
@@ -954,7 +945,7 @@ Status PodRunner::Impl::PrepareNode(Pod& p) {
     std::string y = "# GPUs of node " + p.node +
                     " for the fake libnvidia-ml.so.1 (fault-script format; append timeline events)\n";
     y += "gpus: " + std::to_string(gpus) + "\nproduct: NVIDIA H100 80GB HBM3\nuuids:\n";
-    for (long i = 0; i < gpus; ++i) y += "  - " + FnvUuid(p.node, static_cast<int>(i)) + "\n";
+    for (long i = 0; i < gpus; ++i) y += "  - " + FakeGpuUuid(p.node, static_cast<int>(i)) + "\n";
     y += "timeline:\n";
     GG_RETURN_IF_ERROR(WriteFile(nvml, y, 0644));
   }

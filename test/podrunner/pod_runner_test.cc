@@ -384,6 +384,11 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
     h = c.Get("gpunodehealths " + node);
     return h.is_object() && h["status"].value("gpus", json::array()).size() == 8;
   }, 60s)) << h.dump(2) << c.Kubectl("get pods -A -o wide").out;
+  // The GPUs are the node's: the UUIDs the runner wrote into the node's state file.
+  std::string state = Slurp(c.root() + "/" + node + "/nvml.yaml");
+  auto u = state.find("  - GPU-");
+  ASSERT_NE(u, std::string::npos) << state;
+  EXPECT_EQ(h["status"]["gpus"][0]["uuid"], state.substr(u + 4, state.find('\n', u) - u - 4)) << state;
   json pods = c.Get("pods -n gpu-guardian");
   for (const auto& p : pods["items"])
     EXPECT_NE(c.Kubectl("get pod -n gpu-guardian --no-headers " + p["metadata"]["name"].get<std::string>()).out.find("1/1"),
