@@ -514,11 +514,21 @@ StatusOr<std::unique_ptr<PodRunner>> PodRunner::Create(ApiCore& core, PodRunnerO
   if (!fs::is_directory(opts.exec_images))
     return InvalidArgumentError(what + opts.exec_images + " is not a directory");
   if (opts.node_root.empty()) return InvalidArgumentError(what + "needs --node-root ROOT");
+  // Pods get their own /run (a tmpfs): what they must see of this machine cannot live there.
+  for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"--node-root", opts.node_root},
+                                  {"--exec-images", opts.exec_images},
+                                  {"the fake NVML directory", opts.fake_nvml_dir}}) {
+    if (dir.empty()) continue;
+    std::string d = fs::weakly_canonical(fs::absolute(dir)).string();
+    if (d == "/run" || d.rfind("/run/", 0) == 0)
+      return InvalidArgumentError(what + flag + " " + dir +
+                                  " is under /run, which every pod has its own of; use another directory");
+  }
   std::error_code ec;
   fs::create_directories(opts.node_root, ec);
   if (ec) return InvalidArgumentError(what + "cannot create node root " + opts.node_root + ": " + ec.message());
-  opts.node_root = fs::absolute(opts.node_root).string();
-  opts.exec_images = fs::absolute(opts.exec_images).string();
+  opts.node_root = fs::weakly_canonical(fs::absolute(opts.node_root)).string();
+  opts.exec_images = fs::weakly_canonical(fs::absolute(opts.exec_images)).string();
   if (opts.init_exe.empty() || ::access(opts.init_exe.c_str(), X_OK) != 0)
     return FailedPreconditionError(what + "pod init binary " + opts.init_exe + " is not executable");
   std::string out;

@@ -482,6 +482,13 @@ TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
   EXPECT_NE(no_tls.rc, 0);
   EXPECT_NE(no_tls.out.find("--exec-images needs --tls"), std::string::npos) << no_tls.out;
   EXPECT_EQ(no_tls.out.find("listening on"), std::string::npos) << no_tls.out;
+  if (::geteuid() == 0) {
+    auto under_run = Sh(sim + " --listen 127.0.0.1:0 --tls --exec-images " + dir.path() +
+                        " --node-root /run/gg-pod-runner-test-root");
+    EXPECT_NE(under_run.rc, 0);
+    EXPECT_NE(under_run.out.find("is under /run"), std::string::npos) << under_run.out;
+    EXPECT_FALSE(fs::exists("/run/gg-pod-runner-test-root"));
+  }
   if (Sh("command -v setpriv").rc != 0 || ::geteuid() != 0) GTEST_SKIP() << "needs root and setpriv";
   ::chmod(dir.path().c_str(), 0755);
   auto unprivileged = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + sim + common + " --tls");
