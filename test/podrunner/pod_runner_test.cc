@@ -408,7 +408,11 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
       << "4,2001,16450076435595,-;NVRM: Xid (PCI:0000:1a:00): 79, pid='<unknown>', name=<unknown>, "
          "GPU has fallen off the bus.\n";
   // An Xid as an NVML event, appended to the node's GPU timeline.
-  std::ofstream(c.root() + "/" + node + "/nvml.yaml", std::ios::app) << "  - {at: 0s, gpu: 2, xid: 48}\n";
+  std::ofstream(c.root() + "/" + node + "/nvml.yaml", std::ios::app)
+      << "  - {at: 0s, gpu: 2, xid: 48}\n"
+         "  - {at: 0s, gpu: 1, temperature: 92}\n"
+         "  - {at: 0s, gpu: 4, ecc: {uncorrectable_volatile: 2}}\n"
+         "  - {at: 0s, gpu: 5, lost: true}\n";
   auto has_xid = [&](int xid) {
     h = c.Get("gpunodehealths " + node);
     if (!h.is_object()) return false;
@@ -418,6 +422,17 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   };
   EXPECT_TRUE(Eventually([&] { return has_xid(79); }, 10s)) << h.dump(2);
   EXPECT_TRUE(Eventually([&] { return has_xid(48); }, 10s)) << h.dump(2);
+  // Temperature, ECC counters and a lost GPU, through NVML as the agent reads them.
+  auto gpu = [&](int i) {
+    for (const auto& g : h["status"].value("gpus", json::array()))
+      if (g.value("index", -1) == i) return g;
+    return json();
+  };
+  EXPECT_TRUE(Eventually([&] {
+    h = c.Get("gpunodehealths " + node);
+    return h.is_object() && gpu(1).value("temperatureC", 0) == 92 &&
+           gpu(4)["ecc"].value("uncorrectedVolatile", 0) == 2 && gpu(5).value("lost", false);
+  }, 15s)) << h.dump(2);
 }
 
 }  // namespace
