@@ -352,7 +352,7 @@ struct Pod {
   bool initialized = false;  // every init container completed
   std::string create_error;  // why the sandbox is not up yet (waiting reason message)
   Steady::time_point retry_at;
-  bool terminating = false, forgotten = false, finished = false;
+  bool terminating = false, finished = false;
   Steady::time_point grace_deadline;
   bool kill_sent = false;
   bool dirty = true;
@@ -691,7 +691,6 @@ void PodRunner::Forget(const std::string& uid) {
   im->Post([im, uid] {
     auto it = im->pods.find(uid);
     if (it == im->pods.end()) return;
-    it->second.forgotten = true;
     im->KillSandbox(it->second);
     im->Finish(it->second);
     im->pods.erase(it);
