@@ -440,6 +440,8 @@ struct PodRunner::Impl {
   std::deque<std::function<void()>> commands;
   std::map<long, int> exec_results;
   long next_exec_id = 1;
+  // preStop hooks in flight: exec id -> (pod uid, container); SIGTERM follows their end.
+  std::map<long, std::pair<std::string, std::string>> prestop;
   std::atomic<bool> stop{false};
   std::thread loop, prober;
   // The loop's hold on `mu`. Only the loop thread changes `pods`, so it may let go of the
@@ -679,6 +681,18 @@ void PodRunner::Terminate(const std::string& uid, long grace_seconds) {
       c.start_at.reset();
       if (c.running && !c.exe.empty()) {
         im->Event(p, &c, "Normal", "Killing", "Stopping container " + c.name);
+        // An exec preStop hook runs first, inside the grace period; then SIGTERM.
+        const json hook = c.spec.value("lifecycle", json::object()).value("preStop", json::object());
+        if (hook.contains("exec")) {
+          long id = im->next_exec_id++;
+          im->prestop[id] = {p.uid, c.name};
+          im->SendCtl(p, {{"op", "exec"},
+                          {"id", id},
+                          {"name", c.name},
+                          {"argv", hook["exec"].value("command", std::vector<std::string>{})},
+                          {"timeout_ms", std::max<long>(1, grace_seconds) * 1000}});
+          continue;
+        }
         im->SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
       }
     }
@@ -1265,7 +1279,15 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
 void PodRunner::Impl::OnMessage(Pod& p, const json& m) {
   std::string ev = m.value("ev", "");
   if (ev == "exec") {
-    exec_results[m.value("id", 0L)] = m.value("code", -1);
+    long id = m.value("id", 0L);
+    if (auto h = prestop.find(id); h != prestop.end()) {  // the preStop hook is over: SIGTERM
+      std::string ctr = h->second.second;
+      prestop.erase(h);
+      for (auto& c : p.ctrs)
+        if (c.name == ctr && c.running) SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+      return;
+    }
+    exec_results[id] = m.value("code", -1);
     exec_cv.notify_all();
     return;
   }

@@ -601,3 +601,35 @@ spec:
 }
 
 }  // namespace
+
+namespace {
+
+// An exec preStop hook runs before SIGTERM when the pod is deleted.
+TEST(PodRunner, PreStopHookRunsBeforeSigterm) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: hooked, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 10
+  volumes: [{name: gate, hostPath: {path: /gate, type: DirectoryOrCreate}}]
+  containers:
+  - name: main
+    image: sh
+    command: [sh, -c, 'trap "test -e /run/gate/prestop && echo after-hook > /run/gate/term; exit 0" TERM; while true; do sleep 0.1; done']
+    volumeMounts: [{name: gate, mountPath: /run/gate}]
+    lifecycle:
+      preStop:
+        exec: {command: [sh, -c, 'echo hook > /run/gate/prestop']}
+)YAML").rc, 0);
+  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "hooked"); }, 30s));
+  json p = c.Get("pod -n default hooked");
+  std::string node = p["spec"]["nodeName"];
+  ASSERT_EQ(c.Kubectl("delete pod hooked --wait=true --timeout=60s").rc, 0);
+  EXPECT_EQ(Slurp(c.root() + "/" + node + "/gate/prestop"), "hook\n");
+  EXPECT_EQ(Slurp(c.root() + "/" + node + "/gate/term"), "after-hook\n");  // SIGTERM came after it
+}
+
+}  // namespace
