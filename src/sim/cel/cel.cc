@@ -550,6 +550,319 @@ const std::set<std::string>& MemberFunctions() {
   return f;
 }
 
+// ---- function calls: one helper per family of overloads ------------------------------
+// `args` holds the evaluated arguments; for a member call args[0] is the receiver.
+
+Value NoOverload(const std::string& f, bool member, const std::vector<json>& args) {
+  std::string sig;
+  for (std::size_t i = member ? 1 : 0; i < args.size(); ++i) sig += (sig.empty() ? "" : ", ") + TypeName(args[i]);
+  return Err("no such overload: " + (member && !args.empty() ? TypeName(args[0]) + "." : std::string()) + f +
+             "(" + sig + ")");
+}
+
+const std::string* StrArg(const std::vector<json>& args, std::size_t i) {
+  return i < args.size() && args[i].is_string() ? &args[i].get_ref<const std::string&>() : nullptr;
+}
+
+std::optional<std::int64_t> IntArg(const std::vector<json>& args, std::size_t i) {
+  if (i < args.size() && IsInt(args[i])) return I(args[i]);
+  return std::nullopt;
+}
+
+Value ConvertToInt(const std::vector<json>& args) {
+  const json& x = args[0];
+  if (IsInt(x)) return Ok(I(x));
+  if (x.is_number_float()) {
+    double d = x.get<double>();
+    if (!std::isfinite(d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18) return Err("integer overflow");
+    return Ok(static_cast<std::int64_t>(d));
+  }
+  if (x.is_string()) {
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(x.get<std::string>(), &used, 10);
+      if (used == x.get<std::string>().size()) return Ok(static_cast<std::int64_t>(v));
+    } catch (...) {
+    }
+    return Err("type conversion error from 'string' to 'int'");
+  }
+  if (IsDuration(x)) return Ok(DurationNs(x) / 1000000000);
+  return NoOverload("int", false, args);
+}
+
+Value ConvertToString(const std::vector<json>& args) {
+  const json& x = args[0];
+  if (x.is_string()) return Ok(x);
+  if (IsInt(x) || x.is_boolean()) return Ok(x.dump());
+  if (x.is_number_float()) {
+    std::string s = x.dump();
+    return Ok(s);
+  }
+  if (IsDuration(x)) {
+    std::int64_t ns = DurationNs(x);
+    if (ns % 1000000000 == 0) return Ok(std::to_string(ns / 1000000000) + "s");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(ns) / 1e9);
+    return Ok(std::string(buf) + "s");
+  }
+  return NoOverload("string", false, args);
+}
+
+Value ConvertToBool(const std::vector<json>& args) {
+  const json& x = args[0];
+  if (x.is_boolean()) return Ok(x);
+  if (x.is_string()) {
+    std::string s = x.get<std::string>();
+    if (s == "true" || s == "True" || s == "TRUE" || s == "t" || s == "1") return Ok(true);
+    if (s == "false" || s == "False" || s == "FALSE" || s == "f" || s == "0") return Ok(false);
+    return Err("type conversion error from 'string' to 'bool'");
+  }
+  return NoOverload("bool", false, args);
+}
+
+// The global (non-member) functions other than size(): type conversions and type().
+Value CallGlobal(const std::string& f, const std::vector<json>& args) {
+  if (args.size() != 1) return NoOverload(f, false, args);
+  const json& x = args[0];
+  if (f == "dyn") return Ok(x);
+  if (f == "int") return ConvertToInt(args);
+  if (f == "uint") {
+    if (IsInt(x) && I(x) >= 0) return Ok(I(x));
+    if (IsInt(x)) return Err("unsigned integer overflow");
+    return NoOverload(f, false, args);
+  }
+  if (f == "double") {
+    if (x.is_number()) return Ok(x.get<double>());
+    if (x.is_string()) {
+      try {
+        return Ok(std::stod(x.get<std::string>()));
+      } catch (...) {
+        return Err("type conversion error from 'string' to 'double'");
+      }
+    }
+    return NoOverload(f, false, args);
+  }
+  if (f == "string") return ConvertToString(args);
+  if (f == "bool") return ConvertToBool(args);
+  if (f == "duration") {
+    if (IsDuration(x)) return Ok(x);
+    if (!x.is_string()) return NoOverload(f, false, args);
+    std::int64_t ns = 0;
+    if (!ParseDuration(x.get<std::string>(), &ns))
+      return Err("type conversion error from 'string' to 'google.protobuf.Duration'");
+    return Ok(MakeDuration(ns));
+  }
+  if (f == "type") return Ok(TypeName(x));
+  return Err("no such function: " + f);
+}
+
+// matches / find / findAll of string `s` against the regular expression `pattern`.
+Value StringRegex(const std::string& f, const std::string& s, const std::string& pattern) {
+  std::string err;
+  const std::regex* re = CompiledRegex(pattern, &err);
+  if (!re) return Err(err);
+  if (f == "matches") return Ok(std::regex_search(s, *re));
+  std::smatch m;
+  if (f == "find") return Ok(std::regex_search(s, m, *re) ? m.str(0) : std::string());
+  json all = json::array();
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), *re); it != std::sregex_iterator(); ++it)
+    all.push_back(it->str(0));
+  return Ok(all);
+}
+
+Value StringSplit(const std::string& s, const std::string& sep) {
+  json out = json::array();
+  if (sep.empty()) {
+    for (auto& cp : CodePoints(s)) out.push_back(cp);
+    return Ok(out);
+  }
+  std::size_t start = 0, at;
+  while ((at = s.find(sep, start)) != std::string::npos) {
+    out.push_back(s.substr(start, at - start));
+    start = at + sep.size();
+  }
+  out.push_back(s.substr(start));
+  return Ok(out);
+}
+
+// indexOf / lastIndexOf of `t` in `s`, counted in code points, with the optional start index.
+Value StringIndexOf(const std::string& f, const std::string& s, const std::string& t,
+                    const std::vector<json>& args) {
+  auto cps = CodePoints(s);
+  auto sub = CodePoints(t);
+  long long n_s = static_cast<long long>(cps.size()), n_t = static_cast<long long>(sub.size());
+  auto at = [&](long long i) {
+    for (long long k = 0; k < n_t; ++k)
+      if (cps[static_cast<std::size_t>(i + k)] != sub[static_cast<std::size_t>(k)]) return false;
+    return true;
+  };
+  if (f == "indexOf") {
+    long long from = 0;
+    if (args.size() == 3) {
+      auto o = IntArg(args, 2);
+      if (!o) return NoOverload(f, true, args);
+      from = *o;
+      if (from < 0 || from >= std::max(1LL, n_s + (n_s == 0))) return Err("index out of range: " + std::to_string(from));
+    }
+    for (long long i = from; i + n_t <= n_s; ++i)
+      if (at(i)) return Ok(static_cast<std::int64_t>(i));
+    return Ok(static_cast<std::int64_t>(-1));
+  }
+  long long from = n_s - n_t;
+  if (args.size() == 3) {
+    auto o = IntArg(args, 2);
+    if (!o) return NoOverload(f, true, args);
+    if (*o < 0 || *o >= std::max(1LL, n_s)) return Err("index out of range: " + std::to_string(*o));
+    from = std::min<long long>(*o, n_s - n_t);
+  }
+  for (long long i = from; i >= 0; --i)
+    if (at(i)) return Ok(static_cast<std::int64_t>(i));
+  return Ok(static_cast<std::int64_t>(-1));
+}
+
+Value StringSubstring(const std::string& s, const std::vector<json>& args) {
+  auto cps = CodePoints(s);
+  auto a = IntArg(args, 1);
+  std::optional<std::int64_t> b = args.size() == 3 ? IntArg(args, 2) : std::optional<std::int64_t>(cps.size());
+  if (!a || !b) return NoOverload("substring", true, args);
+  if (*a < 0 || *a > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*a));
+  if (*b < *a || *b > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*b));
+  std::string out;
+  for (auto k = *a; k < *b; ++k) out += cps[static_cast<std::size_t>(k)];
+  return Ok(out);
+}
+
+Value StringReplace(const std::string& s, const std::vector<json>& args) {
+  const std::string &from = *StrArg(args, 1), &to = *StrArg(args, 2);
+  long long limit = args.size() == 4 ? IntArg(args, 3).value_or(-1) : -1;
+  if (from.empty() || limit == 0) return Ok(s);
+  std::string out;
+  std::size_t start = 0, at;
+  long long done = 0;
+  while ((limit < 0 || done < limit) && (at = s.find(from, start)) != std::string::npos) {
+    out += s.substr(start, at - start) + to;
+    start = at + from.size();
+    ++done;
+  }
+  return Ok(out + s.substr(start));
+}
+
+// The member functions of a string receiver (args[0]).
+Value CallStringMethod(const std::string& f, const std::vector<json>& args) {
+  const std::string& s = args[0].get_ref<const std::string&>();
+  const std::string* t = StrArg(args, 1);
+  if (args.size() == 2 && t) {
+    if (f == "startsWith") return Ok(s.rfind(*t, 0) == 0);
+    if (f == "endsWith") return Ok(s.size() >= t->size() && s.compare(s.size() - t->size(), t->size(), *t) == 0);
+    if (f == "contains") return Ok(s.find(*t) != std::string::npos);
+    if (f == "matches" || f == "find" || f == "findAll") return StringRegex(f, s, *t);
+    if (f == "split") return StringSplit(s, *t);
+  }
+  if (f == "indexOf" || f == "lastIndexOf") {
+    if (!t) return NoOverload(f, true, args);
+    return StringIndexOf(f, s, *t, args);
+  }
+  if (f == "charAt" && args.size() == 2) {
+    auto i = IntArg(args, 1);
+    if (!i) return NoOverload(f, true, args);
+    auto cps = CodePoints(s);
+    if (*i < 0 || *i > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*i));
+    return Ok(*i == static_cast<std::int64_t>(cps.size()) ? std::string() : cps[static_cast<std::size_t>(*i)]);
+  }
+  if (f == "substring" && (args.size() == 2 || args.size() == 3)) return StringSubstring(s, args);
+  if (args.size() == 1) {
+    if (f == "lowerAscii" || f == "upperAscii") {
+      std::string out = s;
+      for (char& c : out)
+        c = f == "lowerAscii" ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+                              : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return Ok(out);
+    }
+    if (f == "trim") {
+      std::size_t a = s.find_first_not_of(" \t\n\r\f\v");
+      if (a == std::string::npos) return Ok(std::string());
+      std::size_t b = s.find_last_not_of(" \t\n\r\f\v");
+      return Ok(s.substr(a, b - a + 1));
+    }
+  }
+  if (f == "replace" && (args.size() == 3 || args.size() == 4) && StrArg(args, 1) && StrArg(args, 2)) {
+    return StringReplace(s, args);
+  }
+  return NoOverload(f, true, args);
+}
+
+// isSorted / sum / min / max over a list receiver (args[0]).
+Value ListAggregate(const std::string& f, const std::vector<json>& args) {
+  const json& self = args[0];
+  auto less = [](const json& a, const json& b) -> std::optional<bool> {
+    if (a.is_number() && b.is_number()) return IsInt(a) && IsInt(b) ? I(a) < I(b) : a.get<double>() < b.get<double>();
+    if (a.is_string() && b.is_string()) return a.get<std::string>() < b.get<std::string>();
+    if (IsDuration(a) && IsDuration(b)) return DurationNs(a) < DurationNs(b);
+    return std::nullopt;
+  };
+  if (f == "isSorted") {
+    for (std::size_t i = 1; i < self.size(); ++i) {
+      auto l = less(self[i], self[i - 1]);
+      if (!l) return NoOverload(f, true, args);
+      if (*l) return Ok(false);
+    }
+    return Ok(true);
+  }
+  if (f == "sum") {
+    std::int64_t acc = 0;
+    double dacc = 0;
+    bool any_double = false;
+    for (const auto& e : self) {
+      if (IsInt(e)) {
+        if (__builtin_add_overflow(acc, I(e), &acc)) return Err("integer overflow");
+      } else if (e.is_number_float()) {
+        any_double = true;
+        dacc += e.get<double>();
+      } else {
+        return NoOverload(f, true, args);
+      }
+    }
+    if (any_double) return Ok(dacc + static_cast<double>(acc));
+    return Ok(acc);
+  }
+  if (self.empty()) return Err(f + "(list) on an empty list");
+  json best = self[0];
+  for (std::size_t i = 1; i < self.size(); ++i) {
+    auto l = less(self[i], best);
+    if (!l) return NoOverload(f, true, args);
+    if (f == "min" ? *l : !*l && !Equal(self[i], best)) best = self[i];
+  }
+  return Ok(best);
+}
+
+// The member functions of a list receiver (args[0]).
+Value CallListMethod(const std::string& f, const std::vector<json>& args) {
+  const json& self = args[0];
+  if (f == "join" && args.size() <= 2) {
+    std::string sep = args.size() == 2 && args[1].is_string() ? args[1].get<std::string>() : "";
+    std::string out;
+    for (std::size_t i = 0; i < self.size(); ++i) {
+      if (!self[i].is_string()) return NoOverload(f, true, args);
+      out += (i ? sep : "") + self[i].get<std::string>();
+    }
+    return Ok(out);
+  }
+  if (f == "indexOf" || f == "lastIndexOf") {
+    if (args.size() != 2) return NoOverload(f, true, args);
+    long long n = static_cast<long long>(self.size());
+    if (f == "indexOf") {
+      for (long long i = 0; i < n; ++i)
+        if (Equal(self[static_cast<std::size_t>(i)], args[1])) return Ok(static_cast<std::int64_t>(i));
+    } else {
+      for (long long i = n - 1; i >= 0; --i)
+        if (Equal(self[static_cast<std::size_t>(i)], args[1])) return Ok(static_cast<std::int64_t>(i));
+    }
+    return Ok(static_cast<std::int64_t>(-1));
+  }
+  if (args.size() == 1 && (f == "isSorted" || f == "sum" || f == "min" || f == "max")) return ListAggregate(f, args);
+  return NoOverload(f, true, args);
+}
+
 class Evaluator {
  public:
   explicit Evaluator(const std::map<std::string, json>& vars) : vars_(vars) {}
@@ -830,283 +1143,16 @@ class Evaluator {
       args.push_back(std::move(v.v));
     }
     const std::string& f = n.name;
-    auto no_overload = [&]() {
-      std::string sig;
-      for (std::size_t i = member ? 1 : 0; i < args.size(); ++i) sig += (sig.empty() ? "" : ", ") + TypeName(args[i]);
-      return Err("no such overload: " + (member && !args.empty() ? TypeName(args[0]) + "." : std::string()) + f +
-                 "(" + sig + ")");
-    };
     if (f == "size" && args.size() == 1) {
       const json& x = args[0];
       if (x.is_string()) return Ok(static_cast<std::int64_t>(Utf8Length(x.get<std::string>())));
       if ((x.is_array() || x.is_object()) && !IsDuration(x)) return Ok(static_cast<std::int64_t>(x.size()));
-      return no_overload();
+      return NoOverload(f, member, args);
     }
-    if (!member) {
-      if (args.size() != 1) return no_overload();
-      const json& x = args[0];
-      if (f == "dyn") return Ok(x);
-      if (f == "int") {
-        if (IsInt(x)) return Ok(I(x));
-        if (x.is_number_float()) {
-          double d = x.get<double>();
-          if (!std::isfinite(d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18) return Err("integer overflow");
-          return Ok(static_cast<std::int64_t>(d));
-        }
-        if (x.is_string()) {
-          try {
-            std::size_t used = 0;
-            long long v = std::stoll(x.get<std::string>(), &used, 10);
-            if (used == x.get<std::string>().size()) return Ok(static_cast<std::int64_t>(v));
-          } catch (...) {
-          }
-          return Err("type conversion error from 'string' to 'int'");
-        }
-        if (IsDuration(x)) return Ok(DurationNs(x) / 1000000000);
-        return no_overload();
-      }
-      if (f == "uint") {
-        if (IsInt(x) && I(x) >= 0) return Ok(I(x));
-        if (IsInt(x)) return Err("unsigned integer overflow");
-        return no_overload();
-      }
-      if (f == "double") {
-        if (x.is_number()) return Ok(x.get<double>());
-        if (x.is_string()) {
-          try {
-            return Ok(std::stod(x.get<std::string>()));
-          } catch (...) {
-            return Err("type conversion error from 'string' to 'double'");
-          }
-        }
-        return no_overload();
-      }
-      if (f == "string") {
-        if (x.is_string()) return Ok(x);
-        if (IsInt(x) || x.is_boolean()) return Ok(x.dump());
-        if (x.is_number_float()) {
-          std::string s = x.dump();
-          return Ok(s);
-        }
-        if (IsDuration(x)) {
-          std::int64_t ns = DurationNs(x);
-          if (ns % 1000000000 == 0) return Ok(std::to_string(ns / 1000000000) + "s");
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(ns) / 1e9);
-          return Ok(std::string(buf) + "s");
-        }
-        return no_overload();
-      }
-      if (f == "bool") {
-        if (x.is_boolean()) return Ok(x);
-        if (x.is_string()) {
-          std::string s = x.get<std::string>();
-          if (s == "true" || s == "True" || s == "TRUE" || s == "t" || s == "1") return Ok(true);
-          if (s == "false" || s == "False" || s == "FALSE" || s == "f" || s == "0") return Ok(false);
-          return Err("type conversion error from 'string' to 'bool'");
-        }
-        return no_overload();
-      }
-      if (f == "duration") {
-        if (IsDuration(x)) return Ok(x);
-        if (!x.is_string()) return no_overload();
-        std::int64_t ns = 0;
-        if (!ParseDuration(x.get<std::string>(), &ns))
-          return Err("type conversion error from 'string' to 'google.protobuf.Duration'");
-        return Ok(MakeDuration(ns));
-      }
-      if (f == "type") return Ok(TypeName(x));
-      return Err("no such function: " + f);
-    }
+    if (!member) return CallGlobal(f, args);
     const json& self = args[0];
-    auto str_arg = [&](std::size_t i) -> const std::string* {
-      return i < args.size() && args[i].is_string() ? &args[i].get_ref<const std::string&>() : nullptr;
-    };
-    auto int_arg = [&](std::size_t i) -> std::optional<std::int64_t> {
-      if (i < args.size() && IsInt(args[i])) return I(args[i]);
-      return std::nullopt;
-    };
-    if (self.is_string()) {
-      const std::string& s = self.get_ref<const std::string&>();
-      const std::string* t = str_arg(1);
-      if (args.size() == 2 && t) {
-        if (f == "startsWith") return Ok(s.rfind(*t, 0) == 0);
-        if (f == "endsWith") return Ok(s.size() >= t->size() && s.compare(s.size() - t->size(), t->size(), *t) == 0);
-        if (f == "contains") return Ok(s.find(*t) != std::string::npos);
-        if (f == "matches" || f == "find" || f == "findAll") {
-          std::string err;
-          const std::regex* re = CompiledRegex(*t, &err);
-          if (!re) return Err(err);
-          if (f == "matches") return Ok(std::regex_search(s, *re));
-          std::smatch m;
-          if (f == "find") return Ok(std::regex_search(s, m, *re) ? m.str(0) : std::string());
-          json all = json::array();
-          for (auto it = std::sregex_iterator(s.begin(), s.end(), *re); it != std::sregex_iterator(); ++it)
-            all.push_back(it->str(0));
-          return Ok(all);
-        }
-        if (f == "split") {
-          json out = json::array();
-          if (t->empty()) {
-            for (auto& cp : CodePoints(s)) out.push_back(cp);
-            return Ok(out);
-          }
-          std::size_t start = 0, at;
-          while ((at = s.find(*t, start)) != std::string::npos) {
-            out.push_back(s.substr(start, at - start));
-            start = at + t->size();
-          }
-          out.push_back(s.substr(start));
-          return Ok(out);
-        }
-      }
-      if (f == "indexOf" || f == "lastIndexOf") {
-        if (!t) return no_overload();
-        auto cps = CodePoints(s);
-        auto sub = CodePoints(*t);
-        long long n_s = static_cast<long long>(cps.size()), n_t = static_cast<long long>(sub.size());
-        auto at = [&](long long i) {
-          for (long long k = 0; k < n_t; ++k)
-            if (cps[static_cast<std::size_t>(i + k)] != sub[static_cast<std::size_t>(k)]) return false;
-          return true;
-        };
-        if (f == "indexOf") {
-          long long from = 0;
-          if (args.size() == 3) {
-            auto o = int_arg(2);
-            if (!o) return no_overload();
-            from = *o;
-            if (from < 0 || from >= std::max(1LL, n_s + (n_s == 0))) return Err("index out of range: " + std::to_string(from));
-          }
-          for (long long i = from; i + n_t <= n_s; ++i)
-            if (at(i)) return Ok(static_cast<std::int64_t>(i));
-          return Ok(static_cast<std::int64_t>(-1));
-        }
-        long long from = n_s - n_t;
-        if (args.size() == 3) {
-          auto o = int_arg(2);
-          if (!o) return no_overload();
-          if (*o < 0 || *o >= std::max(1LL, n_s)) return Err("index out of range: " + std::to_string(*o));
-          from = std::min<long long>(*o, n_s - n_t);
-        }
-        for (long long i = from; i >= 0; --i)
-          if (at(i)) return Ok(static_cast<std::int64_t>(i));
-        return Ok(static_cast<std::int64_t>(-1));
-      }
-      if (f == "charAt" && args.size() == 2) {
-        auto i = int_arg(1);
-        if (!i) return no_overload();
-        auto cps = CodePoints(s);
-        if (*i < 0 || *i > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*i));
-        return Ok(*i == static_cast<std::int64_t>(cps.size()) ? std::string() : cps[static_cast<std::size_t>(*i)]);
-      }
-      if (f == "substring" && (args.size() == 2 || args.size() == 3)) {
-        auto cps = CodePoints(s);
-        auto a = int_arg(1);
-        std::optional<std::int64_t> b = args.size() == 3 ? int_arg(2) : std::optional<std::int64_t>(cps.size());
-        if (!a || !b) return no_overload();
-        if (*a < 0 || *a > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*a));
-        if (*b < *a || *b > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*b));
-        std::string out;
-        for (auto k = *a; k < *b; ++k) out += cps[static_cast<std::size_t>(k)];
-        return Ok(out);
-      }
-      if (args.size() == 1) {
-        if (f == "lowerAscii" || f == "upperAscii") {
-          std::string out = s;
-          for (char& c : out)
-            c = f == "lowerAscii" ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
-                                  : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-          return Ok(out);
-        }
-        if (f == "trim") {
-          std::size_t a = s.find_first_not_of(" \t\n\r\f\v");
-          if (a == std::string::npos) return Ok(std::string());
-          std::size_t b = s.find_last_not_of(" \t\n\r\f\v");
-          return Ok(s.substr(a, b - a + 1));
-        }
-      }
-      if (f == "replace" && (args.size() == 3 || args.size() == 4) && str_arg(1) && str_arg(2)) {
-        const std::string &from = *str_arg(1), &to = *str_arg(2);
-        long long limit = args.size() == 4 ? int_arg(3).value_or(-1) : -1;
-        if (from.empty() || limit == 0) return Ok(s);
-        std::string out;
-        std::size_t start = 0, at;
-        long long done = 0;
-        while ((limit < 0 || done < limit) && (at = s.find(from, start)) != std::string::npos) {
-          out += s.substr(start, at - start) + to;
-          start = at + from.size();
-          ++done;
-        }
-        return Ok(out + s.substr(start));
-      }
-      return no_overload();
-    }
-    if (self.is_array()) {
-      if (f == "join" && args.size() <= 2) {
-        std::string sep = args.size() == 2 && args[1].is_string() ? args[1].get<std::string>() : "";
-        std::string out;
-        for (std::size_t i = 0; i < self.size(); ++i) {
-          if (!self[i].is_string()) return no_overload();
-          out += (i ? sep : "") + self[i].get<std::string>();
-        }
-        return Ok(out);
-      }
-      if (f == "indexOf" || f == "lastIndexOf") {
-        if (args.size() != 2) return no_overload();
-        long long n = static_cast<long long>(self.size());
-        if (f == "indexOf") {
-          for (long long i = 0; i < n; ++i)
-            if (Equal(self[static_cast<std::size_t>(i)], args[1])) return Ok(static_cast<std::int64_t>(i));
-        } else {
-          for (long long i = n - 1; i >= 0; --i)
-            if (Equal(self[static_cast<std::size_t>(i)], args[1])) return Ok(static_cast<std::int64_t>(i));
-        }
-        return Ok(static_cast<std::int64_t>(-1));
-      }
-      if (args.size() == 1 && (f == "isSorted" || f == "sum" || f == "min" || f == "max")) {
-        auto less = [](const json& a, const json& b) -> std::optional<bool> {
-          if (a.is_number() && b.is_number()) return IsInt(a) && IsInt(b) ? I(a) < I(b) : a.get<double>() < b.get<double>();
-          if (a.is_string() && b.is_string()) return a.get<std::string>() < b.get<std::string>();
-          if (IsDuration(a) && IsDuration(b)) return DurationNs(a) < DurationNs(b);
-          return std::nullopt;
-        };
-        if (f == "isSorted") {
-          for (std::size_t i = 1; i < self.size(); ++i) {
-            auto l = less(self[i], self[i - 1]);
-            if (!l) return no_overload();
-            if (*l) return Ok(false);
-          }
-          return Ok(true);
-        }
-        if (f == "sum") {
-          std::int64_t acc = 0;
-          double dacc = 0;
-          bool any_double = false;
-          for (const auto& e : self) {
-            if (IsInt(e)) {
-              if (__builtin_add_overflow(acc, I(e), &acc)) return Err("integer overflow");
-            } else if (e.is_number_float()) {
-              any_double = true;
-              dacc += e.get<double>();
-            } else {
-              return no_overload();
-            }
-          }
-          if (any_double) return Ok(dacc + static_cast<double>(acc));
-          return Ok(acc);
-        }
-        if (self.empty()) return Err(f + "(list) on an empty list");
-        json best = self[0];
-        for (std::size_t i = 1; i < self.size(); ++i) {
-          auto l = less(self[i], best);
-          if (!l) return no_overload();
-          if (f == "min" ? *l : !*l && !Equal(self[i], best)) best = self[i];
-        }
-        return Ok(best);
-      }
-      return no_overload();
-    }
+    if (self.is_string()) return CallStringMethod(f, args);
+    if (self.is_array()) return CallListMethod(f, args);
     if (IsDuration(self) && args.size() == 1) {
       std::int64_t ns = DurationNs(self);
       if (f == "getHours") return Ok(ns / 3600000000000LL);
@@ -1115,7 +1161,7 @@ class Evaluator {
       if (f == "getMilliseconds") return Ok(ns / 1000000LL);
     }
     if (!MemberFunctions().count(f)) return Err("no such function: " + f);
-    return no_overload();
+    return NoOverload(f, true, args);
   }
 
   const std::map<std::string, json>& vars_;
