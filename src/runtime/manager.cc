@@ -110,15 +110,141 @@ std::shared_ptr<Manager::Task> Manager::Spawn(std::string name, std::function<St
   return task;
 }
 
-Status Manager::Run(std::stop_token stop) {
-  Shared& sh = *shared_;
-  using Clock = std::chrono::steady_clock;
+// One Run's threads and the stop sources that end them, in shutdown order.
+struct Manager::RunState {
   std::vector<std::shared_ptr<Task>> tasks;
   std::stop_source leader_stop;    // leader runnables
   std::stop_source election_stop;  // the lease (released after leader runnables stopped)
   std::stop_source rest_stop;      // caches and other runnables
-  bool started_server = false;
+  bool leader_started = false;
   std::optional<std::stop_callback<std::function<void()>>> on_leading_lost;
+};
+
+void Manager::WaitForCacheSync(std::stop_token stop) {
+  Shared& sh = *shared_;
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + options_.cache_sync_timeout;
+  std::unique_lock lock(sh.mu);
+  while (!stop.stop_requested() && !sh.failed) {
+    bool all = true;
+    for (auto& c : caches_) all = all && (!c.has_synced || c.has_synced());
+    if (all) {
+      sh.caches_synced = true;
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      sh.failed = true;
+      sh.failure = DeadlineExceededError("timed out waiting for caches to sync");
+      break;
+    }
+    sh.cv.wait_for(lock, stop, options_.sync_poll_interval, [&] { return sh.failed; });
+  }
+}
+
+void Manager::StartLeaderRunnables(RunState& rs) {
+  rs.leader_started = true;
+  shared_->is_leader = true;
+  log_.Info("starting leader runnables", {{"count", leader_runnables_.size()}});
+  for (Runnable* r : leader_runnables_)
+    rs.tasks.push_back(
+        Spawn(r->Name(), [r, t = rs.leader_stop.get_token()] { return r->Run(t); }, true));
+}
+
+// The election's thread: it reports leadership through Shared::leading.
+std::shared_ptr<Manager::Task> Manager::SpawnLeaderElection(std::stop_token election_stop) {
+  LeaderElection* e = election_;
+  std::shared_ptr<Shared> shared = shared_;
+  return Spawn(
+      "leader-election",
+      [e, shared, t = election_stop]() -> Status {
+        Status s = e->Run(t, [shared](std::stop_token leading) {
+          std::scoped_lock lock(shared->mu);
+          shared->leading = leading;
+          shared->cv.notify_all();
+        });
+        shared->is_leader = false;
+        // Ending before we asked it to is losing the lease, even if it says OK.
+        if (s.ok() && !t.stop_requested()) s = AbortedError("leader election ended");
+        if (!s.ok() && !t.stop_requested()) return s.WithContext("leader election lost");
+        return s;
+      },
+      false);
+}
+
+// Waits for stop, a failure, or (with an election) the lease, starting the leader runnables
+// when the lease is won.
+void Manager::WaitWhileRunning(RunState& rs, std::stop_token stop) {
+  Shared& sh = *shared_;
+  std::unique_lock lock(sh.mu);
+  while (!stop.stop_requested() && !sh.failed) {
+    if (sh.leading && !rs.leader_started) {
+      std::stop_token leading = *sh.leading;
+      lock.unlock();
+      rs.on_leading_lost.emplace(leading, std::function<void()>([&leader_stop = rs.leader_stop] {
+                                   leader_stop.request_stop();
+                                 }));
+      StartLeaderRunnables(rs);
+      lock.lock();
+      continue;
+    }
+    sh.cv.wait(lock, stop, [&] { return sh.failed || (sh.leading && !rs.leader_started); });
+  }
+  sh.stopping = true;
+}
+
+// Shutdown, bounded: leader runnables, then the lease, then everything else.
+void Manager::StopInOrder(RunState& rs) {
+  Shared& sh = *shared_;
+  const auto deadline = std::chrono::steady_clock::now() + options_.graceful_shutdown_timeout;
+  auto wait_done = [&](auto pred) {
+    std::unique_lock lock(sh.mu);
+    sh.cv.wait_until(lock, deadline, [&] {
+      for (auto& t : rs.tasks)
+        if (pred(*t) && !t->done) return false;
+      return true;
+    });
+  };
+  rs.leader_stop.request_stop();
+  wait_done([](const Task& t) { return t.is_leader; });
+  if (rs.leader_started && options_.before_release) options_.before_release();
+  sh.is_leader = false;
+  rs.election_stop.request_stop();
+  wait_done([](const Task& t) { return t.name == "leader-election"; });
+  rs.rest_stop.request_stop();
+  wait_done([](const Task&) { return true; });
+  rs.on_leading_lost.reset();
+}
+
+// Joins the threads that stopped and detaches the rest; returns the names of the latter.
+std::vector<std::string> Manager::ReapTasks(RunState& rs) {
+  Shared& sh = *shared_;
+  std::vector<std::string> stragglers;
+  {
+    std::scoped_lock lock(sh.mu);
+    for (auto& t : rs.tasks) {
+      if (!t->done) stragglers.push_back(t->name);
+    }
+  }
+  for (auto& t : rs.tasks) {
+    bool done;
+    {
+      std::scoped_lock lock(sh.mu);
+      done = t->done;
+    }
+    // A thread that did not stop in time is left behind so the process can still exit.
+    if (done) {
+      t->thread.join();
+    } else {
+      t->thread.detach();
+    }
+  }
+  return stragglers;
+}
+
+Status Manager::Run(std::stop_token stop) {
+  Shared& sh = *shared_;
+  RunState rs;
+  bool started_server = false;
 
   auto failed = [&] {
     std::scoped_lock lock(sh.mu);
@@ -135,130 +261,33 @@ Status Manager::Run(std::stop_token stop) {
   // 2. Caches, then wait until all have synced.
   for (auto& c : caches_) {
     Runnable* r = c.runnable;
-    tasks.push_back(Spawn(r->Name(), [r, t = rest_stop.get_token()] { return r->Run(t); }, false));
+    rs.tasks.push_back(
+        Spawn(r->Name(), [r, t = rs.rest_stop.get_token()] { return r->Run(t); }, false));
   }
-  {
-    auto deadline = Clock::now() + options_.cache_sync_timeout;
-    std::unique_lock lock(sh.mu);
-    while (!stop.stop_requested() && !sh.failed) {
-      bool all = true;
-      for (auto& c : caches_) all = all && (!c.has_synced || c.has_synced());
-      if (all) {
-        sh.caches_synced = true;
-        break;
-      }
-      if (Clock::now() >= deadline) {
-        sh.failed = true;
-        sh.failure = DeadlineExceededError("timed out waiting for caches to sync");
-        break;
-      }
-      sh.cv.wait_for(lock, stop, options_.sync_poll_interval, [&] { return sh.failed; });
-    }
-  }
+  WaitForCacheSync(stop);
   if (sh.caches_synced) log_.Info("caches synced", {{"caches", caches_.size()}});
 
   // 3. Runnables that do not need the lease.
   if (!stop.stop_requested() && !failed()) {
     for (Runnable* r : runnables_)
-      tasks.push_back(
-          Spawn(r->Name(), [r, t = rest_stop.get_token()] { return r->Run(t); }, false));
+      rs.tasks.push_back(
+          Spawn(r->Name(), [r, t = rs.rest_stop.get_token()] { return r->Run(t); }, false));
   }
 
   // 4./5. Leader election, then leader runnables.
-  bool leader_started = false;
-  auto start_leader_runnables = [&] {
-    leader_started = true;
-    sh.is_leader = true;
-    log_.Info("starting leader runnables", {{"count", leader_runnables_.size()}});
-    for (Runnable* r : leader_runnables_)
-      tasks.push_back(
-          Spawn(r->Name(), [r, t = leader_stop.get_token()] { return r->Run(t); }, true));
-  };
   if (!stop.stop_requested() && !failed()) {
     if (election_) {
-      LeaderElection* e = election_;
-      std::shared_ptr<Shared> shared = shared_;
-      tasks.push_back(Spawn(
-          "leader-election",
-          [e, shared, t = election_stop.get_token()]() -> Status {
-            Status s = e->Run(t, [shared](std::stop_token leading) {
-              std::scoped_lock lock(shared->mu);
-              shared->leading = leading;
-              shared->cv.notify_all();
-            });
-            shared->is_leader = false;
-            // Ending before we asked it to is losing the lease, even if it says OK.
-            if (s.ok() && !t.stop_requested()) s = AbortedError("leader election ended");
-            if (!s.ok() && !t.stop_requested()) return s.WithContext("leader election lost");
-            return s;
-          },
-          false));
+      rs.tasks.push_back(SpawnLeaderElection(rs.election_stop.get_token()));
     } else {
-      start_leader_runnables();
+      StartLeaderRunnables(rs);
     }
   }
 
-  // Wait for stop, a failure, or (with an election) the lease.
-  {
-    std::unique_lock lock(sh.mu);
-    while (!stop.stop_requested() && !sh.failed) {
-      if (sh.leading && !leader_started) {
-        std::stop_token leading = *sh.leading;
-        lock.unlock();
-        on_leading_lost.emplace(leading, std::function<void()>([&leader_stop] {
-                                  leader_stop.request_stop();
-                                }));
-        start_leader_runnables();
-        lock.lock();
-        continue;
-      }
-      sh.cv.wait(lock, stop, [&] { return sh.failed || (sh.leading && !leader_started); });
-    }
-    sh.stopping = true;
-  }
+  WaitWhileRunning(rs, stop);
   sh.caches_synced = false;  // not ready while shutting down
   log_.Info(failed() ? "stopping after failure" : "stopping");
-
-  // Shutdown, bounded: leader runnables, then the lease, then everything else.
-  const auto deadline = Clock::now() + options_.graceful_shutdown_timeout;
-  auto wait_done = [&](auto pred) {
-    std::unique_lock lock(sh.mu);
-    sh.cv.wait_until(lock, deadline, [&] {
-      for (auto& t : tasks)
-        if (pred(*t) && !t->done) return false;
-      return true;
-    });
-  };
-  leader_stop.request_stop();
-  wait_done([](const Task& t) { return t.is_leader; });
-  if (leader_started && options_.before_release) options_.before_release();
-  sh.is_leader = false;
-  election_stop.request_stop();
-  wait_done([](const Task& t) { return t.name == "leader-election"; });
-  rest_stop.request_stop();
-  wait_done([](const Task&) { return true; });
-  on_leading_lost.reset();
-
-  std::vector<std::string> stragglers;
-  {
-    std::scoped_lock lock(sh.mu);
-    for (auto& t : tasks) {
-      if (!t->done) stragglers.push_back(t->name);
-    }
-  }
-  for (auto& t : tasks) {
-    bool done;
-    {
-      std::scoped_lock lock(sh.mu);
-      done = t->done;
-    }
-    // A thread that did not stop in time is left behind so the process can still exit.
-    if (done) {
-      t->thread.join();
-    } else {
-      t->thread.detach();
-    }
-  }
+  StopInOrder(rs);
+  std::vector<std::string> stragglers = ReapTasks(rs);
   if (started_server) server_->Stop();
 
   std::scoped_lock lock(sh.mu);

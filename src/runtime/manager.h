@@ -83,6 +83,14 @@ class Manager {
     std::function<bool()> has_synced;
   };
   std::shared_ptr<Task> Spawn(std::string name, std::function<Status()> fn, bool is_leader);
+  // The steps of Run.
+  struct RunState;
+  void WaitForCacheSync(std::stop_token stop);
+  void StartLeaderRunnables(RunState& rs);
+  std::shared_ptr<Task> SpawnLeaderElection(std::stop_token election_stop);
+  void WaitWhileRunning(RunState& rs, std::stop_token stop);
+  void StopInOrder(RunState& rs);
+  std::vector<std::string> ReapTasks(RunState& rs);
 
   ManagerOptions options_;
   Logger log_;
