@@ -11,6 +11,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-kubernetes python3-yaml
   openssl procps
+  iproute2 util-linux  # gpu-guardian-sim --exec-images: pod veths (ip) and namespaces (nsenter)
 )
 # kubectl is not in Debian bookworm; tests that use it skip cleanly when it is absent.
 

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"", "rbac"}));
   app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start")
       ->check(CLI::ExistingFile);
-  app.add_option("--user-token", tokens, "TOKEN=USER bearer token mapping (repeatable)");
+  app.add_option("--user-token", tokens, "TOKEN=USER[,node=NODE] bearer token mapping (repeatable; node= makes a token bound to a pod on NODE)");
   app.add_option("--watch-history", opts.watch_history, "watch events kept for resumes (410 beyond)")
       ->check(CLI::Range(static_cast<std::size_t>(1), static_cast<std::size_t>(100000000)));
   app.add_option("--time-scale", opts.time_scale, "divide grace periods by this")
@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
     log.Warn("--authz rbac over plain http: kubectl and other client-go programs send the "
              "kubeconfig's token only to https servers and act as system:anonymous here; "
              "add --tls for them (gpu-guardian's own clients send it either way)");
+  // The population goes in before the cluster's loops start, as a restarted control plane
+  // finds its cluster in etcd: their first list then sees every object.
+  opts.defer_controllers = true;
   auto sim = gg::sim::SimServer::Start(opts);
   if (!sim.ok()) {
     log.Error("cannot start", {{"error", sim.status().ToString()}});
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  server.StartControllers();
   if (!kubeconfig.empty()) {
     if (auto st = gg::sim::WriteKubeconfig(kubeconfig, server.Url(), server.CaCertPem(), token);
         !st.ok()) {

@@ -496,6 +496,13 @@ TEST_F(OperatorSimTest, RestartedOperatorRewritesNothingAlreadyTrue) {
   })) << Node("bad").dump();
   ASSERT_TRUE(WaitFor([&] { return PolicyStatus("default").value("healthyNodes", 0) == 10; }));
   a.Stop();
+  // The cluster settles too: its node lifecycle controller taints the cordoned node
+  // node.kubernetes.io/unschedulable, as a real one does.
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& t : Node("bad")["spec"].value("taints", json::array()))
+      if (t.value("key", "") == "node.kubernetes.io/unschedulable") return true;
+    return false;
+  })) << Node("bad").dump();
   names.push_back("bad");
   std::map<std::string, std::string> rv;
   for (const auto& n : names) rv[n] = Node(n)["metadata"].value("resourceVersion", "");

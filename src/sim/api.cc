@@ -11,6 +11,7 @@
 #include "common/time_util.h"
 #include "sim/admission.h"
 #include "sim/api_util.h"
+#include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
 #include "sim/rbac.h"
@@ -226,6 +227,7 @@ ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
 
 void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   const auto& ri = *t.ri;
+  ApplyWorkloadDefaults(ri.group, ri.resource, obj);
   json& md = obj["metadata"];
   // Seeded objects (population, scenarios) keep their uid and creationTimestamp so that
   // ownerReferences between them hold.
@@ -531,6 +533,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
     else
       next.erase("status");
   }
+  ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&
       next["spec"].is_object() && old_j.contains("spec")) {
     // The allocated ClusterIP survives a PUT that leaves it out, and may not change.
@@ -785,6 +788,12 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
     return r;
   }
   if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
+  // Foreground / Orphan propagation: the garbage collector finishes the deletion.
+  if (std::string fin = PropagationFinalizer(delete_options); !immediate && !fin.empty() && ri.resource != "pods") {
+    if (!md.contains("finalizers") || !md["finalizers"].is_array()) md["finalizers"] = json::array();
+    if (std::find(md["finalizers"].begin(), md["finalizers"].end(), fin) == md["finalizers"].end())
+      md["finalizers"].push_back(fin);
+  }
   if (!immediate && HasFinalizers(j)) {
     if (!md.contains("deletionTimestamp")) {
       md["deletionTimestamp"] = NowRfc3339();
