@@ -648,6 +648,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
     return r;
   }
+  if (t.sub == "scale" && verb == "get") return finish(ScaleRequest(t, verb, "", json(), wo));
   if (verb == "get") {
     auto res = Get(t);
     if (!table_version || !res.ok()) return finish(std::move(res));
@@ -718,6 +719,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     return finish(Evict(t, body, wo));
   }
   if (ri.review) return finish(Review(t, std::move(body), req));
+  if (t.sub == "scale") return finish(ScaleRequest(t, verb, req.content_type, body, wo));
   if (verb == "create") {
     // The storage layer refuses a create that carries a resourceVersion (a positive number:
     // "0" and unparseable values pass), with a bare 500 status.

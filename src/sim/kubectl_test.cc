@@ -572,6 +572,29 @@ spec:
   EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/x").ok());
 }
 
+TEST_F(RealClientTest, KubectlScaleUsesTheScaleSubresource) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  ASSERT_EQ(Kubectl("create deployment web --image=nginx --replicas=1").rc, 0);
+  auto r = Kubectl("scale deployment web --replicas=3");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"], 3);
+  r = Kubectl("get --raw /apis/apps/v1/namespaces/default/deployments/web/scale");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  json scale = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(scale.is_object()) << r.out;
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["spec"]["replicas"], 3);
+  EXPECT_EQ(scale["status"]["selector"], "app=web");
+  // A stale resourceVersion in a replaced Scale is a conflict; nothing changes.
+  r = RunCmd("curl -s -X PUT -H 'Content-Type: application/json' --data-binary "
+             "'{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"web\","
+             "\"namespace\":\"default\",\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":7}}' '" +
+             sim_->Url() + "/apis/apps/v1/namespaces/default/deployments/web/scale'");
+  EXPECT_NE(r.out.find("\"code\":409"), std::string::npos) << r.out;
+  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"], 3);
+}
+
 TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
   if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
