@@ -261,7 +261,7 @@ class ApiCore {
 
 // Go strconv.ParseBool.
 bool ParseBoolParam(std::string_view v);
-// core/v1 <-> events.k8s.io/v1 Event conversion (k8s-api-contract.md §6.1).
+// core/v1 <-> events.k8s.io/v1 Event conversion (field by field, as the apiserver converts).
 nlohmann::json CoreEventToEventsV1(const nlohmann::json& ev);
 nlohmann::json EventsV1ToCoreEvent(const nlohmann::json& ev);
 
