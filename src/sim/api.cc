@@ -744,6 +744,7 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
   auto old = store_.GetLocked(ri.storage, t.Key());
   if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   json j = json::parse(Render(*old, ri));
+  if (auto e = AdmitDelete(t, j, o)) return ApiResult::Err(*e);
   if (delete_options.is_object() && delete_options.contains("preconditions") &&
       delete_options["preconditions"].is_object()) {
     const auto& pre = delete_options["preconditions"];

@@ -222,6 +222,7 @@ class ApiCore {
   // The admission chain (sim/admission.h) around Validate(): mutates `obj` in place.
   AdmissionOutcome Admit(const Target& t, nlohmann::json& obj, const nlohmann::json* old,
                          const WriteOpts& o, bool create);
+  std::optional<ApiError> AdmitDelete(const Target& t, const nlohmann::json& old, const WriteOpts& o);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
   // Service defaults and allocation (services.cc); `old` on update.
@@ -261,7 +262,7 @@ class ApiCore {
 
 // Go strconv.ParseBool.
 bool ParseBoolParam(std::string_view v);
-// core/v1 <-> events.k8s.io/v1 Event conversion (field by field, as the apiserver converts).
+// core/v1 <-> events.k8s.io/v1 Event conversion (docs/reference/kubernetes-api.md, "Events").
 nlohmann::json CoreEventToEventsV1(const nlohmann::json& ev);
 nlohmann::json EventsV1ToCoreEvent(const nlohmann::json& ev);
 

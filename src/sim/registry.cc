@@ -158,7 +158,7 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     AddBuiltin(b);
   }
 
-  // resource.k8s.io (dra-and-device-plugin.md §3.1): preferred version first.
+  // resource.k8s.io (docs/reference/dra.md): preferred version first.
   std::vector<std::string> dra_versions;
   if (minor >= 34) dra_versions.push_back("v1");
   dra_versions.push_back("v1beta2");

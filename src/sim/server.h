@@ -1,7 +1,7 @@
 // SimServer: the in-memory Kubernetes API server (gpu-guardian-sim) as an in-process object.
 // Start() binds and serves HTTP(S) on loopback; tests and the population code may also use
 // the direct store API below, which bypasses HTTP but still bumps resourceVersion and
-// notifies watchers. What it implements and what not: docs/sim.md.
+// notifies watchers. Wire contract: docs/reference/kubernetes-api.md.
 #pragma once
 
 #include <chrono>
