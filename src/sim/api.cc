@@ -307,7 +307,6 @@ std::optional<ApiError> ApiCore::StrictFields(const Target& t, const json& obj,
   // admission prunes what the schema does not declare.
   const auto& ri = *t.ri;
   if (!o.strict || !schemas_) return std::nullopt;
-  if (ri.custom) return std::nullopt;  // admission checks custom resources before pruning
   SsaType type = TypeFor(ri);
   if (!type.root) return std::nullopt;
   auto unknown = schemas_->UnknownFields(obj, *type.root);
