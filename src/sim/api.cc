@@ -157,7 +157,7 @@ std::optional<Target> ApiCore::ResolvePath(std::string_view path, std::optional<
   if (!t.sub.empty()) {
     if (t.name.empty()) return std::nullopt;
     bool ok = (t.sub == "status" && t.ri->status_subresource) ||
-              (t.sub == "eviction" && t.ri->eviction) ||
+              (t.sub == "eviction" && t.ri->eviction) || (t.sub == "scale" && t.ri->scale) ||
               (t.sub == "finalize" && t.ri->resource == "namespaces");
     if (!ok) return std::nullopt;
   }

@@ -168,6 +168,10 @@ class ApiCore {
   // authorization.k8s.io access reviews and authentication.k8s.io SelfSubjectReview: the
   // request evaluated (through the RBAC authorizer when one is set) and answered, not stored.
   ApiResult Review(const Target& t, nlohmann::json body, const ApiRequest& req);
+  // <resource>/scale: read, replace or patch an autoscaling/v1 Scale of the parent's
+  // spec.replicas (scale.cc). `verb` is get, update or patch.
+  ApiResult ScaleRequest(const Target& t, const std::string& verb, const std::string& content_type,
+                         const nlohmann::json& body, const WriteOpts& o);
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);
