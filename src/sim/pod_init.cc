@@ -229,6 +229,82 @@ void Init::Setup(const json& m) {
   Send(ctl_, {{"ev", "ready"}});
 }
 
+// In the container's child, before exec: its own mount namespace with the pod's bind mounts
+// (and, if asked, a read-only root). Exits 128 with the reason on stderr on failure.
+void MountContainerFilesystem(const json& mounts, bool ro_root) {
+  if (::unshare(CLONE_NEWNS) != 0) {
+    std::fprintf(stderr, "container mount namespace: %s\n", std::strerror(errno));
+    _exit(128);
+  }
+  for (const auto& mt : mounts) {
+    std::string src = mt.value("src", ""), dst = mt.value("dst", "");
+    struct stat st {};
+    if (::stat(src.c_str(), &st) != 0) {
+      std::fprintf(stderr, "mount %s: source %s: %s\n", dst.c_str(), src.c_str(), std::strerror(errno));
+      _exit(128);
+    }
+    struct stat dt {};
+    if (::lstat(dst.c_str(), &dt) != 0) {
+      std::error_code ec;
+      // Targets are only created inside the pod's own /run; elsewhere they would appear
+      // on the host's filesystem.
+      if (!UnderRun(dst)) {
+        std::fprintf(stderr, "mount %s: target does not exist in the node's filesystem\n", dst.c_str());
+        _exit(128);
+      }
+      if (S_ISDIR(st.st_mode)) {
+        std::filesystem::create_directories(dst, ec);
+      } else {
+        std::filesystem::create_directories(std::filesystem::path(dst).parent_path(), ec);
+        int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) ::close(fd);
+      }
+    }
+    if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      std::fprintf(stderr, "mount %s on %s: %s\n", src.c_str(), dst.c_str(), std::strerror(errno));
+      _exit(128);
+    }
+    if (mt.value("ro", false) &&
+        ::mount(nullptr, dst.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+      std::fprintf(stderr, "read-only %s: %s\n", dst.c_str(), std::strerror(errno));
+      _exit(128);
+    }
+  }
+  if (ro_root && ::mount(nullptr, "/", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+    std::fprintf(stderr, "read-only root filesystem: %s\n", std::strerror(errno));
+    _exit(128);
+  }
+}
+
+// In the container's child, before exec: the capability bounding set, no_new_privs, then the
+// group and the user. Exits 128 with the reason on stderr on failure.
+void DropPrivileges(const json& caps, bool no_new_privs, long uid, long gid) {
+  if (caps.is_array()) {
+    // The capability bounding set: what a uid-0 process gets back at exec.
+    std::set<int> keep;
+    for (const auto& c : caps) keep.insert(c.get<int>());
+    for (int cap = 0; cap < 64; ++cap) {
+      if (keep.count(cap) || ::prctl(PR_CAPBSET_READ, cap) != 1) continue;
+      if (::prctl(PR_CAPBSET_DROP, cap) != 0) {
+        std::fprintf(stderr, "dropping capability %d: %s\n", cap, std::strerror(errno));
+        _exit(128);
+      }
+    }
+  }
+  if (no_new_privs && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    std::fprintf(stderr, "no_new_privs: %s\n", std::strerror(errno));
+    _exit(128);
+  }
+  if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) {
+    std::fprintf(stderr, "setgid %ld: %s\n", gid, std::strerror(errno));
+    _exit(128);
+  }
+  if (uid >= 0 && ::setuid(static_cast<uid_t>(uid)) != 0) {
+    std::fprintf(stderr, "setuid %ld: %s\n", uid, std::strerror(errno));
+    _exit(128);
+  }
+}
+
 void Init::Start(const json& m) {
   std::string name = m.value("name", "");
   Container& c = containers_[name];
@@ -267,72 +343,8 @@ void Init::Start(const json& m) {
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
     ::setsid();
-    if (::unshare(CLONE_NEWNS) != 0) {
-      std::fprintf(stderr, "container mount namespace: %s\n", std::strerror(errno));
-      _exit(128);
-    }
-    for (const auto& mt : mounts) {
-      std::string src = mt.value("src", ""), dst = mt.value("dst", "");
-      struct stat st {};
-      if (::stat(src.c_str(), &st) != 0) {
-        std::fprintf(stderr, "mount %s: source %s: %s\n", dst.c_str(), src.c_str(), std::strerror(errno));
-        _exit(128);
-      }
-      struct stat dt {};
-      if (::lstat(dst.c_str(), &dt) != 0) {
-        std::error_code ec;
-        // Targets are only created inside the pod's own /run; elsewhere they would appear
-        // on the host's filesystem.
-        if (!UnderRun(dst)) {
-          std::fprintf(stderr, "mount %s: target does not exist in the node's filesystem\n", dst.c_str());
-          _exit(128);
-        }
-        if (S_ISDIR(st.st_mode)) {
-          std::filesystem::create_directories(dst, ec);
-        } else {
-          std::filesystem::create_directories(std::filesystem::path(dst).parent_path(), ec);
-          int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-          if (fd >= 0) ::close(fd);
-        }
-      }
-      if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-        std::fprintf(stderr, "mount %s on %s: %s\n", src.c_str(), dst.c_str(), std::strerror(errno));
-        _exit(128);
-      }
-      if (mt.value("ro", false) &&
-          ::mount(nullptr, dst.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
-        std::fprintf(stderr, "read-only %s: %s\n", dst.c_str(), std::strerror(errno));
-        _exit(128);
-      }
-    }
-    if (ro_root && ::mount(nullptr, "/", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
-      std::fprintf(stderr, "read-only root filesystem: %s\n", std::strerror(errno));
-      _exit(128);
-    }
-    if (caps.is_array()) {
-      // The capability bounding set: what a uid-0 process gets back at exec.
-      std::set<int> keep;
-      for (const auto& c : caps) keep.insert(c.get<int>());
-      for (int cap = 0; cap < 64; ++cap) {
-        if (keep.count(cap) || ::prctl(PR_CAPBSET_READ, cap) != 1) continue;
-        if (::prctl(PR_CAPBSET_DROP, cap) != 0) {
-          std::fprintf(stderr, "dropping capability %d: %s\n", cap, std::strerror(errno));
-          _exit(128);
-        }
-      }
-    }
-    if (no_new_privs && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-      std::fprintf(stderr, "no_new_privs: %s\n", std::strerror(errno));
-      _exit(128);
-    }
-    if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) {
-      std::fprintf(stderr, "setgid %ld: %s\n", gid, std::strerror(errno));
-      _exit(128);
-    }
-    if (uid >= 0 && ::setuid(static_cast<uid_t>(uid)) != 0) {
-      std::fprintf(stderr, "setuid %ld: %s\n", uid, std::strerror(errno));
-      _exit(128);
-    }
+    MountContainerFilesystem(mounts, ro_root);
+    DropPrivileges(caps, no_new_privs, uid, gid);
     if (::chdir(cwd.empty() ? "/" : cwd.c_str()) != 0) {
       std::fprintf(stderr, "chdir %s: %s\n", cwd.c_str(), std::strerror(errno));
       _exit(128);

@@ -423,6 +423,31 @@ int CloneChild(void* p) {
   _exit(127);
 }
 
+// One probe to run, copied out of the pod table so that it runs without the lock.
+struct ProbeJob {
+  std::string uid, ctr, ip;
+  int kind;  // 0 liveness, 1 readiness, 2 startup
+  json spec, cspec;
+  int ctl;
+  std::vector<std::string> env;
+};
+
+// A container's environment in the kubelet's order (setting a name again replaces its value
+// in place) and as a map for $(VAR) expansion.
+struct ContainerEnv {
+  std::vector<std::pair<std::string, std::string>> list;
+  std::map<std::string, std::string> vars;
+  void Set(const std::string& k, const std::string& v) {
+    vars[k] = v;
+    for (auto& e : list)
+      if (e.first == k) {
+        e.second = v;
+        return;
+      }
+    list.emplace_back(k, v);
+  }
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -479,11 +504,27 @@ struct PodRunner::Impl {
 
   void Loop();
   void ProbeLoop();
+  // The steps of ProbeLoop.
+  std::vector<ProbeJob> DueProbes();
+  bool RunProbe(const ProbeJob& j);
+  bool ExecProbe(const ProbeJob& j, int timeout_s);
+  void RecordProbeResult(const ProbeJob& j, bool ok);
   void StartSandbox(Pod& p);
+  // The steps of StartSandbox.
+  bool ServiceAccountExists(Pod& p);
+  bool CloneInit(Pod& p);
+  bool AwaitInitReady(Pod& p);
   Status SetupNetwork(Pod& p);
   Status PrepareNode(Pod& p);
   Status PrepareVolumes(Pod& p, std::string* reason);
   StatusOr<json> StartMessage(Pod& p, Ctr& c, std::string* reason);
+  // The steps of StartMessage.
+  Status BuildEnv(Pod& p, const json& cs, ContainerEnv& env);
+  void InjectNvmlLibrary(Pod& p, ContainerEnv& env, json& mounts);
+  StatusOr<std::string> PrepareVolumeSource(Pod& p, const std::string& vname, const json& v,
+                                      std::string* reason);
+  Status MountVolumes(Pod& p, const json& spec, const json& cs, json& mounts, std::string* reason);
+  std::vector<std::string> BuildArgv(const Ctr& c, const ContainerEnv& env);
   void StartContainer(Pod& p, Ctr& c);
   void StartNext(Pod& p);
   void OnMessage(Pod& p, const json& m);
@@ -825,9 +866,9 @@ void PodRunner::Impl::Loop() {
   for (auto& [uid, p] : pods) KillSandbox(p);
 }
 
-void PodRunner::Impl::StartSandbox(Pod& p) {
-  p.create_error.clear();
-  // The service account must exist before the kubelet can get it a token.
+// The service account must exist before the kubelet can get it a token. False (the pod
+// retried later) when it does not.
+bool PodRunner::Impl::ServiceAccountExists(Pod& p) {
   std::string sa = p.pod["spec"].value("serviceAccountName", "");
   if (sa.empty()) sa = p.pod["spec"].value("serviceAccount", "default");
   if (sa.empty()) sa = "default";
@@ -837,27 +878,20 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
       p.create_error = "serviceaccount \"" + sa + "\" not found";
       p.retry_at = Steady::now() + std::chrono::seconds(1);
       p.dirty = true;
-      return;
+      return false;
     }
   }
-  if (auto st = PrepareNode(p); !st.ok()) {
-    p.create_error = st.ToString();
-    p.retry_at = Steady::now() + std::chrono::seconds(2);
-    p.dirty = true;
-    return;
-  }
-  std::string reason;
-  if (auto st = PrepareVolumes(p, &reason); !st.ok()) {
-    p.create_error = st.ToString();
-    p.retry_at = Steady::now() + std::chrono::seconds(2);
-    p.dirty = true;
-    return;
-  }
+  return true;
+}
+
+// Clones the pod's init process into new PID, network, UTS, mount and IPC namespaces, with
+// a control socket to it. False (the pod retried later) on failure.
+bool PodRunner::Impl::CloneInit(Pod& p) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     p.create_error = std::string("socketpair: ") + std::strerror(errno);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
-    return;
+    return false;
   }
   std::string exe = opts.init_exe;
   std::string a0 = "gg-pod-init", a1 = kPodInitArg, a2 = "3";
@@ -873,27 +907,23 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
     ::close(sv[0]);
     p.create_error = std::string("clone: ") + std::strerror(errno);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
-    return;
+    return false;
   }
   p.init_pid = pid;
   p.ctl = sv[0];
-  if (auto st = Unlocked([&] { return SetupNetwork(p); }); !st.ok()) {
-    log.Error("pod network", {{"pod", p.ns + "/" + p.name}, {"error", st.ToString()}});
-    p.create_error = st.ToString();
-    KillSandbox(p);
-    p.retry_at = Steady::now() + std::chrono::seconds(2);
-    p.dirty = true;
-    return;
-  }
+  return true;
+}
+
+// Sends the init its setup and waits for its "ready" (or "error"), a few milliseconds: the
+// container starts that follow then come in order. False (sandbox killed) on failure.
+bool PodRunner::Impl::AwaitInitReady(Pod& p) {
   SendCtl(p, {{"op", "setup"}, {"hostname", p.name}});
-  // The init answers "ready" (or "error") in a few milliseconds; wait for it here so that
-  // container starts follow in order.
   pollfd pf{p.ctl, POLLIN, 0};
   if (Unlocked([&] { return ::poll(&pf, 1, 5000); }) <= 0) {
     p.create_error = "pod init did not answer";
     KillSandbox(p);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
-    return;
+    return false;
   }
   char buf[4096];
   ssize_t n = ::recv(p.ctl, buf, sizeof(buf), 0);
@@ -902,8 +932,37 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
     p.create_error = "pod init: " + (m.is_object() ? m.value("message", "failed") : std::string("exited"));
     KillSandbox(p);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
+    return false;
+  }
+  return true;
+}
+
+void PodRunner::Impl::StartSandbox(Pod& p) {
+  p.create_error.clear();
+  if (!ServiceAccountExists(p)) return;
+  if (auto st = PrepareNode(p); !st.ok()) {
+    p.create_error = st.ToString();
+    p.retry_at = Steady::now() + std::chrono::seconds(2);
+    p.dirty = true;
     return;
   }
+  std::string reason;
+  if (auto st = PrepareVolumes(p, &reason); !st.ok()) {
+    p.create_error = st.ToString();
+    p.retry_at = Steady::now() + std::chrono::seconds(2);
+    p.dirty = true;
+    return;
+  }
+  if (!CloneInit(p)) return;
+  if (auto st = Unlocked([&] { return SetupNetwork(p); }); !st.ok()) {
+    log.Error("pod network", {{"pod", p.ns + "/" + p.name}, {"error", st.ToString()}});
+    p.create_error = st.ToString();
+    KillSandbox(p);
+    p.retry_at = Steady::now() + std::chrono::seconds(2);
+    p.dirty = true;
+    return;
+  }
+  if (!AwaitInitReady(p)) return;
   p.sandbox_ready = true;
   StartNext(p);
   p.dirty = true;
@@ -1051,34 +1110,20 @@ StatusOr<std::string> PodRunner::Impl::EnvValue(const Pod& p, const json& from, 
   return InvalidArgumentError("unsupported valueFrom");
 }
 
-StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason) {
-  const json& spec = p.pod["spec"];
-  const json& cs = c.spec;
-  *reason = "CreateContainerConfigError";
-  // Environment, in the kubelet's order: service links, envFrom, env (later wins).
-  std::vector<std::pair<std::string, std::string>> env;
-  std::map<std::string, std::string> vars;
-  auto set = [&](const std::string& k, const std::string& v) {
-    vars[k] = v;
-    for (auto& e : env)
-      if (e.first == k) {
-        e.second = v;
-        return;
-      }
-    env.emplace_back(k, v);
-  };
-  set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  set("HOSTNAME", p.name);
-  set("HOME", "/");  // as a runtime does for a user without a passwd entry (root: /root below)
+// Environment, in the kubelet's order: service links, envFrom, env (later wins).
+Status PodRunner::Impl::BuildEnv(Pod& p, const json& cs, ContainerEnv& env) {
+  env.Set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  env.Set("HOSTNAME", p.name);
+  env.Set("HOME", "/");  // as a runtime does for a user without a passwd entry (root: /root below)
   const std::string api = kPodApiServerIp, port = std::to_string(kPodApiServerPort);
-  set("KUBERNETES_SERVICE_HOST", api);
-  set("KUBERNETES_SERVICE_PORT", port);
-  set("KUBERNETES_SERVICE_PORT_HTTPS", port);
-  set("KUBERNETES_PORT", "tcp://" + api + ":" + port);
-  set("KUBERNETES_PORT_443_TCP", "tcp://" + api + ":" + port);
-  set("KUBERNETES_PORT_443_TCP_PROTO", "tcp");
-  set("KUBERNETES_PORT_443_TCP_PORT", port);
-  set("KUBERNETES_PORT_443_TCP_ADDR", api);
+  env.Set("KUBERNETES_SERVICE_HOST", api);
+  env.Set("KUBERNETES_SERVICE_PORT", port);
+  env.Set("KUBERNETES_SERVICE_PORT_HTTPS", port);
+  env.Set("KUBERNETES_PORT", "tcp://" + api + ":" + port);
+  env.Set("KUBERNETES_PORT_443_TCP", "tcp://" + api + ":" + port);
+  env.Set("KUBERNETES_PORT_443_TCP_PROTO", "tcp");
+  env.Set("KUBERNETES_PORT_443_TCP_PORT", port);
+  env.Set("KUBERNETES_PORT_443_TCP_ADDR", api);
   for (const auto& ef : cs.value("envFrom", json::array())) {
     std::string prefix = ef.value("prefix", "");
     bool secret = ef.contains("secretRef");
@@ -1092,7 +1137,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
                            ref.value("name", "") + "\" not found");
     }
     for (const auto& [k, v] : r.obj.value("data", json::object()).items())
-      set(prefix + k, secret ? Base64Decode(v.get<std::string>()) : v.get<std::string>());
+      env.Set(prefix + k, secret ? Base64Decode(v.get<std::string>()) : v.get<std::string>());
   }
   for (const auto& e : cs.value("env", json::array())) {
     std::string name = e.value("name", "");
@@ -1100,85 +1145,106 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
       bool missing = false;
       auto v = EnvValue(p, e["valueFrom"], &missing);
       if (!v.ok()) return v.status();
-      if (!missing) set(name, *v);
+      if (!missing) env.Set(name, *v);
     } else {
-      set(name, ExpandVars(e.value("value", ""), vars));
+      env.Set(name, ExpandVars(e.value("value", ""), env.vars));
     }
   }
-  // GPU pods: the fake libnvidia-ml.so.1 where the NVIDIA container toolkit would inject
-  // the real one (its directory mounted into the pod, on the library path).
-  json mounts = json::array();
+  return OkStatus();
+}
+
+// GPU pods: the fake libnvidia-ml.so.1 where the NVIDIA container toolkit would inject
+// the real one (its directory mounted into the pod, on the library path).
+void PodRunner::Impl::InjectNvmlLibrary(Pod& p, ContainerEnv& env, json& mounts) {
   bool gpu = false;
-  if (auto it = vars.find("NVIDIA_VISIBLE_DEVICES");
-      it != vars.end() && !it->second.empty() && it->second != "void" && it->second != "none")
+  if (auto it = env.vars.find("NVIDIA_VISIBLE_DEVICES");
+      it != env.vars.end() && !it->second.empty() && it->second != "void" && it->second != "none")
     gpu = NodeGpus(p.node_obj) > 0 && !opts.fake_nvml_dir.empty();
   if (gpu) {
     mounts.push_back({{"src", opts.fake_nvml_dir}, {"dst", kNvidiaLibMount}, {"ro", true}});
-    std::string ld = vars.count("LD_LIBRARY_PATH") ? ":" + vars["LD_LIBRARY_PATH"] : "";
-    set("LD_LIBRARY_PATH", std::string(kNvidiaLibMount) + ld);
-    set("GG_FAKE_NVML_FILE", (fs::path(p.node_dir) / "nvml.yaml").string());
-    set("GG_FAKE_NVML_TIME_SCALE", std::to_string(opts.time_scale));
+    std::string ld = env.vars.count("LD_LIBRARY_PATH") ? ":" + env.vars["LD_LIBRARY_PATH"] : "";
+    env.Set("LD_LIBRARY_PATH", std::string(kNvidiaLibMount) + ld);
+    env.Set("GG_FAKE_NVML_FILE", (fs::path(p.node_dir) / "nvml.yaml").string());
+    env.Set("GG_FAKE_NVML_TIME_SCALE", std::to_string(opts.time_scale));
   }
-  bool automount = spec.value("automountServiceAccountToken", true);
-  if (automount) mounts.push_back({{"src", p.sa_dir}, {"dst", kSaMount}, {"ro", true}});
-  // Volumes.
+}
+
+// Makes the node-side source of volume `vname` (spec `v`) and returns its path.
+StatusOr<std::string> PodRunner::Impl::PrepareVolumeSource(Pod& p, const std::string& vname,
+                                                     const json& v, std::string* reason) {
+  std::string src;
+  fs::path voldir = fs::path(p.node_dir) / "var/lib/kubelet/pods" / p.uid / "volumes" / vname;
+  std::error_code ec;
+  if (v.contains("hostPath")) {
+    std::string hp = v["hostPath"].value("path", "");
+    std::string type = v["hostPath"].value("type", "");
+    fs::path hsrc = fs::path(p.node_dir) / fs::path(hp).relative_path();
+    if (!fs::exists(hsrc)) {
+      if (type == "DirectoryOrCreate" || type.empty()) {
+        fs::create_directories(hsrc, ec);
+      } else if (type == "FileOrCreate" || type == "CharDevice" || type == "BlockDevice" ||
+                 type == "File" || type == "Socket") {
+        // The node root stands in for devices with regular files ("" is the file's start).
+        GG_RETURN_IF_ERROR(WriteFile(hsrc, "", 0644));
+      } else {
+        *reason = "ContainerCreating";
+        return NotFoundError("hostPath type check failed: " + hp + " is not a directory");
+      }
+    }
+    src = hsrc.string();
+  } else if (v.contains("emptyDir")) {
+    fs::create_directories(voldir, ec);
+    src = voldir.string();
+  } else if (v.contains("configMap") || v.contains("secret")) {
+    bool secret = v.contains("secret");
+    const json& ref = secret ? v["secret"] : v["configMap"];
+    std::string oname = secret ? ref.value("secretName", "") : ref.value("name", "");
+    auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
+    if (!ri) return FailedPreconditionError("this API server has no secrets");
+    auto r = core.Get(Target{ri, p.ns, oname, ""});
+    if (!r.ok() && !ref.value("optional", false)) {
+      *reason = "ContainerCreating";
+      return NotFoundError(std::string(secret ? "secret" : "configmap") + " \"" + oname + "\" not found");
+    }
+    fs::create_directories(voldir, ec);
+    if (r.ok())
+      for (const auto& [k, val] : r.obj.value("data", json::object()).items())
+        GG_RETURN_IF_ERROR(WriteFile(voldir / k, secret ? Base64Decode(val.get<std::string>())
+                                                        : val.get<std::string>(), 0644));
+    src = voldir.string();
+  } else {
+    // Other volume kinds: an empty directory (what the process sees first of most).
+    fs::create_directories(voldir, ec);
+    src = voldir.string();
+  }
+  return src;
+}
+
+// The container's volumeMounts, each with its prepared source, appended to `mounts`.
+Status PodRunner::Impl::MountVolumes(Pod& p, const json& spec, const json& cs, json& mounts,
+                                     std::string* reason) {
   std::map<std::string, json> volumes;
   for (const auto& v : spec.value("volumes", json::array())) volumes[v.value("name", "")] = v;
   for (const auto& vm : cs.value("volumeMounts", json::array())) {
     std::string vname = vm.value("name", "");
     auto it = volumes.find(vname);
     if (it == volumes.end()) return InvalidArgumentError("volume " + vname + " not found");
-    const json& v = it->second;
-    std::string src;
-    fs::path voldir = fs::path(p.node_dir) / "var/lib/kubelet/pods" / p.uid / "volumes" / vname;
-    std::error_code ec;
-    if (v.contains("hostPath")) {
-      std::string hp = v["hostPath"].value("path", "");
-      std::string type = v["hostPath"].value("type", "");
-      fs::path hsrc = fs::path(p.node_dir) / fs::path(hp).relative_path();
-      if (!fs::exists(hsrc)) {
-        if (type == "DirectoryOrCreate" || type.empty()) {
-          fs::create_directories(hsrc, ec);
-        } else if (type == "FileOrCreate" || type == "CharDevice" || type == "BlockDevice" ||
-                   type == "File" || type == "Socket") {
-          // The node root stands in for devices with regular files ("" is the file's start).
-          GG_RETURN_IF_ERROR(WriteFile(hsrc, "", 0644));
-        } else {
-          *reason = "ContainerCreating";
-          return NotFoundError("hostPath type check failed: " + hp + " is not a directory");
-        }
-      }
-      src = hsrc.string();
-    } else if (v.contains("emptyDir")) {
-      fs::create_directories(voldir, ec);
-      src = voldir.string();
-    } else if (v.contains("configMap") || v.contains("secret")) {
-      bool secret = v.contains("secret");
-      const json& ref = secret ? v["secret"] : v["configMap"];
-      std::string oname = secret ? ref.value("secretName", "") : ref.value("name", "");
-      auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
-      if (!ri) return FailedPreconditionError("this API server has no secrets");
-      auto r = core.Get(Target{ri, p.ns, oname, ""});
-      if (!r.ok() && !ref.value("optional", false)) {
-        *reason = "ContainerCreating";
-        return NotFoundError(std::string(secret ? "secret" : "configmap") + " \"" + oname + "\" not found");
-      }
-      fs::create_directories(voldir, ec);
-      if (r.ok())
-        for (const auto& [k, val] : r.obj.value("data", json::object()).items())
-          GG_RETURN_IF_ERROR(WriteFile(voldir / k, secret ? Base64Decode(val.get<std::string>())
-                                                          : val.get<std::string>(), 0644));
-      src = voldir.string();
-    } else {
-      // Other volume kinds: an empty directory (what the process sees first of most).
-      fs::create_directories(voldir, ec);
-      src = voldir.string();
-    }
+    auto prepared = PrepareVolumeSource(p, vname, it->second, reason);
+    if (!prepared.ok()) return prepared.status();
+    std::string src = *prepared;
     if (vm.contains("subPath") && !vm["subPath"].get<std::string>().empty())
       src = (fs::path(src) / vm["subPath"].get<std::string>()).string();
     mounts.push_back({{"src", src}, {"dst", vm.value("mountPath", "")}, {"ro", vm.value("readOnly", false)}});
   }
-  // Identity: container securityContext over the pod's.
+  return OkStatus();
+}
+
+namespace {
+
+// Identity: container securityContext over the pod's. Sets root's HOME unless the pod sets
+// HOME itself; fails when runAsNonRoot meets a root user.
+Status ResolveIdentity(const json& spec, const json& cs, ContainerEnv& env,
+                       std::optional<long>* uid, std::optional<long>* gid) {
   auto sc_val = [&](const char* key) -> std::optional<long> {
     if (cs.contains("securityContext") && cs["securityContext"].contains(key))
       return cs["securityContext"][key].get<long>();
@@ -1193,34 +1259,58 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
       return spec["securityContext"]["runAsNonRoot"].get<bool>();
     return false;
   }();
-  auto uid = sc_val("runAsUser");
-  auto gid = sc_val("runAsGroup");
-  if (non_root && (!uid || *uid == 0))
+  *uid = sc_val("runAsUser");
+  *gid = sc_val("runAsGroup");
+  if (non_root && (!*uid || **uid == 0))
     return FailedPreconditionError("container has runAsNonRoot and image will run as root");
-  if (!uid || *uid == 0) {  // root's home, unless the pod sets HOME itself
+  if (!*uid || **uid == 0) {  // root's home, unless the pod sets HOME itself
     bool pod_home = false;
     for (const auto& e : cs.value("env", json::array())) pod_home = pod_home || e.value("name", "") == "HOME";
     if (!pod_home)
-      for (auto& e : env)
+      for (auto& e : env.list)
         if (e.first == "HOME") e.second = "/root";
   }
-  // Command: `command` replaces the image's entrypoint (the executable), `args` its cmd.
+  return OkStatus();
+}
+
+}  // namespace
+
+// Command: `command` replaces the image's entrypoint (the executable), `args` its cmd.
+std::vector<std::string> PodRunner::Impl::BuildArgv(const Ctr& c, const ContainerEnv& env) {
+  const json& cs = c.spec;
   std::vector<std::string> argv;
   auto cmd = cs.value("command", std::vector<std::string>{});
   auto args = cs.value("args", std::vector<std::string>{});
   if (cmd.empty()) {
     argv.push_back(c.exe);
   } else {
-    for (auto& s : cmd) argv.push_back(ExpandVars(s, vars));
+    for (auto& s : cmd) argv.push_back(ExpandVars(s, env.vars));
     // A bare name that is one of the images' executables runs that executable.
     if (argv[0].find('/') == std::string::npos) {
       fs::path cand = fs::path(opts.exec_images) / argv[0];
       if (::access(cand.c_str(), X_OK) == 0) argv[0] = cand.string();
     }
   }
-  for (auto& s : args) argv.push_back(ExpandVars(s, vars));
+  for (auto& s : args) argv.push_back(ExpandVars(s, env.vars));
+  return argv;
+}
+
+StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason) {
+  const json& spec = p.pod["spec"];
+  const json& cs = c.spec;
+  *reason = "CreateContainerConfigError";
+  ContainerEnv env;
+  GG_RETURN_IF_ERROR(BuildEnv(p, cs, env));
+  json mounts = json::array();
+  InjectNvmlLibrary(p, env, mounts);
+  bool automount = spec.value("automountServiceAccountToken", true);
+  if (automount) mounts.push_back({{"src", p.sa_dir}, {"dst", kSaMount}, {"ro", true}});
+  GG_RETURN_IF_ERROR(MountVolumes(p, spec, cs, mounts, reason));
+  std::optional<long> uid, gid;
+  GG_RETURN_IF_ERROR(ResolveIdentity(spec, cs, env, &uid, &gid));
+  std::vector<std::string> argv = BuildArgv(c, env);
   std::vector<std::string> envs;
-  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  for (const auto& [k, v] : env.list) envs.push_back(k + "=" + v);
   json m = {{"op", "start"},
             {"name", c.name},
             {"argv", argv},
@@ -1511,158 +1601,178 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
 // ---------------------------------------------------------------------------------------
 // Probes
 
+namespace {
+
+// The port a probe names: a number, or the name of one of the container's ports.
+int ProbePort(const json& port, const json& cspec) {
+  if (port.is_number()) return port.get<int>();
+  std::string name = port.is_string() ? port.get<std::string>() : "";
+  for (const auto& cp : cspec.value("ports", json::array()))
+    if (cp.value("name", "") == name) return cp.value("containerPort", 0);
+  return std::atoi(name.c_str());
+}
+
+bool HttpGetProbe(const ProbeJob& j, int timeout_s) {
+  const json& h = j.spec["httpGet"];
+  std::string host = h.value("host", j.ip);
+  int port = ProbePort(h.value("port", json(80)), j.cspec);
+  std::string path = h.value("path", "/");
+  httplib::Headers hdrs;
+  for (const auto& x : h.value("httpHeaders", json::array()))
+    hdrs.emplace(x.value("name", ""), x.value("value", ""));
+  if (h.value("scheme", "HTTP") == "HTTPS") {
+    httplib::SSLClient cli(host, port);
+    cli.enable_server_certificate_verification(false);
+    cli.set_connection_timeout(timeout_s, 0);
+    cli.set_read_timeout(timeout_s, 0);
+    auto res = cli.Get(path.c_str(), hdrs);
+    return res && res->status >= 200 && res->status < 400;
+  }
+  httplib::Client cli(host, port);
+  cli.set_connection_timeout(timeout_s, 0);
+  cli.set_read_timeout(timeout_s, 0);
+  auto res = cli.Get(path.c_str(), hdrs);
+  return res && res->status >= 200 && res->status < 400;
+}
+
+bool TcpSocketProbe(const ProbeJob& j, int timeout_s) {
+  bool ok = false;
+  int port = ProbePort(j.spec["tcpSocket"].value("port", json(0)), j.cspec);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, j.spec["tcpSocket"].value("host", j.ip).c_str(), &a.sin_addr);
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  if (rc == 0) {
+    ok = true;
+  } else if (errno == EINPROGRESS) {
+    pollfd pf{fd, POLLOUT, 0};
+    if (::poll(&pf, 1, timeout_s * 1000) == 1) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      ok = err == 0;
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+// The probes whose period is up, each marked busy until its result is recorded.
+std::vector<ProbeJob> PodRunner::Impl::DueProbes() {
+  std::vector<ProbeJob> jobs;
+  std::scoped_lock lock(mu);
+  auto now = Steady::now();
+  for (auto& [uid, p] : pods) {
+    if (p.terminating || !p.sandbox_ready) continue;
+    for (auto& c : p.ctrs) {
+      if (!c.running || c.exe.empty()) continue;
+      // Until the startup probe succeeds it is the only one that runs.
+      for (int kind : {0, 1, 2}) {
+        if ((kind == 2) == c.started_ok) continue;
+        auto& pr = kind == 0 ? c.liveness : kind == 1 ? c.readiness : c.startup;
+        if (!pr || pr->busy || now < pr->next) continue;
+        pr->busy = true;
+        jobs.push_back({uid, c.name, p.pod_ip, kind, pr->spec, c.spec, p.ctl, {}});
+      }
+    }
+  }
+  return jobs;
+}
+
+// An exec probe: the pod's init runs the command in the container and reports its exit code.
+bool PodRunner::Impl::ExecProbe(const ProbeJob& j, int timeout_s) {
+  long id;
+  {
+    std::scoped_lock lock(mu);
+    id = next_exec_id++;
+  }
+  json m = {{"op", "exec"},
+            {"id", id},
+            {"name", j.ctr},
+            {"argv", j.spec["exec"].value("command", std::vector<std::string>{})},
+            {"env", std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
+            {"timeout_ms", timeout_s * 1000}};
+  std::string s = m.dump();
+  (void)::send(j.ctl, s.data(), s.size(), MSG_NOSIGNAL);
+  std::unique_lock lock(mu);
+  exec_cv.wait_for(lock, std::chrono::seconds(timeout_s + 2),
+                   [&] { return stop || exec_results.count(id) > 0; });
+  bool ok = exec_results.count(id) && exec_results[id] == 0;
+  exec_results.erase(id);
+  return ok;
+}
+
+bool PodRunner::Impl::RunProbe(const ProbeJob& j) {
+  int timeout_s = std::max(1, j.spec.value("timeoutSeconds", 1));
+  if (j.spec.contains("httpGet")) return HttpGetProbe(j, timeout_s);
+  if (j.spec.contains("tcpSocket")) return TcpSocketProbe(j, timeout_s);
+  if (j.spec.contains("exec")) return ExecProbe(j, timeout_s);
+  return false;
+}
+
+// Counts a probe's result against its thresholds: readiness flips Ready, a failed liveness
+// or startup probe kills the container (it restarts), a passed startup probe starts the rest.
+void PodRunner::Impl::RecordProbeResult(const ProbeJob& j, bool ok) {
+  std::scoped_lock lock(mu);
+  auto it = pods.find(j.uid);
+  if (it == pods.end()) return;
+  Pod& p = it->second;
+  for (auto& c : p.ctrs) {
+    if (c.name != j.ctr) continue;
+    auto& pr = j.kind == 0 ? c.liveness : j.kind == 1 ? c.readiness : c.startup;
+    const bool restarts_on_failure = j.kind != 1;  // liveness and startup
+    const char* what = j.kind == 0 ? "Liveness" : j.kind == 1 ? "Readiness" : "Startup";
+    if (!pr) continue;
+    pr->busy = false;
+    pr->next = Steady::now() + std::chrono::seconds(std::max(1, pr->spec.value("periodSeconds", 10)));
+    if (!c.running) continue;
+    if (ok) {
+      pr->failures = 0;
+      ++pr->successes;
+      if (j.kind == 1 && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
+        c.ready = true;
+        p.dirty = true;
+      }
+      if (j.kind == 2 && !c.started_ok) {  // started: the other probes begin now
+        c.started_ok = true;
+        c.ready = !c.readiness.has_value();
+        for (auto* other : {&c.liveness, &c.readiness})
+          if (*other)
+            (*other)->next = Steady::now() + std::chrono::seconds((*other)->spec.value("initialDelaySeconds", 0));
+        p.dirty = true;
+      }
+    } else {
+      pr->successes = 0;
+      ++pr->failures;
+      Event(p, &c, "Warning", "Unhealthy", std::string(what) + " probe failed");
+      if (pr->failures >= std::max(1, pr->spec.value("failureThreshold", 3))) {
+        if (j.kind == 1 && c.ready) {
+          c.ready = false;
+          p.dirty = true;
+        }
+        if (restarts_on_failure && !c.kill_at) {
+          // Liveness/startup failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
+          Event(p, &c, "Normal", "Killing",
+                "Container " + c.name + " failed " + (j.kind == 0 ? "liveness" : "startup") +
+                    " probe, will be restarted");
+          SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+          long grace = p.pod["spec"].value("terminationGracePeriodSeconds", 30L);
+          c.kill_at = Steady::now() + Scaled(static_cast<double>(grace));
+          pr->failures = 0;
+        }
+      }
+    }
+  }
+}
+
 void PodRunner::Impl::ProbeLoop() {
-  struct Job {
-    std::string uid, ctr, ip;
-    int kind;  // 0 liveness, 1 readiness, 2 startup
-    json spec, cspec;
-    int ctl;
-    std::vector<std::string> env;
-  };
   while (!stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::vector<Job> jobs;
-    {
-      std::scoped_lock lock(mu);
-      auto now = Steady::now();
-      for (auto& [uid, p] : pods) {
-        if (p.terminating || !p.sandbox_ready) continue;
-        for (auto& c : p.ctrs) {
-          if (!c.running || c.exe.empty()) continue;
-          // Until the startup probe succeeds it is the only one that runs.
-          for (int kind : {0, 1, 2}) {
-            if ((kind == 2) == c.started_ok) continue;
-            auto& pr = kind == 0 ? c.liveness : kind == 1 ? c.readiness : c.startup;
-            if (!pr || pr->busy || now < pr->next) continue;
-            pr->busy = true;
-            jobs.push_back({uid, c.name, p.pod_ip, kind, pr->spec, c.spec, p.ctl, {}});
-          }
-        }
-      }
-    }
-    for (auto& j : jobs) {
-      int timeout_s = std::max(1, j.spec.value("timeoutSeconds", 1));
-      bool ok = false;
-      auto port_of = [&](const json& port) -> int {
-        if (port.is_number()) return port.get<int>();
-        std::string name = port.is_string() ? port.get<std::string>() : "";
-        for (const auto& cp : j.cspec.value("ports", json::array()))
-          if (cp.value("name", "") == name) return cp.value("containerPort", 0);
-        return std::atoi(name.c_str());
-      };
-      if (j.spec.contains("httpGet")) {
-        const json& h = j.spec["httpGet"];
-        std::string host = h.value("host", j.ip);
-        int port = port_of(h.value("port", json(80)));
-        std::string path = h.value("path", "/");
-        httplib::Headers hdrs;
-        for (const auto& x : h.value("httpHeaders", json::array()))
-          hdrs.emplace(x.value("name", ""), x.value("value", ""));
-        if (h.value("scheme", "HTTP") == "HTTPS") {
-          httplib::SSLClient cli(host, port);
-          cli.enable_server_certificate_verification(false);
-          cli.set_connection_timeout(timeout_s, 0);
-          cli.set_read_timeout(timeout_s, 0);
-          auto res = cli.Get(path.c_str(), hdrs);
-          ok = res && res->status >= 200 && res->status < 400;
-        } else {
-          httplib::Client cli(host, port);
-          cli.set_connection_timeout(timeout_s, 0);
-          cli.set_read_timeout(timeout_s, 0);
-          auto res = cli.Get(path.c_str(), hdrs);
-          ok = res && res->status >= 200 && res->status < 400;
-        }
-      } else if (j.spec.contains("tcpSocket")) {
-        int port = port_of(j.spec["tcpSocket"].value("port", json(0)));
-        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(static_cast<uint16_t>(port));
-        ::inet_pton(AF_INET, j.spec["tcpSocket"].value("host", j.ip).c_str(), &a.sin_addr);
-        int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-        if (rc == 0) {
-          ok = true;
-        } else if (errno == EINPROGRESS) {
-          pollfd pf{fd, POLLOUT, 0};
-          if (::poll(&pf, 1, timeout_s * 1000) == 1) {
-            int err = 0;
-            socklen_t len = sizeof(err);
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            ok = err == 0;
-          }
-        }
-        ::close(fd);
-      } else if (j.spec.contains("exec")) {
-        long id;
-        {
-          std::scoped_lock lock(mu);
-          id = next_exec_id++;
-        }
-        json m = {{"op", "exec"},
-                  {"id", id},
-                  {"name", j.ctr},
-                  {"argv", j.spec["exec"].value("command", std::vector<std::string>{})},
-                  {"env", std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
-                  {"timeout_ms", timeout_s * 1000}};
-        std::string s = m.dump();
-        (void)::send(j.ctl, s.data(), s.size(), MSG_NOSIGNAL);
-        std::unique_lock lock(mu);
-        exec_cv.wait_for(lock, std::chrono::seconds(timeout_s + 2),
-                         [&] { return stop || exec_results.count(id) > 0; });
-        ok = exec_results.count(id) && exec_results[id] == 0;
-        exec_results.erase(id);
-      }
-      std::scoped_lock lock(mu);
-      auto it = pods.find(j.uid);
-      if (it == pods.end()) continue;
-      Pod& p = it->second;
-      for (auto& c : p.ctrs) {
-        if (c.name != j.ctr) continue;
-        auto& pr = j.kind == 0 ? c.liveness : j.kind == 1 ? c.readiness : c.startup;
-        const bool restarts_on_failure = j.kind != 1;  // liveness and startup
-        const char* what = j.kind == 0 ? "Liveness" : j.kind == 1 ? "Readiness" : "Startup";
-        if (!pr) continue;
-        pr->busy = false;
-        pr->next = Steady::now() + std::chrono::seconds(std::max(1, pr->spec.value("periodSeconds", 10)));
-        if (!c.running) continue;
-        if (ok) {
-          pr->failures = 0;
-          ++pr->successes;
-          if (j.kind == 1 && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
-            c.ready = true;
-            p.dirty = true;
-          }
-          if (j.kind == 2 && !c.started_ok) {  // started: the other probes begin now
-            c.started_ok = true;
-            c.ready = !c.readiness.has_value();
-            for (auto* other : {&c.liveness, &c.readiness})
-              if (*other)
-                (*other)->next = Steady::now() + std::chrono::seconds((*other)->spec.value("initialDelaySeconds", 0));
-            p.dirty = true;
-          }
-        } else {
-          pr->successes = 0;
-          ++pr->failures;
-          Event(p, &c, "Warning", "Unhealthy", std::string(what) + " probe failed");
-          if (pr->failures >= std::max(1, pr->spec.value("failureThreshold", 3))) {
-            if (j.kind == 1 && c.ready) {
-              c.ready = false;
-              p.dirty = true;
-            }
-            if (restarts_on_failure && !c.kill_at) {
-              // Liveness/startup failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
-              Event(p, &c, "Normal", "Killing",
-                    "Container " + c.name + " failed " + (j.kind == 0 ? "liveness" : "startup") +
-                        " probe, will be restarted");
-              SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
-              long grace = p.pod["spec"].value("terminationGracePeriodSeconds", 30L);
-              c.kill_at = Steady::now() + Scaled(static_cast<double>(grace));
-              pr->failures = 0;
-            }
-          }
-        }
-      }
-    }
+    for (auto& j : DueProbes()) RecordProbeResult(j, RunProbe(j));
   }
 }
 
