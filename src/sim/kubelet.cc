@@ -89,6 +89,43 @@ class PodIpAllocator {
   std::map<std::string, std::pair<std::string, uint32_t>> by_uid_;
 };
 
+// A Node written without node IPAM's podCIDR: a /24 derived from its name, from a range
+// the generated nodes do not use (10.192.0.0/10).
+std::string FallbackPodCidr(const std::string& node) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : node) h = (h ^ ch) * 1099511628211ULL;
+  return "10." + std::to_string(192 + (h & 63)) + "." + std::to_string((h >> 8) & 255) + ".0/24";
+}
+
+// The status a simulated kubelet writes for a pod it "starts": Running, every condition True,
+// every container running and ready since `ts`.
+json RunningPodStatus(const json& p, const std::string& ts, const std::string& host_ip,
+                      const std::string& pod_ip) {
+  json conds = json::array();
+  for (const char* c : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
+    conds.push_back({{"type", c}, {"status", "True"}, {"lastProbeTime", nullptr}, {"lastTransitionTime", ts}});
+  json cstat = json::array();
+  for (const auto& c : p["spec"].value("containers", json::array()))
+    cstat.push_back({{"name", c.value("name", "")},
+                     {"image", c.value("image", "")},
+                     {"imageID", ""},
+                     {"ready", true},
+                     {"started", true},
+                     {"restartCount", 0},
+                     {"state", {{"running", {{"startedAt", ts}}}}}});
+  json status = {{"phase", "Running"}, {"startTime", ts}, {"conditions", conds},
+                 {"containerStatuses", cstat}};
+  if (!host_ip.empty()) {
+    status["hostIP"] = host_ip;
+    status["hostIPs"] = json::array({{{"ip", host_ip}}});
+  }
+  if (!pod_ip.empty()) {
+    status["podIP"] = pod_ip;
+    status["podIPs"] = json::array({{{"ip", pod_ip}}});
+  }
+  return status;
+}
+
 }  // namespace
 
 void Controllers::KubeletLoop(std::stop_token stop) {
@@ -144,41 +181,13 @@ void Controllers::KubeletLoop(std::stop_token stop) {
       }
       std::string host_ip = InternalIp(n);
       std::string cidr = Str(n, {"spec", "podCIDR"});
-      if (cidr.empty()) {
-        // A Node written without node IPAM's podCIDR: a /24 derived from its name, from a
-        // range the generated nodes do not use (10.192.0.0/10).
-        uint64_t h = 1469598103934665603ULL;
-        for (unsigned char ch : node) h = (h ^ ch) * 1099511628211ULL;
-        cidr = "10." + std::to_string(192 + (h & 63)) + "." + std::to_string((h >> 8) & 255) + ".0/24";
-      }
+      if (cidr.empty()) cidr = FallbackPodCidr(node);
       std::string pod_ip = host_network ? host_ip : ips.Allocate(e.obj->uid, node, cidr);
       if (runner && runner->Handles(p)) {
         runner->Admit(p, n, pod_ip, host_ip);
         continue;
       }
-      std::string ts = core_.NowRfc3339();
-      json conds = json::array();
-      for (const char* c : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
-        conds.push_back({{"type", c}, {"status", "True"}, {"lastProbeTime", nullptr}, {"lastTransitionTime", ts}});
-      json cstat = json::array();
-      for (const auto& c : p["spec"].value("containers", json::array()))
-        cstat.push_back({{"name", c.value("name", "")},
-                         {"image", c.value("image", "")},
-                         {"imageID", ""},
-                         {"ready", true},
-                         {"started", true},
-                         {"restartCount", 0},
-                         {"state", {{"running", {{"startedAt", ts}}}}}});
-      json status = {{"phase", "Running"}, {"startTime", ts}, {"conditions", conds},
-                     {"containerStatuses", cstat}};
-      if (!host_ip.empty()) {
-        status["hostIP"] = host_ip;
-        status["hostIPs"] = json::array({{{"ip", host_ip}}});
-      }
-      if (!pod_ip.empty()) {
-        status["podIP"] = pod_ip;
-        status["podIPs"] = json::array({{{"ip", pod_ip}}});
-      }
+      json status = RunningPodStatus(p, core_.NowRfc3339(), host_ip, pod_ip);
       core_.Patch(Target{pods_ri, e.obj->ns, e.obj->name, "status"}, "application/merge-patch+json",
                   json{{"status", status}}, WriteOpts{});
     }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "sim/api.h"
@@ -89,6 +90,109 @@ bool IsPodLogPath(std::string_view path) {
   return parts == 4 && second == "pods" && fourth == "log";
 }
 
+namespace {
+
+std::optional<std::string> QueryParam(const ApiRequest& req, const char* k) {
+  auto it = req.query.find(k);
+  if (it == req.query.end()) return std::nullopt;
+  return it->second;
+}
+
+// The 403 when the requester may not get pods/log of ns/name.
+std::optional<ApiError> AuthorizeLogRead(Authorizer& authz, const ApiRequest& req,
+                                         const std::string& ns, const std::string& name) {
+  Attributes a;
+  a.user = req.user;
+  a.groups = req.groups;
+  a.verb = "get";
+  a.resource = "pods";
+  a.subresource = "log";
+  a.namespace_ = ns;
+  a.name = name;
+  a.path = req.path;
+  if (authz.Authorize(a).allowed) return std::nullopt;
+  ApiError e;
+  e.code = 403;
+  e.reason = "Forbidden";
+  e.kind = "pods";
+  e.name = name;
+  e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
+              "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
+  return e;
+}
+
+// tailLines, limitBytes, sinceSeconds, sinceTime and timestamps; a 400 when one is malformed.
+std::optional<ApiError> ParseLogQuery(const ApiRequest& req, LogQuery* q) {
+  auto num = [&](const char* k, std::optional<long>* v) -> bool {
+    auto s = QueryParam(req, k);
+    if (!s) return true;
+    try {
+      *v = std::stol(*s);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  };
+  if (!num("tailLines", &q->tail_lines) || !num("limitBytes", &q->limit_bytes) ||
+      !num("sinceSeconds", &q->since_seconds))
+    return BadRequestErr("invalid log options");
+  if (auto st = QueryParam(req, "sinceTime")) {
+    q->since_time = ParseRfc3339Seconds(*st);
+    if (!q->since_time) return BadRequestErr("invalid sinceTime: " + *st);
+  }
+  q->timestamps = QueryParam(req, "timestamps") && ParseBoolParam(*QueryParam(req, "timestamps"));
+  return std::nullopt;
+}
+
+// The container must be one of the pod's (init containers count); the default is the
+// only app container. A 400 when `*container` names none or the choice is ambiguous.
+std::optional<ApiError> ChooseContainer(const nlohmann::json& pod, const std::string& name,
+                                        std::string* container) {
+  std::vector<std::string> names, mains;
+  for (const char* k : {"initContainers", "containers"})
+    for (const auto& c : pod["spec"].value(k, nlohmann::json::array())) {
+      names.push_back(c.value("name", ""));
+      if (std::string(k) == "containers") mains.push_back(names.back());
+    }
+  if (container->empty()) {
+    if (mains.size() != 1) {
+      std::string all;
+      for (const auto& n : mains) all += (all.empty() ? "" : " ") + n;
+      return BadRequestErr("a container name must be specified for pod " + name +
+                           ", choose one of: [" + all + "]");
+    }
+    *container = mains[0];
+  } else if (std::find(names.begin(), names.end(), *container) == names.end()) {
+    return BadRequestErr("container " + *container + " is not valid for pod " + name);
+  }
+  return std::nullopt;
+}
+
+// The log file of a container the runner runs (none for a simulated pod); a 400 when it is
+// bound to run but not started yet, or the previous instance asked for does not exist.
+std::optional<ApiError> FindLogFile(PodRunner* runner, const nlohmann::json& pod,
+                                    const std::string& ns, const std::string& name,
+                                    const std::string& container, bool previous,
+                                    PodLogFile* file) {
+  if (runner) {
+    auto f = runner->LogFile(ns, name, container, previous);
+    if (f.ok()) {
+      *file = *f;
+    } else if (f.status().code() != StatusCode::kNotFound) {
+      return BadRequestErr(std::string(f.status().message()));
+    } else if (runner->Handles(pod)) {  // bound to run, not started yet
+      return BadRequestErr("container \"" + container + "\" in pod \"" + name +
+                           "\" is waiting to start: ContainerCreating");
+    }
+  }
+  if (file->path.empty() && previous)
+    return BadRequestErr("previous terminated container \"" + container + "\" in pod \"" + name +
+                         "\" not found");
+  return std::nullopt;
+}
+
+}  // namespace
+
 PodLogResult PodLog(ApiCore& core, PodRunner* runner, Authorizer* authz, const ApiRequest& req) {
   PodLogResult out;
   auto fail = [&](ApiError e) {
@@ -104,91 +208,20 @@ PodLogResult PodLog(ApiCore& core, PodRunner* runner, Authorizer* authz, const A
     rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
   }
   const std::string ns = parts[0], name = parts[2];
-  auto param = [&](const char* k) -> std::optional<std::string> {
-    auto it = req.query.find(k);
-    if (it == req.query.end()) return std::nullopt;
-    return it->second;
-  };
   if (authz) {
-    Attributes a;
-    a.user = req.user;
-    a.groups = req.groups;
-    a.verb = "get";
-    a.resource = "pods";
-    a.subresource = "log";
-    a.namespace_ = ns;
-    a.name = name;
-    a.path = req.path;
-    if (!authz->Authorize(a).allowed) {
-      ApiError e;
-      e.code = 403;
-      e.reason = "Forbidden";
-      e.kind = "pods";
-      e.name = name;
-      e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
-                  "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
-      return fail(e);
-    }
+    if (auto e = AuthorizeLogRead(*authz, req, ns, name)) return fail(*e);
   }
   auto pods_ri = core.registry().Find("", "v1", "pods");
   auto pod = core.Get(Target{pods_ri, ns, name, ""});
   if (!pod.ok()) return fail(NotFoundErr("pods", "", name));
   LogQuery q;
-  auto num = [&](const char* k, std::optional<long>* v) -> bool {
-    auto s = param(k);
-    if (!s) return true;
-    try {
-      *v = std::stol(*s);
-    } catch (...) {
-      return false;
-    }
-    return true;
-  };
-  if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
-      !num("sinceSeconds", &q.since_seconds))
-    return fail(BadRequestErr("invalid log options"));
-  if (auto st = param("sinceTime")) {
-    q.since_time = ParseRfc3339Seconds(*st);
-    if (!q.since_time) return fail(BadRequestErr("invalid sinceTime: " + *st));
-  }
-  q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
-  const bool previous = param("previous") && ParseBoolParam(*param("previous"));
-  const bool follow = param("follow") && ParseBoolParam(*param("follow"));
-  std::string container = param("container").value_or("");
-  // The container must be one of the pod's (init containers count); the default is the
-  // only app container.
-  std::vector<std::string> names, mains;
-  for (const char* k : {"initContainers", "containers"})
-    for (const auto& c : pod.obj["spec"].value(k, nlohmann::json::array())) {
-      names.push_back(c.value("name", ""));
-      if (std::string(k) == "containers") mains.push_back(names.back());
-    }
-  if (container.empty()) {
-    if (mains.size() != 1) {
-      std::string all;
-      for (const auto& n : mains) all += (all.empty() ? "" : " ") + n;
-      return fail(BadRequestErr("a container name must be specified for pod " + name +
-                                ", choose one of: [" + all + "]"));
-    }
-    container = mains[0];
-  } else if (std::find(names.begin(), names.end(), container) == names.end()) {
-    return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
-  }
+  if (auto e = ParseLogQuery(req, &q)) return fail(*e);
+  const bool previous = QueryParam(req, "previous") && ParseBoolParam(*QueryParam(req, "previous"));
+  const bool follow = QueryParam(req, "follow") && ParseBoolParam(*QueryParam(req, "follow"));
+  std::string container = QueryParam(req, "container").value_or("");
+  if (auto e = ChooseContainer(pod.obj, name, &container)) return fail(*e);
   PodLogFile file;
-  if (runner) {
-    auto f = runner->LogFile(ns, name, container, previous);
-    if (f.ok()) {
-      file = *f;
-    } else if (f.status().code() != StatusCode::kNotFound) {
-      return fail(BadRequestErr(std::string(f.status().message())));
-    } else if (runner->Handles(pod.obj)) {  // bound to run, not started yet
-      return fail(BadRequestErr("container \"" + container + "\" in pod \"" + name +
-                                "\" is waiting to start: ContainerCreating"));
-    }
-  }
-  if (file.path.empty() && previous)
-    return fail(BadRequestErr("previous terminated container \"" + container + "\" in pod \"" + name +
-                              "\" not found"));
+  if (auto e = FindLogFile(runner, pod.obj, ns, name, container, previous, &file)) return fail(*e);
   std::string content;
   if (!file.path.empty()) {
     std::ifstream in(file.path, std::ios::binary);
