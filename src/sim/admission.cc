@@ -287,12 +287,10 @@ std::optional<ApiError> Admission::ValidatePriorityClass(const AdmissionRequest&
   return std::nullopt;
 }
 
-AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json* old,
-                                const std::function<std::optional<ApiError>(const json&)>& validate_object) {
-  AdmissionOutcome out;
-  const ResourceInfo& ri = *r.ri;
-  const bool main_resource = r.sub.empty();
-  // 1. Decoding: structural pruning + defaulting of custom resources, built-in defaults.
+namespace {
+
+// Decoding: structural pruning and defaulting of custom resources, built-in defaults.
+void ApplyDecodingDefaults(const ResourceInfo& ri, bool main_resource, json& obj) {
   if (ri.custom && ri.schema.is_object()) {
     PruneUnknownFields(obj, ri.schema, true);
     ApplyStructuralDefaults(obj, ri.schema);
@@ -310,6 +308,67 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   } else if (IsPriorityClass(ri) && obj.is_object()) {
     SetIfAbsent(obj, "preemptionPolicy", "PreemptLowerPriority");
   }
+}
+
+// DefaultTolerationSeconds: tolerate not-ready / unreachable for 300 s unless the pod
+// already tolerates them (a toleration with that key or no key, effect NoExecute or none).
+void AddDefaultTolerations(json& spec) {
+  json& tols = spec["tolerations"];
+  if (!tols.is_array()) tols = json::array();
+  for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
+    bool has = false;
+    for (const auto& t : tols) {
+      const std::string &k = Str(t, "key"), &eff = Str(t, "effect");
+      if ((k == key || k.empty()) && (eff == "NoExecute" || eff.empty())) has = true;
+    }
+    if (!has)
+      tols.push_back({{"key", key}, {"operator", "Exists"}, {"effect", "NoExecute"}, {"tolerationSeconds", 300}});
+  }
+}
+
+// Object validation: the caller's result `err`, then the CEL rules of custom resources, CRDs
+// and ValidatingAdmissionPolicies. The error to answer with, if any.
+std::optional<ApiError> ValidateObjectRules(const AdmissionRequest& r, const json& obj, const json* old,
+                                            std::optional<ApiError> err) {
+  const ResourceInfo& ri = *r.ri;
+  const bool main_resource = r.sub.empty();
+  std::vector<StatusCause> cel;
+  if (ri.custom && ri.schema.is_object()) {
+    bool type_errors = false;
+    if (err)
+      for (const auto& c : err->causes)
+        if (c.reason == "FieldValueTypeInvalid") type_errors = true;
+    if (err && err->code != 422) return err;
+    if (type_errors) {
+      err->causes.push_back({"FieldValueInvalid",
+                             "Invalid value: \"object\": some validation rules were not checked because the object was "
+                             "invalid; correct the existing errors to complete validation",
+                             "<nil>"});
+      return InvalidErr(ri.kind, ri.group, r.name, std::move(err->causes));
+    }
+    cel = ValidateCelRules(obj, old, ri.schema);
+  } else if (ri.group == "apiextensions.k8s.io" && ri.resource == "customresourcedefinitions" && main_resource) {
+    cel = ValidateCrdValidationRules(obj);
+  } else if (IsVapKind(ri) && main_resource) {
+    cel = ValidateVapObject(obj, ri.kind);
+  }
+  if (!cel.empty()) {
+    std::vector<StatusCause> all = err ? std::move(err->causes) : std::vector<StatusCause>{};
+    for (auto& c : cel) all.push_back(std::move(c));
+    return InvalidErr(ri.kind, ri.group, r.name, std::move(all));
+  }
+  return err;
+}
+
+}  // namespace
+
+AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json* old,
+                                const std::function<std::optional<ApiError>(const json&)>& validate_object) {
+  AdmissionOutcome out;
+  const ResourceInfo& ri = *r.ri;
+  const bool main_resource = r.sub.empty();
+  // 1. Decoding: structural pruning + defaulting of custom resources, built-in defaults.
+  ApplyDecodingDefaults(ri, main_resource, obj);
   // 2. Mutating admission plugins.
   if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj.contains("spec") && obj["spec"].is_object()) {
     json& spec = obj["spec"];
@@ -320,19 +379,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
       out.err = std::move(e);
       return out;
     }
-    // DefaultTolerationSeconds: tolerate not-ready / unreachable for 300 s unless the pod
-    // already tolerates them (a toleration with that key or no key, effect NoExecute or none).
-    json& tols = spec["tolerations"];
-    if (!tols.is_array()) tols = json::array();
-    for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
-      bool has = false;
-      for (const auto& t : tols) {
-        const std::string &k = Str(t, "key"), &eff = Str(t, "effect");
-        if ((k == key || k.empty()) && (eff == "NoExecute" || eff.empty())) has = true;
-      }
-      if (!has)
-        tols.push_back({{"key", key}, {"operator", "Exists"}, {"effect", "NoExecute"}, {"tolerationSeconds", 300}});
-    }
+    AddDefaultTolerations(spec);
     // The pod strategy's PrepareForCreate: status.qosClass.
     json& status = obj["status"];
     if (!status.is_object()) status = json::object();
@@ -345,39 +392,8 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     }
   }
   // 3. Object validation: the caller's checks, then CEL.
-  std::optional<ApiError> err = validate_object(obj);
-  std::vector<StatusCause> cel;
-  if (ri.custom && ri.schema.is_object()) {
-    bool type_errors = false;
-    if (err)
-      for (const auto& c : err->causes)
-        if (c.reason == "FieldValueTypeInvalid") type_errors = true;
-    if (err && err->code != 422) {
-      out.err = std::move(err);
-      return out;
-    }
-    if (type_errors) {
-      err->causes.push_back({"FieldValueInvalid",
-                             "Invalid value: \"object\": some validation rules were not checked because the object was "
-                             "invalid; correct the existing errors to complete validation",
-                             "<nil>"});
-      out.err = InvalidErr(ri.kind, ri.group, r.name, std::move(err->causes));
-      return out;
-    }
-    cel = ValidateCelRules(obj, old, ri.schema);
-  } else if (ri.group == "apiextensions.k8s.io" && ri.resource == "customresourcedefinitions" && main_resource) {
-    cel = ValidateCrdValidationRules(obj);
-  } else if (IsVapKind(ri) && main_resource) {
-    cel = ValidateVapObject(obj, ri.kind);
-  }
-  if (!cel.empty()) {
-    std::vector<StatusCause> all = err ? std::move(err->causes) : std::vector<StatusCause>{};
-    for (auto& c : cel) all.push_back(std::move(c));
-    out.err = InvalidErr(ri.kind, ri.group, r.name, std::move(all));
-    return out;
-  }
-  if (err) {
-    out.err = std::move(err);
+  if (auto e = ValidateObjectRules(r, obj, old, validate_object(obj))) {
+    out.err = std::move(e);
     return out;
   }
   // 4. Validating admission.

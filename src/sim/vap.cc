@@ -146,6 +146,34 @@ int ReasonCode(const std::string& reason) {
   return 422;
 }
 
+// One binding's failures, applied per its validationActions: the first Deny becomes the
+// decision's error, every Warn a warning.
+struct BindingFailures {
+  const VapRequest& r;
+  std::string pname, bname;
+  std::set<std::string> actions;
+  VapDecision& out;
+
+  void Fail(const std::string& message, const std::string& reason) const {
+    if (actions.count("Deny") && !out.deny) {
+      std::string cause = "ValidatingAdmissionPolicy '" + pname + "' with binding '" + bname +
+                          "' denied request: " + message;
+      ApiError e;
+      e.reason = reason.empty() ? "Invalid" : reason;
+      e.code = ReasonCode(e.reason);
+      e.message = QualifiedResource(r.resource, r.group) + " \"" + r.name + "\" is forbidden: " + cause;
+      e.name = r.name;
+      e.group = r.group;
+      e.kind = r.resource;
+      e.causes.push_back({"", cause, ""});
+      out.deny = std::move(e);
+    }
+    if (actions.count("Warn"))
+      out.warnings.push_back("Validation failed for ValidatingAdmissionPolicy '" + pname + "' with binding '" +
+                             bname + "': " + message);
+  }
+};
+
 }  // namespace
 
 struct VapEngine::Policy {
@@ -155,6 +183,42 @@ struct VapEngine::Policy {
     std::shared_ptr<cel::Program> prog, message_prog;
   };
   std::vector<Expr> match_conditions, variables, validations;
+
+  // False when a matchCondition is false or cannot be evaluated (a failure when fail_closed).
+  bool MatchConditionsHold(const std::map<std::string, json>& vars, bool fail_closed,
+                           const BindingFailures& f) const {
+    for (const auto& mc : match_conditions) {
+      cel::Value v = mc.prog->Eval(vars);
+      if (!v.ok() || !v.v.is_boolean()) {
+        if (fail_closed) f.Fail("failed to evaluate matchCondition '" + mc.name + "': " + (v.ok() ? "not a bool" : v.error), "");
+        return false;
+      }
+      if (!v.v.get<bool>()) return false;
+    }
+    return true;
+  }
+
+  // Each validation that is false (its message, or messageExpression when that yields one
+  // line) or cannot be evaluated (when fail_closed) is a failure.
+  void Validate(const std::map<std::string, json>& vars, bool fail_closed, const BindingFailures& f) const {
+    for (const auto& val : validations) {
+      cel::Value v = val.prog->Eval(vars);
+      if (!v.ok() || !v.v.is_boolean()) {
+        if (fail_closed)
+          f.Fail("expression '" + val.text + "' resulted in error: " + (v.ok() ? "no such overload" : v.error), val.reason);
+        continue;
+      }
+      if (v.v.get<bool>()) continue;
+      std::string msg = val.message.empty() ? "failed expression: " + val.text : val.message;
+      if (val.message_prog && val.message_prog->ok()) {
+        cel::Value m = val.message_prog->Eval(vars);
+        if (m.ok() && m.v.is_string() && !m.v.get<std::string>().empty() &&
+            m.v.get<std::string>().find('\n') == std::string::npos)
+          msg = m.v.get<std::string>();
+      }
+      f.Fail(msg, val.reason);
+    }
+  }
 };
 
 VapEngine::VapEngine() = default;
@@ -221,9 +285,9 @@ VapDecision VapEngine::Evaluate(const VapRequest& r) const {
     const std::string pname = policy->obj.value("metadata", json::object()).value("name", "");
     const std::string bname = binding.value("metadata", json::object()).value("name", "");
     const bool fail_closed = pspec.value("failurePolicy", "Fail") != "Ignore";
-    std::set<std::string> actions;
+    BindingFailures failures{r, pname, bname, {}, out};
     for (const auto& a : bspec.value("validationActions", json::array()))
-      if (a.is_string()) actions.insert(a.get<std::string>());
+      if (a.is_string()) failures.actions.insert(a.get<std::string>());
     if (!request_built) {
       request = RequestObject(r);
       request_built = true;
@@ -236,64 +300,16 @@ VapDecision VapEngine::Evaluate(const VapRequest& r) const {
         {"namespaceObject", r.namespace_object ? *r.namespace_object : json()},
         {"variables", json::object()},
     };
-    // One failure of this binding: applied per its validationActions.
-    auto act = [&](const std::string& message, const std::string& reason) {
-      if (actions.count("Deny") && !out.deny) {
-        std::string cause = "ValidatingAdmissionPolicy '" + pname + "' with binding '" + bname +
-                            "' denied request: " + message;
-        ApiError e;
-        e.reason = reason.empty() ? "Invalid" : reason;
-        e.code = ReasonCode(e.reason);
-        e.message = QualifiedResource(r.resource, r.group) + " \"" + r.name + "\" is forbidden: " + cause;
-        e.name = r.name;
-        e.group = r.group;
-        e.kind = r.resource;
-        e.causes.push_back({"", cause, ""});
-        out.deny = std::move(e);
-      }
-      if (actions.count("Warn"))
-        out.warnings.push_back("Validation failed for ValidatingAdmissionPolicy '" + pname + "' with binding '" +
-                               bname + "': " + message);
-    };
     if (pspec.contains("paramKind") && pspec["paramKind"].is_object()) {
-      if (fail_closed) act("failed to configure binding: params are not supported by this simulator", "");
+      if (fail_closed) failures.Fail("failed to configure binding: params are not supported by this simulator", "");
       continue;
     }
-    bool matched = true;
-    for (const auto& mc : policy->match_conditions) {
-      cel::Value v = mc.prog->Eval(vars);
-      if (!v.ok() || !v.v.is_boolean()) {
-        if (fail_closed) act("failed to evaluate matchCondition '" + mc.name + "': " + (v.ok() ? "not a bool" : v.error), "");
-        matched = false;
-        break;
-      }
-      if (!v.v.get<bool>()) {
-        matched = false;
-        break;
-      }
-    }
-    if (!matched) continue;
+    if (!policy->MatchConditionsHold(vars, fail_closed, failures)) continue;
     for (const auto& var : policy->variables) {
       cel::Value v = var.prog->Eval(vars);
       if (v.ok()) vars["variables"][var.name] = v.v;
     }
-    for (const auto& val : policy->validations) {
-      cel::Value v = val.prog->Eval(vars);
-      if (!v.ok() || !v.v.is_boolean()) {
-        if (fail_closed)
-          act("expression '" + val.text + "' resulted in error: " + (v.ok() ? "no such overload" : v.error), val.reason);
-        continue;
-      }
-      if (v.v.get<bool>()) continue;
-      std::string msg = val.message.empty() ? "failed expression: " + val.text : val.message;
-      if (val.message_prog && val.message_prog->ok()) {
-        cel::Value m = val.message_prog->Eval(vars);
-        if (m.ok() && m.v.is_string() && !m.v.get<std::string>().empty() &&
-            m.v.get<std::string>().find('\n') == std::string::npos)
-          msg = m.v.get<std::string>();
-      }
-      act(msg, val.reason);
-    }
+    policy->Validate(vars, fail_closed, failures);
   }
   return out;
 }

@@ -38,6 +38,109 @@ struct Token {
   std::size_t pos;
 };
 
+// A number literal at s[i]: decimal or hex int, uint (u suffix) or double. Returns the
+// index after it.
+std::size_t LexNumber(std::string_view s, std::size_t i, std::vector<Token>& out) {
+  const char c = s[i];
+  std::size_t j = i;
+  bool is_double = false;
+  if (c == '0' && i + 1 < s.size() && (s[i + 1] == 'x' || s[i + 1] == 'X')) {
+    j += 2;
+    while (j < s.size() && std::isxdigit(static_cast<unsigned char>(s[j]))) ++j;
+    std::string text = std::to_string(std::stoull(std::string(s.substr(i + 2, j - i - 2)), nullptr, 16));
+    if (j < s.size() && (s[j] == 'u' || s[j] == 'U')) {
+      out.push_back({Token::kUint, text, i});
+      ++j;
+    } else {
+      out.push_back({Token::kInt, text, i});
+    }
+    return j;
+  }
+  while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+  if (j + 1 < s.size() && s[j] == '.' && std::isdigit(static_cast<unsigned char>(s[j + 1]))) {
+    is_double = true;
+    ++j;
+    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+  }
+  if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+    std::size_t k = j + 1;
+    if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+    if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
+      is_double = true;
+      j = k;
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+    }
+  }
+  std::string text(s.substr(i, j - i));
+  if (!is_double && j < s.size() && (s[j] == 'u' || s[j] == 'U')) {
+    out.push_back({Token::kUint, text, i});
+    ++j;
+  } else {
+    out.push_back({is_double ? Token::kDouble : Token::kInt, text, i});
+  }
+  return j;
+}
+
+// Appends code point `cp` to `text` as UTF-8.
+void AppendUtf8(std::string& text, unsigned long cp) {
+  if (cp < 0x80) {
+    text += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    text += static_cast<char>(0xC0 | (cp >> 6));
+    text += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    text += static_cast<char>(0xE0 | (cp >> 12));
+    text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    text += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    text += static_cast<char>(0xF0 | (cp >> 18));
+    text += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    text += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// A quoted string at s[i] (single or triple quotes, with escapes). Returns the index after
+// its closing quote.
+std::size_t LexQuoted(std::string_view s, std::size_t i, std::vector<Token>& out) {
+  const char c = s[i];
+  bool triple = s.substr(i, 3) == std::string(3, c);
+  std::size_t j = i + (triple ? 3 : 1);
+  std::string text;
+  for (;;) {
+    if (j >= s.size()) throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i)) + "'");
+    if (triple ? s.substr(j, 3) == std::string(3, c) : s[j] == c) break;
+    if (!triple && s[j] == '\n') throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i, j - i)) + "'");
+    if (s[j] == '\\' && j + 1 < s.size()) {
+      char e = s[++j];
+      switch (e) {
+        case 'n': text += '\n'; break;
+        case 't': text += '\t'; break;
+        case 'r': text += '\r'; break;
+        case 'a': text += '\a'; break;
+        case 'b': text += '\b'; break;
+        case 'f': text += '\f'; break;
+        case 'v': text += '\v'; break;
+        case '\\': case '\'': case '"': case '`': case '?': text += e; break;
+        case 'u': case 'x': case 'U': {
+          std::size_t len = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+          if (j + len >= s.size()) throw SyntaxError(j, "Syntax error: invalid escape sequence");
+          unsigned long cp = std::stoul(std::string(s.substr(j + 1, len)), nullptr, 16);
+          j += len;
+          AppendUtf8(text, cp);
+          break;
+        }
+        default: throw SyntaxError(j - 1, "Syntax error: invalid escape sequence '\\" + std::string(1, e) + "'");
+      }
+      ++j;
+      continue;
+    }
+    text += s[j++];
+  }
+  out.push_back({Token::kString, text, i});
+  return j + (triple ? 3 : 1);
+}
+
 std::vector<Token> Lex(std::string_view s) {
   std::vector<Token> out;
   std::size_t i = 0;
@@ -61,94 +164,9 @@ std::vector<Token> Lex(std::string_view s) {
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
                (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
-      std::size_t j = i;
-      bool is_double = false;
-      if (c == '0' && i + 1 < s.size() && (s[i + 1] == 'x' || s[i + 1] == 'X')) {
-        j += 2;
-        while (j < s.size() && std::isxdigit(static_cast<unsigned char>(s[j]))) ++j;
-        std::string text = std::to_string(std::stoull(std::string(s.substr(i + 2, j - i - 2)), nullptr, 16));
-        if (j < s.size() && (s[j] == 'u' || s[j] == 'U')) {
-          out.push_back({Token::kUint, text, i});
-          ++j;
-        } else {
-          out.push_back({Token::kInt, text, i});
-        }
-        i = j;
-        continue;
-      }
-      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
-      if (j + 1 < s.size() && s[j] == '.' && std::isdigit(static_cast<unsigned char>(s[j + 1]))) {
-        is_double = true;
-        ++j;
-        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
-      }
-      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
-        std::size_t k = j + 1;
-        if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
-        if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
-          is_double = true;
-          j = k;
-          while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
-        }
-      }
-      std::string text(s.substr(i, j - i));
-      if (!is_double && j < s.size() && (s[j] == 'u' || s[j] == 'U')) {
-        out.push_back({Token::kUint, text, i});
-        ++j;
-      } else {
-        out.push_back({is_double ? Token::kDouble : Token::kInt, text, i});
-      }
-      i = j;
+      i = LexNumber(s, i, out);
     } else if (c == '\'' || c == '"') {
-      bool triple = s.substr(i, 3) == std::string(3, c);
-      std::size_t j = i + (triple ? 3 : 1);
-      std::string text;
-      for (;;) {
-        if (j >= s.size()) throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i)) + "'");
-        if (triple ? s.substr(j, 3) == std::string(3, c) : s[j] == c) break;
-        if (!triple && s[j] == '\n') throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i, j - i)) + "'");
-        if (s[j] == '\\' && j + 1 < s.size()) {
-          char e = s[++j];
-          switch (e) {
-            case 'n': text += '\n'; break;
-            case 't': text += '\t'; break;
-            case 'r': text += '\r'; break;
-            case 'a': text += '\a'; break;
-            case 'b': text += '\b'; break;
-            case 'f': text += '\f'; break;
-            case 'v': text += '\v'; break;
-            case '\\': case '\'': case '"': case '`': case '?': text += e; break;
-            case 'u': case 'x': case 'U': {
-              std::size_t len = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-              if (j + len >= s.size()) throw SyntaxError(j, "Syntax error: invalid escape sequence");
-              unsigned long cp = std::stoul(std::string(s.substr(j + 1, len)), nullptr, 16);
-              j += len;
-              if (cp < 0x80) {
-                text += static_cast<char>(cp);
-              } else if (cp < 0x800) {
-                text += static_cast<char>(0xC0 | (cp >> 6));
-                text += static_cast<char>(0x80 | (cp & 0x3F));
-              } else if (cp < 0x10000) {
-                text += static_cast<char>(0xE0 | (cp >> 12));
-                text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-                text += static_cast<char>(0x80 | (cp & 0x3F));
-              } else {
-                text += static_cast<char>(0xF0 | (cp >> 18));
-                text += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-                text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-                text += static_cast<char>(0x80 | (cp & 0x3F));
-              }
-              break;
-            }
-            default: throw SyntaxError(j - 1, "Syntax error: invalid escape sequence '\\" + std::string(1, e) + "'");
-          }
-          ++j;
-          continue;
-        }
-        text += s[j++];
-      }
-      out.push_back({Token::kString, text, i});
-      i = j + (triple ? 3 : 1);
+      i = LexQuoted(s, i, out);
     } else {
       static const char* kTwo[] = {"==", "!=", "<=", ">=", "&&", "||"};
       std::string op(1, c);
@@ -870,13 +888,7 @@ class Evaluator {
   Value Eval(const Node& n) {
     switch (n.kind) {
       case Node::kLit: return Ok(n.literal);
-      case Node::kIdent: {
-        for (auto it = bound_.rbegin(); it != bound_.rend(); ++it)
-          if (it->first == n.name) return Ok(*it->second);
-        auto it = vars_.find(n.name);
-        if (it == vars_.end()) return Err("undeclared reference to '" + n.name + "'");
-        return Ok(it->second);
-      }
+      case Node::kIdent: return Ident(n);
       case Node::kSelect: {
         Value x = Eval(*n.kids[0]);
         if (!x.ok()) return x;
@@ -896,24 +908,7 @@ class Evaluator {
         // A field set to null is absent for has() (a nullable field that is unset).
         return Ok(it != x.v.end() && !it->is_null());
       }
-      case Node::kIndex: {
-        Value x = Eval(*n.kids[0]);
-        if (!x.ok()) return x;
-        Value i = Eval(*n.kids[1]);
-        if (!i.ok()) return i;
-        if (x.v.is_object() && i.v.is_string()) {
-          auto it = x.v.find(i.v.get<std::string>());
-          if (it == x.v.end()) return Err("no such key: " + i.v.get<std::string>());
-          return Ok(*it);
-        }
-        if (x.v.is_array() && (IsInt(i.v) || (i.v.is_number_float() && std::floor(i.v.get<double>()) == i.v.get<double>()))) {
-          long long k = IsInt(i.v) ? I(i.v) : static_cast<long long>(i.v.get<double>());
-          if (k < 0 || k >= static_cast<long long>(x.v.size()))
-            return Err("index out of bounds: " + std::to_string(k));
-          return Ok(x.v[static_cast<std::size_t>(k)]);
-        }
-        return Err("no such overload: " + TypeName(x.v) + "[" + TypeName(i.v) + "]");
-      }
+      case Node::kIndex: return Index(n);
       case Node::kList: {
         json out = json::array();
         for (const auto& k : n.kids) {
@@ -923,40 +918,14 @@ class Evaluator {
         }
         return Ok(out);
       }
-      case Node::kMap: {
-        json out = json::object();
-        for (std::size_t k = 0; k + 1 < n.kids.size(); k += 2) {
-          Value key = Eval(*n.kids[k]);
-          if (!key.ok()) return key;
-          Value v = Eval(*n.kids[k + 1]);
-          if (!v.ok()) return v;
-          std::string ks;
-          if (key.v.is_string()) ks = key.v.get<std::string>();
-          else if (IsInt(key.v) || key.v.is_boolean()) ks = key.v.dump();
-          else return Err("unsupported key type: " + TypeName(key.v));
-          if (out.contains(ks)) return Err("Failed with repeated key");
-          out[ks] = v.v;
-        }
-        return Ok(out);
-      }
+      case Node::kMap: return MapLiteral(n);
       case Node::kCond: {
         Value c = Eval(*n.kids[0]);
         if (!c.ok()) return c;
         if (!c.v.is_boolean()) return Err("no such overload: " + TypeName(c.v) + " ? _ : _");
         return Eval(*n.kids[c.v.get<bool>() ? 1 : 2]);
       }
-      case Node::kUnary: {
-        Value x = Eval(*n.kids[0]);
-        if (!x.ok()) return x;
-        if (n.name == "!" && x.v.is_boolean()) return Ok(!x.v.get<bool>());
-        if (n.name == "-" && IsInt(x.v)) {
-          if (I(x.v) == std::numeric_limits<std::int64_t>::min()) return Err("integer overflow");
-          return Ok(-I(x.v));
-        }
-        if (n.name == "-" && x.v.is_number_float()) return Ok(-x.v.get<double>());
-        if (n.name == "-" && IsDuration(x.v)) return Ok(MakeDuration(-DurationNs(x.v)));
-        return Err("no such overload: " + n.name + TypeName(x.v));
-      }
+      case Node::kUnary: return Unary(n);
       case Node::kBinary: return Binary(n);
       case Node::kCall: return Call(n);
     }
@@ -964,6 +933,67 @@ class Evaluator {
   }
 
  private:
+  // A macro variable (innermost first) or a declared variable.
+  Value Ident(const Node& n) {
+    for (auto it = bound_.rbegin(); it != bound_.rend(); ++it)
+      if (it->first == n.name) return Ok(*it->second);
+    auto it = vars_.find(n.name);
+    if (it == vars_.end()) return Err("undeclared reference to '" + n.name + "'");
+    return Ok(it->second);
+  }
+
+  // x[i]: a map key or a list index (an integral double counts).
+  Value Index(const Node& n) {
+    Value x = Eval(*n.kids[0]);
+    if (!x.ok()) return x;
+    Value i = Eval(*n.kids[1]);
+    if (!i.ok()) return i;
+    if (x.v.is_object() && i.v.is_string()) {
+      auto it = x.v.find(i.v.get<std::string>());
+      if (it == x.v.end()) return Err("no such key: " + i.v.get<std::string>());
+      return Ok(*it);
+    }
+    if (x.v.is_array() && (IsInt(i.v) || (i.v.is_number_float() && std::floor(i.v.get<double>()) == i.v.get<double>()))) {
+      long long k = IsInt(i.v) ? I(i.v) : static_cast<long long>(i.v.get<double>());
+      if (k < 0 || k >= static_cast<long long>(x.v.size()))
+        return Err("index out of bounds: " + std::to_string(k));
+      return Ok(x.v[static_cast<std::size_t>(k)]);
+    }
+    return Err("no such overload: " + TypeName(x.v) + "[" + TypeName(i.v) + "]");
+  }
+
+  // {k: v, ...}: string, int or bool keys, each once.
+  Value MapLiteral(const Node& n) {
+    json out = json::object();
+    for (std::size_t k = 0; k + 1 < n.kids.size(); k += 2) {
+      Value key = Eval(*n.kids[k]);
+      if (!key.ok()) return key;
+      Value v = Eval(*n.kids[k + 1]);
+      if (!v.ok()) return v;
+      std::string ks;
+      if (key.v.is_string()) ks = key.v.get<std::string>();
+      else if (IsInt(key.v) || key.v.is_boolean()) ks = key.v.dump();
+      else return Err("unsupported key type: " + TypeName(key.v));
+      if (out.contains(ks)) return Err("Failed with repeated key");
+      out[ks] = v.v;
+    }
+    return Ok(out);
+  }
+
+  // !x and -x (int overflow is an error).
+  Value Unary(const Node& n) {
+    Value x = Eval(*n.kids[0]);
+    if (!x.ok()) return x;
+    if (n.name == "!" && x.v.is_boolean()) return Ok(!x.v.get<bool>());
+    if (n.name == "-" && IsInt(x.v)) {
+      if (I(x.v) == std::numeric_limits<std::int64_t>::min()) return Err("integer overflow");
+      return Ok(-I(x.v));
+    }
+    if (n.name == "-" && x.v.is_number_float()) return Ok(-x.v.get<double>());
+    if (n.name == "-" && IsDuration(x.v)) return Ok(MakeDuration(-DurationNs(x.v)));
+    return Err("no such overload: " + n.name + TypeName(x.v));
+  }
+
   // CEL's logical operators are commutative over errors: false && error == false.
   Value Logic(const Node& n, bool is_and) {
     Value a = Eval(*n.kids[0]);
@@ -1238,42 +1268,9 @@ class Checker {
       case Node::kLit:
         if (n.literal.is_string()) r.size = n.literal.get<std::string>().size();
         return r;
-      case Node::kIdent: {
-        r.cost = 1;
-        for (auto it = bound_.rbegin(); it != bound_.rend(); ++it)
-          if (it->first == n.name) {
-            r.schema = it->second;
-            Sizes(r);
-            return r;
-          }
-        auto it = decls_.find(n.name);
-        if (it == decls_.end()) {
-          Fail(n.pos, "undeclared reference to '" + n.name + "' (in container '')");
-          return r;
-        }
-        r.schema = it->second.is_null() ? nullptr : &it->second;
-        Sizes(r);
-        return r;
-      }
+      case Node::kIdent: return WalkIdent(n);
       case Node::kSelect:
-      case Node::kHas: {
-        const Node& sel = n.kind == Node::kHas ? *n.kids[0] : n;
-        Static base = Walk(*sel.kids[0]);
-        r.cost = SatAdd(base.cost, 1);
-        if (base.schema) {
-          bool missing = false;
-          const json& fs = FieldSchema(*base.schema, UnescapeProperty(sel.name), &missing);
-          if (missing) Fail(sel.pos, "undefined field '" + sel.name + "'");
-          r.schema = fs.is_null() ? nullptr : &fs;
-        }
-        if (n.kind == Node::kHas) {
-          r.schema = nullptr;
-          r.size = 0;
-          return r;
-        }
-        Sizes(r);
-        return r;
-      }
+      case Node::kHas: return WalkSelect(n);
       case Node::kIndex: {
         Static a = Walk(*n.kids[0]);
         Static b = Walk(*n.kids[1]);
@@ -1305,31 +1302,76 @@ class Checker {
         r.cost = SatAdd(a.cost, 1);
         return r;
       }
-      case Node::kBinary: {
-        Static a = Walk(*n.kids[0]);
-        Static b = Walk(*n.kids[1]);
-        r.cost = SatAdd(a.cost, b.cost);
-        const std::string& op = n.name;
-        if (op == "&&" || op == "||") return r;
-        std::uint64_t extra = 1;
-        if (op == "==" || op == "!=" || op == "<" || op == "<=" || op == ">" || op == ">=") {
-          // Strings and lists compare in time proportional to the shorter one.
-          extra = SatAdd(1, Tenth(std::min(a.size, b.size)));
-        } else if (op == "in") {
-          extra = SatAdd(1, b.size);
-        } else if (op == "+") {
-          r.size = SatAdd(a.size, b.size);
-          extra = SatAdd(1, Tenth(r.size));
-        }
-        r.cost = SatAdd(r.cost, extra);
-        return r;
-      }
+      case Node::kBinary: return WalkBinary(n);
       case Node::kCall: return Call(n);
     }
     return r;
   }
 
  private:
+  // A macro variable or a declaration: its schema and sizes; undeclared is an error.
+  Static WalkIdent(const Node& n) {
+    Static r;
+    r.cost = 1;
+    for (auto it = bound_.rbegin(); it != bound_.rend(); ++it)
+      if (it->first == n.name) {
+        r.schema = it->second;
+        Sizes(r);
+        return r;
+      }
+    auto it = decls_.find(n.name);
+    if (it == decls_.end()) {
+      Fail(n.pos, "undeclared reference to '" + n.name + "' (in container '')");
+      return r;
+    }
+    r.schema = it->second.is_null() ? nullptr : &it->second;
+    Sizes(r);
+    return r;
+  }
+
+  // x.f and has(x.f): the field must exist in x's schema (when x has one).
+  Static WalkSelect(const Node& n) {
+    Static r;
+    const Node& sel = n.kind == Node::kHas ? *n.kids[0] : n;
+    Static base = Walk(*sel.kids[0]);
+    r.cost = SatAdd(base.cost, 1);
+    if (base.schema) {
+      bool missing = false;
+      const json& fs = FieldSchema(*base.schema, UnescapeProperty(sel.name), &missing);
+      if (missing) Fail(sel.pos, "undefined field '" + sel.name + "'");
+      r.schema = fs.is_null() ? nullptr : &fs;
+    }
+    if (n.kind == Node::kHas) {
+      r.schema = nullptr;
+      r.size = 0;
+      return r;
+    }
+    Sizes(r);
+    return r;
+  }
+
+  // Operators: comparisons cost with the shorter operand, `in` with the list, + with the result.
+  Static WalkBinary(const Node& n) {
+    Static r;
+    Static a = Walk(*n.kids[0]);
+    Static b = Walk(*n.kids[1]);
+    r.cost = SatAdd(a.cost, b.cost);
+    const std::string& op = n.name;
+    if (op == "&&" || op == "||") return r;
+    std::uint64_t extra = 1;
+    if (op == "==" || op == "!=" || op == "<" || op == "<=" || op == ">" || op == ">=") {
+      // Strings and lists compare in time proportional to the shorter one.
+      extra = SatAdd(1, Tenth(std::min(a.size, b.size)));
+    } else if (op == "in") {
+      extra = SatAdd(1, b.size);
+    } else if (op == "+") {
+      r.size = SatAdd(a.size, b.size);
+      extra = SatAdd(1, Tenth(r.size));
+    }
+    r.cost = SatAdd(r.cost, extra);
+    return r;
+  }
+
   void Fail(std::size_t pos, std::string msg) {
     if (error.empty()) {
       error = std::move(msg);
