@@ -97,6 +97,42 @@ Status InformerCore::ListAll(std::stop_token stop) {
   return OkStatus();
 }
 
+// A WATCH from the last resourceVersion seen, with bookmarks and this informer's selectors.
+k8s::WatchOptions InformerCore::NextWatchOptions(std::uint64_t& rng) {
+  k8s::WatchOptions wo;
+  wo.resource_version = LastResourceVersion();
+  wo.allow_bookmarks = true;
+  wo.label_selector = options_.label_selector;
+  wo.field_selector = options_.field_selector;
+  if (options_.watch_timeout_seconds > 0) {
+    // Spread reconnects of many informers: [t, 2t) as client-go's reflector does.
+    wo.timeout_seconds = options_.watch_timeout_seconds +
+                         static_cast<int>(k8s::NextUnit(rng) * options_.watch_timeout_seconds);
+  }
+  return wo;
+}
+
+// One WATCH until it ends: each line applied to the cache and its resourceVersion kept. A
+// line that cannot be applied ends the watch; its error goes to *line_status.
+Status InformerCore::WatchOnce(const k8s::WatchOptions& wo, std::stop_token stop, Status* line_status) {
+  return client_.Watch(
+      type_, options_.namespace_, wo,
+      [&](std::string_view line) {
+        std::string rv;
+        Status s = OnWatchLine(line, &rv);
+        if (!s.ok()) {
+          *line_status = s;
+          return false;
+        }
+        if (!rv.empty()) {
+          std::scoped_lock lock(rv_mu_);
+          rv_ = std::move(rv);
+        }
+        return true;
+      },
+      stop);
+}
+
 void InformerCore::Run(std::stop_token stop) {
   k8s::Backoff backoff(options_.backoff_initial, options_.backoff_max);
   std::uint64_t rng = std::random_device{}();
@@ -138,36 +174,12 @@ void InformerCore::Run(std::stop_token stop) {
       continue;
     }
 
-    k8s::WatchOptions wo;
-    wo.resource_version = LastResourceVersion();
-    wo.allow_bookmarks = true;
-    wo.label_selector = options_.label_selector;
-    wo.field_selector = options_.field_selector;
-    if (options_.watch_timeout_seconds > 0) {
-      // Spread reconnects of many informers: [t, 2t) as client-go's reflector does.
-      wo.timeout_seconds = options_.watch_timeout_seconds +
-                           static_cast<int>(k8s::NextUnit(rng) * options_.watch_timeout_seconds);
-    }
+    const k8s::WatchOptions wo = NextWatchOptions(rng);
     stats_.watches.fetch_add(1);
     Status line_status;
     std::uint64_t events_before = stats_.events.load() + stats_.bookmarks.load();
     MonoTime started = clock_.Monotonic();
-    Status ws = client_.Watch(
-        type_, options_.namespace_, wo,
-        [&](std::string_view line) {
-          std::string rv;
-          Status s = OnWatchLine(line, &rv);
-          if (!s.ok()) {
-            line_status = s;
-            return false;
-          }
-          if (!rv.empty()) {
-            std::scoped_lock lock(rv_mu_);
-            rv_ = std::move(rv);
-          }
-          return true;
-        },
-        stop);
+    Status ws = WatchOnce(wo, stop, &line_status);
     if (stop.stop_requested()) return;
     if (!line_status.ok()) ws = line_status;
     bool progressed = stats_.events.load() + stats_.bookmarks.load() > events_before;

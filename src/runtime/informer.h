@@ -95,6 +95,8 @@ class InformerCore {
  private:
   void Run(std::stop_token stop);
   Status ListAll(std::stop_token stop);
+  k8s::WatchOptions NextWatchOptions(std::uint64_t& rng);
+  Status WatchOnce(const k8s::WatchOptions& wo, std::stop_token stop, Status* line_status);
 
   k8s::RestClient& client_;
   k8s::ResourceType type_;

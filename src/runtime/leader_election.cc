@@ -187,35 +187,29 @@ Duration LeaderElector::Jittered(Duration d) {
   return d + Duration(static_cast<Duration::rep>(static_cast<double>(d.count()) * 1.2 * u));
 }
 
-Status LeaderElector::TryAcquireOrRenew() {
-  const WallTime now = clock_.Now();
-  const MonoTime now_mono = clock_.Monotonic();
-  const auto duration_s = static_cast<std::int32_t>(
-      std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
-                                    config_.lease_duration + std::chrono::milliseconds(999))
-                                    .count()));
-  auto body = client_.Get(k8s::kLeases, config_.lease_namespace, config_.lease_name);
-  if (!body.ok() && IsNotFound(body.status())) {
-    k8s::Lease lease;
-    lease.meta.name = config_.lease_name;
-    lease.meta.namespace_ = config_.lease_namespace;
-    lease.holder_identity = config_.identity;
-    lease.lease_duration_seconds = duration_s;
-    lease.acquire_time = now;
-    lease.renew_time = now;
-    auto created = client_.Create(k8s::kLeases, config_.lease_namespace, k8s::LeaseBody(lease));
-    if (!created.ok()) return created.status();
-    auto parsed = k8s::ParseObject<k8s::Lease>(*created);
-    std::scoped_lock lock(mu_);
-    observed_ = parsed.ok() ? *parsed : lease;
-    observed_raw_key_ = observed_->meta.resource_version;
-    observed_time_ = now_mono;
-    last_renew_ = now_mono;
-    return OkStatus();
-  }
-  if (!body.ok()) return body.status();
-  GG_ASSIGN_OR_RETURN(k8s::Lease current, k8s::ParseObject<k8s::Lease>(*body));
+// No Lease yet: create it with this replica as the holder.
+Status LeaderElector::CreateLease(WallTime now, MonoTime now_mono, std::int32_t duration_s) {
+  k8s::Lease lease;
+  lease.meta.name = config_.lease_name;
+  lease.meta.namespace_ = config_.lease_namespace;
+  lease.holder_identity = config_.identity;
+  lease.lease_duration_seconds = duration_s;
+  lease.acquire_time = now;
+  lease.renew_time = now;
+  auto created = client_.Create(k8s::kLeases, config_.lease_namespace, k8s::LeaseBody(lease));
+  if (!created.ok()) return created.status();
+  auto parsed = k8s::ParseObject<k8s::Lease>(*created);
+  std::scoped_lock lock(mu_);
+  observed_ = parsed.ok() ? *parsed : lease;
+  observed_raw_key_ = observed_->meta.resource_version;
+  observed_time_ = now_mono;
+  last_renew_ = now_mono;
+  return OkStatus();
+}
 
+// Records the Lease as read (when its record changed, by our clock) and says so when its
+// holder changed.
+void LeaderElector::ObserveLease(const k8s::Lease& current, MonoTime now_mono) {
   std::string previous_holder;
   bool holder_changed = false;
   {
@@ -240,6 +234,20 @@ Status LeaderElector::TryAcquireOrRenew() {
   if (holder_changed && config_.on_new_leader && !current.holder_identity.empty()) {
     config_.on_new_leader(current.holder_identity);
   }
+}
+
+Status LeaderElector::TryAcquireOrRenew() {
+  const WallTime now = clock_.Now();
+  const MonoTime now_mono = clock_.Monotonic();
+  const auto duration_s = static_cast<std::int32_t>(
+      std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
+                                    config_.lease_duration + std::chrono::milliseconds(999))
+                                    .count()));
+  auto body = client_.Get(k8s::kLeases, config_.lease_namespace, config_.lease_name);
+  if (!body.ok() && IsNotFound(body.status())) return CreateLease(now, now_mono, duration_s);
+  if (!body.ok()) return body.status();
+  GG_ASSIGN_OR_RETURN(k8s::Lease current, k8s::ParseObject<k8s::Lease>(*body));
+  ObserveLease(current, now_mono);
   Duration held_for = current.lease_duration_seconds
                           ? Duration(std::chrono::seconds(*current.lease_duration_seconds))
                           : config_.lease_duration;
@@ -303,8 +311,9 @@ void LeaderElector::SetLeading(bool leading) {
   }
 }
 
-void LeaderElector::Run(std::stop_token stop) {
-  // Acquire. Once the lease is seen held by someone else, watch it for a release.
+// Acquire. False when stopped before the lease was ours.
+bool LeaderElector::Acquire(std::stop_token stop) {
+  // Once the lease is seen held by someone else, watch it for a release.
   // A failing acquire (API down, RBAC) is logged when it starts, when the error changes and
   // every few minutes while it lasts, not once per retry period.
   std::string last_error;
@@ -336,11 +345,11 @@ void LeaderElector::Run(std::stop_token stop) {
     watcher_.request_stop();
     watcher_.join();
   }
-  if (stop.stop_requested()) {
-    running_.store(false);
-    return;
-  }
-  SetLeading(true);
+  return !stop.stop_requested();
+}
+
+// Renews every RetryPeriod while leading; true when leadership was lost, false when stopped.
+bool LeaderElector::RenewWhileLeading(std::stop_token stop) {
   // Renew every RetryPeriod; give up once RenewDeadline passed without a successful renew,
   // or at once when someone else validly holds the lease.
   bool lost = false;
@@ -369,19 +378,32 @@ void LeaderElector::Run(std::stop_token stop) {
       break;
     }
   }
-  if (lost) {
+  return lost;
+}
+
+// A failed release costs the successor a whole lease duration: try a few times, briefly
+// (no Retry-After waits: shutdown is bounded), unless someone else wrote the Lease.
+void LeaderElector::ReleaseOnCancel() {
+  Status r;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    r = Release();
+    if (r.ok() || k8s::IsConflict(r) || !IsTransient(r) || attempt == 3) break;
+    if (!clock_.SleepFor(std::chrono::milliseconds(100), {})) break;
+  }
+  if (!r.ok()) log_.Warn("releasing lease failed", {{"error", r.ToString()}});
+}
+
+void LeaderElector::Run(std::stop_token stop) {
+  if (!Acquire(stop)) {
+    running_.store(false);
+    return;
+  }
+  SetLeading(true);
+  if (RenewWhileLeading(stop)) {
     log_.Error("leader election lost");
     lost_.store(true);
   } else if (config_.release_on_cancel) {
-    // A failed release costs the successor a whole lease duration: try a few times, briefly
-    // (no Retry-After waits: shutdown is bounded), unless someone else wrote the Lease.
-    Status r;
-    for (int attempt = 1; attempt <= 3; ++attempt) {
-      r = Release();
-      if (r.ok() || k8s::IsConflict(r) || !IsTransient(r) || attempt == 3) break;
-      if (!clock_.SleepFor(std::chrono::milliseconds(100), {})) break;
-    }
-    if (!r.ok()) log_.Warn("releasing lease failed", {{"error", r.ToString()}});
+    ReleaseOnCancel();
   }
   SetLeading(false);
   running_.store(false);

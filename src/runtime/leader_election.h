@@ -86,6 +86,12 @@ class LeaderElector {
   LeaderElector(k8s::RestClient& client, Clock& clock, LeaderElectionConfig config);
   void Run(std::stop_token stop);
   void SetLeading(bool leading);
+  // The steps of TryAcquireOrRenew and Run.
+  Status CreateLease(WallTime now, MonoTime now_mono, std::int32_t duration_s);
+  void ObserveLease(const k8s::Lease& current, MonoTime now_mono);
+  bool Acquire(std::stop_token stop);
+  bool RenewWhileLeading(std::stop_token stop);
+  void ReleaseOnCancel();
   Duration Jittered(Duration d);
   // Sleeps `d` on the clock; returns early when the watch saw the lease released. False when
   // `stop` was requested.
