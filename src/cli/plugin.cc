@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "cli/status.h"
@@ -118,55 +120,59 @@ std::string RenderYaml(const nlohmann::json& j) {
   return std::string(e.c_str()) + "\n";
 }
 
-}  // namespace
-
-const std::vector<std::string>& PluginCommands() {
-  static const std::vector<std::string> c = {"status", "explain", "timeline"};
-  return c;
-}
-
-int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-              std::stop_token stop, bool stdout_is_tty) {
-  CLI::App app{"GPU node health as gpu-guardian sees it.\n\nkubectl's global flags (--kubeconfig, "
-               "--context, -n, --request-timeout) may be given before or after the command.",
-               kPluginName};
-  app.require_subcommand(0, 1);
+// The plugin's global flags and the arguments of its commands.
+struct PluginFlags {
   std::string kubeconfig, context, ns, server, request_timeout, output = "table";
   std::string lease = "gpu-guardian-operator";
   std::string log_format = "text", log_level = "warn", duration = "60s";
   bool no_color = false, until_recovered = false;
-  app.add_option("--kubeconfig", kubeconfig,
+  std::string node;  // explain's argument
+};
+
+struct PluginSubcommands {
+  CLI::App* status;
+  CLI::App* explain;
+  CLI::App* timeline;
+};
+
+PluginSubcommands DefineFlags(CLI::App& app, PluginFlags& f) {
+  app.require_subcommand(0, 1);
+  app.add_option("--kubeconfig", f.kubeconfig,
                  "Path to the kubeconfig file (default $KUBECONFIG, ~/.kube/config)");
-  app.add_option("--context", context, "The kubeconfig context to use");
-  app.add_option("-n,--namespace", ns,
+  app.add_option("--context", f.context, "The kubeconfig context to use");
+  app.add_option("-n,--namespace", f.ns,
                  "Namespace of the operator's Lease (default: found by name)");
-  app.add_option("--request-timeout", request_timeout,
+  app.add_option("--request-timeout", f.request_timeout,
                  "Time to wait for one API request (e.g. 5s, 1m; 0: no limit)");
-  app.add_option("-s,--server", server, "API server URL (plain HTTP, e.g. kubectl proxy)");
-  app.add_option("-o,--output", output, "Output format: table, wide, json, yaml")
+  app.add_option("-s,--server", f.server, "API server URL (plain HTTP, e.g. kubectl proxy)");
+  app.add_option("-o,--output", f.output, "Output format: table, wide, json, yaml")
       ->check(CLI::IsMember({"table", "wide", "json", "yaml"}))
       ->capture_default_str();
-  app.add_option("--lease", lease, "Name of the operator's leader-election Lease")
+  app.add_option("--lease", f.lease, "Name of the operator's leader-election Lease")
       ->capture_default_str();
-  app.add_flag("--no-color", no_color, "Never color the output");
-  app.add_option("--log-format", log_format, "text|json")->capture_default_str();
-  app.add_option("--log-level", log_level, "debug|info|warn|error")->capture_default_str();
+  app.add_flag("--no-color", f.no_color, "Never color the output");
+  app.add_option("--log-format", f.log_format, "text|json")->capture_default_str();
+  app.add_option("--log-level", f.log_level, "debug|info|warn|error")->capture_default_str();
 
   auto* status = app.add_subcommand(
       "status", "Table of GPU nodes: state, GPUs, actions, since, policy, why; the brake and "
                 "held-back nodes below it");
-  std::string node;
   auto* explain =
       app.add_subcommand("explain", "The evidence, the deciding rule and the record for one node");
-  explain->add_option("node", node, "Node name")->required();
+  explain->add_option("node", f.node, "Node name")->required();
   auto* timeline =
       app.add_subcommand("timeline", "Live story of faults, verdicts, remediation and recovery");
-  timeline->add_option("--duration", duration, "Stop after this long (e.g. 90s, 5m)")
+  timeline->add_option("--duration", f.duration, "Stop after this long (e.g. 90s, 5m)")
       ->capture_default_str();
-  timeline->add_flag("--until-recovered", until_recovered,
+  timeline->add_flag("--until-recovered", f.until_recovered,
                      "Stop once every fenced node has recovered");
   for (auto* sub : {status, explain, timeline}) sub->fallthrough();
+  return {status, explain, timeline};
+}
 
+// Parses `args` into `app`; returns the exit code when the run ends here (help, a usage error).
+std::optional<int> ParseCommandLine(CLI::App& app, const std::vector<std::string>& args,
+                                    std::ostream& out, std::ostream& err) {
   // An unknown command is named with the real ones (CLI11 would only say "not expected").
   const std::string command = FindCommand(args);
   if (!command.empty() && std::find(PluginCommands().begin(), PluginCommands().end(), command) ==
@@ -190,103 +196,118 @@ int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostr
     err << "error: a command is needed: " << CommandList() << "\n\n" << app.help();
     return 1;
   }
+  return std::nullopt;
+}
 
+// Applies --log-level and --log-format; false (with the error on `err`) when either is bad.
+bool ApplyLogFlags(const PluginFlags& f, std::ostream& err) {
   LogLevel level;
-  if (!Logger::ParseLevel(log_level, &level)) {
+  if (!Logger::ParseLevel(f.log_level, &level)) {
     err << "error: --log-level: want debug, info, warn or error\n";
-    return 1;
+    return false;
   }
   Logger::SetGlobalLevel(level);
-  if (log_format == "json") {
+  if (f.log_format == "json") {
     Logger::SetGlobalFormat(LogFormat::kJson);
-  } else if (log_format != "text") {
+  } else if (f.log_format != "text") {
     err << "error: --log-format: want text or json\n";
-    return 1;
+    return false;
   }
+  return true;
+}
 
+// A client for the cluster the kubeconfig flags name; null (with the error on `err`) if none.
+std::unique_ptr<k8s::RestClient> Connect(const PluginFlags& f, Clock& clock, std::stop_token stop,
+                                         std::ostream& err) {
   StatusOr<k8s::ClientConfig> cfg = InvalidArgumentError("unset");
-  if (!context.empty() && server.empty()) {
-    const std::string path = KubeconfigPath(kubeconfig);
+  if (!f.context.empty() && f.server.empty()) {
+    const std::string path = KubeconfigPath(f.kubeconfig);
     if (path.empty()) {
-      err << "error: --context " << context << ": no kubeconfig file found\n";
-      return 1;
+      err << "error: --context " << f.context << ": no kubeconfig file found\n";
+      return nullptr;
     }
-    cfg = k8s::LoadKubeconfig(path, context);
+    cfg = k8s::LoadKubeconfig(path, f.context);
   } else {
-    cfg = k8s::ResolveConfig(kubeconfig, server);
+    cfg = k8s::ResolveConfig(f.kubeconfig, f.server);
   }
   if (!cfg.ok()) {
     err << "error: " << cfg.status().message() << "\n";
-    return 1;
+    return nullptr;
   }
-  if (!request_timeout.empty()) {
-    auto t = ParseRequestTimeout(request_timeout);
+  if (!f.request_timeout.empty()) {
+    auto t = ParseRequestTimeout(f.request_timeout);
     if (!t.ok()) {
       err << "error: " << t.status().message() << "\n";
-      return 1;
+      return nullptr;
     }
     cfg->timeout = t->count() > 0 ? *t : std::chrono::milliseconds(0);
   }
-  Clock& clock = RealClock::Default();
   k8s::RestClientOptions ro;
   ro.cancel_retries = stop;
-  if (!request_timeout.empty()) ro.max_attempts = 1;  // the user bounded the wait
+  if (!f.request_timeout.empty()) ro.max_attempts = 1;  // the user bounded the wait
   auto client = k8s::RestClient::Create(*cfg, clock, ro);
   if (!client.ok()) {
     err << "error: " << client.status().message() << "\n";
+    return nullptr;
+  }
+  return std::move(*client);
+}
+
+int RunStatusCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f, bool color,
+                     std::ostream& out, std::ostream& err) {
+  ClusterStatus st;
+  auto brakes = CollectBrakes(client);
+  if (!brakes.ok()) {
+    err << "error: " << brakes.status().message() << "\n";
     return 1;
   }
-  const bool color = stdout_is_tty && !no_color;
+  st.brakes = std::move(*brakes);
+  auto rows = CollectRows(client);
+  if (!rows.ok()) {
+    err << "error: " << rows.status().message() << "\n";
+    return 1;
+  }
+  st.rows = std::move(*rows);
+  const WallTime now = clock.Now();
+  st.lease = FindOperatorLease(client, f.ns, f.lease, now);
+  if (f.output == "json") {
+    out << StatusToJson(st).dump(2) << "\n";
+  } else if (f.output == "yaml") {
+    out << RenderYaml(StatusToJson(st));
+  } else {
+    out << RenderTable(st.rows, now, color, f.output == "wide") << RenderBrakes(st);
+  }
+  if (!st.lease.problem.empty()) {
+    err << "error: " << st.lease.problem
+        << "\nThe states above are the last the operator wrote and may be stale.\n";
+    return 1;
+  }
+  return 0;
+}
 
-  if (*status) {
-    ClusterStatus st;
-    auto brakes = CollectBrakes(**client);
-    if (!brakes.ok()) {
-      err << "error: " << brakes.status().message() << "\n";
-      return 1;
-    }
-    st.brakes = std::move(*brakes);
-    auto rows = CollectRows(**client);
-    if (!rows.ok()) {
-      err << "error: " << rows.status().message() << "\n";
-      return 1;
-    }
-    st.rows = std::move(*rows);
-    const WallTime now = clock.Now();
-    st.lease = FindOperatorLease(**client, ns, lease, now);
-    if (output == "json") {
-      out << StatusToJson(st).dump(2) << "\n";
-    } else if (output == "yaml") {
-      out << RenderYaml(StatusToJson(st));
-    } else {
-      out << RenderTable(st.rows, now, color, output == "wide") << RenderBrakes(st);
-    }
-    if (!st.lease.problem.empty()) {
-      err << "error: " << st.lease.problem
-          << "\nThe states above are the last the operator wrote and may be stale.\n";
-      return 1;
-    }
-    return 0;
+int RunExplainCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f,
+                      std::ostream& out, std::ostream& err) {
+  auto text = Explain(client, f.node, clock.Now());
+  if (!text.ok()) {
+    err << "error: " << text.status().message() << "\n";
+    return 1;
   }
-  if (*explain) {
-    auto text = Explain(**client, node, clock.Now());
-    if (!text.ok()) {
-      err << "error: " << text.status().message() << "\n";
-      return 1;
-    }
-    out << *text;
-    return 0;
-  }
-  auto d = ParseDuration(duration);
+  out << *text;
+  return 0;
+}
+
+int RunTimelineCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f, bool color,
+                       std::stop_token stop, std::ostream& out, std::ostream& err) {
+  auto d = ParseDuration(f.duration);
   if (!d.ok()) {
     err << "error: --duration: " << d.status().message() << "\n";
     return 1;
   }
   TimelineOptions opts;
   opts.duration = *d;
-  opts.until_recovered = until_recovered;
+  opts.until_recovered = f.until_recovered;
   opts.color = color;
-  Timeline tl(**client, clock, out, opts);
+  Timeline tl(client, clock, out, opts);
   Status st = tl.Run(stop);
   out << "\nMeasured per node (watch delivery times):\n" << tl.Summary();
   if (!st.ok()) {
@@ -296,6 +317,31 @@ int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostr
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PluginCommands() {
+  static const std::vector<std::string> c = {"status", "explain", "timeline"};
+  return c;
+}
+
+int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+              std::stop_token stop, bool stdout_is_tty) {
+  CLI::App app{"GPU node health as gpu-guardian sees it.\n\nkubectl's global flags (--kubeconfig, "
+               "--context, -n, --request-timeout) may be given before or after the command.",
+               kPluginName};
+  PluginFlags flags;
+  const PluginSubcommands cmds = DefineFlags(app, flags);
+  if (auto code = ParseCommandLine(app, args, out, err)) return *code;
+  if (!ApplyLogFlags(flags, err)) return 1;
+  Clock& clock = RealClock::Default();
+  std::unique_ptr<k8s::RestClient> client = Connect(flags, clock, stop, err);
+  if (!client) return 1;
+  const bool color = stdout_is_tty && !flags.no_color;
+  if (*cmds.status) return RunStatusCommand(*client, clock, flags, color, out, err);
+  if (*cmds.explain) return RunExplainCommand(*client, clock, flags, out, err);
+  return RunTimelineCommand(*client, clock, flags, color, stop, out, err);
 }
 
 }  // namespace gg::cli

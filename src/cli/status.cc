@@ -365,80 +365,69 @@ OperatorLease FindOperatorLease(k8s::RestClient& client, const std::string& ns,
   return out;
 }
 
-StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_name, WallTime now) {
-  GG_ASSIGN_OR_RETURN(std::string node_body, client.Get(k8s::kNodes, "", node_name));
-  GG_ASSIGN_OR_RETURN(k8s::Node node, k8s::ParseObject<k8s::Node>(node_body));
-  std::optional<api::GpuNodeHealthStatus> report;
-  std::string report_note;
+namespace {
+
+// The node's GPUNodeHealth report (or, where none is published, the health annotation) and
+// a note on where it came from or why there is none; an error only when the API fails.
+Status ReadReport(k8s::RestClient& client, const k8s::Node& node, const std::string& node_name,
+                  std::optional<api::GpuNodeHealthStatus>* report, std::string* report_note) {
   auto rep_body = client.Get(k8s::kGpuNodeHealths, "", node_name);
   if (rep_body.ok()) {
     json obj = json::parse(*rep_body, nullptr, false);
     if (obj.is_object() && obj.contains("status")) {
       auto decoded = api::DecodeGpuNodeHealthStatus(obj["status"].dump());
-      if (decoded.ok()) report = std::move(*decoded);
-      else report_note = "report is invalid: " + decoded.status().message();
+      if (decoded.ok()) *report = std::move(*decoded);
+      else *report_note = "report is invalid: " + decoded.status().message();
     }
   } else if (k8s::IsResourceNotServed(rep_body.status())) {
-    report_note = "cannot be read: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths);
+    *report_note = "cannot be read: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths);
   } else if (IsNotFound(rep_body.status())) {
     if (auto ann = node.meta.annotations.Get(api::kHealthAnnotation)) {
       auto decoded = api::DecodeHealthAnnotation(*ann);
       if (decoded.ok()) {
-        report = std::move(*decoded);
-        report_note = "(from the " + std::string(api::kHealthAnnotation) + " annotation)";
+        *report = std::move(*decoded);
+        *report_note = "(from the " + std::string(api::kHealthAnnotation) + " annotation)";
       } else {
-        report_note = "annotation report is invalid: " + decoded.status().message();
+        *report_note = "annotation report is invalid: " + decoded.status().message();
       }
     } else {
-      report_note = "no GPUNodeHealth report has been published for this node";
+      *report_note = "no GPUNodeHealth report has been published for this node";
     }
   } else {
     return rep_body.status().WithContext("reading the report");
   }
-  NodeRow row = BuildRow(node, report);
-  std::ostringstream out;
-  out << "Node:      " << row.node << "\n";
-  out << "State:     " << row.state;
-  if (!row.reason.empty()) out << " (" << row.reason << ")";
-  if (row.since) out << " for " << Age(*row.since, now);
-  out << "\n";
-  if (!row.why.empty()) out << "Evidence:  " << row.why << "\n";
-  out << "Actions:   " << (row.actions.empty() ? "-" : Join(row.actions, ", ")) << "\n";
-  if (!row.policy.empty()) out << "Policy:    " << row.policy << "\n";
-  out << "Cordoned:  " << (node.unschedulable ? "yes" : "no") << "\n";
-  for (const auto& t : node.taints)
-    out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect << "\n";
-  out << "\nReport " << report_note << "\n";
-  if (report) {
-    out << "  observed " << Age(report->observed_at, now) << " ago, heartbeat "
-        << Age(report->heartbeat_time, now) << " ago, agent " << report->agent_version << "\n";
-    for (const auto& s : report->sources)
-      out << "  source " << s.name << ": " << api::SourceStateName(s.state)
-          << (s.message.empty() ? "" : " (" + s.message + ")") << "\n";
-    for (const auto& g : report->gpus) {
-      out << "  GPU " << g.index << " " << g.uuid << " " << g.name;
-      if (g.lost) out << " LOST";
-      if (g.temperature_c) out << " " << *g.temperature_c << "C";
-      if (g.ecc_uncorrected_volatile && *g.ecc_uncorrected_volatile)
-        out << " ecc-uncorrected=" << *g.ecc_uncorrected_volatile;
-      if (g.remap_failure) out << " remap-failure";
-      if (g.remap_pending) out << " remap-pending";
-      if (!g.throttle_reasons.empty()) out << " throttle=" << Join(g.throttle_reasons, "+");
-      if (!g.recovery_action.empty() && g.recovery_action != "None")
-        out << " recovery=" << g.recovery_action;
-      out << "\n";
-    }
-    for (const auto& x : report->xids)
-      out << "  Xid " << x.xid << " x" << x.count << " on " << (x.gpu_uuid.empty() ? x.pci_bus_id : x.gpu_uuid)
-          << " [" << x.category << ", " << x.recommended_action << "] last " << Age(x.last_seen, now)
-          << " ago\n";
+  return OkStatus();
+}
+
+// The report's freshness, sources, GPUs and Xids, one line each.
+void WriteReport(std::ostream& out, const api::GpuNodeHealthStatus& report, WallTime now) {
+  out << "  observed " << Age(report.observed_at, now) << " ago, heartbeat "
+      << Age(report.heartbeat_time, now) << " ago, agent " << report.agent_version << "\n";
+  for (const auto& s : report.sources)
+    out << "  source " << s.name << ": " << api::SourceStateName(s.state)
+        << (s.message.empty() ? "" : " (" + s.message + ")") << "\n";
+  for (const auto& g : report.gpus) {
+    out << "  GPU " << g.index << " " << g.uuid << " " << g.name;
+    if (g.lost) out << " LOST";
+    if (g.temperature_c) out << " " << *g.temperature_c << "C";
+    if (g.ecc_uncorrected_volatile && *g.ecc_uncorrected_volatile)
+      out << " ecc-uncorrected=" << *g.ecc_uncorrected_volatile;
+    if (g.remap_failure) out << " remap-failure";
+    if (g.remap_pending) out << " remap-pending";
+    if (!g.throttle_reasons.empty()) out << " throttle=" << Join(g.throttle_reasons, "+");
+    if (!g.recovery_action.empty() && g.recovery_action != "None")
+      out << " recovery=" << g.recovery_action;
+    out << "\n";
   }
-  if (auto rec = node.meta.annotations.Get(api::kRemediationAnnotation)) {
-    json r = json::parse(*rec, nullptr, false);
-    out << "\nRemediation record (" << api::kRemediationAnnotation << "):\n"
-        << (r.is_discarded() ? std::string(*rec) : r.dump(2)) << "\n";
-  }
-  // Events about this node, oldest first.
+  for (const auto& x : report.xids)
+    out << "  Xid " << x.xid << " x" << x.count << " on " << (x.gpu_uuid.empty() ? x.pci_bus_id : x.gpu_uuid)
+        << " [" << x.category << ", " << x.recommended_action << "] last " << Age(x.last_seen, now)
+        << " ago\n";
+}
+
+// The Events about this node, oldest first (nothing when none or they cannot be listed).
+void WriteNodeEvents(std::ostream& out, k8s::RestClient& client, const std::string& node_name,
+                     WallTime now) {
   k8s::ListOptions lo;
   lo.field_selector = "involvedObject.kind=Node,involvedObject.name=" + node_name;
   auto events = client.List(k8s::kEvents, "", lo);
@@ -456,6 +445,37 @@ StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_n
             << (e.count > 1 ? "(x" + std::to_string(e.count) + ") " : "") << e.message << "\n";
     }
   }
+}
+
+}  // namespace
+
+StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_name, WallTime now) {
+  GG_ASSIGN_OR_RETURN(std::string node_body, client.Get(k8s::kNodes, "", node_name));
+  GG_ASSIGN_OR_RETURN(k8s::Node node, k8s::ParseObject<k8s::Node>(node_body));
+  std::optional<api::GpuNodeHealthStatus> report;
+  std::string report_note;
+  GG_RETURN_IF_ERROR(ReadReport(client, node, node_name, &report, &report_note));
+  NodeRow row = BuildRow(node, report);
+  std::ostringstream out;
+  out << "Node:      " << row.node << "\n";
+  out << "State:     " << row.state;
+  if (!row.reason.empty()) out << " (" << row.reason << ")";
+  if (row.since) out << " for " << Age(*row.since, now);
+  out << "\n";
+  if (!row.why.empty()) out << "Evidence:  " << row.why << "\n";
+  out << "Actions:   " << (row.actions.empty() ? "-" : Join(row.actions, ", ")) << "\n";
+  if (!row.policy.empty()) out << "Policy:    " << row.policy << "\n";
+  out << "Cordoned:  " << (node.unschedulable ? "yes" : "no") << "\n";
+  for (const auto& t : node.taints)
+    out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect << "\n";
+  out << "\nReport " << report_note << "\n";
+  if (report) WriteReport(out, *report, now);
+  if (auto rec = node.meta.annotations.Get(api::kRemediationAnnotation)) {
+    json r = json::parse(*rec, nullptr, false);
+    out << "\nRemediation record (" << api::kRemediationAnnotation << "):\n"
+        << (r.is_discarded() ? std::string(*rec) : r.dump(2)) << "\n";
+  }
+  WriteNodeEvents(out, client, node_name, now);
   return out.str();
 }
 
