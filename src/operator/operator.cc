@@ -149,32 +149,48 @@ struct Operator::Impl {
   }
 
   Status Init() {
-    auto is_leader = [this] { return Leading(); };
     if (config.leader_elect) {
-      if (config.leader_election_namespace.empty()) {
-        return InvalidArgumentError("leader election is on but its Lease namespace is not set");
-      }
-      runtime::LeaderElectionConfig le;
-      le.lease_namespace = config.leader_election_namespace;
-      le.lease_name = config.leader_election_id;
-      le.identity = config.identity;
-      le.lease_duration = config.lease_duration;
-      le.renew_deadline = config.renew_deadline;
-      le.retry_period = config.retry_period;
-      le.release_on_cancel = true;
-      // Poll mode is for clusters that forbid watches: followers poll the Lease too.
-      le.watch_lease = config.poll_interval == Duration::zero();
-      GG_RETURN_IF_ERROR(runtime::ValidateLeaderElectionConfig(le));
-      auto e = runtime::NewLeaseLeaderElection(client, clock, le, log.WithName("leader-election"));
-      if (!e.ok()) return e.status();
-      lease_election = e->get();
-      election = std::move(e).value();
-      // Not ready while the Lease cannot be written (a namespace that does not exist, no
-      // RBAC grant): the body of /readyz names the reason and the fix.
-      health.AddReadyCheck("leader-election", [le_ptr = lease_election] {
-        return le_ptr->CampaignStatus();
-      });
+      GG_RETURN_IF_ERROR(SetUpLeaderElection());
     }
+    MakeWriters();
+    MakeDrainer();
+    RegisterGaugeCallbacks();
+    MakeControllers();
+    MakeRunnables();
+    AddHandlers();
+    return OkStatus();
+  }
+
+  Status SetUpLeaderElection() {
+    if (config.leader_election_namespace.empty()) {
+      return InvalidArgumentError("leader election is on but its Lease namespace is not set");
+    }
+    runtime::LeaderElectionConfig le;
+    le.lease_namespace = config.leader_election_namespace;
+    le.lease_name = config.leader_election_id;
+    le.identity = config.identity;
+    le.lease_duration = config.lease_duration;
+    le.renew_deadline = config.renew_deadline;
+    le.retry_period = config.retry_period;
+    le.release_on_cancel = true;
+    // Poll mode is for clusters that forbid watches: followers poll the Lease too.
+    le.watch_lease = config.poll_interval == Duration::zero();
+    GG_RETURN_IF_ERROR(runtime::ValidateLeaderElectionConfig(le));
+    auto e = runtime::NewLeaseLeaderElection(client, clock, le, log.WithName("leader-election"));
+    if (!e.ok()) return e.status();
+    lease_election = e->get();
+    election = std::move(e).value();
+    // Not ready while the Lease cannot be written (a namespace that does not exist, no
+    // RBAC grant): the body of /readyz names the reason and the fix.
+    health.AddReadyCheck("leader-election", [le_ptr = lease_election] {
+      return le_ptr->CampaignStatus();
+    });
+    return OkStatus();
+  }
+
+  // Events, and the node and policy-status writers: all write only while leading.
+  void MakeWriters() {
+    auto is_leader = [this] { return Leading(); };
     event_sink = std::make_unique<events::RestEventSink>(client, is_leader);
     events::RecorderOptions ro;
     ro.component = config.component;
@@ -183,7 +199,10 @@ struct Operator::Impl {
     recorder = std::make_unique<events::AggregatingRecorder>(*event_sink, clock, ro);
     node_writer = std::make_unique<RestNodeWriter>(client, is_leader);
     status_writer = std::make_unique<RestPolicyStatusWriter>(client, is_leader);
+  }
 
+  // The pod API, the DRA client, the drainer and the runner that bounds concurrent drains.
+  void MakeDrainer() {
     pod_api = std::make_unique<remediation::RestPodApi>(client);
     // DRA: no request is made until a policy asks for deviceLevel Auto.
     dra = std::make_unique<DraClient>(client, clock);
@@ -198,13 +217,19 @@ struct Operator::Impl {
     drains = std::make_unique<DrainRunner>(
         *drainer, [this](const std::string& n) { node_queue.Add(n, Priority::kUrgent); },
         config.max_running_drains);
+  }
+
+  void RegisterGaugeCallbacks() {
     metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       std::string s = state;
       metrics.nodes_by_state.WithLabels({s}).SetCallback(
           [this, s] { return static_cast<double>(index.StateCounts()[s]); });
     }
+  }
 
+  // The node and policy reconcilers and the controllers that feed them from their queues.
+  void MakeControllers() {
     node_reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
         view, *node_writer, *recorder, *drains, index, metrics, clock,
         [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
@@ -220,6 +245,11 @@ struct Operator::Impl {
     popt.workers = 1;
     policy_controller = std::make_unique<runtime::Controller>(
         "policy", *policy_reconciler, policy_queue, popt, registry, log.WithName("policy"));
+  }
+
+  // Runnables beside the controllers: stopping drains when leadership ends, and trimming
+  // the allocator after the initial sync.
+  void MakeRunnables() {
     drain_stopper = std::make_unique<runtime::FuncRunnable>(
         "drains",
         [this](std::stop_token stop) {
@@ -261,8 +291,6 @@ struct Operator::Impl {
           return OkStatus();
         },
         /*needs_leader_election=*/false);
-    AddHandlers();
-    return OkStatus();
   }
 
   void EnqueueAllPolicies() {
