@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--xid-ignore", cfg.xid_ignore, "Xids to ignore (comma list)");
   app.add_option("--xid-critical", cfg.xid_critical, "Xids always critical (comma list)");
+  app.add_flag("--xid-ignore-dp-defaults", cfg.xid_ignore_dp_defaults,
+               "Also ignore the device plugin's application Xids 13,31,43,45,68,109");
   app.add_option("--kmsg-path", cfg.kmsg_path, "Kernel log path")->capture_default_str();
   app.add_flag("--kmsg-from-boot", cfg.kmsg_from_boot, "Read the kernel log from boot");
   app.add_option("--nvml-library", cfg.nvml_library, "NVML library to dlopen")

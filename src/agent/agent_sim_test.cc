@@ -254,5 +254,71 @@ TEST_F(AgentSimTest, ScriptSourceUuidsMatchTheSimulatorConvention) {
   EXPECT_EQ(FakeGpuUuid("node-a", 1), sim::FakeGpuUuid("node-a", 1));
 }
 
+// MIG end to end through the real CRD (which the simulator prunes by): the kernel-log Xid of
+// one GPU instance keeps its GPU-I/GPU-CI in the published report, and the partitioned GPU
+// lists its MIG devices.
+TEST_F(AgentSimTest, MigXidKeepsItsGpuInstanceInThePublishedReport) {
+  const std::string script = (dir_ / "mig.yaml").string();
+  {
+    std::ofstream out(script);
+    out << "gpus: 2\nproduct: NVIDIA H200\nmig:\n"
+           "- {gpu: 1, gpu_instance: 3, compute_instance: 0, profile: 1g.18gb, memory_mib: 16384}\n"
+           "- {gpu: 1, gpu_instance: 5, compute_instance: 0, profile: 3g.71gb, memory_mib: 71680}\n"
+           "timeline:\n";
+  }
+  const std::string kmsg = (dir_ / "kmsg").string();
+  {
+    std::ofstream out(kmsg);
+    out << "4,100,1000,-;NVRM: Xid (PCI:0000:86:00 GPU-I:03 GPU-CI:00): 13, pid=4242, "
+           "name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0)\n";
+  }
+  auto c = Config();
+  c.sources = {"script", "kmsg"};
+  c.script_path = script;
+  c.kmsg_path = kmsg;
+  c.kmsg_from_boot = true;
+  c.publish = {"resource"};
+  StartAgent(c);
+  auto xid_of = [](const json& g, int xid) -> json {
+    if (!g.contains("status") || !g["status"].contains("xids")) return json();
+    for (const auto& x : g["status"]["xids"])
+      if (x.value("xid", 0) == xid) return x;
+    return json();
+  };
+  auto gpus_seen = [](const json& g) {
+    return g.contains("status") && g["status"].contains("gpus") && g["status"]["gpus"].size() == 2;
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    auto g = Gnh();
+    return !xid_of(g, 13).is_null() && gpus_seen(g);
+  })) << Gnh().dump();
+  // Once the GPUs are known, a line of GPU 1 (0000:19:00) is also mapped to its UUID.
+  {
+    std::ofstream out(kmsg, std::ios::app);
+    out << "4,101,2000,-;NVRM: Xid (PCI:0000:19:00 GPU-I:05): 43, pid=77, name=train, "
+           "Ch 00000008\n";
+  }
+  ASSERT_TRUE(WaitFor([&] { return !xid_of(Gnh(), 43).is_null(); })) << Gnh().dump();
+  json g = Gnh();
+  json x13 = xid_of(g, 13);
+  EXPECT_EQ(x13["gpuInstance"], 3) << x13.dump();
+  EXPECT_EQ(x13["computeInstance"], 0) << x13.dump();
+  EXPECT_EQ(x13["pciBusId"], "0000:86:00.0");
+  json x43 = xid_of(g, 43);
+  EXPECT_EQ(x43["gpuInstance"], 5) << x43.dump();
+  EXPECT_FALSE(x43.contains("computeInstance")) << x43.dump();
+  EXPECT_EQ(x43["gpuUUID"], sim::FakeGpuUuid("node-a", 1));  // 0000:19:00 is GPU 1
+  const json& gpus = g["status"]["gpus"];
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_FALSE(gpus[0].contains("migDevices"));
+  EXPECT_EQ(gpus[1]["migEnabled"], true);
+  ASSERT_EQ(gpus[1]["migDevices"].size(), 2u) << gpus[1].dump();
+  EXPECT_EQ(gpus[1]["migDevices"][0]["gpuInstance"], 3);
+  EXPECT_EQ(gpus[1]["migDevices"][0]["profile"], "1g.18gb");
+  EXPECT_EQ(gpus[1]["migDevices"][0]["memoryMiB"], 16384);
+  EXPECT_EQ(gpus[1]["migDevices"][1]["gpuInstance"], 5);
+  EXPECT_EQ(gpus[1]["migDevices"][1]["uuid"].get<std::string>().rfind("MIG-", 0), 0u);
+}
+
 }  // namespace
 }  // namespace gg::agent

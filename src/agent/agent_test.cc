@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "agent/app.h"
 #include "agent/k8s_writers.h"
@@ -183,6 +187,84 @@ TEST(AgentApp, OncePrintWithoutApiServer) {
   std::ostringstream out2;
   EXPECT_EQ((*app2)->RunOnce(out2), 1);  // nothing could be collected
   EXPECT_NE(out2.str().find("Unavailable"), std::string::npos);
+}
+
+// The agent, one shot, over a kernel log: returns the report it printed.
+nlohmann::json OnceOverKmsg(const std::string& log_text, AgentConfig c) {
+  const std::string path = ::testing::TempDir() + "gg-agent-kmsg-" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << log_text;
+  }
+  c.once = c.print = true;
+  c.metrics_addr = "0";
+  c.sources = {"kmsg"};
+  c.kmsg_path = path;
+  c.kmsg_from_boot = true;
+  metrics::Registry registry;
+  auto app = AgentApp::Create(c, RealClock::Default(), registry, Logger());
+  EXPECT_TRUE(app.ok()) << app.status();
+  if (!app.ok()) return {};
+  std::ostringstream out;
+  (*app)->RunOnce(out);
+  std::remove(path.c_str());
+  return nlohmann::json::parse(out.str(), nullptr, false);
+}
+
+const nlohmann::json* XidIn(const nlohmann::json& report, int xid) {
+  if (!report.is_object() || !report.contains("xids")) return nullptr;
+  for (const auto& x : report["xids"])
+    if (x.value("xid", 0) == xid) return &x;
+  return nullptr;
+}
+
+// Contract: a MIG Xid line in the kernel log is published with its GPU instance.
+TEST(AgentApp, MigKernelXidCarriesTheGpuInstance) {
+  auto r = OnceOverKmsg(
+      "4,7,100,-;NVRM: Xid (PCI:0000:86:00 GPU-I:03 GPU-CI:00): 13, pid=4242, name=python3, "
+      "Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address\n"
+      "4,8,200,-;NVRM: Xid (PCI:0000:87:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+      "fallen off the bus.\n",
+      AgentConfig{});
+  const auto* x13 = XidIn(r, 13);
+  ASSERT_NE(x13, nullptr) << r.dump();
+  EXPECT_EQ((*x13)["gpuInstance"], 3);
+  EXPECT_EQ((*x13)["computeInstance"], 0);
+  EXPECT_EQ((*x13)["pciBusId"], "0000:86:00.0");
+  const auto* x79 = XidIn(r, 79);
+  ASSERT_NE(x79, nullptr) << r.dump();
+  EXPECT_FALSE(x79->contains("gpuInstance"));  // whole GPU
+}
+
+// --xid-ignore-dp-defaults: the device plugin's application Xids (13,31,43,45,68,109) are
+// IGNORE; DP_ENABLE_HEALTHCHECKS re-arms one, as in the plugin.
+TEST(AgentApp, XidIgnoreDpDefaultsFlag) {
+  const std::string log =
+      "4,1,100,-;NVRM: Xid (PCI:0000:3b:00): 109, pid=1, name=a, CTX SWITCH TIMEOUT\n"
+      "4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 31, pid=1, name=a, MMU Fault\n"
+      "4,3,300,-;NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit error\n";
+  ::unsetenv("DP_ENABLE_HEALTHCHECKS");
+  ::unsetenv("DP_DISABLE_HEALTHCHECKS");
+  AgentConfig plain;
+  auto r = OnceOverKmsg(log, plain);
+  ASSERT_NE(XidIn(r, 109), nullptr) << r.dump();
+  EXPECT_EQ((*XidIn(r, 109))["recommendedAction"], "RESET_GPU");  // the catalog's rating
+
+  AgentConfig dp;
+  dp.xid_ignore_dp_defaults = true;
+  r = OnceOverKmsg(log, dp);
+  ASSERT_NE(XidIn(r, 109), nullptr) << r.dump();
+  EXPECT_EQ((*XidIn(r, 109))["recommendedAction"], "IGNORE");
+  EXPECT_EQ((*XidIn(r, 31))["recommendedAction"], "IGNORE");
+  EXPECT_NE((*XidIn(r, 48))["recommendedAction"], "IGNORE");  // not an application Xid
+
+  ::setenv("DP_ENABLE_HEALTHCHECKS", "109", 1);
+  r = OnceOverKmsg(log, dp);
+  ::unsetenv("DP_ENABLE_HEALTHCHECKS");
+  ASSERT_NE(XidIn(r, 109), nullptr) << r.dump();
+  EXPECT_EQ((*XidIn(r, 109))["recommendedAction"], "RESET_GPU");
+  EXPECT_EQ((*XidIn(r, 31))["recommendedAction"], "IGNORE");
 }
 
 TEST(ResourceWriter, Bodies) {

@@ -87,6 +87,7 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
   gpu::XidOverrides overrides;
   GG_RETURN_IF_ERROR(overrides.AddIgnoreList(config_.xid_ignore).WithContext("--xid-ignore"));
   GG_RETURN_IF_ERROR(overrides.AddCriticalList(config_.xid_critical).WithContext("--xid-critical"));
+  overrides.device_plugin_defaults = config_.xid_ignore_dp_defaults;
   if (config_.honor_device_plugin_env) {
     std::vector<std::string> skipped;
     if (const char* v = std::getenv("DP_DISABLE_HEALTHCHECKS"))

@@ -46,6 +46,10 @@ struct AgentConfig {
   std::string xid_ignore;                              // --xid-ignore 13,31
   std::string xid_critical;                            // --xid-critical 63
   bool honor_device_plugin_env = true;                 // DP_DISABLE/ENABLE_HEALTHCHECKS
+  // --xid-ignore-dp-defaults: also ignore the device plugin's hard-coded "application" Xids
+  // (gpu::kDevicePluginIgnoredXids: 13,31,43,45,68,109), as the plugin always does; an Xid
+  // listed in --xid-critical or DP_ENABLE_HEALTHCHECKS stays critical.
+  bool xid_ignore_dp_defaults = false;
   std::string kmsg_path = "/dev/kmsg";                 // --kmsg-path
   bool kmsg_from_boot = false;                         // --kmsg-from-boot
   std::string nvml_library = "libnvidia-ml.so.1";      // --nvml-library
@@ -82,6 +86,8 @@ class AgentApp {
   Agent& agent() { return *agent_; }
   int metrics_port() const { return metrics_port_; }
   const AgentConfig& config() const { return config_; }
+  // The Xid classification in force (flags + DP_* environment).
+  const gpu::XidClassifier& classifier() const { return *classifier_; }
 
  private:
   AgentApp(AgentConfig config, Clock& clock, metrics::Registry& registry, Logger log);

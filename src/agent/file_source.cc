@@ -23,6 +23,7 @@ using Keys = std::vector<std::string_view>;
 const Keys kTopKeys = {"nodeName", "agentVersion", "observedAt", "heartbeatTime",
                            "expectedGPUs", "gpus", "xids", "sources"};
 const Keys kGpuKeys = {"index", "uuid", "name", "serial", "pciBusId", "lost", "migEnabled",
+                           "migPendingEnabled", "migDevices",
                            "temperatureC", "slowdownTemperatureC", "shutdownTemperatureC",
                            "throttleReasons", "powerWatts", "powerLimitWatts", "eccEnabled",
                            "ecc", "remappedRows", "retiredPages", "pcieReplayCount", "nvlink",
@@ -33,7 +34,10 @@ const Keys kRemapKeys = {"correctable", "uncorrectable", "pending", "failure"};
 const Keys kRetiredKeys = {"sbe", "dbe", "pending"};
 const Keys kNvlinkKeys = {"linksTotal", "linksDown", "errorCount"};
 const Keys kXidKeys = {"xid", "sxid", "gpuUUID", "pciBusId", "count", "firstSeen",
-                           "lastSeen", "category", "recommendedAction", "message"};
+                           "lastSeen", "category", "recommendedAction", "message",
+                           "gpuInstance", "computeInstance"};
+const Keys kMigKeys = {"index", "uuid", "gpuInstance", "computeInstance", "profile",
+                           "memoryMiB"};
 const Keys kSourceKeys = {"name", "state", "message"};
 
 // Levenshtein distance, for "did you mean" (keys are short).
@@ -91,6 +95,13 @@ std::string CheckFields(const nlohmann::json& doc) {
     for (const auto& [name, keys] : subs)
       if (g.contains(name))
         if (auto e = UnknownField(g[name], *keys, path + "." + name); !e.empty()) return e;
+    if (g.contains("migDevices") && g["migDevices"].is_array()) {
+      std::size_t m = 0;
+      for (const auto& md : g["migDevices"]) {
+        const std::string p = path + ".migDevices[" + std::to_string(m++) + "]";
+        if (auto e = UnknownField(md, kMigKeys, p); !e.empty()) return e;
+      }
+    }
     return {};
   };
   if (auto e = each(doc, "gpus", kGpuKeys, gpu_nested); !e.empty()) return e;

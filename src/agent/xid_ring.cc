@@ -10,6 +10,12 @@ XidRing::XidRing(std::size_t capacity, Duration dedupe_window)
 
 bool XidRing::SameKey(const api::XidEvent& a, const api::XidEvent& b) {
   if (a.xid != b.xid || a.sxid != b.sxid) return false;
+  // Different MIG instances of one GPU are different entries (the operator can fence one
+  // instance); a sighting without attribution (e.g. NVML without privilege) folds into the
+  // attributed one.
+  if (a.gpu_instance && b.gpu_instance && *a.gpu_instance != *b.gpu_instance) return false;
+  if (a.compute_instance && b.compute_instance && *a.compute_instance != *b.compute_instance)
+    return false;
   // A GPU is identified by UUID when known, else by the PCI address from the log.
   if (!a.gpu_uuid.empty() || !b.gpu_uuid.empty()) return a.gpu_uuid == b.gpu_uuid;
   return a.pci_bus_id == b.pci_bus_id;
@@ -38,6 +44,8 @@ int64_t XidRing::Add(const api::XidEvent& in, const std::string& source) {
     // Fill what the first sighting lacked (kmsg knows the PCI address, NVML the UUID).
     if (x.gpu_uuid.empty()) x.gpu_uuid = e.gpu_uuid;
     if (x.pci_bus_id.empty()) x.pci_bus_id = e.pci_bus_id;
+    if (!x.gpu_instance) x.gpu_instance = e.gpu_instance;
+    if (!x.compute_instance) x.compute_instance = e.compute_instance;
     // A later driver-reported action or category refines the classification.
     if (!e.recommended_action.empty()) x.recommended_action = e.recommended_action;
     if (!e.category.empty()) x.category = e.category;

@@ -1,4 +1,5 @@
-// XidRing: the report's bounded list of recent Xids, aggregated by (xid, sxid, GPU) with
+// XidRing: the report's bounded list of recent Xids, aggregated by (xid, sxid, GPU, MIG
+// GPU instance / compute instance when known) with
 // count / firstSeen / lastSeen. When full, the entry seen least recently is dropped. The
 // same Xid usually arrives twice (NVML event and kernel log); a repeat of one (xid, GPU) from
 // a *different* source within `dedupe_window` refreshes the entry without counting twice.

@@ -95,5 +95,34 @@ TEST(XidRing, AggregateCountsAndLongMessages) {
   EXPECT_EQ(e[0].message.size(), XidRing::kMaxMessageBytes);
 }
 
+TEST(XidRing, MigInstancesOfOneGpuAreSeparateEntries) {
+  XidRing ring(8);
+  auto at = [](int xid, std::optional<uint32_t> gi, std::optional<uint32_t> ci, WallTime t) {
+    api::XidEvent e = Xid(xid, "GPU-a", t);
+    e.gpu_instance = gi;
+    e.compute_instance = ci;
+    return e;
+  };
+  ring.Add(at(13, 3, 0, T(0)), "kmsg");
+  ring.Add(at(13, 5, 0, T(1)), "kmsg");
+  ring.Add(at(13, 3, 0, T(30)), "kmsg");
+  // NVML saw the first one too, without attribution: folded, not a third entry.
+  EXPECT_EQ(ring.Add(at(13, std::nullopt, std::nullopt, T(31)), "nvml"), 0);
+  auto e = ring.Entries();
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].gpu_instance, 5u);
+  EXPECT_EQ(e[0].count, 1);
+  EXPECT_EQ(e[1].gpu_instance, 3u);
+  EXPECT_EQ(e[1].compute_instance, 0u);
+  EXPECT_EQ(e[1].count, 2);
+  // An attribution learnt later fills an entry that had none.
+  XidRing r2(8);
+  r2.Add(at(43, std::nullopt, std::nullopt, T(0)), "nvml");
+  EXPECT_EQ(r2.Add(at(43, 1, 2, T(0)), "kmsg"), 0);
+  ASSERT_EQ(r2.size(), 1u);
+  EXPECT_EQ(r2.Entries()[0].gpu_instance, 1u);
+  EXPECT_EQ(r2.Entries()[0].compute_instance, 2u);
+}
+
 }  // namespace
 }  // namespace gg::agent

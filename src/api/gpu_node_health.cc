@@ -36,10 +36,23 @@ bool SameTemperature(const GpuStatus& a, const GpuStatus& b) {
   return std::abs(*a.temperature_c - *b.temperature_c) < kTemperatureDeadbandC;
 }
 
+template <typename T, typename Eq>
+bool SameList(const std::vector<T>& a, const std::vector<T>& b, Eq eq) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), eq);
+}
+
+bool SameMig(const MigDevice& a, const MigDevice& b) {
+  return a.index == b.index && a.uuid == b.uuid && a.gpu_instance == b.gpu_instance &&
+         a.compute_instance == b.compute_instance && a.profile == b.profile &&
+         a.memory_mib == b.memory_mib;
+}
+
 bool SameGpu(const GpuStatus& a, const GpuStatus& b) {
   // power_watts is deliberately not compared (it is in /metrics; the limit is compared).
   return a.index == b.index && a.uuid == b.uuid && a.name == b.name && a.serial == b.serial &&
          a.pci_bus_id == b.pci_bus_id && a.lost == b.lost && a.mig_enabled == b.mig_enabled &&
+         a.mig_pending_enabled == b.mig_pending_enabled &&
+         SameList(a.mig_devices, b.mig_devices, SameMig) &&
          SameTemperature(a, b) && a.slowdown_temperature_c == b.slowdown_temperature_c &&
          a.shutdown_temperature_c == b.shutdown_temperature_c &&
          HealthThrottleReasons(a.throttle_reasons) == HealthThrottleReasons(b.throttle_reasons) &&
@@ -63,16 +76,12 @@ bool SameXid(const XidEvent& a, const XidEvent& b) {
   return a.xid == b.xid && a.sxid == b.sxid && a.gpu_uuid == b.gpu_uuid &&
          a.pci_bus_id == b.pci_bus_id && a.count == b.count && a.first_seen == b.first_seen &&
          a.last_seen == b.last_seen && a.category == b.category &&
-         a.recommended_action == b.recommended_action && a.message == b.message;
+         a.recommended_action == b.recommended_action && a.message == b.message &&
+         a.gpu_instance == b.gpu_instance && a.compute_instance == b.compute_instance;
 }
 
 bool SameSource(const SourceStatus& a, const SourceStatus& b) {
   return a.name == b.name && a.state == b.state && a.message == b.message;
-}
-
-template <typename T, typename Eq>
-bool SameList(const std::vector<T>& a, const std::vector<T>& b, Eq eq) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), eq);
 }
 
 }  // namespace

@@ -49,6 +49,21 @@ struct XidEvent {
   std::string recommended_action; // catalog or driver action: IGNORE, RESTART_APP, RESET_GPU,
                                   // RESTART_BM, CONTACT_SUPPORT, ...
   std::string message;            // last raw text (truncated to 256 bytes)
+  // MIG attribution: the GPU instance / compute instance the driver blamed (kernel log
+  // "GPU-I:NN GPU-CI:NN", NVML event gpuInstanceId/computeInstanceId). Absent for a
+  // whole-GPU error or a GPU without MIG.
+  std::optional<uint32_t> gpu_instance;
+  std::optional<uint32_t> compute_instance;
+};
+
+// One MIG device (a compute instance inside a GPU instance) of a MIG-enabled GPU.
+struct MigDevice {
+  uint32_t index = 0;                  // NVML MIG device slot on the parent GPU
+  std::string uuid;                    // "MIG-..."
+  uint32_t gpu_instance = 0;           // GPU-instance id (the "GPU-I" of kernel Xids)
+  uint32_t compute_instance = 0;       // compute-instance id ("GPU-CI")
+  std::string profile;                 // e.g. "1g.10gb", from the MIG device's name; may be empty
+  std::optional<uint64_t> memory_mib;  // framebuffer of the instance
 };
 
 struct GpuStatus {
@@ -58,7 +73,9 @@ struct GpuStatus {
   std::string serial;
   std::string pci_bus_id;  // "00000000:3B:00.0" as NVML prints it
   bool lost = false;       // NVML_ERROR_GPU_IS_LOST, fallen off the bus, or call hang
-  bool mig_enabled = false;
+  bool mig_enabled = false;                // current MIG mode
+  std::optional<bool> mig_pending_enabled;  // MIG mode after the next GPU reset; absent if unknown
+  std::vector<MigDevice> mig_devices;       // MIG devices, by slot index (empty without MIG)
 
   std::optional<int> temperature_c;
   std::optional<int> slowdown_temperature_c;

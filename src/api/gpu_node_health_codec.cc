@@ -29,6 +29,7 @@ constexpr size_t kMaxGpus = 256;
 constexpr size_t kMaxXids = 1024;
 constexpr size_t kMaxSources = 32;
 constexpr size_t kMaxThrottleReasons = 64;
+constexpr size_t kMaxMigDevices = 64;
 
 Status TypeError(const std::string& path, std::string_view expected) {
   return InvalidArgumentError(path + ": expected " + std::string(expected));
@@ -180,6 +181,37 @@ Status DecodeGpu(Elem elem, const std::string& path, GpuStatus* g) {
   GG_RETURN_IF_ERROR(ReadString(o, "pciBusId", path, &g->pci_bus_id));
   GG_RETURN_IF_ERROR(ReadBool(o, "lost", path, &g->lost));
   GG_RETURN_IF_ERROR(ReadBool(o, "migEnabled", path, &g->mig_enabled));
+  {
+    Elem e;
+    if (Lookup(o, "migPendingEnabled", &e)) {
+      bool b = false;
+      if (e.get_bool().get(b) != simdjson::SUCCESS)
+        return TypeError(Join(path, "migPendingEnabled"), "boolean");
+      g->mig_pending_enabled = b;
+    }
+  }
+  {
+    Arr migs;
+    bool found_migs = false;
+    GG_RETURN_IF_ERROR(ReadArray(o, "migDevices", path, kMaxMigDevices, &migs, &found_migs));
+    if (found_migs) {
+      size_t i = 0;
+      for (Elem m : migs) {
+        const std::string p = path + ".migDevices[" + std::to_string(i) + "]";
+        Obj mo;
+        if (m.get_object().get(mo) != simdjson::SUCCESS) return TypeError(p, "object");
+        MigDevice md;
+        GG_RETURN_IF_ERROR(ReadInt(mo, "index", p, &md.index));
+        GG_RETURN_IF_ERROR(ReadString(mo, "uuid", p, &md.uuid));
+        GG_RETURN_IF_ERROR(ReadInt(mo, "gpuInstance", p, &md.gpu_instance));
+        GG_RETURN_IF_ERROR(ReadInt(mo, "computeInstance", p, &md.compute_instance));
+        GG_RETURN_IF_ERROR(ReadString(mo, "profile", p, &md.profile));
+        GG_RETURN_IF_ERROR(ReadOptInt(mo, "memoryMiB", p, &md.memory_mib));
+        g->mig_devices.push_back(std::move(md));
+        ++i;
+      }
+    }
+  }
   GG_RETURN_IF_ERROR(ReadOptInt(o, "temperatureC", path, &g->temperature_c));
   GG_RETURN_IF_ERROR(ReadOptInt(o, "slowdownTemperatureC", path, &g->slowdown_temperature_c));
   GG_RETURN_IF_ERROR(ReadOptInt(o, "shutdownTemperatureC", path, &g->shutdown_temperature_c));
@@ -249,6 +281,8 @@ Status DecodeXid(Elem elem, const std::string& path, XidEvent* x) {
   GG_RETURN_IF_ERROR(ReadString(o, "category", path, &x->category));
   GG_RETURN_IF_ERROR(ReadString(o, "recommendedAction", path, &x->recommended_action));
   GG_RETURN_IF_ERROR(ReadString(o, "message", path, &x->message));
+  GG_RETURN_IF_ERROR(ReadOptInt(o, "gpuInstance", path, &x->gpu_instance));
+  GG_RETURN_IF_ERROR(ReadOptInt(o, "computeInstance", path, &x->compute_instance));
   return OkStatus();
 }
 
@@ -355,6 +389,21 @@ Json EncodeGpu(const GpuStatus& g) {
   PutStr(j, "pciBusId", g.pci_bus_id);
   if (g.lost) j["lost"] = true;
   if (g.mig_enabled) j["migEnabled"] = true;
+  if (g.mig_pending_enabled) j["migPendingEnabled"] = *g.mig_pending_enabled;
+  if (!g.mig_devices.empty()) {
+    Json migs = Json::array();
+    for (const auto& m : g.mig_devices) {
+      Json mj = Json::object();
+      mj["index"] = m.index;
+      PutStr(mj, "uuid", m.uuid);
+      mj["gpuInstance"] = m.gpu_instance;
+      mj["computeInstance"] = m.compute_instance;
+      PutStr(mj, "profile", m.profile);
+      PutOpt(mj, "memoryMiB", m.memory_mib);
+      migs.push_back(std::move(mj));
+    }
+    j["migDevices"] = std::move(migs);
+  }
   PutOpt(j, "temperatureC", g.temperature_c);
   PutOpt(j, "slowdownTemperatureC", g.slowdown_temperature_c);
   PutOpt(j, "shutdownTemperatureC", g.shutdown_temperature_c);
@@ -406,6 +455,8 @@ Json EncodeXid(const XidEvent& x) {
   PutStr(j, "category", x.category);
   PutStr(j, "recommendedAction", x.recommended_action);
   PutStr(j, "message", x.message);
+  PutOpt(j, "gpuInstance", x.gpu_instance);
+  PutOpt(j, "computeInstance", x.compute_instance);
   return j;
 }
 

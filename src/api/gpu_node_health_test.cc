@@ -55,6 +55,9 @@ GpuNodeHealthStatus Sample() {
   lost.uuid = "GPU-bbbb";
   lost.lost = true;
   lost.mig_enabled = true;
+  lost.mig_pending_enabled = false;
+  lost.mig_devices.push_back(MigDevice{0, "MIG-aaaa-0300", 3, 0, "3g.71gb", 69632});
+  lost.mig_devices.push_back(MigDevice{1, "MIG-aaaa-0500", 5, 0, "", std::nullopt});
   lost.retired_pages_sbe = 2;
   lost.retired_pages_dbe = 1;
   lost.retired_pages_pending = true;
@@ -70,6 +73,13 @@ GpuNodeHealthStatus Sample() {
   x.recommended_action = "RESTART_BM";
   x.message = "GPU has fallen off the bus.";
   s.xids.push_back(x);
+  XidEvent mx;
+  mx.xid = 13;
+  mx.gpu_uuid = "GPU-bbbb";
+  mx.count = 1;
+  mx.gpu_instance = 3;
+  mx.compute_instance = 0;
+  s.xids.push_back(mx);
   XidEvent sx;
   sx.xid = 12028;
   sx.sxid = true;
@@ -132,6 +142,11 @@ TEST(GpuNodeHealthCodec, EncodesCamelCaseAndOmitsAbsentOptionals) {
                           "heartbeatTime",
                           "pciBusId",
                           "migEnabled",
+                          "migPendingEnabled",
+                          "migDevices",
+                          "gpuInstance",
+                          "computeInstance",
+                          "memoryMiB",
                           "slowdownTemperatureC",
                           "shutdownTemperatureC",
                           "throttleReasons",
@@ -338,6 +353,55 @@ TEST(SourceStateName, Names) {
   EXPECT_EQ(SourceStateName(SourceState::kOk), "OK");
   EXPECT_EQ(SourceStateName(SourceState::kDegraded), "Degraded");
   EXPECT_EQ(SourceStateName(SourceState::kUnavailable), "Unavailable");
+}
+
+TEST(GpuNodeHealthCodec, MigFieldsDecodeAndAreOmittedWhenAbsent) {
+  auto r = DecodeGpuNodeHealthStatus(
+      R"({"gpus":[{"index":0,"migEnabled":true,"migPendingEnabled":true,"migDevices":[)"
+      R"({"index":2,"uuid":"MIG-x","gpuInstance":3,"computeInstance":0,"profile":"1g.18gb",)"
+      R"("memoryMiB":16384}]}],"xids":[{"xid":13,"count":1,"gpuInstance":3,"computeInstance":0},)"
+      R"({"xid":79,"count":1}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->gpus[0].mig_devices.size(), 1u);
+  const MigDevice& m = r->gpus[0].mig_devices[0];
+  EXPECT_EQ(m.index, 2u);
+  EXPECT_EQ(m.uuid, "MIG-x");
+  EXPECT_EQ(m.gpu_instance, 3u);
+  EXPECT_EQ(m.profile, "1g.18gb");
+  EXPECT_EQ(m.memory_mib, 16384u);
+  EXPECT_EQ(r->gpus[0].mig_pending_enabled, true);
+  EXPECT_EQ(r->xids[0].gpu_instance, 3u);
+  EXPECT_EQ(r->xids[0].compute_instance, 0u);
+  EXPECT_FALSE(r->xids[1].gpu_instance.has_value());
+  // A whole-GPU Xid encodes no instance keys at all (not 0, not 4294967295).
+  GpuNodeHealthStatus s;
+  XidEvent x;
+  x.xid = 79;
+  s.xids.push_back(x);
+  auto json = EncodeGpuNodeHealthStatus(s);
+  EXPECT_EQ(json.find("Instance"), std::string::npos) << json;
+  EXPECT_EQ(json.find("mig"), std::string::npos) << json;
+  for (const char* bad : {R"({"xids":[{"xid":13,"gpuInstance":-1}]})",
+                          R"({"xids":[{"xid":13,"gpuInstance":"3"}]})",
+                          R"({"gpus":[{"migDevices":{}}]})",
+                          R"({"gpus":[{"migDevices":[{"gpuInstance":true}]}]})",
+                          R"({"gpus":[{"migPendingEnabled":1}]})"}) {
+    auto b = DecodeGpuNodeHealthStatus(bad);
+    EXPECT_FALSE(b.ok()) << bad;
+  }
+}
+
+TEST(SameFacts, MigChangesCount) {
+  auto a = Sample();
+  auto b = Sample();
+  b.gpus[1].mig_devices.pop_back();
+  EXPECT_FALSE(SameFacts(a, b));
+  b = Sample();
+  b.xids[1].gpu_instance = 5;
+  EXPECT_FALSE(SameFacts(a, b));
+  b = Sample();
+  b.gpus[1].mig_pending_enabled = true;
+  EXPECT_FALSE(SameFacts(a, b));
 }
 
 }  // namespace

@@ -49,6 +49,8 @@ struct Collector::Device {
   std::optional<int> slowdown_c;
   std::optional<int> shutdown_c;
   bool mig_enabled = false;
+  std::optional<bool> mig_pending;
+  std::vector<api::MigDevice> mig_devices;  // read at identification (MIG layout)
   DeviceSupport support;
 };
 
@@ -319,6 +321,8 @@ std::optional<api::XidEvent> ToXidEvent(const GpuEvent& e, const XidClassifier& 
   x.category = std::string(c.category);
   x.recommended_action = std::string(c.action_name);
   x.message = "NVML XidCriticalError event";
+  if (e.gpu_instance_id != kNoInstanceId) x.gpu_instance = e.gpu_instance_id;
+  if (e.compute_instance_id != kNoInstanceId) x.compute_instance = e.compute_instance_id;
   if (e.recovery_action) x.message += "; recovery action " + RecoveryActionName(static_cast<int>(*e.recovery_action));
   return x;
 }
@@ -344,6 +348,8 @@ api::XidEvent ToXidEvent(const KmsgXid& k, std::string_view gpu_uuid, WallTime a
   x.category = std::string(c.category);
   x.recommended_action = std::string(c.action_name);
   x.message = k.message.substr(0, kMaxReportMessage);
+  x.gpu_instance = k.gpu_instance;
+  x.compute_instance = k.compute_instance;
   return x;
 }
 
@@ -370,6 +376,40 @@ void Collector::SetSource(api::SourceState state, std::string message) {
   source_.message = std::move(message);
 }
 
+// The MIG devices of a MIG-enabled GPU, by slot: UUID, GPU-/compute-instance ids (the ids
+// kernel and NVML Xids carry), the profile from the MIG device's name ("<product> MIG 1g.18gb")
+// and its memory. Unprivileged calls only; a slot that fails to answer is skipped.
+static std::vector<api::MigDevice> ReadMigDevices(NvmlApi& a, DeviceHandle gpu,
+                                           const std::string& gpu_name) {
+  std::vector<api::MigDevice> out;
+  unsigned slots = 0;
+  if (a.DeviceGetMaxMigDeviceCount(gpu, &slots) != NvmlReturn::kSuccess) return out;
+  slots = std::min(slots, 64u);
+  for (unsigned i = 0; i < slots; ++i) {
+    DeviceHandle h;
+    if (a.DeviceGetMigDeviceHandleByIndex(gpu, i, &h) != NvmlReturn::kSuccess) continue;
+    api::MigDevice m;
+    m.index = i;
+    unsigned gi = 0, ci = 0;
+    if (a.DeviceGetGpuInstanceId(h, &gi) != NvmlReturn::kSuccess) continue;
+    if (a.DeviceGetComputeInstanceId(h, &ci) != NvmlReturn::kSuccess) continue;
+    m.gpu_instance = gi;
+    m.compute_instance = ci;
+    (void)a.DeviceGetUuid(h, &m.uuid);
+    std::string name;
+    if (a.DeviceGetName(h, &name) == NvmlReturn::kSuccess) {
+      // The profile is what follows " MIG " in the name (absent on drivers that name MIG
+      // devices like their parent).
+      const auto pos = name.rfind(" MIG ");
+      if (pos != std::string::npos && name != gpu_name) m.profile = name.substr(pos + 5);
+    }
+    uint64_t bytes = 0;
+    if (a.DeviceGetMemoryTotal(h, &bytes) == NvmlReturn::kSuccess) m.memory_mib = bytes >> 20;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 // GPU `i`'s identity, thresholds and supported events (Init, on the NVML worker thread).
 Collector::Device Collector::IdentifyDevice(NvmlApi& a, unsigned i) {
   Device d;
@@ -390,7 +430,11 @@ Collector::Device Collector::IdentifyDevice(NvmlApi& a, unsigned i) {
     d.id.pci_device = pci.device;
   }
   bool mig = false, pending = false;
-  if (a.DeviceGetMigMode(d.handle, &mig, &pending) == NvmlReturn::kSuccess) d.mig_enabled = mig;
+  if (a.DeviceGetMigMode(d.handle, &mig, &pending) == NvmlReturn::kSuccess) {
+    d.mig_enabled = mig;
+    d.mig_pending = pending;
+  }
+  if (d.mig_enabled) d.mig_devices = ReadMigDevices(a, d.handle, d.id.name);
   int t = 0;
   if (a.DeviceGetTemperatureThreshold(d.handle, TemperatureThreshold::kSlowdown, &t) ==
       NvmlReturn::kSuccess)
@@ -484,6 +528,16 @@ void Collector::ToReport(const Device& d, const Reading& rd, bool hung, bool sta
   AssignIfChanged(g.serial, d.id.serial);
   AssignIfChanged(g.pci_bus_id, d.id.pci_bus_id);
   g.mig_enabled = d.mig_enabled;
+  g.mig_pending_enabled = d.mig_pending;
+  if (g.mig_devices.size() != d.mig_devices.size() ||
+      !std::equal(g.mig_devices.begin(), g.mig_devices.end(), d.mig_devices.begin(),
+                  [](const api::MigDevice& a, const api::MigDevice& b) {
+                    return a.index == b.index && a.uuid == b.uuid &&
+                           a.gpu_instance == b.gpu_instance &&
+                           a.compute_instance == b.compute_instance && a.profile == b.profile &&
+                           a.memory_mib == b.memory_mib;
+                  }))
+    g.mig_devices = d.mig_devices;
   g.lost = rd.lost || d.handle.value == 0 || hung;
   g.temperature_c = rd.temperature_c;
   g.slowdown_temperature_c = d.slowdown_c;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "gpu/fake_nvml.h"
+#include "gpu/kmsg_parser.h"
 
 namespace gg::gpu {
 namespace {
@@ -300,6 +301,17 @@ TEST(CollectorTest, KmsgXidToReport) {
   EXPECT_EQ(x.recommended_action, "RESET_GPU");
   EXPECT_EQ(x.count, 3);
   EXPECT_EQ(x.gpu_uuid, "GPU-x");
+  EXPECT_FALSE(x.gpu_instance.has_value());
+  // The contract of the MIG report: GPU-I/GPU-CI from the kernel line land on the Xid.
+  auto mig = ParseKmsgLine(
+      "NVRM: Xid (PCI:0000:86:00 GPU-I:03 GPU-CI:00): 13, pid=4242, name=python3, Graphics "
+      "SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address");
+  ASSERT_TRUE(mig);
+  x = ToXidEvent(*mig, "GPU-m", WallTime{}, 1, classifier);
+  EXPECT_EQ(x.xid, 13);
+  EXPECT_EQ(x.pci_bus_id, "0000:86:00.0");
+  EXPECT_EQ(x.gpu_instance, 3u);
+  EXPECT_EQ(x.compute_instance, 0u);
   KmsgXid s;
   s.sxid = true;
   s.xid = 20034;

@@ -65,6 +65,13 @@ void FakeNvml::Clear(int gpu) {
   fresh.serial = g.serial;
   fresh.pci = g.pci;
   fresh.nvlink_links = g.nvlink_links;
+  // The MIG layout is configuration, not a fault: it survives a reset.
+  fresh.mig_supported = g.mig_supported;
+  fresh.mig_enabled = g.mig_enabled;
+  fresh.mig_pending = g.mig_pending;
+  fresh.mig_devices = g.mig_devices;
+  fresh.max_mig_devices = g.max_mig_devices;
+  fresh.memory_mib = g.memory_mib;
   // Aggregate (lifetime) ECC counts survive a reset, as on real hardware.
   fresh.ecc_corrected_aggregate = g.ecc_corrected_aggregate;
   fresh.ecc_uncorrected_aggregate = g.ecc_uncorrected_aggregate;
@@ -200,6 +207,24 @@ NvmlReturn FakeNvml::Enter(const char* call, DeviceHandle device, int* index,
   return NvmlReturn::kSuccess;
 }
 
+NvmlReturn FakeNvml::EnterMig(const char* call, DeviceHandle mig, int* gpu, unsigned* slot,
+                              std::unique_lock<std::mutex>& lock) {
+  NvmlReturn r = EnterGlobal(call, lock);
+  if (r != NvmlReturn::kSuccess) return r;
+  if (!IsMigHandle(mig)) return NvmlReturn::kInvalidArgument;
+  const uintptr_t off = mig.value - kMigHandleBase;
+  const size_t i = off / 256;
+  const unsigned s = static_cast<unsigned>(off % 256);
+  if (i >= gpus_.size()) return NvmlReturn::kInvalidArgument;
+  const FakeGpuState& g = gpus_[i];
+  if (g.lost) return NvmlReturn::kGpuIsLost;
+  // A handle of a slot that was emptied (or MIG turned off) is no longer valid.
+  if (!g.mig_enabled || s >= g.mig_devices.size()) return NvmlReturn::kInvalidArgument;
+  *gpu = static_cast<int>(i);
+  *slot = s;
+  return NvmlReturn::kSuccess;
+}
+
 #define FAKE_ENTER(name)                                  \
   std::unique_lock<std::mutex> lock(mu_);                 \
   int idx = 0;                                            \
@@ -259,12 +284,33 @@ NvmlReturn FakeNvml::DeviceGetHandleByIndex(unsigned index, DeviceHandle* device
 }
 
 NvmlReturn FakeNvml::DeviceGetName(DeviceHandle device, std::string* name) {
+  if (IsMigHandle(device)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    int gi = 0;
+    unsigned slot = 0;
+    if (NvmlReturn r = EnterMig("nvmlDeviceGetName", device, &gi, &slot, lock);
+        r != NvmlReturn::kSuccess)
+      return r;
+    const FakeGpuState& g = gpus_[static_cast<size_t>(gi)];
+    *name = g.name + " MIG " + g.mig_devices[slot].profile;
+    return NvmlReturn::kSuccess;
+  }
   FAKE_ENTER("nvmlDeviceGetName");
   *name = g.name;
   return NvmlReturn::kSuccess;
 }
 
 NvmlReturn FakeNvml::DeviceGetUuid(DeviceHandle device, std::string* uuid) {
+  if (IsMigHandle(device)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    int gi = 0;
+    unsigned slot = 0;
+    if (NvmlReturn r = EnterMig("nvmlDeviceGetUUID", device, &gi, &slot, lock);
+        r != NvmlReturn::kSuccess)
+      return r;
+    *uuid = gpus_[static_cast<size_t>(gi)].mig_devices[slot].uuid;
+    return NvmlReturn::kSuccess;
+  }
   FAKE_ENTER("nvmlDeviceGetUUID");
   *uuid = g.uuid;
   return NvmlReturn::kSuccess;
@@ -287,7 +333,66 @@ NvmlReturn FakeNvml::DeviceGetMigMode(DeviceHandle device, bool* current, bool* 
   FAKE_ENTER("nvmlDeviceGetMigMode");
   if (!g.mig_supported) return NvmlReturn::kNotSupported;
   *current = g.mig_enabled;
-  *pending = g.mig_enabled;
+  *pending = g.mig_pending.value_or(g.mig_enabled);
+  return NvmlReturn::kSuccess;
+}
+
+NvmlReturn FakeNvml::DeviceGetMaxMigDeviceCount(DeviceHandle device, unsigned* count) {
+  FAKE_ENTER("nvmlDeviceGetMaxMigDeviceCount");
+  if (!g.mig_supported) return NvmlReturn::kNotSupported;
+  *count = g.mig_enabled ? g.max_mig_devices : 0;
+  return NvmlReturn::kSuccess;
+}
+
+NvmlReturn FakeNvml::DeviceGetMigDeviceHandleByIndex(DeviceHandle device, unsigned index,
+                                                     DeviceHandle* mig) {
+  FAKE_ENTER("nvmlDeviceGetMigDeviceHandleByIndex");
+  if (!g.mig_supported) return NvmlReturn::kNotSupported;
+  if (!g.mig_enabled) return NvmlReturn::kInvalidArgument;
+  if (index >= g.max_mig_devices) return NvmlReturn::kInvalidArgument;
+  if (index >= g.mig_devices.size()) return NvmlReturn::kNotFound;  // empty slot
+  *mig = MigHandleOf(idx, index);
+  return NvmlReturn::kSuccess;
+}
+
+NvmlReturn FakeNvml::DeviceGetGpuInstanceId(DeviceHandle mig, unsigned* id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  int gi = 0;
+  unsigned slot = 0;
+  if (NvmlReturn r = EnterMig("nvmlDeviceGetGpuInstanceId", mig, &gi, &slot, lock);
+      r != NvmlReturn::kSuccess)
+    return r;
+  *id = gpus_[static_cast<size_t>(gi)].mig_devices[slot].gpu_instance;
+  return NvmlReturn::kSuccess;
+}
+
+NvmlReturn FakeNvml::DeviceGetComputeInstanceId(DeviceHandle mig, unsigned* id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  int gi = 0;
+  unsigned slot = 0;
+  if (NvmlReturn r = EnterMig("nvmlDeviceGetComputeInstanceId", mig, &gi, &slot, lock);
+      r != NvmlReturn::kSuccess)
+    return r;
+  *id = gpus_[static_cast<size_t>(gi)].mig_devices[slot].compute_instance;
+  return NvmlReturn::kSuccess;
+}
+
+NvmlReturn FakeNvml::DeviceGetMemoryTotal(DeviceHandle device, uint64_t* bytes) {
+  if (IsMigHandle(device)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    int gi = 0;
+    unsigned slot = 0;
+    if (NvmlReturn r = EnterMig("nvmlDeviceGetMemoryInfo", device, &gi, &slot, lock);
+        r != NvmlReturn::kSuccess)
+      return r;
+    const uint64_t mib = gpus_[static_cast<size_t>(gi)].mig_devices[slot].memory_mib;
+    if (mib == 0) return NvmlReturn::kNotSupported;
+    *bytes = mib << 20;
+    return NvmlReturn::kSuccess;
+  }
+  FAKE_ENTER("nvmlDeviceGetMemoryInfo");
+  if (!g.memory_mib) return NvmlReturn::kNotSupported;
+  *bytes = *g.memory_mib << 20;
   return NvmlReturn::kSuccess;
 }
 

@@ -18,6 +18,15 @@
 
 namespace gg::gpu {
 
+// One MIG device (GPU instance + compute instance) of a partitioned fake GPU.
+struct FakeMigDevice {
+  std::string uuid;              // default "MIG-<gpu uuid without GPU->-<slot>" style, see FakeNvml
+  uint32_t gpu_instance = 0;     // GPU-instance id
+  uint32_t compute_instance = 0; // compute-instance id
+  std::string profile;           // "1g.18gb"; the MIG device's name is "<product> MIG <profile>"
+  uint64_t memory_mib = 0;       // 0 -> DeviceGetMemoryTotal kNotSupported
+};
+
 // Telemetry of one fake GPU. std::nullopt / false `supported` flags make the matching call
 // return kNotSupported, as a real GPU of another generation would.
 struct FakeGpuState {
@@ -27,6 +36,10 @@ struct FakeGpuState {
   PciInfo pci;         // default domain 0, bus 0x18 + i, device 0
   bool mig_enabled = false;
   bool mig_supported = true;
+  std::optional<bool> mig_pending;          // pending mode; nullopt: same as mig_enabled
+  std::vector<FakeMigDevice> mig_devices;   // slot -> MIG device (only while mig_enabled)
+  unsigned max_mig_devices = 7;             // slots on this GPU
+  std::optional<uint64_t> memory_mib = 81'559;  // total framebuffer
 
   std::optional<int> temperature_c = 35;
   std::optional<int> slowdown_c = 89;
@@ -118,6 +131,12 @@ class FakeNvml final : public NvmlApi {
   NvmlReturn DeviceGetSerial(DeviceHandle device, std::string* serial) override;
   NvmlReturn DeviceGetPciInfo(DeviceHandle device, PciInfo* pci) override;
   NvmlReturn DeviceGetMigMode(DeviceHandle device, bool* current, bool* pending) override;
+  NvmlReturn DeviceGetMaxMigDeviceCount(DeviceHandle device, unsigned* count) override;
+  NvmlReturn DeviceGetMigDeviceHandleByIndex(DeviceHandle device, unsigned index,
+                                             DeviceHandle* mig) override;
+  NvmlReturn DeviceGetGpuInstanceId(DeviceHandle mig, unsigned* id) override;
+  NvmlReturn DeviceGetComputeInstanceId(DeviceHandle mig, unsigned* id) override;
+  NvmlReturn DeviceGetMemoryTotal(DeviceHandle device, uint64_t* bytes) override;
   NvmlReturn DeviceGetTemperature(DeviceHandle device, int* celsius) override;
   NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle device, TemperatureThreshold which,
                                            int* celsius) override;
@@ -161,6 +180,16 @@ class FakeNvml final : public NvmlApi {
   void Delay(const char* call, std::unique_lock<std::mutex>& lock);
   void CountCall(const char* call);
   static DeviceHandle HandleOf(int index) { return DeviceHandle{static_cast<uintptr_t>(index) + 0x1000}; }
+  // MIG device handles live above every GPU handle: kMigHandleBase + gpu * 256 + slot.
+  static constexpr uintptr_t kMigHandleBase = 0x100000;
+  static DeviceHandle MigHandleOf(int gpu, unsigned slot) {
+    return DeviceHandle{kMigHandleBase + static_cast<uintptr_t>(gpu) * 256 + slot};
+  }
+  // Like Enter for a MIG handle: the parent GPU's index and the slot (the slot must hold a
+  // device and the parent be in MIG mode).
+  NvmlReturn EnterMig(const char* call, DeviceHandle mig, int* gpu, unsigned* slot,
+                      std::unique_lock<std::mutex>& lock);
+  static bool IsMigHandle(DeviceHandle h) { return h.value >= kMigHandleBase; }
   static FakeGpuState DefaultGpu(int index);
 
   mutable std::mutex mu_;

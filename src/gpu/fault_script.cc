@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -105,6 +106,9 @@ Status ParseEvent(const YAML::Node& n, int gpus, FaultEvent* e) {
       GG_RETURN_IF_ERROR(ParseInt(v, "xid", 1, 100000, &i));
       e->xid = static_cast<int>(i);
       have_action = true;
+    } else if (key == "gpu_instance" || key == "compute_instance") {
+      GG_RETURN_IF_ERROR(ParseInt(v, key, 0, 4'294'967'294LL, &i));
+      (key == "gpu_instance" ? e->gpu_instance : e->compute_instance) = static_cast<uint32_t>(i);
     } else if (key == "temperature") {
       GG_RETURN_IF_ERROR(ParseInt(v, "temperature", -50, 200, &i));
       e->temperature_c = static_cast<int>(i);
@@ -209,6 +213,50 @@ Status ParseEvent(const YAML::Node& n, int gpus, FaultEvent* e) {
   if (!have_at) return Err(n, "timeline entry needs 'at'");
   if (!have_gpu && !e->library_missing && !e->hang_ms) return Err(n, "timeline entry needs 'gpu'");
   if (!have_action) return Err(n, "timeline entry has nothing to do (xid, temperature, ecc, ...)");
+  if ((e->gpu_instance || e->compute_instance) && !e->xid)
+    return Err(n, "gpu_instance/compute_instance attribute an xid; this entry has none");
+  if (e->compute_instance && !e->gpu_instance)
+    return Err(n, "compute_instance needs gpu_instance");
+  return OkStatus();
+}
+
+Status ParseMig(const YAML::Node& n, int gpus, FaultMig* m) {
+  if (!n.IsMap())
+    return Err(n, "mig entry must be a map like {gpu: 0, gpu_instance: 3, compute_instance: 0}");
+  m->line = LineOf(n);
+  bool have_gpu = false, have_gi = false;
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    int64_t i = 0;
+    if (key == "gpu") {
+      GG_RETURN_IF_ERROR(ParseInt(v, "gpu", 0, gpus - 1, &i));
+      m->gpu = static_cast<int>(i);
+      have_gpu = true;
+    } else if (key == "gpu_instance") {
+      GG_RETURN_IF_ERROR(ParseInt(v, key, 0, 4'294'967'294LL, &i));
+      m->device.gpu_instance = static_cast<uint32_t>(i);
+      have_gi = true;
+    } else if (key == "compute_instance") {
+      GG_RETURN_IF_ERROR(ParseInt(v, key, 0, 4'294'967'294LL, &i));
+      m->device.compute_instance = static_cast<uint32_t>(i);
+    } else if (key == "profile") {
+      if (!v.IsScalar()) return Err(v, "profile must be a string like 1g.18gb");
+      m->device.profile = v.Scalar();
+    } else if (key == "memory_mib") {
+      GG_RETURN_IF_ERROR(ParseInt(v, key, 0, 1'000'000'000LL, &i));
+      m->device.memory_mib = static_cast<uint64_t>(i);
+    } else if (key == "uuid") {
+      if (!v.IsScalar() || v.Scalar().rfind("MIG-", 0) != 0)
+        return Err(v, "mig uuid must be a string starting with MIG-");
+      m->device.uuid = v.Scalar();
+    } else {
+      return Err(kv.first, "unknown mig key '" + key +
+                               "' (gpu, gpu_instance, compute_instance, profile, memory_mib, uuid)");
+    }
+  }
+  if (!have_gpu) return Err(n, "mig entry needs 'gpu'");
+  if (!have_gi) return Err(n, "mig entry needs 'gpu_instance'");
   return OkStatus();
 }
 
@@ -246,6 +294,21 @@ StatusOr<FaultScript> ParseFaultScript(std::string_view yaml) {
         }
         if (static_cast<int>(script.uuids.size()) > script.gpus)
           return Err(v, "more uuids than gpus");
+      } else if (key == "mig") {
+        if (!v.IsSequence()) return Err(v, "mig must be a list of MIG devices");
+        for (const auto& mv : v) {
+          FaultMig m;
+          GG_RETURN_IF_ERROR(ParseMig(mv, script.gpus, &m));
+          for (const auto& other : script.mig) {
+            if (other.gpu == m.gpu && other.device.gpu_instance == m.device.gpu_instance &&
+                other.device.compute_instance == m.device.compute_instance)
+              return Err(mv, "duplicate MIG device (gpu " + std::to_string(m.gpu) +
+                                 ", gpu_instance " + std::to_string(m.device.gpu_instance) +
+                                 ", compute_instance " +
+                                 std::to_string(m.device.compute_instance) + ")");
+          }
+          script.mig.push_back(std::move(m));
+        }
       } else if (key == "timeline") {
         if (v.IsNull()) continue;  // "timeline:" with no events yet (a file to append to)
         if (!v.IsSequence()) return Err(v, "timeline must be a list");
@@ -255,7 +318,7 @@ StatusOr<FaultScript> ParseFaultScript(std::string_view yaml) {
           script.timeline.push_back(std::move(e));
         }
       } else {
-        return Err(kv.first, "unknown key '" + key + "' (gpus, product, uuids, timeline)");
+        return Err(kv.first, "unknown key '" + key + "' (gpus, product, uuids, mig, timeline)");
       }
     }
   } catch (const YAML::Exception& e) {
@@ -276,10 +339,40 @@ StatusOr<FaultScript> LoadFaultScript(const std::string& path) {
   return s;
 }
 
+std::string FakeMigUuid(const std::string& gpu_uuid, uint32_t gpu_instance,
+                        uint32_t compute_instance) {
+  std::string body = gpu_uuid.rfind("GPU-", 0) == 0 ? gpu_uuid.substr(4) : gpu_uuid;
+  char tail[8];
+  std::snprintf(tail, sizeof(tail), "%02x%02x", gpu_instance & 0xFF, compute_instance & 0xFF);
+  if (body.size() >= 4) {
+    body.replace(body.size() - 4, 4, tail);
+  } else {
+    body += tail;
+  }
+  return "MIG-" + body;
+}
+
 void ApplyFaultScriptSetup(const FaultScript& script, FakeNvml& nvml) {
   nvml.SetGpuCount(script.gpus);
   if (!script.product.empty()) nvml.SetProductName(script.product);
   if (!script.uuids.empty()) nvml.SetUuids(script.uuids);
+  if (script.mig.empty()) return;
+  for (int gpu = 0; gpu < script.gpus; ++gpu) {
+    nvml.Mutate(gpu, [&](FakeGpuState& g) {
+      std::vector<FakeMigDevice> devices;
+      for (const auto& m : script.mig) {
+        if (m.gpu != gpu) continue;
+        FakeMigDevice d = m.device;
+        if (d.uuid.empty()) d.uuid = FakeMigUuid(g.uuid, d.gpu_instance, d.compute_instance);
+        devices.push_back(std::move(d));
+      }
+      if (devices.empty()) return;
+      g.mig_enabled = true;
+      g.mig_devices = std::move(devices);
+      if (g.max_mig_devices < g.mig_devices.size())
+        g.max_mig_devices = static_cast<unsigned>(g.mig_devices.size());
+    });
+  }
 }
 
 namespace {
@@ -325,7 +418,10 @@ void ApplyToGpu(const FaultEvent& e, int gpu, FakeNvml& nvml) {
   if (cor != e.ecc.end() && cor->second > 0) nvml.InjectEvent(gpu, kEventSingleBitEcc, 0);
   if (e.recovery_action && *e.recovery_action != "None")
     nvml.InjectEvent(gpu, kEventGpuRecoveryAction, 0);
-  if (e.xid) nvml.InjectXid(gpu, *e.xid);
+  if (e.xid)
+    nvml.InjectEvent(gpu, kEventXidCritical, static_cast<uint64_t>(*e.xid),
+                     e.gpu_instance.value_or(kNoInstanceId),
+                     e.compute_instance.value_or(kNoInstanceId));
 }
 
 }  // namespace

@@ -10,6 +10,12 @@
 //   - {at: 120s, gpu: 4, remap: {failure: true}}
 //   - {at: 150s, gpu: 5, lost: true}
 //   - {at: 200s, gpu: 3, clear: true}
+// MIG: a header list partitions GPUs (each entry one MIG device; the GPU's MIG mode turns on):
+//   mig:
+//   - {gpu: 0, gpu_instance: 3, compute_instance: 0, profile: 1g.18gb, memory_mib: 16384}
+//   (optional uuid: MIG-...; default derived from the GPU's UUID and the ids)
+// and an Xid event can be attributed to one: {at: 5s, gpu: 0, xid: 13, gpu_instance: 3,
+// compute_instance: 0}.
 // Other event keys: power (W), throttle: [HwThermalSlowdown, ...], pcie_replay, nvlink_down,
 // recovery_action (None|GpuReset|NodeReboot|DrainP2P|DrainAndReset), hang: {ms, call},
 // library_missing. `gpu: all` applies to every GPU. `for` reverts what the event set.
@@ -39,6 +45,8 @@ struct FaultEvent {
   std::optional<Duration> duration;  // "for": revert the set telemetry afterwards
 
   std::optional<int> xid;                // injects an Xid event
+  std::optional<uint32_t> gpu_instance;      // MIG attribution of that Xid event
+  std::optional<uint32_t> compute_instance;
   std::optional<int> temperature_c;
   std::optional<double> power_watts;
   std::optional<std::vector<std::string>> throttle;  // clock-event reason names
@@ -60,17 +68,29 @@ struct FaultEvent {
   std::optional<bool> library_missing;
 };
 
+struct FaultMig {
+  int line = 0;
+  int gpu = 0;
+  FakeMigDevice device;  // uuid empty: derived by ApplyFaultScriptSetup
+};
+
 struct FaultScript {
   int gpus = 8;
   std::string product;
   std::vector<std::string> uuids;
+  std::vector<FaultMig> mig;  // in file order; a GPU's devices take slots 0, 1, ...
   std::vector<FaultEvent> timeline;  // sorted by `at` (stable)
 };
 
 StatusOr<FaultScript> ParseFaultScript(std::string_view yaml);
 StatusOr<FaultScript> LoadFaultScript(const std::string& path);
 
-// Applies the script's header (gpu count, product, uuids) to a FakeNvml.
+// "MIG-" UUID for a fake MIG device: the GPU's UUID body with its last four hex digits
+// replaced by the GPU-instance and compute-instance ids (two hex digits each).
+std::string FakeMigUuid(const std::string& gpu_uuid, uint32_t gpu_instance,
+                        uint32_t compute_instance);
+
+// Applies the script's header (gpu count, product, uuids, mig) to a FakeNvml.
 void ApplyFaultScriptSetup(const FaultScript& script, FakeNvml& nvml);
 // Applies one event now (the player's unit of work; also handy in tests).
 void ApplyFaultEvent(const FaultEvent& event, FakeNvml& nvml);

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <thread>
+
 #include "gpu/collector.h"
 
 namespace gg::gpu {
@@ -115,6 +118,106 @@ TEST(FaultScriptTest, TimeScaleAndAllGpus) {
   EXPECT_EQ(fake.Get(0).temperature_c, 80);
   EXPECT_EQ(fake.Get(1).temperature_c, 80);
   EXPECT_EQ(fake.Get(1).recovery_action, 4);
+}
+
+// A partitioned GPU: the script's mig header gives GPU 1 two MIG devices; the collector
+// reports them and a MIG-attributed Xid event carries its GPU instance.
+TEST(FaultScriptTest, MigPartitionAndAttributedXid) {
+  auto script = ParseFaultScript(R"(gpus: 2
+uuids: [GPU-11111111-2222-3333-4444-555555555555, GPU-b]
+product: NVIDIA H200
+mig:
+- {gpu: 1, gpu_instance: 3, compute_instance: 0, profile: 1g.18gb, memory_mib: 16384}
+- {gpu: 1, gpu_instance: 5, compute_instance: 0, profile: 3g.71gb, uuid: MIG-fixed}
+timeline:
+- {at: 10s, gpu: 1, xid: 13, gpu_instance: 3, compute_instance: 0}
+)");
+  ASSERT_TRUE(script.ok()) << script.status();
+  ASSERT_EQ(script->mig.size(), 2u);
+  EXPECT_EQ(script->mig[0].line, 5);
+  EXPECT_EQ(script->timeline[0].gpu_instance, 3u);
+  EXPECT_EQ(FakeMigUuid("GPU-11111111-2222-3333-4444-555555555555", 3, 0),
+            "MIG-11111111-2222-3333-4444-555555550300");
+
+  FakeNvml fake(0);
+  FakeClock clock;
+  FaultPlayer player(*script, fake, clock);
+  player.Start();
+  CollectorOptions o;
+  o.event_wait = std::chrono::milliseconds(20);
+  Collector c(fake, clock, o);
+  ASSERT_TRUE(c.Init().ok());
+  SweepResult r = c.Sweep();
+  ASSERT_EQ(r.gpus.size(), 2u);
+  EXPECT_FALSE(r.gpus[0].mig_enabled);
+  EXPECT_TRUE(r.gpus[0].mig_devices.empty());
+  EXPECT_TRUE(r.gpus[1].mig_enabled);
+  EXPECT_EQ(r.gpus[1].mig_pending_enabled, true);
+  ASSERT_EQ(r.gpus[1].mig_devices.size(), 2u);
+  const api::MigDevice& m0 = r.gpus[1].mig_devices[0];
+  EXPECT_EQ(m0.index, 0u);
+  EXPECT_EQ(m0.uuid, "MIG-b0300");  // derived from a too-short GPU UUID: body + ids
+  EXPECT_EQ(m0.gpu_instance, 3u);
+  EXPECT_EQ(m0.compute_instance, 0u);
+  EXPECT_EQ(m0.profile, "1g.18gb");
+  EXPECT_EQ(m0.memory_mib, 16384u);
+  const api::MigDevice& m1 = r.gpus[1].mig_devices[1];
+  EXPECT_EQ(m1.uuid, "MIG-fixed");
+  EXPECT_EQ(m1.gpu_instance, 5u);
+  EXPECT_EQ(m1.profile, "3g.71gb");
+  EXPECT_FALSE(m1.memory_mib.has_value());  // not given: NOT_SUPPORTED, omitted
+
+  std::mutex mu;
+  std::vector<GpuEvent> events;
+  ASSERT_TRUE(c.StartEvents([&](const GpuEvent& e) {
+                 std::scoped_lock lock(mu);
+                 events.push_back(e);
+               }).ok());
+  clock.Advance(seconds(11));
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::scoped_lock lock(mu);
+      if (!events.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  c.StopEvents();
+  std::scoped_lock lock(mu);
+  ASSERT_EQ(events.size(), 1u);
+  XidClassifier classifier;
+  auto x = ToXidEvent(events[0], classifier);
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->xid, 13);
+  EXPECT_EQ(x->gpu_uuid, "GPU-b");
+  EXPECT_EQ(x->gpu_instance, 3u);
+  EXPECT_EQ(x->compute_instance, 0u);
+}
+
+TEST(FaultScriptTest, MigErrors) {
+  struct Bad {
+    const char* yaml;
+    const char* want;
+  };
+  const Bad kBad[] = {
+      {"gpus: 2\nmig:\n- {gpu: 2, gpu_instance: 1}\n", "line 3: gpu out of range"},
+      {"gpus: 2\nmig:\n- {gpu: 1}\n", "line 3: mig entry needs 'gpu_instance'"},
+      {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1, slices: 2}\n", "unknown mig key 'slices'"},
+      {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1, uuid: GPU-x}\n", "must be a string starting with MIG-"},
+      {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1}\n- {gpu: 1, gpu_instance: 1}\n",
+       "line 4: duplicate MIG device"},
+      {"gpus: 2\nmig: {gpu: 1}\n", "mig must be a list"},
+      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1, temperature: 80, gpu_instance: 1}\n",
+       "attribute an xid"},
+      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1, xid: 13, compute_instance: 0}\n",
+       "compute_instance needs gpu_instance"},
+      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1, xid: 13, gpu_instance: -1}\n", "out of range"},
+  };
+  for (const Bad& b : kBad) {
+    SCOPED_TRACE(b.yaml);
+    auto s = ParseFaultScript(b.yaml);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find(b.want), std::string::npos) << s.status().message();
+  }
 }
 
 }  // namespace

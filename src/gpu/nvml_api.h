@@ -222,6 +222,36 @@ class NvmlApi {
   virtual NvmlReturn DeviceGetPciInfo(DeviceHandle device, PciInfo* pci) = 0;
   virtual NvmlReturn DeviceGetMigMode(DeviceHandle device, bool* current, bool* pending) = 0;
 
+  // --- MIG devices (docs/reference/nvml-abi.md, "MIG") ---
+  // A MIG device handle answers DeviceGetUuid ("MIG-..."), DeviceGetName ("<product> MIG
+  // 1g.10gb") and the calls below. The defaults say the implementation has no MIG support
+  // (kFunctionNotFound), which the collector treats like a driver without the symbols.
+  // nvmlDeviceGetMaxMigDeviceCount: slots on a parent GPU (0 without MIG).
+  virtual NvmlReturn DeviceGetMaxMigDeviceCount(DeviceHandle device, unsigned* count) {
+    (void)device, (void)count;
+    return NvmlReturn::kFunctionNotFound;
+  }
+  // nvmlDeviceGetMigDeviceHandleByIndex: kNotFound for an empty slot.
+  virtual NvmlReturn DeviceGetMigDeviceHandleByIndex(DeviceHandle device, unsigned index,
+                                                     DeviceHandle* mig) {
+    (void)device, (void)index, (void)mig;
+    return NvmlReturn::kFunctionNotFound;
+  }
+  // nvmlDeviceGetGpuInstanceId / nvmlDeviceGetComputeInstanceId, on a MIG handle.
+  virtual NvmlReturn DeviceGetGpuInstanceId(DeviceHandle mig, unsigned* id) {
+    (void)mig, (void)id;
+    return NvmlReturn::kFunctionNotFound;
+  }
+  virtual NvmlReturn DeviceGetComputeInstanceId(DeviceHandle mig, unsigned* id) {
+    (void)mig, (void)id;
+    return NvmlReturn::kFunctionNotFound;
+  }
+  // nvmlDeviceGetMemoryInfo: total framebuffer in bytes (of the instance, on a MIG handle).
+  virtual NvmlReturn DeviceGetMemoryTotal(DeviceHandle device, uint64_t* bytes) {
+    (void)device, (void)bytes;
+    return NvmlReturn::kFunctionNotFound;
+  }
+
   // --- thermal, clocks, power ---
   virtual NvmlReturn DeviceGetTemperature(DeviceHandle device, int* celsius) = 0;
   virtual NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle device,

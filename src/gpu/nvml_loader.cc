@@ -111,6 +111,11 @@ struct NvmlSymbols {
   nvmlReturn_t (*serial)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;
+  nvmlReturn_t (*max_mig_count)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*mig_handle_by_index)(nvmlDevice_t, unsigned, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*gpu_instance_id)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*compute_instance_id)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*temperature_v)(nvmlDevice_t, nvmlTemperature_t*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned*) = nullptr;
   nvmlReturn_t (*temperature_threshold)(nvmlDevice_t, int, unsigned*) = nullptr;
@@ -199,6 +204,16 @@ Status NvmlLoader::Load() {
   want(Resolve(handle_, s.serial, {"nvmlDeviceGetSerial"}), "nvmlDeviceGetSerial");
   want(Resolve(handle_, s.pci_info, {"nvmlDeviceGetPciInfo_v3"}), "nvmlDeviceGetPciInfo_v3");
   want(Resolve(handle_, s.mig_mode, {"nvmlDeviceGetMigMode"}), "nvmlDeviceGetMigMode");
+  want(Resolve(handle_, s.max_mig_count, {"nvmlDeviceGetMaxMigDeviceCount"}),
+       "nvmlDeviceGetMaxMigDeviceCount");
+  want(Resolve(handle_, s.mig_handle_by_index, {"nvmlDeviceGetMigDeviceHandleByIndex"}),
+       "nvmlDeviceGetMigDeviceHandleByIndex");
+  want(Resolve(handle_, s.gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"}),
+       "nvmlDeviceGetGpuInstanceId");
+  want(Resolve(handle_, s.compute_instance_id, {"nvmlDeviceGetComputeInstanceId"}),
+       "nvmlDeviceGetComputeInstanceId");
+  // v1 nvmlMemory_t (24 bytes): the plain name is the only layout we declare.
+  want(Resolve(handle_, s.memory_info, {"nvmlDeviceGetMemoryInfo"}), "nvmlDeviceGetMemoryInfo");
   want(Resolve(handle_, s.temperature_v, {"nvmlDeviceGetTemperatureV"}),
        "nvmlDeviceGetTemperatureV");
   want(Resolve(handle_, s.temperature, {"nvmlDeviceGetTemperature"}), "nvmlDeviceGetTemperature");
@@ -344,6 +359,47 @@ NvmlReturn NvmlLoader::DeviceGetMigMode(DeviceHandle device, bool* current, bool
     *current = c == 1;
     *pending = p == 1;
   }
+  return Ret(r);
+}
+
+NvmlReturn NvmlLoader::DeviceGetMaxMigDeviceCount(DeviceHandle device, unsigned* count) {
+  GG_REQUIRE(max_mig_count);
+  unsigned c = 0;
+  nvmlReturn_t r = sym_->max_mig_count(Dev(device), &c);
+  if (r == 0) *count = c;
+  return Ret(r);
+}
+
+NvmlReturn NvmlLoader::DeviceGetMigDeviceHandleByIndex(DeviceHandle device, unsigned index,
+                                                       DeviceHandle* mig) {
+  GG_REQUIRE(mig_handle_by_index);
+  nvmlDevice_t m = nullptr;
+  nvmlReturn_t r = sym_->mig_handle_by_index(Dev(device), index, &m);
+  if (r == 0) mig->value = reinterpret_cast<std::uintptr_t>(m);
+  return Ret(r);
+}
+
+NvmlReturn NvmlLoader::DeviceGetGpuInstanceId(DeviceHandle mig, unsigned* id) {
+  GG_REQUIRE(gpu_instance_id);
+  unsigned v = 0;
+  nvmlReturn_t r = sym_->gpu_instance_id(Dev(mig), &v);
+  if (r == 0) *id = v;
+  return Ret(r);
+}
+
+NvmlReturn NvmlLoader::DeviceGetComputeInstanceId(DeviceHandle mig, unsigned* id) {
+  GG_REQUIRE(compute_instance_id);
+  unsigned v = 0;
+  nvmlReturn_t r = sym_->compute_instance_id(Dev(mig), &v);
+  if (r == 0) *id = v;
+  return Ret(r);
+}
+
+NvmlReturn NvmlLoader::DeviceGetMemoryTotal(DeviceHandle device, uint64_t* bytes) {
+  GG_REQUIRE(memory_info);
+  nvmlMemory_t m{};
+  nvmlReturn_t r = sym_->memory_info(Dev(device), &m);
+  if (r == 0) *bytes = m.total;
   return Ret(r);
 }
 

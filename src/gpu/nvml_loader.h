@@ -39,6 +39,12 @@ class NvmlLoader final : public NvmlApi {
   NvmlReturn DeviceGetSerial(DeviceHandle device, std::string* serial) override;
   NvmlReturn DeviceGetPciInfo(DeviceHandle device, PciInfo* pci) override;
   NvmlReturn DeviceGetMigMode(DeviceHandle device, bool* current, bool* pending) override;
+  NvmlReturn DeviceGetMaxMigDeviceCount(DeviceHandle device, unsigned* count) override;
+  NvmlReturn DeviceGetMigDeviceHandleByIndex(DeviceHandle device, unsigned index,
+                                             DeviceHandle* mig) override;
+  NvmlReturn DeviceGetGpuInstanceId(DeviceHandle mig, unsigned* id) override;
+  NvmlReturn DeviceGetComputeInstanceId(DeviceHandle mig, unsigned* id) override;
+  NvmlReturn DeviceGetMemoryTotal(DeviceHandle device, uint64_t* bytes) override;
   NvmlReturn DeviceGetTemperature(DeviceHandle device, int* celsius) override;
   NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle device, TemperatureThreshold which,
                                            int* celsius) override;

@@ -47,6 +47,21 @@ class TracedNvml final : public NvmlApi {
   NvmlReturn DeviceGetMigMode(DeviceHandle d, bool* c, bool* p) override {
     GG_TRACE("nvmlDeviceGetMigMode", DeviceGetMigMode(d, c, p));
   }
+  NvmlReturn DeviceGetMaxMigDeviceCount(DeviceHandle d, unsigned* c) override {
+    GG_TRACE("nvmlDeviceGetMaxMigDeviceCount", DeviceGetMaxMigDeviceCount(d, c));
+  }
+  NvmlReturn DeviceGetMigDeviceHandleByIndex(DeviceHandle d, unsigned i, DeviceHandle* m) override {
+    GG_TRACE("nvmlDeviceGetMigDeviceHandleByIndex", DeviceGetMigDeviceHandleByIndex(d, i, m));
+  }
+  NvmlReturn DeviceGetGpuInstanceId(DeviceHandle m, unsigned* id) override {
+    GG_TRACE("nvmlDeviceGetGpuInstanceId", DeviceGetGpuInstanceId(m, id));
+  }
+  NvmlReturn DeviceGetComputeInstanceId(DeviceHandle m, unsigned* id) override {
+    GG_TRACE("nvmlDeviceGetComputeInstanceId", DeviceGetComputeInstanceId(m, id));
+  }
+  NvmlReturn DeviceGetMemoryTotal(DeviceHandle d, uint64_t* b) override {
+    GG_TRACE("nvmlDeviceGetMemoryInfo", DeviceGetMemoryTotal(d, b));
+  }
   NvmlReturn DeviceGetTemperature(DeviceHandle d, int* c) override {
     GG_TRACE("nvmlDeviceGetTemperature", DeviceGetTemperature(d, c));
   }

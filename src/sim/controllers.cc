@@ -76,6 +76,7 @@ void Controllers::Start() {
     threads_.emplace_back([this](std::stop_token s) { WorkloadLoop(s); });
     threads_.emplace_back([this](std::stop_token s) { NodeLifecycleLoop(s); });
     threads_.emplace_back([this](std::stop_token s) { TaintEvictionLoop(s); });
+    threads_.emplace_back([this](std::stop_token s) { DeviceTaintEvictionLoop(s); });
     threads_.emplace_back([this](std::stop_token s) { GarbageCollectorLoop(s); });
   }
 }

@@ -64,6 +64,7 @@ class Controllers {
   void WorkloadLoop(std::stop_token stop);
   void NodeLifecycleLoop(std::stop_token stop);
   void TaintEvictionLoop(std::stop_token stop);
+  void DeviceTaintEvictionLoop(std::stop_token stop);  // device_taint_eviction.cc
   void GarbageCollectorLoop(std::stop_token stop);
 
   ApiCore& core_;

@@ -304,6 +304,47 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned* current, u
   }
   return R(r);
 }
+GG_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned* count) {
+  GG_NVML();
+  if (count == nullptr) return R(NvmlReturn::kInvalidArgument);
+  return R(nv->DeviceGetMaxMigDeviceCount(H(d), count));
+}
+GG_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned index,
+                                                          nvmlDevice_t* mig) {
+  GG_NVML();
+  if (mig == nullptr) return R(NvmlReturn::kInvalidArgument);
+  gg::gpu::DeviceHandle h;
+  auto r = nv->DeviceGetMigDeviceHandleByIndex(H(d), index, &h);
+  if (r == NvmlReturn::kSuccess) *mig = reinterpret_cast<nvmlDevice_t>(h.value);
+  return R(r);
+}
+GG_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned* id) {
+  GG_NVML();
+  if (id == nullptr) return R(NvmlReturn::kInvalidArgument);
+  return R(nv->DeviceGetGpuInstanceId(H(d), id));
+}
+GG_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned* id) {
+  GG_NVML();
+  if (id == nullptr) return R(NvmlReturn::kInvalidArgument);
+  return R(nv->DeviceGetComputeInstanceId(H(d), id));
+}
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+GG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* out) {
+  GG_NVML();
+  if (out == nullptr) return R(NvmlReturn::kInvalidArgument);
+  uint64_t total = 0;
+  auto r = nv->DeviceGetMemoryTotal(H(d), &total);
+  if (r == NvmlReturn::kSuccess) {
+    out->total = total;
+    out->free = total;  // nothing runs on a fake GPU
+    out->used = 0;
+  }
+  return R(r);
+}
 GG_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t d, nvmlTemperature_t* t) {
   GG_NVML();
   if (t == nullptr) return R(NvmlReturn::kInvalidArgument);
