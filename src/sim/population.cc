@@ -537,10 +537,12 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   }
   std::vector<json> ds_templates;
   for (const auto& d : kDaemonSets) {
-    // The pods carry the revision hash the DaemonSet controller labels its pods with, so
-    // they count as up to date rather than being rolled.
+    // The pods carry the labels the DaemonSet controller gives its pods, so they count as
+    // up to date rather than being rolled (the generation label holds even when the API
+    // server's defaulting changes the stored template, and with it the hash).
     json t = DaemonSetPodTemplate(d);
     t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(DaemonSetPodTemplate(d));
+    t["metadata"]["labels"]["pod-template-generation"] = "1";  // the seeded DaemonSet's generation
     ds_templates.push_back(std::move(t));
   }
   int k = std::max(1, spec.nodes_per_workload);

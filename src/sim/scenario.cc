@@ -366,7 +366,10 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
       pod["metadata"] = {{"name", pname}, {"namespace", ns}, {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc.seed)},
                          {"labels", labels}, {"ownerReferences", {owner}}};
       pod["spec"] = pod_spec;
-      if (kind == "DaemonSet") pod["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(tmpl);
+      if (kind == "DaemonSet") {
+        pod["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(tmpl);
+        pod["metadata"]["labels"]["pod-template-generation"] = "1";
+      }
       AddDefaultTolerationSeconds(pod);  // what the API server's admission gives every pod
       if (target) {
         if (kind != "DaemonSet") target->free_gpus -= gpus;
