@@ -13,21 +13,6 @@
 #include "common/time_util.h"
 #include "metrics/registry.h"
 
-namespace {
-
-// Go-style duration flag ("5m", "200ms") into `out`; errors name the flag.
-bool ParseDurationFlag(const std::string& flag, const std::string& text, gg::Duration* out) {
-  auto d = gg::ParseDuration(text);
-  if (!d.ok() || *d <= gg::Duration::zero()) {
-    std::cerr << flag << ": invalid duration \"" << text << "\" (want e.g. 10s, 5m)\n";
-    return false;
-  }
-  *out = *d;
-  return true;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::stop_token stop = gg::InstallShutdownSignals();
 
@@ -85,10 +70,10 @@ int main(int argc, char** argv) {
   cfg.sources = gg::agent::SplitList(sources);
   cfg.publish = gg::agent::SplitList(publish);
   gg::Duration deadline{};
-  if (!ParseDurationFlag("--heartbeat", heartbeat, &cfg.heartbeat) ||
-      !ParseDurationFlag("--sweep-interval", sweep, &cfg.sweep_interval) ||
-      !ParseDurationFlag("--debounce", debounce, &cfg.debounce) ||
-      !ParseDurationFlag("--nvml-deadline", nvml_deadline, &deadline))
+  if (!gg::ParseDurationFlag("--heartbeat", heartbeat, &cfg.heartbeat) ||
+      !gg::ParseDurationFlag("--sweep-interval", sweep, &cfg.sweep_interval) ||
+      !gg::ParseDurationFlag("--debounce", debounce, &cfg.debounce) ||
+      !gg::ParseDurationFlag("--nvml-deadline", nvml_deadline, &deadline))
     return 2;
   cfg.nvml_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(deadline);
 

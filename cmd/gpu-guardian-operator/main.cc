@@ -13,20 +13,6 @@
 #include "metrics/registry.h"
 #include "operator/operator.h"
 
-namespace {
-
-bool ParseDurationFlag(const std::string& text, const char* flag, gg::Duration* out) {
-  auto d = gg::ParseDuration(text);
-  if (!d.ok() || d->count() <= 0) {
-    std::fprintf(stderr, "--%s: invalid duration \"%s\"\n", flag, text.c_str());
-    return false;
-  }
-  *out = *d;
-  return true;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::stop_token stop = gg::InstallShutdownSignals();
 
@@ -42,11 +28,13 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-addr", cfg.metrics_addr,
                  "Listen address of /metrics, /healthz and /readyz")
       ->capture_default_str();
-  app.add_option("--leader-elect", cfg.leader_elect, "Campaign for a Lease before acting")
+  app.add_flag("--leader-elect", cfg.leader_elect,
+               "Campaign for a Lease before acting (--leader-elect or --leader-elect=true; "
+               "off by default: one replica started by hand acts at once)")
       ->capture_default_str();
   app.add_option("--leader-election-namespace", cfg.leader_election_namespace,
-                 "Namespace of the leader-election Lease")
-      ->capture_default_str();
+                 "Namespace of the leader-election Lease (default: the pod's own, from the "
+                 "service-account namespace file, then $POD_NAMESPACE)");
   app.add_option("--leader-election-id", cfg.leader_election_id, "Name of the Lease")
       ->capture_default_str();
   app.add_option("--leader-election-identity", cfg.identity,
@@ -67,10 +55,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drain-poll-interval", drain_poll, "How often a drain re-lists its node's pods")
       ->capture_default_str();
-  app.add_option("--mode", mode,
-                 "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
-                 "collection each --poll-interval and no watch, as the seed did; for clusters "
-                 "that forbid watches and for the API-load comparison in bench/")
+  app.add_option(
+         "--mode", mode,
+         "watch: one LIST, then WATCH (default). poll: a full LIST of every watched "
+         "collection each --poll-interval and no watch, as the original design did; for clusters "
+         "that forbid watches and for the API-load comparison in bench/")
       ->check(CLI::IsMember({"watch", "poll"}))
       ->capture_default_str();
   app.add_option("--poll-interval", poll_interval, "LIST interval in --mode poll")
@@ -89,17 +78,26 @@ int main(int argc, char** argv) {
   gg::Logger::SetGlobalFormat(log_format == "json" ? gg::LogFormat::kJson : gg::LogFormat::kText);
   gg::Logger log = gg::Logger().WithName("main");
 
-  if (!ParseDurationFlag(lease_duration, "lease-duration", &cfg.lease_duration) ||
-      !ParseDurationFlag(renew_deadline, "renew-deadline", &cfg.renew_deadline) ||
-      !ParseDurationFlag(retry_period, "retry-period", &cfg.retry_period) ||
-      !ParseDurationFlag(drain_poll, "drain-poll-interval", &cfg.drain_poll_interval)) {
+  if (!gg::ParseDurationFlag("--lease-duration", lease_duration, &cfg.lease_duration) ||
+      !gg::ParseDurationFlag("--renew-deadline", renew_deadline, &cfg.renew_deadline) ||
+      !gg::ParseDurationFlag("--retry-period", retry_period, &cfg.retry_period) ||
+      !gg::ParseDurationFlag("--drain-poll-interval", drain_poll, &cfg.drain_poll_interval)) {
     return 2;
   }
   if (mode == "poll") {
-    if (!ParseDurationFlag(poll_interval, "poll-interval", &cfg.poll_interval)) return 2;
+    if (!gg::ParseDurationFlag("--poll-interval", poll_interval, &cfg.poll_interval)) return 2;
   } else if (app.count("--poll-interval") > 0) {
     std::fprintf(stderr, "--poll-interval needs --mode poll\n");
     return 2;
+  }
+
+  if (cfg.leader_elect && cfg.leader_election_namespace.empty()) {
+    auto ns = gg::op::DefaultLeaseNamespace();
+    if (!ns.ok()) {
+      log.Error("cannot start leader election", {{"error", ns.status().message()}});
+      return 2;
+    }
+    cfg.leader_election_namespace = *ns;
   }
 
   auto client_cfg = gg::k8s::ResolveConfig(kubeconfig, server);
@@ -127,6 +125,7 @@ int main(int argc, char** argv) {
                         {"identity", op.identity()},
                         {"metrics_addr", cfg.metrics_addr},
                         {"leader_elect", cfg.leader_elect},
+                        {"lease_namespace", cfg.leader_elect ? cfg.leader_election_namespace : ""},
                         {"mode", mode}});
   gg::Status s = op.Run(stop);
   if (!s.ok()) {

@@ -1,5 +1,6 @@
 // AgentMetrics implementation (see agent_metrics.h). Names and units follow dcgm-exporter's
-// default counters (shared/reference/nvml.md §9): power in W, temperatures in °C.
+// default counters (docs/reference/nvml-abi.md, "Metric names borrowed from DCGM-exporter"): power
+// in W, temperatures in °C.
 #include "agent/agent_metrics.h"
 
 #include <map>

@@ -1,7 +1,8 @@
-// FileSource: the seed's simulated reporter. A hand-edited JSON file of per-GPU signals (the
-// report's own `gpus`/`xids` shape, see docs/agent.md) is re-read whenever its mtime, size or
-// inode changes (polled; cheap and works on every filesystem, unlike inotify on bind mounts).
-// Bad JSON -> Degraded with the parse error, last good state kept; missing -> Unavailable.
+// FileSource: a simulated reporter, as in the original gpu-guardian-operator design. A hand-edited
+// JSON file of per-GPU signals (the report's own `gpus`/`xids` shape, see docs/agent.md) is re-read
+// whenever its mtime, size or inode changes (polled; cheap and works on every filesystem, unlike
+// inotify on bind mounts). Bad JSON -> Degraded with the parse error, last good state kept; missing
+// -> Unavailable.
 #pragma once
 
 #include <map>

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <set>
 
 #include "common/time_util.h"
@@ -103,35 +104,6 @@ StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s) {
                                 std::string(s) + "\"");
   }
   return out;
-}
-
-bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
-  return MatchesLookup([&](std::string_view key) -> std::optional<std::string_view> {
-    auto it = labels.find(std::string(key));
-    if (it == labels.end()) return std::nullopt;
-    return it->second;
-  });
-}
-
-bool LabelSelector::MatchesLookup(
-    const std::function<std::optional<std::string_view>(std::string_view key)>& get) const {
-  for (const auto& [k, v] : match_labels) {
-    auto got = get(k);
-    if (!got || *got != v) return false;
-  }
-  for (const auto& req : match_expressions) {
-    auto got = get(req.key);
-    bool has = got.has_value();
-    bool in = has && std::find(req.values.begin(), req.values.end(), *got) != req.values.end();
-    if (req.op == "In" && !in) return false;
-    if (req.op == "NotIn" && in) return false;
-    if (req.op == "Exists" && !has) return false;
-    if (req.op == "DoesNotExist" && has) return false;
-    if (req.op != "In" && req.op != "NotIn" && req.op != "Exists" && req.op != "DoesNotExist") {
-      return false;  // an invalid operator never matches (validation reports it)
-    }
-  }
-  return true;
 }
 
 int Rule::MatcherCount() const {
@@ -260,14 +232,13 @@ bool ValidDeviceDriverName(std::string_view d) {
 }
 }  // namespace
 
-std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
-  std::vector<FieldError> errs;
-  auto add = [&](std::string path, std::string msg) {
-    errs.push_back({std::move(path), std::move(msg)});
-  };
+namespace {
 
-  for (size_t i = 0; i < spec.node_selector.match_expressions.size(); ++i) {
-    const auto& req = spec.node_selector.match_expressions[i];
+using AddError = std::function<void(std::string path, std::string msg)>;
+
+void ValidateSelector(const LabelSelector& selector, const AddError& add) {
+  for (size_t i = 0; i < selector.match_expressions.size(); ++i) {
+    const auto& req = selector.match_expressions[i];
     std::string p = "spec.nodeSelector.matchExpressions[" + std::to_string(i) + "]";
     if (req.key.empty()) add(p + ".key", "must not be empty");
     if (req.op == "In" || req.op == "NotIn") {
@@ -278,81 +249,96 @@ std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
       add(p + ".operator", "must be In, NotIn, Exists or DoesNotExist, got \"" + req.op + "\"");
     }
   }
+}
 
+// One rule's matcher, counting window and `for`.
+void ValidateRuleShape(const Rule& r, const std::string& p, const AddError& add) {
+  int matchers = r.MatcherCount();
+  if (matchers == 0) {
+    add(p,
+        "exactly one matcher is required (xid, ecc, remappedRows, retiredPages, thermal, "
+        "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions); none is set");
+  } else if (matchers > 1) {
+    add(p, "exactly one matcher is allowed; " + std::to_string(matchers) + " are set");
+  }
+  if (r.xid) {
+    if (r.xid->codes.empty() && r.xid->catalog_actions.empty()) {
+      add(p + ".xid", "codes or catalogActions must name at least one Xid");
+    }
+    for (size_t j = 0; j < r.xid->codes.size(); ++j) {
+      int c = r.xid->codes[j];
+      std::string cp = p + ".xid.codes[" + std::to_string(j) + "]";
+      if (c <= 0 || c > 1000) add(cp, "must be between 1 and 1000");
+      if (std::find(r.xid->ignore.begin(), r.xid->ignore.end(), c) != r.xid->ignore.end()) {
+        add(cp, "Xid " + std::to_string(c) + " is both matched and ignored");
+      }
+    }
+    for (size_t j = 0; j < r.xid->ignore.size(); ++j) {
+      int c = r.xid->ignore[j];
+      if (c <= 0 || c > 1000) {
+        add(p + ".xid.ignore[" + std::to_string(j) + "]", "must be between 1 and 1000");
+      }
+    }
+  } else {
+    if (r.count != 1) add(p + ".count", "only Xid rules count occurrences");
+    if (r.window) add(p + ".window", "only Xid rules have a window; use `for` for levels");
+  }
+  if (r.count < 1) add(p + ".count", "must be at least 1");
+  if (r.window && *r.window <= Duration::zero()) add(p + ".window", "must be positive");
+  if (r.for_ && *r.for_ < Duration::zero()) add(p + ".for", "must not be negative");
+  if (r.window && r.for_ && *r.window < *r.for_) {
+    add(p + ".window", "window (" + FormatDuration(*r.window) + ") is shorter than for (" +
+                           FormatDuration(*r.for_) + "): the rule could never fire");
+  }
+}
+
+// The thresholds a matcher needs to match anything.
+void ValidateRuleThresholds(const Rule& r, const std::string& p, const AddError& add) {
+  if (r.ecc && !r.ecc->uncorrectable_volatile_above && !r.ecc->correctable_volatile_above &&
+      !r.ecc->uncorrectable_aggregate_above) {
+    add(p + ".ecc", "set at least one threshold");
+  }
+  if (r.remapped_rows && !r.remapped_rows->failure && !r.remapped_rows->pending &&
+      !r.remapped_rows->uncorrectable_above) {
+    add(p + ".remappedRows", "set failure, pending or uncorrectableAbove");
+  }
+  if (r.retired_pages && !r.retired_pages->pending && !r.retired_pages->dbe_above &&
+      !r.retired_pages->sbe_above) {
+    add(p + ".retiredPages", "set pending, dbeAbove or sbeAbove");
+  }
+  if (r.thermal && !r.thermal->temperature_above_celsius && r.thermal->throttle_reasons.empty()) {
+    add(p + ".thermal", "set temperatureAboveCelsius or throttleReasons");
+  }
+  if (r.nvlink && !r.nvlink->links_down_above && !r.nvlink->errors_above) {
+    add(p + ".nvlink", "set linksDownAbove or errorsAbove");
+  }
+  if (r.nvlink && r.nvlink->links_down_above && *r.nvlink->links_down_above < 0) {
+    add(p + ".nvlink.linksDownAbove", "must not be negative");
+  }
+  for (size_t j = 0; j < r.recovery_actions.size(); ++j) {
+    if (!KnownRecoveryAction(r.recovery_actions[j])) {
+      add(p + ".recoveryActions[" + std::to_string(j) + "]",
+          "must be GpuReset, NodeReboot, DrainP2P or DrainAndReset");
+    }
+  }
+}
+
+void ValidateRules(const std::vector<Rule>& rules, const AddError& add) {
   std::set<std::string> names;
-  for (size_t i = 0; i < spec.rules.size(); ++i) {
-    const Rule& r = spec.rules[i];
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const Rule& r = rules[i];
     std::string p = "spec.rules[" + std::to_string(i) + "]";
     if (!ValidName(r.name)) {
       add(p + ".name", "must be 1-63 characters of [a-z0-9-], not starting or ending with '-'");
     } else if (!names.insert(r.name).second) {
       add(p + ".name", "duplicate rule name \"" + r.name + "\"");
     }
-    int matchers = r.MatcherCount();
-    if (matchers == 0) {
-      add(p, "exactly one matcher is required (xid, ecc, remappedRows, retiredPages, thermal, "
-             "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions); none is set");
-    } else if (matchers > 1) {
-      add(p, "exactly one matcher is allowed; " + std::to_string(matchers) + " are set");
-    }
-    if (r.xid) {
-      if (r.xid->codes.empty() && r.xid->catalog_actions.empty()) {
-        add(p + ".xid", "codes or catalogActions must name at least one Xid");
-      }
-      for (size_t j = 0; j < r.xid->codes.size(); ++j) {
-        int c = r.xid->codes[j];
-        std::string cp = p + ".xid.codes[" + std::to_string(j) + "]";
-        if (c <= 0 || c > 1000) add(cp, "must be between 1 and 1000");
-        if (std::find(r.xid->ignore.begin(), r.xid->ignore.end(), c) != r.xid->ignore.end()) {
-          add(cp, "Xid " + std::to_string(c) + " is both matched and ignored");
-        }
-      }
-      for (size_t j = 0; j < r.xid->ignore.size(); ++j) {
-        int c = r.xid->ignore[j];
-        if (c <= 0 || c > 1000) {
-          add(p + ".xid.ignore[" + std::to_string(j) + "]", "must be between 1 and 1000");
-        }
-      }
-    } else {
-      if (r.count != 1) add(p + ".count", "only Xid rules count occurrences");
-      if (r.window) add(p + ".window", "only Xid rules have a window; use `for` for levels");
-    }
-    if (r.count < 1) add(p + ".count", "must be at least 1");
-    if (r.window && *r.window <= Duration::zero()) add(p + ".window", "must be positive");
-    if (r.for_ && *r.for_ < Duration::zero()) add(p + ".for", "must not be negative");
-    if (r.window && r.for_ && *r.window < *r.for_) {
-      add(p + ".window", "window (" + FormatDuration(*r.window) + ") is shorter than for (" +
-                             FormatDuration(*r.for_) + "): the rule could never fire");
-    }
-    if (r.ecc && !r.ecc->uncorrectable_volatile_above && !r.ecc->correctable_volatile_above &&
-        !r.ecc->uncorrectable_aggregate_above) {
-      add(p + ".ecc", "set at least one threshold");
-    }
-    if (r.remapped_rows && !r.remapped_rows->failure && !r.remapped_rows->pending &&
-        !r.remapped_rows->uncorrectable_above) {
-      add(p + ".remappedRows", "set failure, pending or uncorrectableAbove");
-    }
-    if (r.retired_pages && !r.retired_pages->pending && !r.retired_pages->dbe_above &&
-        !r.retired_pages->sbe_above) {
-      add(p + ".retiredPages", "set pending, dbeAbove or sbeAbove");
-    }
-    if (r.thermal && !r.thermal->temperature_above_celsius && r.thermal->throttle_reasons.empty()) {
-      add(p + ".thermal", "set temperatureAboveCelsius or throttleReasons");
-    }
-    if (r.nvlink && !r.nvlink->links_down_above && !r.nvlink->errors_above) {
-      add(p + ".nvlink", "set linksDownAbove or errorsAbove");
-    }
-    if (r.nvlink && r.nvlink->links_down_above && *r.nvlink->links_down_above < 0) {
-      add(p + ".nvlink.linksDownAbove", "must not be negative");
-    }
-    for (size_t j = 0; j < r.recovery_actions.size(); ++j) {
-      if (!KnownRecoveryAction(r.recovery_actions[j])) {
-        add(p + ".recoveryActions[" + std::to_string(j) + "]",
-            "must be GpuReset, NodeReboot, DrainP2P or DrainAndReset");
-      }
-    }
+    ValidateRuleShape(r, p, add);
+    ValidateRuleThresholds(r, p, add);
   }
+}
 
+void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddError& add) {
   if (spec.unknown.after <= Duration::zero()) add("spec.unknown.after", "must be positive");
 
   const DrainSpec& d = spec.remediation.drain;
@@ -384,8 +370,9 @@ std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
   if (spec.recovery.healthy_for < Duration::zero()) {
     add("spec.recovery.healthyFor", "must not be negative");
   }
+}
 
-  const SafetySpec& s = spec.safety;
+void ValidateSafety(const SafetySpec& s, const AddError& add) {
   if (s.max_unhealthy.value < 0) add("spec.safety.maxUnhealthy", "must not be negative");
   if (s.max_unhealthy.percent && s.max_unhealthy.value > 100) {
     add("spec.safety.maxUnhealthy", "percentage must be at most 100%");
@@ -399,6 +386,19 @@ std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
   if (s.max_devices_per_hour && *s.max_devices_per_hour < 0) {
     add("spec.safety.maxDevicesPerHour", "must not be negative");
   }
+}
+
+}  // namespace
+
+std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
+  std::vector<FieldError> errs;
+  AddError add = [&errs](std::string path, std::string msg) {
+    errs.push_back({std::move(path), std::move(msg)});
+  };
+  ValidateSelector(spec.node_selector, add);
+  ValidateRules(spec.rules, add);
+  ValidateRemediationAndRecovery(spec, add);
+  ValidateSafety(spec.safety, add);
   return errs;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/label_selector.h"
 #include "common/status.h"
 
 namespace gg::api {
@@ -62,24 +63,9 @@ struct IntOrPercent {
 };
 StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s);
 
-// metav1.LabelSelector (our own copy: api/ does not depend on k8s/).
-struct LabelSelectorRequirement {
-  std::string key;
-  std::string op;  // In | NotIn | Exists | DoesNotExist
-  std::vector<std::string> values;
-  friend bool operator==(const LabelSelectorRequirement&,
-                         const LabelSelectorRequirement&) = default;
-};
-struct LabelSelector {
-  std::map<std::string, std::string> match_labels;
-  std::vector<LabelSelectorRequirement> match_expressions;
-  // Empty selector matches everything (as in Kubernetes).
-  bool Matches(const std::map<std::string, std::string>& labels) const;
-  // Same, over any label store: `get(key)` is the label's value or nullopt.
-  bool MatchesLookup(
-      const std::function<std::optional<std::string_view>(std::string_view key)>& get) const;
-  friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
-};
+// metav1.LabelSelector: the one definition in common/label_selector.h.
+using LabelSelector = gg::LabelSelector;
+using LabelSelectorRequirement = gg::LabelSelectorRequirement;
 
 // ---- rule matchers (exactly one per rule) ----
 

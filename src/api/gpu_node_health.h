@@ -2,8 +2,9 @@
 // operator reads. It carries raw facts plus the agent's Xid classification; decisions are the
 // operator's. Wire names are camelCase JSON; see docs/api.md for the full shape.
 //
-// The same struct is also the payload of the seed-compatible Node annotation
-// `gpuguardian.io/health` (compact JSON, with "v": 1).
+// The same struct is also the payload of the legacy Node annotation of the original
+// gpu-guardian-operator design (docs/reference/README.md) `gpuguardian.io/health` (compact JSON,
+// with "v": 1).
 #pragma once
 
 #include <cstdint>
@@ -109,7 +110,7 @@ struct GpuNodeHealthStatus {
 // `status` object only; the agent wraps it in the full resource.
 StatusOr<GpuNodeHealthStatus> DecodeGpuNodeHealthStatus(std::string_view status_json);
 std::string EncodeGpuNodeHealthStatus(const GpuNodeHealthStatus& status);
-// Seed-compatible annotation payload: {"v":1, ...status fields...}.
+// Legacy annotation payload: {"v":1, ...status fields...}.
 StatusOr<GpuNodeHealthStatus> DecodeHealthAnnotation(std::string_view annotation);
 std::string EncodeHealthAnnotation(const GpuNodeHealthStatus& status);
 

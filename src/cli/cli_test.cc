@@ -25,7 +25,7 @@ TEST(Status, RowFromConditionTaintAndRecord) {
   WallTime t = *ParseRfc3339("2026-11-29T10:00:00Z");
   n.conditions.push_back({api::kConditionType, "False", "RulesMatched", "GPU 3: Xid 79", t, t});
   n.meta.annotations.Set(api::kRemediationAnnotation,
-                         R"({"policy":"default","tainted":true,"cordoned":true,"drain":{"phase":"Completed"}})");
+                         R"({"v":1,"policy":"default","tainted":true,"cordoned":true,"drain":{"phase":"Completed"}})");
   api::GpuNodeHealthStatus rep;
   rep.gpus.resize(8);
   rep.gpus[3].lost = true;
@@ -82,7 +82,7 @@ TEST(Status, PolicyColumnAgreesWithWhyAndHeldBackIsShownInFull) {
   const std::string why_held =
       "brake: maxUnhealthy 10% reached (1 of 10 nodes fenced); waits until a fenced node "
       "recovers or the limit is raised";
-  n.meta.annotations.Set(api::kRemediationAnnotation, R"({"skipped":")" + why_held + R"("})");
+  n.meta.annotations.Set(api::kRemediationAnnotation, R"({"v":1,"skipped":")" + why_held + R"("})");
   NodeRow row = BuildRow(n, std::nullopt);
   EXPECT_EQ(row.policy, "fleet");  // from the verdict, though the record names none
   EXPECT_EQ(row.held_back, why_held);

@@ -6,46 +6,35 @@
 #include <map>
 #include <sstream>
 
+#include "common/strings.h"
 #include "common/time_util.h"
 #include "k8s/codec.h"
 #include "k8s/crd_hint.h"
 #include "k8s/resource.h"
+#include "remediation/record.h"
 
 namespace gg::cli {
 namespace {
 
 using nlohmann::json;
 
-// The remediation record is the operator's; read it tolerantly (an older or newer operator
-// may have written it) and never fail the whole table because of one node.
+// The remediation record is the operator's: decoded by its own decoder (unknown fields are
+// ignored); one unreadable record never fails the whole table.
 void ReadRecord(std::string_view text, NodeRow& row) {
-  json rec = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!rec.is_object()) {
+  auto rec = remediation::DecodeRecord(text);
+  if (!rec.ok()) {
     row.actions.push_back("record-unreadable");
     return;
   }
-  if (rec.contains("policy") && rec["policy"].is_string()) row.policy = rec["policy"];
-  auto flag = [&](const char* key, const char* label) {
-    if (rec.contains(key) && rec[key].is_boolean() && rec[key].get<bool>())
-      row.actions.push_back(label);
-  };
-  flag("tainted", "tainted");
-  flag("cordoned", "cordoned");
-  if (rec.contains("drain") && rec["drain"].is_object()) {
-    const json& d = rec["drain"];
-    if (d.contains("phase") && d["phase"].is_string()) {
-      std::string phase = d["phase"];
-      std::transform(phase.begin(), phase.end(), phase.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (!phase.empty() && phase != "none") row.actions.push_back("drain:" + phase);
-    }
+  if (!rec->policy.empty()) row.policy = rec->policy;
+  if (rec->tainted) row.actions.push_back("tainted");
+  if (rec->cordoned) row.actions.push_back("cordoned");
+  if (rec->drain.phase != remediation::DrainPhase::kNone) {
+    row.actions.push_back("drain:" + Lower(remediation::DrainPhaseName(rec->drain.phase)));
   }
-  if (rec.contains("dryRun") && rec["dryRun"].is_boolean() && rec["dryRun"].get<bool>())
-    row.actions.push_back("dry-run");
-  if (rec.contains("skipped") && rec["skipped"].is_string()) {
-    row.held_back = rec["skipped"];
-    if (!row.held_back.empty()) row.actions.push_back("held-back");
-  }
+  if (rec->dry_run) row.actions.push_back("dry-run");
+  row.held_back = rec->skipped;
+  if (!row.held_back.empty()) row.actions.push_back("held-back");
 }
 
 // The condition message ends with " [policy NAME]" (the policy whose verdict it is).

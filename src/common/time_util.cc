@@ -172,4 +172,16 @@ std::string FormatDuration(Duration d) {
   return out;
 }
 
+bool ParseDurationFlag(std::string_view flag, std::string_view text, Duration* out) {
+  auto d = ParseDuration(text);
+  if (!d.ok() || *d <= Duration::zero()) {
+    std::fprintf(stderr, "%.*s: invalid duration \"%.*s\" (want e.g. 10s, 5m)\n",
+                 static_cast<int>(flag.size()), flag.data(), static_cast<int>(text.size()),
+                 text.data());
+    return false;
+  }
+  *out = *d;
+  return true;
+}
+
 }  // namespace gg

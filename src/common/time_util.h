@@ -22,4 +22,8 @@ StatusOr<Duration> ParseDuration(std::string_view s);
 // Shortest Go-style rendering: "1h30m0s" style is avoided; gives "90m" -> "1h30m", "45s".
 std::string FormatDuration(Duration d);
 
+// A positive duration flag of a main() ("5m", "200ms") into `out`; on error prints
+// `<flag>: invalid duration "<text>" (want e.g. 10s, 5m)` to stderr and returns false.
+bool ParseDurationFlag(std::string_view flag, std::string_view text, Duration* out);
+
 }  // namespace gg

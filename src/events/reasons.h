@@ -1,5 +1,7 @@
-// Event reasons catalog: the user-facing names of every decision the operator reports
-// (ARCHITECTURE.md §2). Each reason has one fixed type so dashboards can filter on it.
+// Event reasons catalog: the user-facing names of every decision the operator reports, the
+// one definition of each reason and its type (docs/operator.md §Events). Each reason has one
+// fixed type so dashboards can filter on it. Header-only: pure code (remediation::Plan) uses
+// it without linking the Event sinks.
 #pragma once
 
 #include <string_view>
@@ -7,7 +9,9 @@
 namespace gg::events {
 
 enum class EventType { kNormal, kWarning };
-std::string_view EventTypeName(EventType t);  // "Normal" | "Warning"
+constexpr std::string_view EventTypeName(EventType t) {  // "Normal" | "Warning"
+  return t == EventType::kWarning ? "Warning" : "Normal";
+}
 
 inline constexpr char kGPUUnhealthy[] = "GPUUnhealthy";
 inline constexpr char kGPURecovered[] = "GPURecovered";
@@ -45,6 +49,11 @@ inline constexpr ReasonInfo kReasons[] = {
 };
 
 // Type of a catalog reason; kNormal for names outside the catalog.
-EventType TypeOfReason(std::string_view reason);
+constexpr EventType TypeOfReason(std::string_view reason) {
+  for (const auto& r : kReasons) {
+    if (r.reason == reason) return r.type;
+  }
+  return EventType::kNormal;
+}
 
 }  // namespace gg::events

@@ -80,33 +80,53 @@ struct Collector::SweepJob final : NvmlJob {
     return true;
   }
 
+  // One GPU, one sweep: the cheap counters every sweep, the expensive or slowly-changing ones
+  // on the slow cadence. A call that says the GPU is lost stops the reading (out.lost).
   void ReadOne(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
     out.valid = true;
     out.lost = false;
+    if (!ReadFast(api, h, s, out) || !ReadEcc(api, h, s, out) ||
+        !ReadRemapAndRecovery(api, h, s, out)) {
+      return;
+    }
+    if (!slow) return;
+    // --- slow cadence: expensive or slowly-changing counters ---
+    if (!ReadSlowCounters(api, h, s, out) || !ReadNvLink(api, h, s, out)) return;
+    ReadViolations(api, h, s, out);
+  }
+
+  // Temperature, clock-event reasons, power. False when the GPU is lost.
+  bool ReadFast(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
     NvmlReturn r;
     if (s.temperature) {
       int t = 0;
       r = api.DeviceGetTemperature(h, &t);
-      if (!Check(r, &s.temperature, out)) return;
+      if (!Check(r, &s.temperature, out)) return false;
       out.temperature_c = r == NvmlReturn::kSuccess ? std::optional<int>(t) : std::nullopt;
     }
     if (s.clocks) {
       uint64_t m = 0;
       r = api.DeviceGetCurrentClocksEventReasons(h, &m);
-      if (!Check(r, &s.clocks, out)) return;
+      if (!Check(r, &s.clocks, out)) return false;
       if (r == NvmlReturn::kSuccess) out.clock_mask = m;
     }
     if (s.power) {
       unsigned mw = 0;
       r = api.DeviceGetPowerUsage(h, &mw);
-      if (!Check(r, &s.power, out)) return;
+      if (!Check(r, &s.power, out)) return false;
       out.power_mw = r == NvmlReturn::kSuccess ? std::optional<unsigned>(mw) : std::nullopt;
     }
+    return true;
+  }
+
+  // ECC mode (slow cadence, or until enabled) and the four ECC totals. False when the GPU is lost.
+  bool ReadEcc(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
+    NvmlReturn r;
     if (s.ecc_mode && (slow || !out.ecc_enabled)) {
       // The ECC mode changes only across a reboot; re-read it on the slow cadence.
       bool cur = false, pending = false;
       r = api.DeviceGetEccMode(h, &cur, &pending);
-      if (!Check(r, &s.ecc_mode, out)) return;
+      if (!Check(r, &s.ecc_mode, out)) return false;
       out.ecc_enabled = r == NvmlReturn::kSuccess && cur;
     }
     if (s.ecc_totals && out.ecc_enabled) {
@@ -117,14 +137,20 @@ struct Collector::SweepJob final : NvmlJob {
       for (int k = 0; k < 4; ++k) {
         uint64_t v = 0;
         r = api.DeviceGetTotalEccErrors(h, kTypes[k], kCounters[k], &v);
-        if (!Check(r, &s.ecc_totals, out)) return;
+        if (!Check(r, &s.ecc_totals, out)) return false;
         out.ecc[k] = r == NvmlReturn::kSuccess ? std::optional<uint64_t>(v) : std::nullopt;
       }
     }
+    return true;
+  }
+
+  // Remapped rows and the driver's recovery action (field 230). False when the GPU is lost.
+  bool ReadRemapAndRecovery(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
+    NvmlReturn r;
     if (s.remap) {
       RemappedRows rows;
       r = api.DeviceGetRemappedRows(h, &rows);
-      if (!Check(r, &s.remap, out)) return;
+      if (!Check(r, &s.remap, out)) return false;
       // NOT_SUPPORTED under MIG with active instances: keep the last value.
       if (r == NvmlReturn::kSuccess) out.remap = rows;
     }
@@ -132,36 +158,40 @@ struct Collector::SweepJob final : NvmlJob {
       FieldValue f;
       f.field_id = kFieldGpuRecoveryAction;
       r = api.DeviceGetFieldValues(h, std::span<FieldValue>(&f, 1));
-      if (!Check(r, &s.recovery_field, out)) return;
+      if (!Check(r, &s.recovery_field, out)) return false;
       if (r == NvmlReturn::kSuccess && f.result == NvmlReturn::kSuccess) {
         out.recovery_action = static_cast<int>(f.u64);
       } else if (r == NvmlReturn::kSuccess) {
         if (f.result == NvmlReturn::kGpuIsLost) {
           out.lost = true;
-          return;
+          return false;
         }
         s.recovery_field = false;  // field unknown to this driver
       }
     }
-    if (!slow) return;
-    // --- slow cadence: expensive or slowly-changing counters ---
+    return true;
+  }
+
+  // Power limit, PCIe replays (~172 µs on an H200), retired pages. False when the GPU is lost.
+  bool ReadSlowCounters(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
+    NvmlReturn r;
     if (s.power_limit) {
       unsigned mw = 0;
       r = api.DeviceGetEnforcedPowerLimit(h, &mw);
-      if (!Check(r, &s.power_limit, out)) return;
+      if (!Check(r, &s.power_limit, out)) return false;
       out.power_limit_mw = r == NvmlReturn::kSuccess ? std::optional<unsigned>(mw) : std::nullopt;
     }
     if (s.pcie) {
       unsigned v = 0;
       r = api.DeviceGetPcieReplayCounter(h, &v);  // ~172 µs on an H200: slow cadence only
-      if (!Check(r, &s.pcie, out)) return;
+      if (!Check(r, &s.pcie, out)) return false;
       if (r == NvmlReturn::kSuccess) out.pcie_replay = v;
     }
     if (s.retired) {
       unsigned sbe = 0, dbe = 0;
       bool pending = false;
       r = api.DeviceGetRetiredPagesCount(h, RetirementCause::kMultipleSingleBit, &sbe);
-      if (!Check(r, &s.retired, out)) return;
+      if (!Check(r, &s.retired, out)) return false;
       if (r == NvmlReturn::kSuccess) {
         out.retired_sbe = sbe;
         if (api.DeviceGetRetiredPagesCount(h, RetirementCause::kDoubleBit, &dbe) ==
@@ -171,6 +201,12 @@ struct Collector::SweepJob final : NvmlJob {
           out.retired_pending = pending;
       }
     }
+    return true;
+  }
+
+  // NVLink state and error counters (stops at the first missing link). False when the GPU is lost.
+  bool ReadNvLink(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
+    NvmlReturn r;
     if (s.nvlink_links != 0) {
       constexpr unsigned kMaxLinks = 36;  // NVML_NVLINK_MAX_LINKS (13.1+); stop at first gap
       const unsigned limit = s.nvlink_links < 0 ? kMaxLinks : static_cast<unsigned>(s.nvlink_links);
@@ -181,7 +217,7 @@ struct Collector::SweepJob final : NvmlJob {
         r = api.DeviceGetNvLinkState(h, link, &active);
         if (r == NvmlReturn::kGpuIsLost) {
           out.lost = true;
-          return;
+          return false;
         }
         if (r != NvmlReturn::kSuccess) break;
         ++total;
@@ -201,13 +237,19 @@ struct Collector::SweepJob final : NvmlJob {
         out.nvlink_errors = errors;
       }
     }
+    return true;
+  }
+
+  // Throttle violation times per perf policy. False when the GPU is lost.
+  bool ReadViolations(NvmlApi& api, DeviceHandle h, DeviceSupport& s, Reading& out) const {
+    NvmlReturn r;
     if (s.violation) {
       for (int p = 0; p < 6; ++p) {
         ViolationTime vt;
         r = api.DeviceGetViolationStatus(h, static_cast<PerfPolicy>(p), &vt);
         if (r == NvmlReturn::kGpuIsLost) {
           out.lost = true;
-          return;
+          return false;
         }
         if (r == NvmlReturn::kFunctionNotFound || (p == 0 && r == NvmlReturn::kNotSupported)) {
           s.violation = false;
@@ -217,6 +259,7 @@ struct Collector::SweepJob final : NvmlJob {
             r == NvmlReturn::kSuccess ? std::optional<uint64_t>(vt.violation_time_ns) : std::nullopt;
       }
     }
+    return true;
   }
 };
 
@@ -327,6 +370,40 @@ void Collector::SetSource(api::SourceState state, std::string message) {
   source_.message = std::move(message);
 }
 
+// GPU `i`'s identity, thresholds and supported events (Init, on the NVML worker thread).
+Collector::Device Collector::IdentifyDevice(NvmlApi& a, unsigned i) {
+  Device d;
+  d.id.index = static_cast<int>(i);
+  if (NvmlReturn e = a.DeviceGetHandleByIndex(i, &d.handle); e != NvmlReturn::kSuccess) {
+    // A GPU we cannot even open is reported (lost) rather than skipped.
+    d.handle = DeviceHandle{};
+    return d;
+  }
+  (void)a.DeviceGetUuid(d.handle, &d.id.uuid);
+  (void)a.DeviceGetName(d.handle, &d.id.name);
+  (void)a.DeviceGetSerial(d.handle, &d.id.serial);
+  PciInfo pci;
+  if (a.DeviceGetPciInfo(d.handle, &pci) == NvmlReturn::kSuccess) {
+    d.id.pci_bus_id = pci.bus_id;
+    d.id.pci_domain = pci.domain;
+    d.id.pci_bus = pci.bus;
+    d.id.pci_device = pci.device;
+  }
+  bool mig = false, pending = false;
+  if (a.DeviceGetMigMode(d.handle, &mig, &pending) == NvmlReturn::kSuccess) d.mig_enabled = mig;
+  int t = 0;
+  if (a.DeviceGetTemperatureThreshold(d.handle, TemperatureThreshold::kSlowdown, &t) ==
+      NvmlReturn::kSuccess)
+    d.slowdown_c = t;
+  if (a.DeviceGetTemperatureThreshold(d.handle, TemperatureThreshold::kShutdown, &t) ==
+      NvmlReturn::kSuccess)
+    d.shutdown_c = t;
+  uint64_t ev = 0;
+  if (a.DeviceGetSupportedEventTypes(d.handle, &ev) == NvmlReturn::kSuccess)
+    d.id.supported_events = ev;
+  return d;
+}
+
 Status Collector::Init() {
   init_attempted_ = true;
   last_init_attempt_ = clock_.Monotonic();
@@ -354,40 +431,7 @@ Status Collector::Init() {
           o->enum_call = "nvmlDeviceGetCount_v2";
           return NvmlReturn::kSuccess;
         }
-        for (unsigned i = 0; i < n && i < 64; ++i) {
-          Device d;
-          d.id.index = static_cast<int>(i);
-          if (NvmlReturn e = a.DeviceGetHandleByIndex(i, &d.handle); e != NvmlReturn::kSuccess) {
-            // A GPU we cannot even open is reported (lost) rather than skipped.
-            d.handle = DeviceHandle{};
-            o->devices.push_back(std::move(d));
-            continue;
-          }
-          (void)a.DeviceGetUuid(d.handle, &d.id.uuid);
-          (void)a.DeviceGetName(d.handle, &d.id.name);
-          (void)a.DeviceGetSerial(d.handle, &d.id.serial);
-          PciInfo pci;
-          if (a.DeviceGetPciInfo(d.handle, &pci) == NvmlReturn::kSuccess) {
-            d.id.pci_bus_id = pci.bus_id;
-            d.id.pci_domain = pci.domain;
-            d.id.pci_bus = pci.bus;
-            d.id.pci_device = pci.device;
-          }
-          bool mig = false, pending = false;
-          if (a.DeviceGetMigMode(d.handle, &mig, &pending) == NvmlReturn::kSuccess)
-            d.mig_enabled = mig;
-          int t = 0;
-          if (a.DeviceGetTemperatureThreshold(d.handle, TemperatureThreshold::kSlowdown, &t) ==
-              NvmlReturn::kSuccess)
-            d.slowdown_c = t;
-          if (a.DeviceGetTemperatureThreshold(d.handle, TemperatureThreshold::kShutdown, &t) ==
-              NvmlReturn::kSuccess)
-            d.shutdown_c = t;
-          uint64_t ev = 0;
-          if (a.DeviceGetSupportedEventTypes(d.handle, &ev) == NvmlReturn::kSuccess)
-            d.id.supported_events = ev;
-          o->devices.push_back(std::move(d));
-        }
+        for (unsigned i = 0; i < n && i < 64; ++i) o->devices.push_back(IdentifyDevice(a, i));
         return NvmlReturn::kSuccess;
       },
       &result);
@@ -428,6 +472,95 @@ SweepResult Collector::Sweep() {
   SweepResult out;
   Sweep(out);
   return out;
+}
+
+// One GPU's last reading into its report entry (`hung`: its read hung; `stale`: this sweep did
+// not complete, the values are the last ones read).
+void Collector::ToReport(const Device& d, const Reading& rd, bool hung, bool stale,
+                         api::GpuStatus& g, GpuExtras& x) {
+  g.index = d.id.index;
+  AssignIfChanged(g.uuid, d.id.uuid);
+  AssignIfChanged(g.name, d.id.name);
+  AssignIfChanged(g.serial, d.id.serial);
+  AssignIfChanged(g.pci_bus_id, d.id.pci_bus_id);
+  g.mig_enabled = d.mig_enabled;
+  g.lost = rd.lost || d.handle.value == 0 || hung;
+  g.temperature_c = rd.temperature_c;
+  g.slowdown_temperature_c = d.slowdown_c;
+  g.shutdown_temperature_c = d.shutdown_c;
+  if (x.clock_event_mask != rd.clock_mask || (g.throttle_reasons.empty() && rd.clock_mask != 0))
+    SetThrottleNames(rd.clock_mask, g.throttle_reasons);
+  x.clock_event_mask = rd.clock_mask;
+  g.power_watts = rd.power_mw ? std::optional<double>(*rd.power_mw / 1000.0) : std::nullopt;
+  g.power_limit_watts =
+      rd.power_limit_mw ? std::optional<double>(*rd.power_limit_mw / 1000.0) : std::nullopt;
+  g.ecc_enabled = rd.ecc_enabled;
+  g.ecc_corrected_volatile = rd.ecc[0];
+  g.ecc_uncorrected_volatile = rd.ecc[1];
+  g.ecc_corrected_aggregate = rd.ecc[2];
+  g.ecc_uncorrected_aggregate = rd.ecc[3];
+  if (rd.remap) {
+    g.remapped_rows_correctable = rd.remap->correctable;
+    g.remapped_rows_uncorrectable = rd.remap->uncorrectable;
+    g.remap_pending = rd.remap->pending;
+    g.remap_failure = rd.remap->failure;
+  } else {
+    g.remapped_rows_correctable.reset();
+    g.remapped_rows_uncorrectable.reset();
+    g.remap_pending = false;
+    g.remap_failure = false;
+  }
+  g.retired_pages_sbe = rd.retired_sbe;
+  g.retired_pages_dbe = rd.retired_dbe;
+  g.retired_pages_pending = rd.retired_pending;
+  g.pcie_replay_count = rd.pcie_replay ? std::optional<uint64_t>(*rd.pcie_replay) : std::nullopt;
+  g.nvlink_links_total = rd.links_total;
+  g.nvlink_links_down = rd.links_down;
+  g.nvlink_error_count = rd.nvlink_errors;
+  if (rd.recovery_action) {
+    AssignIfChanged(g.recovery_action, RecoveryActionName(*rd.recovery_action));
+  } else {
+    g.recovery_action.clear();
+  }
+  x.violation_ns = rd.violation_ns;
+  x.stale = stale;
+}
+
+// The source's own health after a sweep: GPUs missing or lost, a hung event wait, the event
+// loop's problem; Degraded with all of them named, else OK.
+void Collector::SetSweepSource(SweepResult& out, std::string problems) {
+  const size_t n = out.gpus.size();
+  int lost = 0;  // the GPU whose call hung is already named by the hang message
+  for (size_t i = 0; i < n; ++i)
+    lost += out.gpus[i].lost && static_cast<int>(i) != hung_gpu_ ? 1 : 0;
+  auto add = [&problems](const std::string& m) {
+    if (m.empty()) return;
+    if (!problems.empty()) problems += "; ";
+    problems += m;
+  };
+  if (options_.expected_gpus > 0 && out.found_gpus < options_.expected_gpus)
+    add("found " + std::to_string(out.found_gpus) + " of " +
+        std::to_string(options_.expected_gpus) + " expected GPUs");
+  if (lost > 0) add(std::to_string(lost) + " GPU(s) lost");
+  const int64_t wait_started = event_wait_started_ns_.load();
+  if (wait_started != 0) {
+    const auto waited = std::chrono::steady_clock::now().time_since_epoch() -
+                        std::chrono::nanoseconds(wait_started);
+    if (waited > options_.event_wait + options_.call_deadline)
+      add("NVML call nvmlEventSetWait_v2 hung > " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.event_wait +
+                                                                          options_.call_deadline)
+                             .count()) +
+          "s");
+  }
+  {
+    std::scoped_lock lock(mu_);
+    add(event_problem_);
+    source_.state = problems.empty() ? api::SourceState::kOk : api::SourceState::kDegraded;
+    source_.message = problems;
+    out.source = source_;
+    AssignIfChanged(out.driver_version, driver_version_);
+  }
 }
 
 void Collector::Sweep(SweepResult& out) {
@@ -492,90 +625,11 @@ void Collector::Sweep(SweepResult& out) {
   out.gpus.resize(n);
   out.extras.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const Device& d = devices_[i];
-    const Reading& rd = last_[i];
-    api::GpuStatus& g = out.gpus[i];
-    GpuExtras& x = out.extras[i];
-    g.index = d.id.index;
-    AssignIfChanged(g.uuid, d.id.uuid);
-    AssignIfChanged(g.name, d.id.name);
-    AssignIfChanged(g.serial, d.id.serial);
-    AssignIfChanged(g.pci_bus_id, d.id.pci_bus_id);
-    g.mig_enabled = d.mig_enabled;
-    g.lost = rd.lost || d.handle.value == 0 || static_cast<int>(i) == hung_gpu_;
-    g.temperature_c = rd.temperature_c;
-    g.slowdown_temperature_c = d.slowdown_c;
-    g.shutdown_temperature_c = d.shutdown_c;
-    if (x.clock_event_mask != rd.clock_mask || (g.throttle_reasons.empty() && rd.clock_mask != 0))
-      SetThrottleNames(rd.clock_mask, g.throttle_reasons);
-    x.clock_event_mask = rd.clock_mask;
-    g.power_watts = rd.power_mw ? std::optional<double>(*rd.power_mw / 1000.0) : std::nullopt;
-    g.power_limit_watts =
-        rd.power_limit_mw ? std::optional<double>(*rd.power_limit_mw / 1000.0) : std::nullopt;
-    g.ecc_enabled = rd.ecc_enabled;
-    g.ecc_corrected_volatile = rd.ecc[0];
-    g.ecc_uncorrected_volatile = rd.ecc[1];
-    g.ecc_corrected_aggregate = rd.ecc[2];
-    g.ecc_uncorrected_aggregate = rd.ecc[3];
-    if (rd.remap) {
-      g.remapped_rows_correctable = rd.remap->correctable;
-      g.remapped_rows_uncorrectable = rd.remap->uncorrectable;
-      g.remap_pending = rd.remap->pending;
-      g.remap_failure = rd.remap->failure;
-    } else {
-      g.remapped_rows_correctable.reset();
-      g.remapped_rows_uncorrectable.reset();
-      g.remap_pending = false;
-      g.remap_failure = false;
-    }
-    g.retired_pages_sbe = rd.retired_sbe;
-    g.retired_pages_dbe = rd.retired_dbe;
-    g.retired_pages_pending = rd.retired_pending;
-    g.pcie_replay_count =
-        rd.pcie_replay ? std::optional<uint64_t>(*rd.pcie_replay) : std::nullopt;
-    g.nvlink_links_total = rd.links_total;
-    g.nvlink_links_down = rd.links_down;
-    g.nvlink_error_count = rd.nvlink_errors;
-    if (rd.recovery_action) {
-      AssignIfChanged(g.recovery_action, RecoveryActionName(*rd.recovery_action));
-    } else {
-      g.recovery_action.clear();
-    }
-    x.violation_ns = rd.violation_ns;
-    x.stale = !completed;
+    ToReport(devices_[i], last_[i], static_cast<int>(i) == hung_gpu_, !completed, out.gpus[i],
+             out.extras[i]);
   }
 
-  // Health signals about the source itself.
-  int lost = 0;  // the GPU whose call hung is already named by the hang message
-  for (size_t i = 0; i < n; ++i) lost += out.gpus[i].lost && static_cast<int>(i) != hung_gpu_ ? 1 : 0;
-  auto add = [&problems](const std::string& m) {
-    if (m.empty()) return;
-    if (!problems.empty()) problems += "; ";
-    problems += m;
-  };
-  if (options_.expected_gpus > 0 && out.found_gpus < options_.expected_gpus)
-    add("found " + std::to_string(out.found_gpus) + " of " +
-        std::to_string(options_.expected_gpus) + " expected GPUs");
-  if (lost > 0) add(std::to_string(lost) + " GPU(s) lost");
-  const int64_t wait_started = event_wait_started_ns_.load();
-  if (wait_started != 0) {
-    const auto waited = std::chrono::steady_clock::now().time_since_epoch() -
-                        std::chrono::nanoseconds(wait_started);
-    if (waited > options_.event_wait + options_.call_deadline)
-      add("NVML call nvmlEventSetWait_v2 hung > " +
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                             options_.event_wait + options_.call_deadline)
-                             .count()) +
-          "s");
-  }
-  {
-    std::scoped_lock lock(mu_);
-    add(event_problem_);
-    source_.state = problems.empty() ? api::SourceState::kOk : api::SourceState::kDegraded;
-    source_.message = problems;
-    out.source = source_;
-    AssignIfChanged(out.driver_version, driver_version_);
-  }
+  SetSweepSource(out, std::move(problems));
   out.took = std::chrono::steady_clock::now() - t0;
 }
 

@@ -149,6 +149,10 @@ class Collector {
   struct SweepJob;
   struct Device;
   struct Reading;
+  static Device IdentifyDevice(NvmlApi& a, unsigned i);
+  static void ToReport(const Device& d, const Reading& rd, bool hung, bool stale, api::GpuStatus& g,
+                       GpuExtras& x);
+  void SetSweepSource(SweepResult& out, std::string problems);
   void EventLoop(std::stop_token stop);
   void SetSource(api::SourceState state, std::string message);
   std::optional<RecoveryAction> ReadRecoveryAction(int index);

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "common/strings.h"
+
 namespace gg::gpu {
 namespace {
 
@@ -41,15 +43,8 @@ bool Consume(std::string_view& s, std::string_view prefix) {
   return true;
 }
 
-std::string_view TrimSpaces(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
-    s.remove_suffix(1);
-  return s;
-}
-
 std::string ClipMessage(std::string_view s) {
-  s = TrimSpaces(s);
+  s = TrimSpace(s);
   if (s.size() > kMaxMessage) s = s.substr(0, kMaxMessage);
   return std::string(s);
 }
@@ -157,20 +152,20 @@ bool ParseXidBody(std::string_view s, KmsgXid* out) {
   out->xid = xid;
   // Minimal lines end right after the number.
   if (!Consume(s, ",")) {
-    if (!TrimSpaces(s).empty()) return false;  // "79abc": not an Xid line
+    if (!TrimSpace(s).empty()) return false;  // "79abc": not an Xid line
     return true;
   }
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   if (Consume(s, "pid=")) {
     size_t comma = s.find(',');
-    std::string_view pid = TrimSpaces(s.substr(0, comma));
+    std::string_view pid = TrimSpace(s.substr(0, comma));
     int64_t v = 0;
     if (ParseUint(pid, &v)) out->pid = v;  // "'<unknown>'" stays absent
     s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
     while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
     if (Consume(s, "name=")) {
       size_t c2 = s.find(',');
-      std::string_view name = TrimSpaces(s.substr(0, c2));
+      std::string_view name = TrimSpace(s.substr(0, c2));
       if (name != "<unknown>" && name != "'<unknown>'") out->process_name = std::string(name);
       s = c2 == std::string_view::npos ? std::string_view() : s.substr(c2 + 1);
     }
@@ -198,7 +193,7 @@ bool ParseSxid(std::string_view s, KmsgXid* out) {
   out->xid = sxid;
   out->sxid = true;
   if (Consume(s, ",")) {
-    std::string_view rest = TrimSpaces(s);
+    std::string_view rest = TrimSpace(s);
     if (Consume(rest, "Fatal")) {
       out->fatal = true;
     } else if (Consume(rest, "Non-fatal")) {

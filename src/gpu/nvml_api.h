@@ -1,6 +1,6 @@
 // NvmlApi: the small slice of NVML the agent uses, expressed in our own types so that the
 // real dlopen loader, FakeNvml and the guarded worker are interchangeable. No NVIDIA type
-// appears here; codes and bit values mirror NVML's ABI (see shared/reference/nvml.md).
+// appears here; codes and bit values mirror NVML's ABI (see docs/reference/nvml-abi.md).
 #pragma once
 
 #include <cstdint>
@@ -130,7 +130,7 @@ struct FieldValue {
   double dbl = 0;
 };
 
-// NVML field ids we read (nvml.md §5).
+// NVML field ids we read (docs/reference/nvml-abi.md, "Constants").
 inline constexpr uint32_t kFieldEccSbeVolTotal = 3;
 inline constexpr uint32_t kFieldEccDbeVolTotal = 4;
 inline constexpr uint32_t kFieldNvLinkLinkCount = 91;

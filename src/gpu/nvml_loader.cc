@@ -1,8 +1,8 @@
 // NvmlLoader: dlopen("libnvidia-ml.so.1") and one table of dlsym'd symbols.
 //
 // The NVML types, constants and struct layouts below are HAND-WRITTEN from NVIDIA's public ABI
-// facts (shared/reference/nvml.md: official 13.3 header as read through NVIDIA/go-nvml, with
-// sizes computed on LP64). No NVIDIA header is used at build time; the static_asserts pin the
+// facts (docs/reference/nvml-abi.md: the official 13.x header as republished by NVIDIA/go-nvml,
+// with sizes computed on LP64). No NVIDIA header is used at build time; the static_asserts pin the
 // layouts we depend on.
 #include "gpu/nvml_loader.h"
 
@@ -77,7 +77,7 @@ struct nvmlMemory_t {
 };
 }  // extern "C"
 
-static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout (nvml.md §4)");
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout (docs/reference/nvml-abi.md)");
 static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t.busId offset");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t layout");
 static_assert(offsetof(nvmlFieldValue_t, value) == 32, "nvmlFieldValue_t.value offset");
@@ -184,7 +184,8 @@ Status NvmlLoader::Load() {
   auto want = [&](bool ok, const char* name) {
     if (!ok) s.missing_optional += (s.missing_optional.empty() ? "" : ", ") + std::string(name);
   };
-  // Versioned names first: plain names are the legacy v1 ABI (nvml.md §1.2).
+  // Versioned names first: plain names are the legacy v1 ABI (docs/reference/nvml-abi.md,
+  // "Loading").
   need(Resolve(handle_, s.init, {"nvmlInit_v2"}), "nvmlInit_v2");
   need(Resolve(handle_, s.shutdown, {"nvmlShutdown"}), "nvmlShutdown");
   need(Resolve(handle_, s.count, {"nvmlDeviceGetCount_v2"}), "nvmlDeviceGetCount_v2");

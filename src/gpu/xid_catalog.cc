@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/strings.h"
+
 namespace gg::gpu {
 namespace internal {
 extern const std::string_view kXidCatalogCsv;  // xid_catalog_data.cc (generated)
@@ -12,20 +14,8 @@ extern const std::string_view kXidCatalogCsv;  // xid_catalog_data.cc (generated
 
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::optional<int> ParseXidNumber(std::string_view s) {
-  s = Trim(s);
+  s = TrimSpace(s);
   if (s.empty() || s.size() > 9) return std::nullopt;
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -109,7 +99,7 @@ std::optional<XidAction> ParseXidAction(std::string_view name) {
 }
 
 XidAction NormalizeCatalogAction(std::string_view bucket) {
-  bucket = Trim(bucket);
+  bucket = TrimSpace(bucket);
   if (bucket == "IGNORE") return XidAction::kIgnore;
   if (bucket == "RESTART_APP") return XidAction::kRestartApp;
   if (bucket == "RESET_GPU") return XidAction::kResetGpu;
@@ -161,14 +151,15 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
   bool bad_quote = false;
   int record_line = line;
   if (!NextRecord(csv, pos, fields, line, bad_quote)) return InvalidArgumentError("xid catalog: empty");
-  if (fields.size() < 4 || Trim(fields[0]) != "xid" || Trim(fields[3]) != "recommended_action")
+  if (fields.size() < 4 || TrimSpace(fields[0]) != "xid" ||
+      TrimSpace(fields[3]) != "recommended_action")
     return InvalidArgumentError(
         "xid catalog line 1: header must start with xid,name,category,recommended_action");
   while (true) {
     record_line = line;
     if (!NextRecord(csv, pos, fields, line, bad_quote)) break;
     if (bad_quote) return InvalidArgumentError("xid catalog line " + std::to_string(record_line) + ": unterminated quote");
-    if (fields.size() == 1 && Trim(fields[0]).empty()) continue;  // blank line
+    if (fields.size() == 1 && TrimSpace(fields[0]).empty()) continue;  // blank line
     if (fields.size() < 4)
       return InvalidArgumentError("xid catalog line " + std::to_string(record_line) +
                                   ": expected at least 4 fields, got " +
@@ -179,9 +170,9 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
                                   ": bad xid '" + fields[0] + "'");
     XidInfo info;
     info.xid = *xid;
-    info.name = std::string(Trim(fields[1]));
-    info.category = std::string(Trim(fields[2]));
-    info.raw_action = std::string(Trim(fields[3]));
+    info.name = std::string(TrimSpace(fields[1]));
+    info.category = std::string(TrimSpace(fields[2]));
+    info.raw_action = std::string(TrimSpace(fields[3]));
     info.action = NormalizeCatalogAction(info.raw_action);
     out.entries_.push_back(std::move(info));
   }
@@ -208,7 +199,7 @@ Status AddList(std::string_view list, std::set<int>& into) {
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
     if (comma == std::string_view::npos) comma = list.size();
-    std::string_view tok = Trim(list.substr(start, comma - start));
+    std::string_view tok = TrimSpace(list.substr(start, comma - start));
     if (!tok.empty()) {
       auto v = ParseXidNumber(tok);
       if (v) {
@@ -233,7 +224,7 @@ bool ApplyDpList(std::string_view value, std::set<int>& into, std::vector<std::s
   while (start <= v.size()) {
     size_t comma = v.find(',', start);
     if (comma == std::string_view::npos) comma = v.size();
-    std::string_view tok = Trim(v.substr(start, comma - start));
+    std::string_view tok = TrimSpace(v.substr(start, comma - start));
     if (tok == "all" || tok == "xids") {
       all = true;
     } else if (!tok.empty()) {
@@ -345,6 +336,56 @@ std::optional<RecoveryAction> ParseRecoveryActionChange(std::string_view message
   auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), v, 16);
   if (ec != std::errc() || p == rest.data() || v > 1000) return std::nullopt;
   return static_cast<RecoveryAction>(v);
+}
+
+bool XidNeedsWholeNode(int xid, std::string_view recommended_action) {
+  auto whole_node = [](std::string_view a) { return a == "RESTART_BM" || a == "RESTART_VM"; };
+  if (whole_node(recommended_action)) return true;
+  const XidInfo* info = XidCatalog::Builtin().Find(xid);
+  if (info == nullptr) return false;
+  return info->action == XidAction::kRestartBm || info->action == XidAction::kRestartVm ||
+         info->raw_action == "WORKFLOW_NVLINK_ERR";
+}
+
+// The catalog's names are the driver's constants ("ROBUST_CHANNEL_GPU_ECC_DBE - Double Bit
+// ECC Error"); these are the short forms the verdict messages use.
+std::string_view XidShortName(int xid) {
+  switch (xid) {
+    case 13:
+      return "graphics engine exception";
+    case 31:
+      return "GPU memory page fault";
+    case 43:
+      return "GPU stopped processing";
+    case 45:
+      return "preemptive cleanup";
+    case 48:
+      return "double-bit ECC error";
+    case 63:
+      return "row remapping event";
+    case 64:
+      return "row remapping failure";
+    case 68:
+      return "NVDEC0 exception";
+    case 74:
+      return "NVLink error";
+    case 79:
+      return "fallen off the bus";
+    case 92:
+      return "high single-bit ECC rate";
+    case 94:
+      return "contained memory error";
+    case 95:
+      return "uncontained memory error";
+    case 119:
+      return "GSP RPC timeout";
+    case 120:
+      return "GSP error";
+    case 154:
+      return "recovery action changed";
+    default:
+      return "";
+  }
 }
 
 }  // namespace gg::gpu

@@ -123,6 +123,15 @@ class XidClassifier {
   const XidCatalog& catalog_;
 };
 
+// --- Facts the policy engine takes from the catalog (docs/reference/xid-catalog.md) ---
+// The Xid needs the whole node fenced: its catalog action (or `recommended_action`, the
+// agent's classification in the report) is RESTART_BM / RESTART_VM, or the catalog sends it
+// through NVIDIA's NVLink workflow (the peers over NVLink are involved).
+bool XidNeedsWholeNode(int xid, std::string_view recommended_action);
+// Short human name of a well-known Xid for verdict messages ("fallen off the bus"); "" when
+// the catalog has none.
+std::string_view XidShortName(int xid);
+
 // Parses "… GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)" (the
 // Xid 154 message) into the new action.
 std::optional<RecoveryAction> ParseRecoveryActionChange(std::string_view message);

@@ -19,9 +19,13 @@ double NextUnit(std::uint64_t& state) {
   return static_cast<double>(NextRandom(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-Backoff::Backoff(Duration initial, Duration max, double factor, double jitter, std::uint64_t seed)
-    : initial_(initial), max_(max), factor_(factor), jitter_(std::clamp(jitter, 0.0, 1.0)),
-      state_(seed ? seed : std::random_device{}()) {}
+Backoff::Backoff(Duration initial, Duration max, double factor, double jitter,
+                 std::uint64_t start_state)
+    : initial_(initial),
+      max_(max),
+      factor_(factor),
+      jitter_(std::clamp(jitter, 0.0, 1.0)),
+      state_(start_state ? start_state : std::random_device{}()) {}
 
 Duration Backoff::Next() {
   double base = static_cast<double>(initial_.count()) * std::pow(factor_, attempt_);

@@ -15,7 +15,7 @@ namespace gg::k8s {
 class Backoff {
  public:
   Backoff(Duration initial, Duration max, double factor = 2.0, double jitter = 0.2,
-          std::uint64_t seed = 0);
+          std::uint64_t start_state = 0);
   Duration Next();
   void Reset() { attempt_ = 0; }
   int attempt() const { return attempt_; }
@@ -48,7 +48,7 @@ class TokenBucket {
   MonoTime last_;
 };
 
-// SplitMix64 step: a tiny, seedable PRNG for jitter.
+// SplitMix64 step: a tiny PRNG for jitter with a settable start state.
 std::uint64_t NextRandom(std::uint64_t& state);
 // Uniform double in [0, 1).
 double NextUnit(std::uint64_t& state);

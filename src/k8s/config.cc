@@ -10,15 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace gg::k8s {
 namespace {
-
-std::string Trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
-}
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -130,9 +125,54 @@ StatusOr<ClientConfig> LoadInCluster(const ConfigEnv& env, const std::string& sa
   }
   c.ca_pem = *ca;
   auto ns = env.read_file(sa_dir + "/namespace");
-  if (ns.ok()) c.default_namespace = Trim(*ns);
+  if (ns.ok()) c.default_namespace = std::string(TrimSpace(*ns));
   return c;
 }
+
+namespace {
+
+// The kubeconfig user's credentials into `c`: a token, a token file or a client certificate
+// and key; exec plugins, auth providers and basic auth are refused with the reason.
+Status ApplyUser(const YAML::Node& user, const std::string& user_name, const std::string& base_dir,
+                 ClientConfig& c) {
+  if (user["exec"]) {
+    std::string cmd = Str(user["exec"], "command");
+    return UnimplementedError("kubeconfig: user \"" + user_name +
+                              "\" uses an exec credential plugin (" + cmd +
+                              "), which gpu-guardian does not support; use a token, "
+                              "tokenFile or client certificate");
+  }
+  if (user["auth-provider"]) {
+    std::string name = Str(user["auth-provider"], "name");
+    return UnimplementedError("kubeconfig: user \"" + user_name + "\" uses auth-provider \"" +
+                              name + "\", which gpu-guardian does not support");
+  }
+  if (user["username"] || user["password"]) {
+    return UnimplementedError("kubeconfig: user \"" + user_name +
+                              "\" uses basic auth (username/password), which is not supported");
+  }
+  c.token = Str(user, "token");
+  if (auto tf = Str(user, "tokenFile"); !tf.empty()) c.token_file = JoinPath(base_dir, tf);
+  if (auto d = Str(user, "client-certificate-data"); !d.empty()) {
+    GG_ASSIGN_OR_RETURN(c.client_cert_pem, Base64Decode(d, "client-certificate-data"));
+  } else if (auto f = Str(user, "client-certificate"); !f.empty()) {
+    c.client_cert_file = JoinPath(base_dir, f);
+  }
+  if (auto d = Str(user, "client-key-data"); !d.empty()) {
+    GG_ASSIGN_OR_RETURN(c.client_key_pem, Base64Decode(d, "client-key-data"));
+  } else if (auto f = Str(user, "client-key"); !f.empty()) {
+    c.client_key_file = JoinPath(base_dir, f);
+  }
+  bool has_cert = !c.client_cert_pem.empty() || !c.client_cert_file.empty();
+  bool has_key = !c.client_key_pem.empty() || !c.client_key_file.empty();
+  if (has_cert != has_key) {
+    return InvalidArgumentError("kubeconfig: user \"" + user_name +
+                                "\" needs both a client certificate and a client key");
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
                                        const std::string& context, const ConfigEnv& env) {
@@ -177,48 +217,10 @@ StatusOr<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string&
       }
       c.ca_pem = *pem;
     }
-    std::optional<YAML::Node> user_node;
     if (!user_name.empty()) {
-      user_node = FindNamed(root["users"], user_name, "user");
+      auto user_node = FindNamed(root["users"], user_name, "user");
       if (!user_node) return NotFoundError("kubeconfig: user \"" + user_name + "\" not found");
-    }
-    if (user_node) {
-      const YAML::Node user = *user_node;
-      if (user["exec"]) {
-        std::string cmd = Str(user["exec"], "command");
-        return UnimplementedError("kubeconfig: user \"" + user_name +
-                                  "\" uses an exec credential plugin (" + cmd +
-                                  "), which gpu-guardian does not support; use a token, "
-                                  "tokenFile or client certificate");
-      }
-      if (user["auth-provider"]) {
-        std::string name = Str(user["auth-provider"], "name");
-        return UnimplementedError("kubeconfig: user \"" + user_name +
-                                  "\" uses auth-provider \"" + name +
-                                  "\", which gpu-guardian does not support");
-      }
-      if (user["username"] || user["password"]) {
-        return UnimplementedError("kubeconfig: user \"" + user_name +
-                                  "\" uses basic auth (username/password), which is not supported");
-      }
-      c.token = Str(user, "token");
-      if (auto tf = Str(user, "tokenFile"); !tf.empty()) c.token_file = JoinPath(base_dir, tf);
-      if (auto d = Str(user, "client-certificate-data"); !d.empty()) {
-        GG_ASSIGN_OR_RETURN(c.client_cert_pem, Base64Decode(d, "client-certificate-data"));
-      } else if (auto f = Str(user, "client-certificate"); !f.empty()) {
-        c.client_cert_file = JoinPath(base_dir, f);
-      }
-      if (auto d = Str(user, "client-key-data"); !d.empty()) {
-        GG_ASSIGN_OR_RETURN(c.client_key_pem, Base64Decode(d, "client-key-data"));
-      } else if (auto f = Str(user, "client-key"); !f.empty()) {
-        c.client_key_file = JoinPath(base_dir, f);
-      }
-      bool has_cert = !c.client_cert_pem.empty() || !c.client_cert_file.empty();
-      bool has_key = !c.client_key_pem.empty() || !c.client_key_file.empty();
-      if (has_cert != has_key) {
-        return InvalidArgumentError("kubeconfig: user \"" + user_name +
-                                    "\" needs both a client certificate and a client key");
-      }
+      GG_RETURN_IF_ERROR(ApplyUser(*user_node, user_name, base_dir, c));
     }
     return c;
   } catch (const YAML::Exception& e) {
@@ -281,7 +283,7 @@ std::string BearerTokenSource::Token() {
   if (!loaded_ || changed || now - read_at_ >= max_age_) {
     auto text = ReadWholeFile(file_);
     if (text.ok()) {
-      std::string t = Trim(*text);
+      std::string t(TrimSpace(*text));
       if (!t.empty()) token_ = std::move(t);
       loaded_ = true;
       if (have_stat) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/strings.h"
 #include "k8s/transport.h"
 
 namespace gg::k8s {
@@ -20,12 +21,6 @@ constexpr std::size_t kMaxIdleHandles = 16;
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 struct Transfer {
@@ -103,6 +98,36 @@ Status CurlError(CURLcode rc, const char* errbuf, std::string_view what) {
       return FailedPreconditionError(msg);
     default:
       return UnavailableError(msg);
+  }
+}
+
+// TLS: verified unless the kubeconfig asked otherwise; CA and client certificate/key from PEM
+// data (copied into the handle) or files.
+void SetTls(CURL* h, const ClientConfig& cfg) {
+  long verify = cfg.insecure_skip_tls_verify ? 0L : 1L;
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, verify);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L);
+  if (!cfg.ca_pem.empty()) {
+    curl_blob blob{const_cast<char*>(cfg.ca_pem.data()), cfg.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+  } else if (!cfg.ca_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, cfg.ca_file.c_str());
+  }
+  if (!cfg.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()), cfg.client_cert_pem.size(),
+                   CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+  } else if (!cfg.client_cert_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT, cfg.client_cert_file.c_str());
+  }
+  if (!cfg.client_key_pem.empty()) {
+    curl_blob key{const_cast<char*>(cfg.client_key_pem.data()), cfg.client_key_pem.size(),
+                  CURL_BLOB_COPY};
+    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+  } else if (!cfg.client_key_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLKEY, cfg.client_key_file.c_str());
   }
 }
 
@@ -196,33 +221,7 @@ Status CurlTransport::Setup(void* handle, const HttpRequest& req, void* header_l
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall);
   }
 
-  // TLS: verified unless the kubeconfig asked otherwise.
-  long verify = config_.insecure_skip_tls_verify ? 0L : 1L;
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, verify);
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L);
-  if (!config_.ca_pem.empty()) {
-    curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(),
-                   CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
-  } else if (!config_.ca_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_file.c_str());
-  }
-  if (!config_.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
-                   config_.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-  } else if (!config_.client_cert_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
-  }
-  if (!config_.client_key_pem.empty()) {
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()),
-                  config_.client_key_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-  } else if (!config_.client_key_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLKEY, config_.client_key_file.c_str());
-  }
+  SetTls(h, config_);
 
   curl_slist* headers = nullptr;
   bool has_accept = false, has_ctype = false;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -243,79 +244,6 @@ std::string_view Pod::ControllerKind() const {
   return c ? std::string_view(c->kind) : std::string_view();
 }
 
-bool LabelSelector::Matches(const LabelMap& labels) const {
-  for (const auto& [k, v] : match_labels) {
-    auto got = labels.Get(k);
-    if (!got || *got != v) return false;
-  }
-  for (const auto& req : match_expressions) {
-    auto got = labels.Get(req.key);
-    bool in = got && std::find(req.values.begin(), req.values.end(), *got) != req.values.end();
-    if (req.op == "In") {
-      if (!in) return false;
-    } else if (req.op == "NotIn") {
-      if (in) return false;
-    } else if (req.op == "Exists") {
-      if (!got) return false;
-    } else if (req.op == "DoesNotExist") {
-      if (got) return false;
-    } else {
-      return false;  // unknown operator never matches (Validate reports it)
-    }
-  }
-  return true;
-}
-
-std::string LabelSelector::ToQuery() const {
-  std::string out;
-  auto sep = [&] {
-    if (!out.empty()) out += ',';
-  };
-  for (const auto& [k, v] : match_labels) {
-    sep();
-    out += k + "=" + v;
-  }
-  for (const auto& req : match_expressions) {
-    sep();
-    if (req.op == "Exists") {
-      out += req.key;
-    } else if (req.op == "DoesNotExist") {
-      out += "!" + req.key;
-    } else {
-      std::vector<std::string> vals = req.values;
-      std::sort(vals.begin(), vals.end());
-      out += req.key + (req.op == "In" ? " in (" : " notin (");
-      for (std::size_t i = 0; i < vals.size(); ++i) {
-        if (i) out += ',';
-        out += vals[i];
-      }
-      out += ')';
-    }
-  }
-  return out;
-}
-
-Status LabelSelector::Validate() const {
-  for (const auto& req : match_expressions) {
-    if (req.key.empty()) return InvalidArgumentError("matchExpressions: empty key");
-    if (req.op == "In" || req.op == "NotIn") {
-      if (req.values.empty()) {
-        return InvalidArgumentError("matchExpressions[" + req.key + "]: " + req.op +
-                                    " needs values");
-      }
-    } else if (req.op == "Exists" || req.op == "DoesNotExist") {
-      if (!req.values.empty()) {
-        return InvalidArgumentError("matchExpressions[" + req.key + "]: " + req.op +
-                                    " takes no values");
-      }
-    } else {
-      return InvalidArgumentError("matchExpressions[" + req.key + "]: unknown operator \"" +
-                                  req.op + "\"");
-    }
-  }
-  return OkStatus();
-}
-
 std::string_view WatchEventTypeName(WatchEventType t) {
   switch (t) {
     case WatchEventType::kAdded:
@@ -330,6 +258,12 @@ std::string_view WatchEventTypeName(WatchEventType t) {
       return "ERROR";
   }
   return "UNKNOWN";
+}
+
+std::uint64_t ResourceVersionNumber(std::string_view rv) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+  return ec == std::errc() && p == rv.data() + rv.size() ? v : 0;
 }
 
 }  // namespace gg::k8s

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/label_selector.h"
 #include "common/status.h"
 
 namespace gg::k8s {
@@ -83,6 +84,10 @@ struct ObjectMeta {
   std::string Key() const;
 };
 
+// A resourceVersion as a number, to tell whether a cache has reached one of our writes; 0 when
+// it is not a plain decimal (the server may use any opaque string: never compare then).
+std::uint64_t ResourceVersionNumber(std::string_view rv);
+
 struct Taint {
   std::string key, value, effect;  // effect: NoSchedule | PreferNoSchedule | NoExecute
   std::optional<WallTime> time_added;
@@ -130,25 +135,9 @@ struct Pod {
   std::string_view ControllerKind() const;
 };
 
-struct LabelSelectorRequirement {
-  std::string key;
-  std::string op;  // In | NotIn | Exists | DoesNotExist
-  std::vector<std::string> values;
-};
-
-// metav1.LabelSelector. An empty selector matches everything; a null one (absent) nothing —
-// callers keep std::optional<LabelSelector> where that distinction matters.
-struct LabelSelector {
-  std::map<std::string, std::string> match_labels;
-  std::vector<LabelSelectorRequirement> match_expressions;
-
-  bool Matches(const LabelMap& labels) const;
-  bool Empty() const { return match_labels.empty() && match_expressions.empty(); }
-  // The `labelSelector=` query form ("a=b,c in (x,y),!d").
-  std::string ToQuery() const;
-  // InvalidArgument for unknown operators or values on Exists/DoesNotExist.
-  Status Validate() const;
-};
+// metav1.LabelSelector (common/label_selector.h); Matches(LabelMap) reads the packed labels.
+using LabelSelector = gg::LabelSelector;
+using LabelSelectorRequirement = gg::LabelSelectorRequirement;
 
 struct PodDisruptionBudget {
   ObjectMeta meta;

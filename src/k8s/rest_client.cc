@@ -94,12 +94,12 @@ void RestClient::Throttle() {
 }
 
 StatusOr<HttpResponse> RestClient::Call(HttpRequest req, Idempotency idem, bool is_create) {
-  std::uint64_t seed;
+  std::uint64_t start;
   {
     std::scoped_lock lock(mu_);
-    seed = NextRandom(jitter_state_);
+    start = NextRandom(jitter_state_);
   }
-  Backoff backoff(options_.initial_backoff, options_.max_backoff, 2.0, 0.2, seed | 1);
+  Backoff backoff(options_.initial_backoff, options_.max_backoff, 2.0, 0.2, start | 1);
   if (req.timeout.count() == 0) req.timeout = options_.request_timeout;
   const std::stop_token& cancel = options_.cancel_retries;
   bool reauthed = false;

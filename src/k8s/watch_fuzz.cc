@@ -1,5 +1,5 @@
 // libFuzzer target for watch streams: the bytes are cut into chunks at fuzzer-chosen points
-// (the first byte seeds the cuts), split into lines like RestClient::Watch does, and every
+// (the first byte chooses the cuts), split into lines like RestClient::Watch does, and every
 // line is decoded as a Node, Pod and generic event. Truncated, merged or binary lines must be
 // an error, never a crash; the splitter must hand out exactly the '\n'-terminated lines.
 #include <algorithm>

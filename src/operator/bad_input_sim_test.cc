@@ -288,7 +288,7 @@ TEST_F(BadInputSimTest, InvalidPoliciesAreReportedAndActOnNothing) {
 }
 
 // Reports the operator cannot trust: wrong types, arrays past the codec's bounds, and the
-// seed-style annotation holding garbage. The node goes Unknown with the decode error in the
+// legacy report annotation holding garbage. The node goes Unknown with the decode error in the
 // condition message; a fatal Xid next to the garbage must not be acted on.
 TEST_F(BadInputSimTest, UnreadableReportsMakeTheNodeUnknownNeverFenced) {
   CreatePolicy("default", TaintingSpec());

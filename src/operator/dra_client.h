@@ -43,34 +43,45 @@ struct DraCapabilities {
   std::string WhyNot(api::DeviceTaintEffect effect) const;
 };
 
-class DraClient {
+// The DRA operations the reconcilers use (DraClient over HTTP; FakeDra in fakes.h).
+class DraApi {
  public:
-  // `refresh`: discovery is repeated this often (an upgrade or a feature gate turned on must
-  // not need an operator restart).
-  DraClient(k8s::RestClient& client, Clock& clock,
-            Duration refresh = std::chrono::minutes(10));
-  virtual ~DraClient() = default;
-
+  virtual ~DraApi() = default;
   // Cached discovery. An error is transient (the API server did not answer): callers requeue
   // rather than fall back to fencing whole nodes.
-  virtual StatusOr<DraCapabilities> Capabilities();
-
+  virtual StatusOr<DraCapabilities> Capabilities() = 0;
   // GPU UUID -> (driver, pool, device) from `node`'s ResourceSlices of `driver`.
   virtual StatusOr<remediation::GpuDeviceMap> MapGpus(const std::string& node,
                                                       const std::string& driver,
-                                                      const std::vector<std::string>& uuids);
+                                                      const std::vector<std::string>& uuids) = 0;
   // Creates our DeviceTaintRule for one GPU; returns its name (*created: this call made it).
   // An existing rule of that name that is ours counts as done (a retried pass); one that is
   // not ours is left alone (FailedPrecondition).
   virtual StatusOr<std::string> EnsureRule(const remediation::DeviceTaintRuleSpec& spec,
-                                           bool* created = nullptr);
+                                           bool* created) = 0;
   // Deletes our rule `name` (UID precondition). Gone already, or DeviceTaintRule no longer
   // served: OK. Not ours: left alone, OK with *skipped set.
-  virtual Status DeleteOurRule(const std::string& name, bool* skipped = nullptr);
+  virtual Status DeleteOurRule(const std::string& name, bool* skipped) = 0;
   // UIDs of the pods on `node` holding one of `devices` (ResourceClaim allocation results +
   // reservedFor).
   virtual StatusOr<std::set<std::string>> PodsHolding(
-      const std::string& node, const std::vector<remediation::DeviceRef>& devices);
+      const std::string& node, const std::vector<remediation::DeviceRef>& devices) = 0;
+};
+
+class DraClient : public DraApi {
+ public:
+  // `refresh`: discovery is repeated this often (an upgrade or a feature gate turned on must
+  // not need an operator restart).
+  DraClient(k8s::RestClient& client, Clock& clock, Duration refresh = std::chrono::minutes(10));
+
+  StatusOr<DraCapabilities> Capabilities() override;
+  StatusOr<remediation::GpuDeviceMap> MapGpus(const std::string& node, const std::string& driver,
+                                              const std::vector<std::string>& uuids) override;
+  StatusOr<std::string> EnsureRule(const remediation::DeviceTaintRuleSpec& spec,
+                                   bool* created = nullptr) override;
+  Status DeleteOurRule(const std::string& name, bool* skipped = nullptr) override;
+  StatusOr<std::set<std::string>> PodsHolding(
+      const std::string& node, const std::vector<remediation::DeviceRef>& devices) override;
 
  private:
   StatusOr<DraCapabilities> Discover();

@@ -6,8 +6,12 @@
 namespace gg::op {
 
 DrainRunner::DrainRunner(remediation::Drainer& drainer,
-                         std::function<void(const std::string&)> on_finished, int max_running)
-    : drainer_(drainer), on_finished_(std::move(on_finished)), max_running_(max_running) {}
+                         std::function<void(const std::string&)> on_finished, int max_running,
+                         Logger log)
+    : drainer_(drainer),
+      on_finished_(std::move(on_finished)),
+      max_running_(max_running),
+      log_(std::move(log)) {}
 
 DrainRunner::~DrainRunner() { StopAll(); }
 
@@ -18,12 +22,18 @@ DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediatio
   if (it != jobs_.end()) return it->second->done ? Start::kFinished : Start::kRunning;
   int running = 0;
   for (const auto& [n, j] : jobs_) running += j->done ? 0 : 1;
-  if (running >= max_running_) return Start::kNoCapacity;
+  if (running >= max_running_) {
+    log_.Info("drain waits: too many drains running", {{"node", node}, {"running", running}});
+    return Start::kNoCapacity;
+  }
   auto job = std::make_unique<Job>();
   Job* raw = job.get();
   jobs_[node] = std::move(job);
   raw->thread = std::jthread([this, raw, node, spec, deadline](std::stop_token stop) {
     remediation::DrainResult r = drainer_.Drain(node, spec, deadline, stop);
+    if (r.state == remediation::DrainState::kCancelled) {
+      log_.Info("drain cancelled", {{"node", node}, {"evicted", r.evicted}});
+    }
     {
       std::scoped_lock l(mu_);
       raw->done = true;

@@ -16,26 +16,41 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "remediation/drainer.h"
 
 namespace gg::op {
 
-class DrainRunner {
+// What the node reconciler needs from the drain runner (a fake in fakes.h for tests).
+class DrainStarter {
  public:
-  DrainRunner(remediation::Drainer& drainer, std::function<void(const std::string& node)> on_finished,
-              int max_running = 32);
+  enum class Start { kStarted, kRunning, kFinished, kNoCapacity };
+  virtual ~DrainStarter() = default;
+  // Starts a drain for `node` unless one is running or a finished one was not forgotten.
+  virtual Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+                       WallTime deadline) = 0;
+  // The finished drain's result; nullopt while running or when none ran.
+  virtual std::optional<remediation::DrainResult> Result(const std::string& node) const = 0;
+  // Drops a finished drain (its outcome is recorded); a running one is left alone.
+  virtual void Forget(const std::string& node) = 0;
+  virtual bool Running(const std::string& node) const = 0;
+  // Cancels a running drain (recovered, admin intervention, node gone); drops its result.
+  virtual void Cancel(const std::string& node) = 0;
+};
+
+class DrainRunner final : public DrainStarter {
+ public:
+  DrainRunner(remediation::Drainer& drainer,
+              std::function<void(const std::string& node)> on_finished, int max_running = 32,
+              Logger log = Logger().WithName("drains"));
   ~DrainRunner();  // cancels and joins everything
 
-  enum class Start { kStarted, kRunning, kFinished, kNoCapacity };
-  // Starts a drain for `node` unless one is running or a finished one was not forgotten.
-  Start Ensure(const std::string& node, const remediation::DrainSpec& spec, WallTime deadline);
-  // The finished drain's result; nullopt while running or when none ran.
-  std::optional<remediation::DrainResult> Result(const std::string& node) const;
-  // Drops a finished drain (its outcome is recorded); a running one is left alone.
-  void Forget(const std::string& node);
-  bool Running(const std::string& node) const;
-  // Cancels a running drain (recovered, admin intervention, node gone); drops its result.
-  void Cancel(const std::string& node);
+  Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+               WallTime deadline) override;
+  std::optional<remediation::DrainResult> Result(const std::string& node) const override;
+  void Forget(const std::string& node) override;
+  bool Running(const std::string& node) const override;
+  void Cancel(const std::string& node) override;
   int RunningCount() const;
   void StopAll();
 
@@ -49,6 +64,7 @@ class DrainRunner {
   remediation::Drainer& drainer_;
   std::function<void(const std::string&)> on_finished_;
   int max_running_;
+  Logger log_;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
 };

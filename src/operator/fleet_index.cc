@@ -2,18 +2,15 @@
 #include "operator/fleet_index.h"
 
 #include <algorithm>
-#include <charconv>
+
+#include "remediation/plan.h"
 
 namespace gg::op {
 namespace {
 
-std::uint64_t RvNum(const std::string& rv) {
-  std::uint64_t v = 0;
-  auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
-  return ec == std::errc() && p == rv.data() + rv.size() ? v : 0;
+bool Excluded(const k8s::LabelMap& labels) {
+  return remediation::ExcludedByLabel(labels.Get(api::kExcludeLabel));
 }
-
-bool Excluded(const k8s::LabelMap& labels) { return labels.Get(api::kExcludeLabel) == "true"; }
 
 // A policy edit leaves its old selector cached; past this many the cache starts over.
 constexpr std::size_t kMaxSelectors = 64;
@@ -49,7 +46,7 @@ std::string SelectorFingerprint(const api::LabelSelector& s) {
 }
 
 bool SelectorMatches(const api::LabelSelector& selector, const k8s::LabelMap& labels) {
-  return selector.MatchesLookup([&](std::string_view key) { return labels.Get(key); });
+  return selector.Matches(labels);
 }
 
 void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, bool labels_too) {
@@ -103,7 +100,7 @@ bool FleetIndex::OnNode(const k8s::Node& node) {
     if (r.ok()) rec = std::move(r).value();
   }
   RecordSummary sum = Summarize(rec);
-  std::uint64_t rv = RvNum(node.meta.resource_version);
+  std::uint64_t rv = k8s::ResourceVersionNumber(node.meta.resource_version);
   std::scoped_lock lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(node.meta.name);
   Entry& e = it->second;

@@ -18,7 +18,8 @@ inline constexpr std::string_view kResultSkipped = "skipped";
 struct OperatorMetrics {
   explicit OperatorMetrics(metrics::Registry& registry);
 
-  // gpu_guardian_node_healthy{node}: 1 Healthy, 0 Unhealthy, -1 Unknown (seed metric + Unknown).
+  // gpu_guardian_node_healthy{node}: 1 Healthy, 0 Unhealthy, -1 Unknown (the original design's
+  // metric, plus Unknown).
   void SetNodeHealth(const std::string& node, std::string_view state);
   void ForgetNode(const std::string& node);
   // gpu_guardian_remediations_total{action,result}; action: taint|cordon|drain|untaint|uncordon|

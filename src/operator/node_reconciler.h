@@ -1,9 +1,12 @@
-// NodeReconciler: Reconcile(node) — read the node, its report and the policies selecting it
-// from the caches; Evaluate per policy (pure) → Resolve → brake check → Plan (pure) → write
-// only the difference (one Node PATCH with taints/cordon/record under a resourceVersion
-// precondition, the GPUHealthy condition via nodes/status, Events, drains). Level-based: it
-// never looks at what event caused it, and asks to be requeued when the verdict may change
-// without a new report (a `for` elapsing, recovery's healthyFor, a stale heartbeat).
+// NodeReconciler: Reconcile(node) — read the node, its report, the policies selecting it and
+// a finished drain's outcome into one remediation::NodeInput; Assess + Plan (pure, the one
+// place a node decision is made) give one remediation::NodeChange; apply it through the
+// interfaces below: DRA rules (DraApi), one Node PATCH with taints/cordon/record under a
+// resourceVersion precondition and the GPUHealthy condition via nodes/status (NodeWriter),
+// Events (EventRecorder), the drain (DrainStarter). Level-based: it never looks at what event
+// caused it, and asks to be requeued when the verdict may change without a new report (a
+// `for` elapsing, recovery's healthyFor, a stale heartbeat). Every action taken or skipped is
+// logged once, here, with node, policy, rule and reason.
 #pragma once
 
 #include <functional>
@@ -21,8 +24,7 @@
 #include "operator/fleet_index.h"
 #include "operator/metrics.h"
 #include "operator/node_writer.h"
-#include "policy/evaluate.h"
-#include "remediation/record.h"
+#include "remediation/plan.h"
 #include "runtime/controller.h"
 
 namespace gg::op {
@@ -31,14 +33,14 @@ struct NodeReconcilerDeps {
   ClusterView& view;
   NodeWriter& writer;
   events::EventRecorder& recorder;
-  DrainRunner& drains;
+  DrainStarter& drains;
   FleetIndex& index;
   OperatorMetrics& metrics;
   Clock& clock;
   std::function<void(const std::string& policy)> enqueue_policy;  // status needs a refresh
   Logger log = Logger().WithName("node-reconciler");
   // Device-level (DRA) remediation; null: never device-level (every fence is node-level).
-  DraClient* dra = nullptr;
+  DraApi* dra = nullptr;
 };
 
 class NodeReconciler final : public runtime::Reconciler {
@@ -55,13 +57,44 @@ class NodeReconciler final : public runtime::Reconciler {
   static constexpr Duration kBrakeRecheck = std::chrono::seconds(10);
 
  private:
-  // Whether the bad GPUs of `verdict` can be fenced device by device on `node` (policy
-  // deviceLevel Auto, DeviceTaintRule served, every GPU not fenced yet found in the node's
-  // ResourceSlices); fills `map` with the GPUs it looked up.
-  StatusOr<bool> DeviceLevelPossible(const std::string& node, const policy::Verdict& verdict,
-                                     const api::RemediationSpec& rem,
-                                     const std::optional<remediation::RemediationRecord>& record,
-                                     remediation::GpuDeviceMap* map);
+  // One pass's context for the apply layer and its log lines.
+  struct Pass {
+    const k8s::Node& node;
+    const remediation::NodeInput& in;
+    const remediation::Assessment& assessment;
+    remediation::Lookups lookups;
+    remediation::GpuDeviceMap devices;  // the GPUs DeviceLevelPossible looked up
+    WallTime now;
+    std::optional<Logger> logger;  // built on the first line logged (most passes log none)
+  };
+  // The pass's logger: node, policy, rule and reason on every line.
+  const Logger& Log(Pass& pass) const;
+
+  // --- read ---
+  // `holders` keeps the policy objects `policies` points into alive for the pass.
+  remediation::NodeInput ReadInput(const k8s::Node& node,
+                                   std::vector<std::shared_ptr<const PolicyObject>>* holders) const;
+  // The brake (under brake_mu_, held by `brake_lock` until the fence is written) and the DRA
+  // lookups Plan needs for the assessed verdict.
+  Status Lookup(Pass& pass, std::unique_lock<std::mutex>& brake_lock);
+  // Whether the bad GPUs can be fenced device by device on the node (policy deviceLevel Auto,
+  // DeviceTaintRule served, every GPU not fenced yet found in the node's ResourceSlices);
+  // fills pass.devices with the GPUs it looked up.
+  StatusOr<bool> DeviceLevelPossible(Pass& pass);
+
+  // --- apply (node_apply.cc) ---
+  StatusOr<runtime::Result> Apply(Pass& pass, remediation::NodeChange& change,
+                                  std::unique_lock<std::mutex>& brake_lock);
+  runtime::Result ApplyNotSelected(const std::string& node, const remediation::NodeChange& change);
+  // Deletes and creates our DeviceTaintRules (before the Node patch: a rule that exists
+  // without its record entry is found again on the next pass; the reverse would never be).
+  Status ApplyDeviceTaints(Pass& pass, remediation::NodeChange& change);
+  Status WriteNode(Pass& pass, const remediation::NodeChange& change);
+  Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
+  void EmitEvents(Pass& pass, const remediation::NodeChange& change);
+  StatusOr<runtime::Result> RunDrain(Pass& pass, const remediation::NodeChange& change);
+  runtime::Result Finish(Pass& pass, const remediation::NodeChange& change, runtime::Result result);
+  void ForgetNode(const std::string& node);
 
   // Our last write to `node` landed at a resourceVersion the cache has not reached yet: a
   // decision from that cache would be made on stale taints/record and its write would only
@@ -69,6 +102,7 @@ class NodeReconciler final : public runtime::Reconciler {
   // the echo of the fence). The echo's watch event enqueues the node again.
   bool CacheBehindOwnWrite(const std::string& node, const std::string& cache_rv);
   void NoteOwnWrite(const std::string& node, const std::string& rv);
+  void NoteConditionEcho(const std::string& node, const std::string& rv);
 
   NodeReconcilerDeps d_;
   std::mutex written_mu_;

@@ -78,12 +78,48 @@ void PolicyReconciler::DeviceLevelCondition(const api::GpuHealthPolicy& policy,
     if (first && (!was || was->status != "False")) {
       d_.recorder.Event(ref, events::kRemediationSkipped,
                         "device-level (DRA) remediation unavailable: " + c.message);
+      d_.log.Info("device-level remediation unavailable: node-level is used",
+                  {{"policy", policy.name}, {"reason", c.message}});
     }
   } else {
     std::scoped_lock lock(mu_);
     announced_.erase(policy.name);
   }
   SetPolicyCondition(desired.conditions, std::move(c));
+}
+
+void PolicyReconciler::BrakeCondition(const api::GpuHealthPolicy& policy, int64_t braked,
+                                      const api::GpuHealthPolicyStatus& current,
+                                      api::GpuHealthPolicyStatus& desired,
+                                      const events::ObjectRef& ref, WallTime now) {
+  const std::string& name = policy.name;
+  const auto* was_braked = Find(current.conditions, "BrakeEngaged");
+  const bool was_on = was_braked && was_braked->status == "True";
+  auto cond = [&](bool on, std::string reason, std::string message) {
+    SetPolicyCondition(
+        desired.conditions,
+        api::PolicyCondition{"BrakeEngaged", on ? "True" : "False", std::move(reason),
+                             std::move(message), now, desired.observed_generation});
+  };
+  if (braked > 0) {
+    auto decision = remediation::CheckBrake(
+        policy.spec.safety, d_.index.BrakeInputFor(name, policy.spec.node_selector), now);
+    std::string msg = std::to_string(braked) + " node(s) held back: " +
+                      (decision.reason.empty() ? "budget exhausted" : decision.reason);
+    cond(true, "BudgetExhausted", msg);
+    if (!was_on) {
+      desired.last_brake_time = now;
+      d_.recorder.Event(ref, events::kBrakeEngaged, msg);
+      d_.log.Info("brake engaged: new remediation held back", {{"policy", name}, {"reason", msg}});
+    }
+  } else {
+    cond(false, "WithinBudget", "");
+    if (was_on) {
+      d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
+      d_.log.Info("brake released: back under the remediation budget", {{"policy", name}});
+    }
+  }
+  d_.metrics.brake_engaged.WithLabels({name}).Set(braked > 0 ? 1 : 0);
 }
 
 StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, std::stop_token) {
@@ -119,6 +155,8 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     d_.metrics.brake_engaged.WithLabels({name}).Set(0);
     if (!was_invalid || was_invalid->status != "True" || was_invalid->message != why) {
       d_.recorder.Event(ref, events::kPolicyInvalid, why);
+      d_.log.Info("policy invalid: no action is taken under it",
+                  {{"policy", name}, {"reason", why}});
     }
   } else {
     PolicyCounts c = d_.index.CountsFor(name, policy->spec.node_selector);
@@ -127,29 +165,16 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     desired.unhealthy_nodes = c.unhealthy;
     desired.unknown_nodes = c.unknown;
     desired.remediating_nodes = c.remediating;
+    if (was_invalid && was_invalid->status == "True") {
+      d_.log.Info("policy valid again", {{"policy", name}});
+    }
     cond("Invalid", false, "Valid", "");
     std::string mode = policy->spec.paused ? "Paused" : policy->spec.dry_run ? "DryRun" : "Active";
     cond("Ready", true, mode,
          policy->spec.paused ? "paused: verdicts are computed, nothing is changed"
          : policy->spec.dry_run ? "dry run: decisions are recorded and announced, nothing is changed"
                                 : "policy is active");
-    const auto* was_braked = Find(current.conditions, "BrakeEngaged");
-    const bool was_on = was_braked && was_braked->status == "True";
-    if (c.braked > 0) {
-      auto decision = remediation::CheckBrake(
-          policy->spec.safety, d_.index.BrakeInputFor(name, policy->spec.node_selector), now);
-      std::string msg = std::to_string(c.braked) + " node(s) held back: " +
-                        (decision.reason.empty() ? "budget exhausted" : decision.reason);
-      cond("BrakeEngaged", true, "BudgetExhausted", msg);
-      if (!was_on) {
-        desired.last_brake_time = now;
-        d_.recorder.Event(ref, events::kBrakeEngaged, msg);
-      }
-    } else {
-      cond("BrakeEngaged", false, "WithinBudget", "");
-      if (was_on) d_.recorder.Event(ref, events::kBrakeReleased, "back under the remediation budget");
-    }
-    d_.metrics.brake_engaged.WithLabels({name}).Set(c.braked > 0 ? 1 : 0);
+    BrakeCondition(*policy, c.braked, current, desired, ref, now);
     DeviceLevelCondition(*policy, current, desired, ref, now, &result);
   }
 

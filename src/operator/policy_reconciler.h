@@ -32,7 +32,7 @@ struct PolicyReconcilerDeps {
   Logger log = Logger().WithName("policy-reconciler");
   // For policies with deviceLevel Auto: condition DeviceLevelAvailable (and one
   // RemediationSkipped Event when it turns False). Null: no such condition.
-  DraClient* dra = nullptr;
+  DraApi* dra = nullptr;
 };
 
 class PolicyReconciler final : public runtime::Reconciler {
@@ -47,6 +47,13 @@ class PolicyReconciler final : public runtime::Reconciler {
                             const api::GpuHealthPolicyStatus& current,
                             api::GpuHealthPolicyStatus& desired, const events::ObjectRef& ref,
                             WallTime now, runtime::Result* result);
+
+  // BrakeEngaged (+ lastBrakeTime, the BrakeEngaged/BrakeReleased Events on a change, the
+  // gauge) from the number of nodes the brake holds back.
+  void BrakeCondition(const api::GpuHealthPolicy& policy, int64_t braked,
+                      const api::GpuHealthPolicyStatus& current,
+                      api::GpuHealthPolicyStatus& desired, const events::ObjectRef& ref,
+                      WallTime now);
 
   PolicyReconcilerDeps d_;
   // Last status written per policy: an undecodable policy has no readable status to compare

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/time_util.h"
+#include "gpu/xid_catalog.h"
 
 namespace gg::policy {
 namespace {
@@ -57,31 +58,27 @@ std::string Num(N n) {
   return std::to_string(n);
 }
 
-Condition LevelCondition(const Rule& r, const GpuStatus& g) {
-  Condition c;
-  std::vector<std::string> parts;
-  if (r.gpu_lost && g.lost) {
-    parts.push_back("GPU lost (fallen off the bus or not responding)");
-    c.node_wide = true;
+// ECC counters over the rule's thresholds (one part per exceeded counter).
+void EccParts(const api::EccMatcher& m, const GpuStatus& g, std::vector<std::string>& parts) {
+  if (m.uncorrectable_volatile_above && g.ecc_uncorrected_volatile &&
+      *g.ecc_uncorrected_volatile > *m.uncorrectable_volatile_above) {
+    parts.push_back("uncorrectable ECC errors (volatile) " + Num(*g.ecc_uncorrected_volatile) +
+                    " > " + Num(*m.uncorrectable_volatile_above));
   }
-  if (r.ecc) {
-    const auto& m = *r.ecc;
-    if (m.uncorrectable_volatile_above && g.ecc_uncorrected_volatile &&
-        *g.ecc_uncorrected_volatile > *m.uncorrectable_volatile_above) {
-      parts.push_back("uncorrectable ECC errors (volatile) " + Num(*g.ecc_uncorrected_volatile) +
-                      " > " + Num(*m.uncorrectable_volatile_above));
-    }
-    if (m.correctable_volatile_above && g.ecc_corrected_volatile &&
-        *g.ecc_corrected_volatile > *m.correctable_volatile_above) {
-      parts.push_back("correctable ECC errors (volatile) " + Num(*g.ecc_corrected_volatile) +
-                      " > " + Num(*m.correctable_volatile_above));
-    }
-    if (m.uncorrectable_aggregate_above && g.ecc_uncorrected_aggregate &&
-        *g.ecc_uncorrected_aggregate > *m.uncorrectable_aggregate_above) {
-      parts.push_back("uncorrectable ECC errors (aggregate) " + Num(*g.ecc_uncorrected_aggregate) +
-                      " > " + Num(*m.uncorrectable_aggregate_above));
-    }
+  if (m.correctable_volatile_above && g.ecc_corrected_volatile &&
+      *g.ecc_corrected_volatile > *m.correctable_volatile_above) {
+    parts.push_back("correctable ECC errors (volatile) " + Num(*g.ecc_corrected_volatile) + " > " +
+                    Num(*m.correctable_volatile_above));
   }
+  if (m.uncorrectable_aggregate_above && g.ecc_uncorrected_aggregate &&
+      *g.ecc_uncorrected_aggregate > *m.uncorrectable_aggregate_above) {
+    parts.push_back("uncorrectable ECC errors (aggregate) " + Num(*g.ecc_uncorrected_aggregate) +
+                    " > " + Num(*m.uncorrectable_aggregate_above));
+  }
+}
+
+// Row remapping and page retirement (the two memory-repair mechanisms).
+void MemoryRepairParts(const Rule& r, const GpuStatus& g, std::vector<std::string>& parts) {
   if (r.remapped_rows) {
     const auto& m = *r.remapped_rows;
     if (m.failure && g.remap_failure) parts.push_back("row remapping failure");
@@ -102,6 +99,17 @@ Condition LevelCondition(const Rule& r, const GpuStatus& g) {
       parts.push_back("pages retired for SBE " + Num(*g.retired_pages_sbe) + " > " + Num(*m.sbe_above));
     }
   }
+}
+
+Condition LevelCondition(const Rule& r, const GpuStatus& g) {
+  Condition c;
+  std::vector<std::string> parts;
+  if (r.gpu_lost && g.lost) {
+    parts.push_back("GPU lost (fallen off the bus or not responding)");
+    c.node_wide = true;
+  }
+  if (r.ecc) EccParts(*r.ecc, g, parts);
+  MemoryRepairParts(r, g, parts);
   if (r.thermal) {
     const auto& m = *r.thermal;
     if (m.temperature_above_celsius && g.temperature_c &&
@@ -146,9 +154,9 @@ bool XidMatches(const api::XidMatcher& m, const api::XidEvent& e) {
                                       Contains(m.catalog_actions, e.recommended_action));
 }
 
+// NVSwitch SXids affect every GPU behind the switch; Xid facts come from the catalog.
 bool XidNodeWide(const api::XidEvent& e) {
-  return e.sxid || e.xid == 79 || e.xid == 74 || e.recommended_action == "RESTART_BM" ||
-         e.recommended_action == "RESTART_VM";
+  return e.sxid || gpu::XidNeedsWholeNode(e.xid, e.recommended_action);
 }
 
 struct EvalContext {
@@ -219,7 +227,7 @@ std::map<std::string, std::pair<Target, Condition>> XidConditions(EvalContext& c
       if (!c.expires || exp > *c.expires) c.expires = exp;
     }
     counts[t.key] += n;
-    std::string name(XidShortName(e.xid));
+    std::string name(gpu::XidShortName(e.xid));
     std::string desc = name.empty() ? e.category : name;
     if (!e.recommended_action.empty()) desc += (desc.empty() ? "" : ", ") + e.recommended_action;
     parts[t.key].push_back(std::string(e.sxid ? "SXid " : "Xid ") + Num(e.xid) +
@@ -266,133 +274,151 @@ void FinishUnknown(Verdict& v, const api::GpuHealthPolicySpec& spec, UnknownCaus
   v.message = std::move(message);
 }
 
-Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealthStatus* report,
-                     const std::string& report_error, const EvalMemory& prior, WallTime now) {
-  const auto& spec = policy.spec;
-  Verdict v;
-  v.policy = policy.name;
-  v.memory = prior;
-
-  if (!report) {
-    if (report_error.empty()) {
-      FinishUnknown(v, spec, UnknownCause::kNoReport, "No GPU health report for this node");
+// Whether every source / some source says Unavailable.
+struct SourceHealth {
+  bool any_unavailable = false;
+  bool all_unavailable = false;
+};
+SourceHealth SourcesOf(const api::GpuNodeHealthStatus& report) {
+  SourceHealth h;
+  h.all_unavailable = !report.sources.empty();
+  for (const auto& s : report.sources) {
+    if (s.state == api::SourceState::kUnavailable) {
+      h.any_unavailable = true;
     } else {
-      FinishUnknown(v, spec, UnknownCause::kInvalidReport,
-                    "GPU health report could not be read: " + report_error);
+      h.all_unavailable = false;
+    }
+  }
+  return h;
+}
+
+// Rule `r`'s conditions per target (GPU, unmapped PCI device or the node).
+std::vector<std::pair<Target, Condition>> RuleConditions(EvalContext& ctx, const Rule& r,
+                                                         bool any_unavailable) {
+  const api::GpuNodeHealthStatus& report = ctx.report;
+  std::vector<std::pair<Target, Condition>> conds;
+  if (r.xid) {
+    for (auto& [key, slot] : XidConditions(ctx, r)) conds.push_back(slot);
+  } else if (r.gpu_missing) {
+    int seen = int(report.gpus.size());
+    if (report.expected_gpus > 0 && seen < report.expected_gpus && !any_unavailable) {
+      Condition c;
+      c.holds = true;
+      c.node_wide = true;
+      c.detail = Num(seen) + " of " + Num(report.expected_gpus) + " expected GPUs visible";
+      conds.push_back({Target{"node", -1, "", "node"}, c});
     }
   } else {
-    EvalContext ctx{spec, *report, prior, now};
-    WallTime hb = report->heartbeat_time != WallTime{} ? report->heartbeat_time : report->observed_at;
-    if (hb == WallTime{}) {
-      FinishUnknown(v, spec, UnknownCause::kInvalidReport, "GPU health report has no heartbeatTime");
-    } else if (hb = Clamp(ctx, hb); now - hb > spec.unknown.after) {
-      FinishUnknown(v, spec, UnknownCause::kStaleReport,
-                    "Last agent heartbeat " + FormatRfc3339(hb) + " is older than " +
-                        FormatDuration(spec.unknown.after));
-    } else {
-      Consider(v.next_evaluation, hb + spec.unknown.after + std::chrono::seconds(1), now);
-      bool any_unavailable = false;
-      bool all_unavailable = !report->sources.empty();
-      for (const auto& s : report->sources) {
-        if (s.state == api::SourceState::kUnavailable) {
-          any_unavailable = true;
-        } else {
-          all_unavailable = false;
-        }
-      }
-
-      std::vector<MatchMemory> matches;
-      for (const Rule& r : spec.rules) {
-        // Conditions per target for this rule.
-        std::vector<std::pair<Target, Condition>> conds;
-        if (r.xid) {
-          for (auto& [key, slot] : XidConditions(ctx, r)) conds.push_back(slot);
-        } else if (r.gpu_missing) {
-          int seen = int(report->gpus.size());
-          if (report->expected_gpus > 0 && seen < report->expected_gpus && !any_unavailable) {
-            Condition c;
-            c.holds = true;
-            c.node_wide = true;
-            c.detail = Num(seen) + " of " + Num(report->expected_gpus) + " expected GPUs visible";
-            conds.push_back({Target{"node", -1, "", "node"}, c});
-          }
-        } else {
-          for (const auto& g : report->gpus) {
-            Condition c = LevelCondition(r, g);
-            if (!c.holds) continue;
-            conds.push_back({Target{g.uuid.empty() ? "index:" + Num(g.index) : g.uuid, g.index,
-                                    g.uuid, GpuLabel(g)},
-                             c});
-          }
-        }
-
-        for (auto& [t, c] : conds) {
-          const MatchMemory* mem = FindMatch(prior, r.name, t.key);
-          bool latched = mem && mem->latched;
-          // A fired Xid count rule stays fired while the Xid keeps recurring in the window.
-          bool holds = c.holds || (latched && c.recent_in_window);
-          if (!holds) continue;
-          WallTime since = mem ? mem->since : now;
-          std::string message = t.label + ": " + c.detail;
-          if (r.for_ && now - since < *r.for_) {
-            matches.push_back({r.name, t.key, since, false});
-            v.pending.push_back({r.name, r.action, t.index, t.uuid, message, since, since + *r.for_});
-            Consider(v.next_evaluation, since + *r.for_, now);
-            continue;
-          }
-          bool latch = r.xid && r.count > 1;
-          if (r.for_ || latch) matches.push_back({r.name, t.key, since, latch});
-          if (c.expires) Consider(v.next_evaluation, *c.expires + std::chrono::seconds(1), now);
-          v.evidence.push_back({r.name, r.action, t.index, t.uuid, message, c.node_wide});
-        }
-      }
-      std::sort(matches.begin(), matches.end(), [](const MatchMemory& a, const MatchMemory& b) {
-        return std::tie(a.rule, a.key) < std::tie(b.rule, b.key);
-      });
-      v.memory.matches = std::move(matches);
-
-      std::set<std::string> bad;
-      bool node_wide = false;
-      Action worst = Action::kNone;
-      std::string summary;
-      for (const auto& e : v.evidence) {
-        if (e.action == Action::kNone) continue;
-        worst = std::max(worst, e.action);
-        if (!e.gpu_uuid.empty()) bad.insert(e.gpu_uuid);
-        if (e.node_wide || e.gpu_uuid.empty()) node_wide = true;
-        summary += (summary.empty() ? "" : "; ") + e.rule + ": " + e.message;
-      }
-      v.bad_gpus.assign(bad.begin(), bad.end());
-      if (int(v.bad_gpus.size()) > spec.remediation.max_bad_gpus_for_device_level) node_wide = true;
-
-      if (worst != Action::kNone) {
-        v.state = HealthState::kUnhealthy;
-        v.action = worst;
-        v.node_wide = node_wide;
-        v.reason = "RulesMatched";
-        v.message = summary;
-      } else if (all_unavailable) {
-        std::string why;
-        for (const auto& s : report->sources) {
-          why += (why.empty() ? "" : "; ") + s.name + (s.message.empty() ? "" : ": " + s.message);
-        }
-        FinishUnknown(v, spec, UnknownCause::kTelemetryUnavailable,
-                      "All telemetry sources unavailable (" + why + ")");
-      } else if (report->gpus.empty() && report->expected_gpus > 0 && any_unavailable) {
-        FinishUnknown(v, spec, UnknownCause::kTelemetryUnavailable,
-                      "No GPU facts: a telemetry source is unavailable");
-      } else {
-        v.state = HealthState::kHealthy;
-        v.reason = "GPUsHealthy";
-        v.message = Num(report->gpus.size()) + " GPU(s) healthy";
-        if (!v.pending.empty()) v.message += ", " + Num(v.pending.size()) + " rule match(es) pending";
-      }
+    for (const auto& g : report.gpus) {
+      Condition c = LevelCondition(r, g);
+      if (!c.holds) continue;
+      conds.push_back(
+          {Target{g.uuid.empty() ? "index:" + Num(g.index) : g.uuid, g.index, g.uuid, GpuLabel(g)},
+           c});
     }
-    v.clock_skew = ctx.clock_skew;
   }
+  return conds;
+}
 
-  // State memory and recovery hysteresis. Absent memory state means healthy as far as we
-  // know, so a node that was always healthy never needs a write.
+// Every rule's matches: fired ones become evidence, those still inside their `for` pending;
+// the memory of matches (since when, latched) is rebuilt.
+void MatchRules(EvalContext& ctx, bool any_unavailable, Verdict& v) {
+  const WallTime now = ctx.now;
+  std::vector<MatchMemory> matches;
+  for (const Rule& r : ctx.spec.rules) {
+    for (auto& [t, c] : RuleConditions(ctx, r, any_unavailable)) {
+      const MatchMemory* mem = FindMatch(ctx.prior, r.name, t.key);
+      bool latched = mem && mem->latched;
+      // A fired Xid count rule stays fired while the Xid keeps recurring in the window.
+      bool holds = c.holds || (latched && c.recent_in_window);
+      if (!holds) continue;
+      WallTime since = mem ? mem->since : now;
+      std::string message = t.label + ": " + c.detail;
+      if (r.for_ && now - since < *r.for_) {
+        matches.push_back({r.name, t.key, since, false});
+        v.pending.push_back({r.name, r.action, t.index, t.uuid, message, since, since + *r.for_});
+        Consider(v.next_evaluation, since + *r.for_, now);
+        continue;
+      }
+      bool latch = r.xid && r.count > 1;
+      if (r.for_ || latch) matches.push_back({r.name, t.key, since, latch});
+      if (c.expires) Consider(v.next_evaluation, *c.expires + std::chrono::seconds(1), now);
+      v.evidence.push_back({r.name, r.action, t.index, t.uuid, message, c.node_wide});
+    }
+  }
+  std::sort(matches.begin(), matches.end(), [](const MatchMemory& a, const MatchMemory& b) {
+    return std::tie(a.rule, a.key) < std::tie(b.rule, b.key);
+  });
+  v.memory.matches = std::move(matches);
+}
+
+// The state from the evidence: Unhealthy (most severe action), Unknown (no telemetry) or
+// Healthy.
+void Classify(const api::GpuHealthPolicySpec& spec, const api::GpuNodeHealthStatus& report,
+              const SourceHealth& sources, Verdict& v) {
+  std::set<std::string> bad;
+  bool node_wide = false;
+  Action worst = Action::kNone;
+  std::string summary;
+  for (const auto& e : v.evidence) {
+    if (e.action == Action::kNone) continue;
+    worst = std::max(worst, e.action);
+    if (!e.gpu_uuid.empty()) bad.insert(e.gpu_uuid);
+    if (e.node_wide || e.gpu_uuid.empty()) node_wide = true;
+    summary += (summary.empty() ? "" : "; ") + e.rule + ": " + e.message;
+  }
+  v.bad_gpus.assign(bad.begin(), bad.end());
+  if (int(v.bad_gpus.size()) > spec.remediation.max_bad_gpus_for_device_level) node_wide = true;
+
+  if (worst != Action::kNone) {
+    v.state = HealthState::kUnhealthy;
+    v.action = worst;
+    v.node_wide = node_wide;
+    v.reason = "RulesMatched";
+    v.message = summary;
+  } else if (sources.all_unavailable) {
+    std::string why;
+    for (const auto& s : report.sources) {
+      why += (why.empty() ? "" : "; ") + s.name + (s.message.empty() ? "" : ": " + s.message);
+    }
+    FinishUnknown(v, spec, UnknownCause::kTelemetryUnavailable,
+                  "All telemetry sources unavailable (" + why + ")");
+  } else if (report.gpus.empty() && report.expected_gpus > 0 && sources.any_unavailable) {
+    FinishUnknown(v, spec, UnknownCause::kTelemetryUnavailable,
+                  "No GPU facts: a telemetry source is unavailable");
+  } else {
+    v.state = HealthState::kHealthy;
+    v.reason = "GPUsHealthy";
+    v.message = Num(report.gpus.size()) + " GPU(s) healthy";
+    if (!v.pending.empty()) v.message += ", " + Num(v.pending.size()) + " rule match(es) pending";
+  }
+}
+
+// A readable report: Unknown when its heartbeat is missing or stale, else the rules decide.
+void EvaluateReportFacts(const api::GpuHealthPolicySpec& spec,
+                         const api::GpuNodeHealthStatus& report, const EvalMemory& prior,
+                         WallTime now, Verdict& v) {
+  EvalContext ctx{spec, report, prior, now};
+  WallTime hb = report.heartbeat_time != WallTime{} ? report.heartbeat_time : report.observed_at;
+  if (hb == WallTime{}) {
+    FinishUnknown(v, spec, UnknownCause::kInvalidReport, "GPU health report has no heartbeatTime");
+  } else if (hb = Clamp(ctx, hb); now - hb > spec.unknown.after) {
+    FinishUnknown(v, spec, UnknownCause::kStaleReport,
+                  "Last agent heartbeat " + FormatRfc3339(hb) + " is older than " +
+                      FormatDuration(spec.unknown.after));
+  } else {
+    Consider(v.next_evaluation, hb + spec.unknown.after + std::chrono::seconds(1), now);
+    const SourceHealth sources = SourcesOf(report);
+    MatchRules(ctx, sources.any_unavailable, v);
+    Classify(spec, report, sources, v);
+  }
+  v.clock_skew = ctx.clock_skew;
+}
+
+// State memory and recovery hysteresis. Absent memory state means healthy as far as we know,
+// so a node that was always healthy never needs a write.
+void UpdateMemory(const api::GpuHealthPolicySpec& spec, const EvalMemory& prior, WallTime now,
+                  Verdict& v) {
   if (v.state == HealthState::kHealthy && !prior.state) {
     v.memory.state.reset();
     v.memory.since.reset();
@@ -407,6 +433,25 @@ Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealt
     v.recovered = spec.recovery.automatic && recovered_at <= now;
     if (spec.recovery.automatic && !v.recovered) Consider(v.next_evaluation, recovered_at, now);
   }
+}
+
+Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealthStatus* report,
+                     const std::string& report_error, const EvalMemory& prior, WallTime now) {
+  const auto& spec = policy.spec;
+  Verdict v;
+  v.policy = policy.name;
+  v.memory = prior;
+  if (!report) {
+    if (report_error.empty()) {
+      FinishUnknown(v, spec, UnknownCause::kNoReport, "No GPU health report for this node");
+    } else {
+      FinishUnknown(v, spec, UnknownCause::kInvalidReport,
+                    "GPU health report could not be read: " + report_error);
+    }
+  } else {
+    EvaluateReportFacts(spec, *report, prior, now, v);
+  }
+  UpdateMemory(spec, prior, now, v);
   if (v.clock_skew) v.message += " (clock skew: a report time was in the future; used now)";
   Truncate(v.message);
   v.memory_changed = !(v.memory == prior);
@@ -433,28 +478,6 @@ std::string_view UnknownCauseName(UnknownCause c) {
     case UnknownCause::kTelemetryUnavailable: return "TelemetryUnavailable";
   }
   return "";
-}
-
-std::string_view XidShortName(int xid) {
-  switch (xid) {
-    case 13: return "graphics engine exception";
-    case 31: return "GPU memory page fault";
-    case 43: return "GPU stopped processing";
-    case 45: return "preemptive cleanup";
-    case 48: return "double-bit ECC error";
-    case 63: return "row remapping event";
-    case 64: return "row remapping failure";
-    case 68: return "NVDEC0 exception";
-    case 74: return "NVLink error";
-    case 79: return "fallen off the bus";
-    case 92: return "high single-bit ECC rate";
-    case 94: return "contained memory error";
-    case 95: return "uncontained memory error";
-    case 119: return "GSP RPC timeout";
-    case 120: return "GSP error";
-    case 154: return "recovery action changed";
-    default: return "";
-  }
 }
 
 std::vector<std::string> Verdict::MatchedRules() const {

@@ -101,7 +101,4 @@ std::optional<Verdict> Resolve(const std::vector<Verdict>& verdicts);
 // True when `a` takes precedence over `b` (the order Resolve uses).
 bool Precedes(const Verdict& a, const Verdict& b);
 
-// Short human name of a well-known Xid ("fallen off the bus"), empty when not known.
-std::string_view XidShortName(int xid);
-
 }  // namespace gg::policy

@@ -95,152 +95,197 @@ struct Attempt {
   Status result;
 };
 
+// One drain, round by round: LIST, settle, evict what is due, sleep.
+class DrainRun {
+ public:
+  DrainRun(PodApi& api, Clock& clock, const DrainerOptions& opts, std::string_view node,
+           const DrainSpec& spec, WallTime deadline)
+      : api_(api), clock_(clock), opts_(opts), node_(node), spec_(spec), deadline_(deadline) {}
+
+  DrainResult Run(std::stop_token stop);
+
+ private:
+  // Takes the round's LIST: pods gone are done, new ones tracked. A result when none is left.
+  std::optional<DrainResult> Settle(const std::vector<k8s::Pod>& pods);
+  DrainResult TimedOut(const std::string& list_error);
+  // Evicts the due pods of the current (lowest) stage, max_concurrent_evictions at a time.
+  void EvictDue();
+  void Settled(Attempt& a, MonoTime mono);
+  DrainResult Cancelled() {
+    res_.state = DrainState::kCancelled;
+    res_.message = "drain cancelled";
+    return res_;
+  }
+  void Report(std::string_view r) {
+    if (opts_.on_eviction) opts_.on_eviction(r);
+  }
+
+  PodApi& api_;
+  Clock& clock_;
+  const DrainerOptions& opts_;
+  std::string_view node_;
+  const DrainSpec& spec_;
+  WallTime deadline_;
+  DrainResult res_;
+  std::map<std::string, Tracked> tracked_;  // by pod UID
+  std::vector<std::string> unevictable_;    // this round's pods that must not be evicted
+};
+
+std::optional<DrainResult> DrainRun::Settle(const std::vector<k8s::Pod>& pods) {
+  unevictable_.clear();
+  std::map<std::string, const k8s::Pod*> present;
+  int skipped = 0;
+  for (const k8s::Pod& p : pods) {
+    if (!Drainer::SkipReason(p, spec_).empty()) {
+      ++skipped;
+      continue;
+    }
+    if (std::string why = Drainer::Unevictable(p, spec_); !why.empty()) {
+      unevictable_.push_back(p.meta.Key() + ": " + why);
+      continue;
+    }
+    present[p.meta.uid] = &p;
+  }
+  res_.skipped = skipped;
+  // Pods whose UID left the node are done; refresh the others' projection.
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    it = present.count(it->first) ? std::next(it) : tracked_.erase(it);
+  }
+  for (const auto& [uid, p] : present) {
+    auto [it, inserted] = tracked_.try_emplace(uid);
+    Tracked& t = it->second;
+    t.pod = *p;
+    if (inserted) {
+      t.stage = Drainer::StageOf(*p, spec_.order);
+      if (p->meta.deletion_timestamp) ++res_.waited_terminating;
+    }
+  }
+  if (!tracked_.empty()) return std::nullopt;
+  if (!unevictable_.empty()) {
+    res_.state = DrainState::kBlocked;
+    res_.blocking = unevictable_;
+    res_.message = std::to_string(unevictable_.size()) + " pod(s) cannot be evicted";
+    return res_;
+  }
+  res_.state = DrainState::kDone;
+  res_.message = "evicted " + std::to_string(res_.evicted) + " pod(s)";
+  return res_;
+}
+
+DrainResult DrainRun::TimedOut(const std::string& list_error) {
+  res_.state = DrainState::kBlocked;
+  res_.timed_out = true;
+  for (const auto& [uid, t] : tracked_) {
+    std::string why = t.pod.meta.deletion_timestamp ? "still terminating"
+                      : t.evicted                   ? "evicted, not gone yet"
+                      : !t.last_error.empty()       ? t.last_error
+                                                    : "not evicted yet (earlier stage pending)";
+    res_.blocking.push_back(t.pod.meta.Key() + ": " + why);
+  }
+  for (auto& u : unevictable_) res_.blocking.push_back(u);
+  res_.message = "drain timed out with " + std::to_string(res_.blocking.size()) + " pod(s) left" +
+                 (list_error.empty() ? "" : " (last error: " + list_error + ")");
+  return res_;
+}
+
+void DrainRun::EvictDue() {
+  // The current stage is the lowest one with pods left; later stages wait.
+  std::size_t stage = tracked_.begin()->second.stage;
+  for (const auto& [uid, t] : tracked_) stage = std::min(stage, t.stage);
+  const MonoTime mono = clock_.Monotonic();
+  std::vector<Attempt> batch;
+  for (auto& [uid, t] : tracked_) {
+    if (t.stage != stage || t.evicted || t.pod.meta.deletion_timestamp || t.next_try > mono) {
+      continue;
+    }
+    batch.push_back({&t, OkStatus()});
+  }
+  if (batch.empty()) return;
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < batch.size(); i = next++) {
+      k8s::DeleteOptions o;
+      o.grace_period_seconds = spec_.grace_period_seconds;
+      o.precondition_uid = batch[i].t->pod.meta.uid;
+      batch[i].result = api_.Evict(batch[i].t->pod, o);
+    }
+  };
+  const std::size_t n =
+      std::min<std::size_t>(batch.size(), static_cast<std::size_t>(opts_.max_concurrent_evictions));
+  if (n == 1) {
+    work();
+  } else {
+    std::vector<std::jthread> workers;
+    workers.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) workers.emplace_back(work);
+  }
+  const int before = res_.evicted;
+  for (Attempt& a : batch) Settled(a, mono);
+  if (res_.evicted > before) {
+    opts_.log.Info("drain progress", {{"node", node_},
+                                      {"evicted", res_.evicted},
+                                      {"left", static_cast<long long>(tracked_.size())},
+                                      {"stage", static_cast<long long>(stage)}});
+  }
+}
+
+// One eviction's answer: accepted, gone already, or refused (back off per pod).
+void DrainRun::Settled(Attempt& a, MonoTime mono) {
+  Tracked& t = *a.t;
+  if (a.result.ok()) {
+    t.evicted = true;
+    ++res_.evicted;
+    Report(kEvictionSuccess);
+    return;
+  }
+  if (IsNotFound(a.result)) {
+    t.evicted = true;  // gone already; the next LIST settles it
+    Report(kEvictionGone);
+    return;
+  }
+  const bool pdb = k8s::IsTooManyRequests(a.result);
+  Report(pdb ? kEvictionBlocked : kEvictionError);
+  ++t.attempts;
+  Duration backoff = opts_.initial_backoff;
+  for (int i = 1; i < t.attempts && backoff < opts_.max_backoff; ++i) backoff *= 2;
+  backoff = std::min(backoff, opts_.max_backoff);
+  if (a.result.retry_after_seconds() > 0) {
+    backoff = std::max<Duration>(backoff, std::chrono::seconds(a.result.retry_after_seconds()));
+  }
+  t.next_try = mono + backoff;
+  if (t.last_error != a.result.message()) {  // said once per pod and cause, not per retry
+    opts_.log.Info(pdb ? "drain blocked by a PodDisruptionBudget" : "eviction failed",
+                   {{"node", node_}, {"pod", t.pod.meta.Key()}, {"detail", a.result.message()}});
+  }
+  t.last_error = a.result.message();
+}
+
+DrainResult DrainRun::Run(std::stop_token stop) {
+  std::string list_error;
+  while (true) {
+    if (stop.stop_requested()) return Cancelled();
+    unevictable_.clear();
+    auto pods = api_.ListPodsOnNode(node_);
+    if (pods.ok()) {
+      list_error.clear();
+      if (auto done = Settle(*pods)) return *done;
+    } else {
+      list_error = pods.status().ToString();
+    }
+    if (clock_.Now() >= deadline_) return TimedOut(list_error);
+    if (pods.ok()) EvictDue();
+    Duration sleep = opts_.poll_interval;
+    const Duration to_deadline = deadline_ - clock_.Now();
+    if (to_deadline < sleep) sleep = std::max<Duration>(to_deadline, Duration(0));
+    if (!clock_.SleepFor(sleep, stop)) return Cancelled();
+  }
+}
+
 }  // namespace
 
 DrainResult Drainer::Drain(std::string_view node, const DrainSpec& spec, WallTime deadline,
                            std::stop_token stop) {
-  DrainResult res;
-  std::map<std::string, Tracked> tracked;  // by pod UID
-  std::string list_error;
-  auto report = [&](std::string_view r) {
-    if (opts_.on_eviction) opts_.on_eviction(r);
-  };
-
-  while (true) {
-    if (stop.stop_requested()) {
-      res.state = DrainState::kCancelled;
-      res.message = "drain cancelled";
-      return res;
-    }
-    auto pods = api_.ListPodsOnNode(node);
-    std::vector<std::string> unevictable;
-    if (pods.ok()) {
-      list_error.clear();
-      std::map<std::string, const k8s::Pod*> present;
-      int skipped = 0;
-      for (const k8s::Pod& p : *pods) {
-        if (!SkipReason(p, spec).empty()) {
-          ++skipped;
-          continue;
-        }
-        if (std::string why = Unevictable(p, spec); !why.empty()) {
-          unevictable.push_back(p.meta.Key() + ": " + why);
-          continue;
-        }
-        present[p.meta.uid] = &p;
-      }
-      res.skipped = skipped;
-      // Pods whose UID left the node are done; refresh the others' projection.
-      for (auto it = tracked.begin(); it != tracked.end();) {
-        it = present.count(it->first) ? std::next(it) : tracked.erase(it);
-      }
-      for (const auto& [uid, p] : present) {
-        auto [it, inserted] = tracked.try_emplace(uid);
-        Tracked& t = it->second;
-        t.pod = *p;
-        if (inserted) {
-          t.stage = StageOf(*p, spec.order);
-          if (p->meta.deletion_timestamp) ++res.waited_terminating;
-        }
-      }
-      if (tracked.empty()) {
-        if (!unevictable.empty()) {
-          res.state = DrainState::kBlocked;
-          res.blocking = unevictable;
-          res.message = std::to_string(unevictable.size()) + " pod(s) cannot be evicted";
-          return res;
-        }
-        res.state = DrainState::kDone;
-        res.message = "evicted " + std::to_string(res.evicted) + " pod(s)";
-        return res;
-      }
-    } else {
-      list_error = pods.status().ToString();
-    }
-
-    const WallTime now_wall = clock_.Now();
-    if (now_wall >= deadline) {
-      res.state = DrainState::kBlocked;
-      for (const auto& [uid, t] : tracked) {
-        std::string why = t.pod.meta.deletion_timestamp ? "still terminating"
-                          : t.evicted                    ? "evicted, not gone yet"
-                          : !t.last_error.empty()        ? t.last_error
-                                                         : "not evicted yet (earlier stage pending)";
-        res.blocking.push_back(t.pod.meta.Key() + ": " + why);
-      }
-      for (auto& u : unevictable) res.blocking.push_back(u);
-      res.message = "drain timed out with " + std::to_string(res.blocking.size()) +
-                    " pod(s) left" + (list_error.empty() ? "" : " (last error: " + list_error + ")");
-      return res;
-    }
-
-    if (pods.ok()) {
-      // The current stage is the lowest one with pods left; later stages wait.
-      std::size_t stage = tracked.begin()->second.stage;
-      for (const auto& [uid, t] : tracked) stage = std::min(stage, t.stage);
-      const MonoTime mono = clock_.Monotonic();
-      std::vector<Attempt> batch;
-      for (auto& [uid, t] : tracked) {
-        if (t.stage != stage || t.evicted || t.pod.meta.deletion_timestamp || t.next_try > mono) {
-          continue;
-        }
-        batch.push_back({&t, OkStatus()});
-      }
-      if (!batch.empty()) {
-        std::atomic<std::size_t> next{0};
-        auto work = [&] {
-          for (std::size_t i = next++; i < batch.size(); i = next++) {
-            k8s::DeleteOptions o;
-            o.grace_period_seconds = spec.grace_period_seconds;
-            o.precondition_uid = batch[i].t->pod.meta.uid;
-            batch[i].result = api_.Evict(batch[i].t->pod, o);
-          }
-        };
-        const std::size_t n =
-            std::min<std::size_t>(batch.size(), static_cast<std::size_t>(opts_.max_concurrent_evictions));
-        if (n == 1) {
-          work();
-        } else {
-          std::vector<std::jthread> workers;
-          workers.reserve(n);
-          for (std::size_t i = 0; i < n; ++i) workers.emplace_back(work);
-        }
-        for (Attempt& a : batch) {
-          Tracked& t = *a.t;
-          if (a.result.ok()) {
-            t.evicted = true;
-            ++res.evicted;
-            report(kEvictionSuccess);
-            continue;
-          }
-          if (IsNotFound(a.result)) {
-            t.evicted = true;  // gone already; the next LIST settles it
-            report(kEvictionGone);
-            continue;
-          }
-          report(k8s::IsTooManyRequests(a.result) ? kEvictionBlocked : kEvictionError);
-          ++t.attempts;
-          Duration backoff = opts_.initial_backoff;
-          for (int i = 1; i < t.attempts && backoff < opts_.max_backoff; ++i) backoff *= 2;
-          backoff = std::min(backoff, opts_.max_backoff);
-          if (a.result.retry_after_seconds() > 0) {
-            backoff = std::max<Duration>(backoff, std::chrono::seconds(a.result.retry_after_seconds()));
-          }
-          t.next_try = mono + backoff;
-          t.last_error = a.result.message();
-        }
-      }
-    }
-
-    Duration sleep = opts_.poll_interval;
-    const Duration to_deadline = deadline - clock_.Now();
-    if (to_deadline < sleep) sleep = std::max<Duration>(to_deadline, Duration(0));
-    if (!clock_.SleepFor(sleep, stop)) {
-      res.state = DrainState::kCancelled;
-      res.message = "drain cancelled";
-      return res;
-    }
-  }
+  return DrainRun(api_, clock_, opts_, node, spec, deadline).Run(stop);
 }
 
 }  // namespace gg::remediation

@@ -23,14 +23,17 @@
 #include <string_view>
 #include <vector>
 
+#include "api/gpu_health_policy.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "k8s/objects.h"
 #include "k8s/rest_client.h"
 
 namespace gg::remediation {
 
-enum class DrainScope { kGpuPods, kAllPods };
+// The policy's scope (api::DrainScope): GPU pods only, or every pod.
+using DrainScope = api::DrainScope;
 
 // One step of the eviction order. A pod belongs to the first stage it matches; an empty
 // stage ({}) matches every pod; pods matching no stage form an implicit last stage.
@@ -83,6 +86,7 @@ struct DrainerOptions {
   Duration initial_backoff = std::chrono::seconds(1);
   Duration max_backoff = std::chrono::seconds(30);
   std::function<void(std::string_view result)> on_eviction;  // optional, thread-safe
+  Logger log = Logger().WithName("drainer");                 // progress and PDB refusals, once each
 };
 
 enum class DrainState { kDone, kBlocked, kCancelled };
@@ -95,6 +99,7 @@ struct DrainResult {
   int skipped = 0;              // DaemonSet/mirror/finished/out-of-scope pods
   std::vector<std::string> blocking;  // "ns/name: why" for pods still there (Blocked)
   std::string message;          // one line for Events/logs
+  bool timed_out = false;       // Blocked because the deadline passed
 };
 
 class Drainer {

@@ -1,8 +1,11 @@
-// Plan(verdict, node, policy remediation, brake, now) -> the desired changes as data: the
-// GPUHealthy condition, our taint, cordon/uncordon, drain work, DRA device taints, the
-// remediation record and Events. Pure and idempotent: applying a plan and planning again on
-// the result yields no steps. The rules it follows (ownership, admin overrides, dry run,
-// recovery) are in docs/policy.md §Remediation.
+// Plan: the one place a node decision is made. The reconciler reads its caches into a
+// NodeInput; Assess() evaluates every selecting policy and resolves one verdict; Plan() turns
+// verdict + node state + record (+ the brake and whether DRA can fence single GPUs) into one
+// typed NodeChange: the GPUHealthy condition, our taint, cordon/uncordon, DRA device taints to
+// create or delete, the remediation record, Events (catalog reasons with their catalog type),
+// drain work and when to look again. Pure and idempotent: applying a change and planning again
+// on the result yields an empty change. The rules it follows (ownership, admin overrides, the
+// exclude label, dry run, recovery) are in docs/policy.md §4 "What the operator does".
 #pragma once
 
 #include <map>
@@ -12,25 +15,13 @@
 
 #include "api/gpu_health_policy.h"
 #include "common/clock.h"
+#include "common/status.h"
+#include "events/reasons.h"
 #include "policy/evaluate.h"
 #include "remediation/brake.h"
 #include "remediation/record.h"
 
 namespace gg::remediation {
-
-// Event reasons (the catalog of ARCHITECTURE.md §2).
-inline constexpr char kReasonGpuUnhealthy[] = "GPUUnhealthy";
-inline constexpr char kReasonGpuRecovered[] = "GPURecovered";
-inline constexpr char kReasonGpuTelemetryLost[] = "GPUTelemetryLost";
-inline constexpr char kReasonNodeTainted[] = "NodeTainted";
-inline constexpr char kReasonNodeCordoned[] = "NodeCordoned";
-inline constexpr char kReasonNodeDrained[] = "NodeDrained";
-inline constexpr char kReasonDrainBlocked[] = "DrainBlocked";
-inline constexpr char kReasonNodeUncordoned[] = "NodeUncordoned";
-inline constexpr char kReasonRemediationSkipped[] = "RemediationSkipped";
-inline constexpr char kReasonBrakeEngaged[] = "BrakeEngaged";
-inline constexpr char kReasonBrakeReleased[] = "BrakeReleased";
-inline constexpr char kReasonPolicyInvalid[] = "PolicyInvalid";
 
 // Value of our node taint: says whether the cordon is ours too, so that a node whose record
 // annotation was removed can still be released correctly.
@@ -54,7 +45,6 @@ struct NodeConditionView {  // the node's current GPUHealthy condition
 // The few node fields planning needs (the operator fills it from its Node projection).
 struct NodeView {
   std::string name;
-  std::map<std::string, std::string> labels;
   bool unschedulable = false;
   std::vector<NodeTaint> taints;
   std::optional<std::string> record_annotation;  // raw gpuguardian.io/remediation
@@ -73,37 +63,24 @@ struct PolicyRemediation {
 };
 PolicyRemediation RemediationFor(const api::GpuHealthPolicy& policy);
 
-enum class StepKind {
-  kWriteRecord,        // record: write the annotation (always first when present)
-  kSetCondition,       // status/reason/message of GPUHealthy
-  kAddTaint,           // taint: add or update by key
-  kRemoveTaint,        // taint.key
-  kCordon,
-  kUncordon,
-  kAddDeviceTaint,     // gpu_uuid, effect: create the DeviceTaintRule for one GPU
-  kRemoveDeviceTaint,  // gpu_uuid: delete our DeviceTaintRule for it
-  kEmitEvent,          // event (on the Node)
-};
-std::string_view StepKindName(StepKind k);
-
+// An Event on the Node: a catalog reason (events/reasons.h) with the catalog's type.
 struct PlannedEvent {
-  std::string type;  // Normal | Warning
+  events::EventType type = events::EventType::kNormal;
   std::string reason;
   std::string message;
   friend bool operator==(const PlannedEvent&, const PlannedEvent&) = default;
 };
 
-struct Step {
-  StepKind kind = StepKind::kEmitEvent;
-  std::string status, reason, message;  // kSetCondition
-  NodeTaint taint;                      // kAddTaint / kRemoveTaint
-  std::string gpu_uuid, effect;         // device taints (reason: the rule that fired,
-                                        // message: the verdict's evidence)
-  RemediationRecord record;             // kWriteRecord
-  PlannedEvent event;                   // kEmitEvent
+// One GPU's DRA DeviceTaintRule to create or delete.
+struct DeviceTaintChange {
+  std::string gpu_uuid;
+  std::string effect;     // create: None | NoSchedule | NoExecute
+  std::string reason;     // create: the rule that fired (the taint's value)
+  std::string message;    // create: the verdict's evidence
+  std::string rule_name;  // delete: our rule, from the record ("" = never created)
 };
 
-// Drain work for the drainer: not a change by itself (it runs until done), so it is not a step.
+// Drain work for the drainer: not a change by itself (it runs until done).
 struct DrainRequest {
   api::DrainSpec spec;
   std::vector<std::string> gpu_uuids;  // device-level: only pods holding these GPUs
@@ -111,28 +88,100 @@ struct DrainRequest {
   bool start = false;                  // first round of this occurrence's drain
 };
 
-struct RemediationPlan {
-  std::vector<Step> steps;  // apply in order
+// Everything one pass changes on one node, as data. The apply layer writes the Node fields
+// in one PATCH (record first in intent: it says what is ours), the condition through
+// nodes/status, the DRA rules before the PATCH, then the Events, then the drain.
+struct NodeChange {
+  std::optional<RemediationRecord> record;     // write our record annotation
+  std::optional<NodeTaint> set_taint;          // add or update our taint (by key)
+  bool remove_taint = false;                   // remove our taint
+  std::optional<bool> unschedulable;           // cordon (true) / uncordon (false)
+  std::optional<NodeConditionView> condition;  // GPUHealthy
+  std::vector<DeviceTaintChange> delete_device_taints;
+  std::vector<DeviceTaintChange> create_device_taints;
+  std::vector<PlannedEvent> events;
+
   std::optional<DrainRequest> drain;
-  bool stop_drain = false;       // abandon a running drain (recovery, admin uncordon)
-  bool brake_blocked = false;    // new remediation held back by the brake
+  bool stop_drain = false;     // abandon a running drain (recovery, admin uncordon, exclusion)
+  bool forget_drain = false;   // the record no longer says Running: drop a finished outcome
+  std::string drain_recorded;  // "Done" | "Blocked": a finished drain's outcome recorded now
+
+  // What the pass decided beyond writes (metrics, the fleet index, logs).
+  bool excluded = false;       // opted out by label: nothing decided, nothing written
+  bool brake_blocked = false;  // new remediation held back by the brake
   bool starts_node_fence = false;
   bool starts_drain = false;
   bool ends_node_fence = false;  // for the brake ledger
   int device_fences_started = 0;
   std::optional<WallTime> requeue_at;  // the verdict's next_evaluation
-  bool Empty() const { return steps.empty(); }
-  std::vector<PlannedEvent> Events() const;
+
+  bool WritesNode() const { return record || set_taint || remove_taint || unschedulable; }
+  // Nothing to write and nothing to announce (drain work is not a change).
+  bool Empty() const {
+    return !WritesNode() && !condition && delete_device_taints.empty() &&
+           create_device_taints.empty() && events.empty();
+  }
 };
 
 // `memories`: every selecting policy's updated EvalMemory (by policy name) to store; when
 // null only verdict.memory is stored (under verdict.policy), other entries kept.
-RemediationPlan Plan(const policy::Verdict& verdict, const NodeView& node,
-                     const PolicyRemediation& policy, const BrakeDecision& brake, WallTime now,
-                     const std::map<std::string, policy::EvalMemory>* memories = nullptr);
+NodeChange Plan(const policy::Verdict& verdict, const NodeView& node,
+                const PolicyRemediation& policy, const BrakeDecision& brake, WallTime now,
+                const std::map<std::string, policy::EvalMemory>* memories = nullptr);
 
-// The node as it would be after the plan's steps (tests, previews). Device taints and
-// Events leave no trace on the node.
-NodeView ApplyPlan(const NodeView& node, const RemediationPlan& plan);
+// The node as it would be after the change (tests, previews). Device taints and Events leave
+// no trace on the node.
+NodeView ApplyChange(const NodeView& node, const NodeChange& change);
+
+// --- The whole decision for one node, from what the caches hold ---
+
+// A drain of ours that finished (the drain runner's result, not recorded yet).
+struct DrainOutcome {
+  bool done = false;       // all pods in scope gone; else Blocked (timed out, unevictable pods)
+  bool timed_out = false;  // Blocked because the drain's deadline passed
+  std::string state;       // "Done" | "Blocked"
+  std::string message;     // one line, naming the pods left and why
+};
+
+// One node as the caches show it.
+struct NodeInput {
+  NodeView node;
+  std::optional<std::string> exclude_label;  // value of gpuguardian.io/exclude, if set
+  // The GPUNodeHealth status (or the legacy annotation). NotFound: no report; another error:
+  // a report that cannot be read (-> Unknown).
+  StatusOr<api::GpuNodeHealthStatus> report = NotFoundError("no report");
+  std::vector<const api::GpuHealthPolicy*> policies;  // valid policies selecting the node
+  std::optional<DrainOutcome> drain;                  // the drain runner's finished outcome, if any
+};
+
+// Assess: the verdict half of the decision (exclusion, Evaluate per policy, Resolve).
+struct Assessment {
+  bool excluded = false;
+  std::optional<policy::Verdict> verdict;              // nullopt: excluded, or no policy selects it
+  const api::GpuHealthPolicy* policy = nullptr;        // the winning policy
+  std::map<std::string, policy::EvalMemory> memories;  // per selecting policy, to store
+  std::map<std::string, policy::HealthState> states;   // per selecting policy
+  std::optional<RemediationRecord> record;  // ours, decoded (nullopt: none or unreadable)
+
+  // The verdict may start a fence: the brake must be consulted (under its lock).
+  bool MayStartFence() const { return verdict && verdict->action >= api::Action::kTaint; }
+  // Bad GPUs of a GPU-confined Unhealthy verdict without a device taint of ours yet.
+  std::vector<std::string> GpusToFence() const;
+  bool HoldsDeviceTaints() const { return record && !record->device_taints.empty(); }
+};
+Assessment Assess(const NodeInput& in, WallTime now);
+
+// What Plan needs from outside the caches: the brake for the winning policy (when
+// MayStartFence) and whether the node's GPUs can be fenced one by one through DRA.
+struct Lookups {
+  BrakeDecision brake = BrakeAllowAll();
+  bool dra_devices = false;
+};
+
+// Whether the exclude label's value opts the node out of remediation (the one definition).
+bool ExcludedByLabel(std::optional<std::string_view> value);
+
+NodeChange Plan(const NodeInput& in, const Assessment& assessment, const Lookups& lookups,
+                WallTime now);
 
 }  // namespace gg::remediation

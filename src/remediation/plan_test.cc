@@ -1,6 +1,7 @@
 // Plan(): world-state tables — fence, drain, admin cordon/taint untouched, admin uncordon
 // cancels, record removal re-onboards, dry run, paused, exclude, recovery, brake, DRA, and
-// idempotency (planning again on the applied result yields no steps).
+// idempotency (planning again on the applied result yields an empty change). The exclude
+// label is decided before planning (Assess): see assess_test.cc.
 #include "remediation/plan.h"
 
 #include <gtest/gtest.h>
@@ -64,18 +65,11 @@ PolicyRemediation Pol() {
 NodeView Node() {
   NodeView n;
   n.name = "node-a";
-  n.labels = {{"nvidia.com/gpu.present", "true"}};
   return n;
 }
 
-bool HasStep(const RemediationPlan& p, StepKind k) {
-  for (const auto& s : p.steps) {
-    if (s.kind == k) return true;
-  }
-  return false;
-}
-bool HasEvent(const RemediationPlan& p, const std::string& reason) {
-  for (const auto& e : p.Events()) {
+bool HasEvent(const NodeChange& p, const std::string& reason) {
+  for (const auto& e : p.events) {
     if (e.reason == reason) return true;
   }
   return false;
@@ -96,29 +90,29 @@ RemediationRecord Record(const NodeView& n) {
 // Plans, applies, and checks that planning again on the result changes nothing.
 NodeView Step(const Verdict& v, const NodeView& n, const PolicyRemediation& pol = Pol(),
               const BrakeDecision& brake = BrakeAllowAll(), WallTime now = kNow,
-              RemediationPlan* out = nullptr) {
-  RemediationPlan p = Plan(v, n, pol, brake, now);
-  NodeView after = ApplyPlan(n, p);
-  RemediationPlan again = Plan(v, after, pol, brake, now + seconds(5));
-  EXPECT_TRUE(again.Empty()) << "not idempotent; first step " << StepKindName(again.steps[0].kind)
-                             << " " << again.steps[0].event.message;
+              NodeChange* out = nullptr) {
+  NodeChange p = Plan(v, n, pol, brake, now);
+  NodeView after = ApplyChange(n, p);
+  NodeChange again = Plan(v, after, pol, brake, now + seconds(5));
+  EXPECT_TRUE(again.Empty()) << "not idempotent"
+                             << (again.events.empty() ? "" : ": " + again.events[0].message);
   if (out) *out = p;
   return after;
 }
 
 TEST(Plan, CordonFencesNodeAndIsIdempotent) {
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Bad(Action::kCordon), Node(), Pol(), BrakeAllowAll(), kNow, &p);
-  EXPECT_EQ(p.steps[0].kind, StepKind::kWriteRecord);  // intent and ownership first
+  ASSERT_TRUE(p.record.has_value());  // intent and ownership
   EXPECT_TRUE(n.unschedulable);
   ASSERT_NE(OurTaint(n), nullptr);
   EXPECT_EQ(OurTaint(n)->effect, "NoSchedule");
   EXPECT_EQ(OurTaint(n)->value, kTaintValueCordoned);
   EXPECT_EQ(n.gpu_condition->status, "False");
   EXPECT_EQ(n.gpu_condition->reason, "RulesMatched");
-  EXPECT_TRUE(HasEvent(p, kReasonGpuUnhealthy));
-  EXPECT_TRUE(HasEvent(p, kReasonNodeCordoned));
-  EXPECT_TRUE(HasEvent(p, kReasonNodeTainted));
+  EXPECT_TRUE(HasEvent(p, events::kGPUUnhealthy));
+  EXPECT_TRUE(HasEvent(p, events::kNodeCordoned));
+  EXPECT_TRUE(HasEvent(p, events::kNodeTainted));
   EXPECT_TRUE(p.starts_node_fence);
   RemediationRecord r = Record(n);
   EXPECT_TRUE(r.tainted);
@@ -140,13 +134,13 @@ TEST(Plan, TaintOnlyAndNoExecuteEffect) {
 }
 
 TEST(Plan, DrainStartsOnceThenContinues) {
-  RemediationPlan p = Plan(Bad(Action::kDrain), Node(), Pol(), BrakeAllowAll(), kNow);
+  NodeChange p = Plan(Bad(Action::kDrain), Node(), Pol(), BrakeAllowAll(), kNow);
   ASSERT_TRUE(p.drain.has_value());
   EXPECT_TRUE(p.drain->start);
   EXPECT_EQ(p.drain->deadline, kNow + std::chrono::hours(1));
   EXPECT_TRUE(p.starts_drain);
-  NodeView n = ApplyPlan(Node(), p);
-  RemediationPlan again = Plan(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(1));
+  NodeView n = ApplyChange(Node(), p);
+  NodeChange again = Plan(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(1));
   EXPECT_TRUE(again.Empty());
   ASSERT_TRUE(again.drain.has_value());
   EXPECT_FALSE(again.drain->start);  // a restarted operator continues, never restarts
@@ -154,7 +148,7 @@ TEST(Plan, DrainStartsOnceThenContinues) {
   RemediationRecord r = Record(n);
   MarkDrainCompleted(r, kNow + minutes(2));
   n.record_annotation = EncodeRecord(r);
-  RemediationPlan done = Plan(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(3));
+  NodeChange done = Plan(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(3));
   EXPECT_TRUE(done.Empty());
   EXPECT_FALSE(done.drain.has_value());
 }
@@ -179,12 +173,12 @@ TEST(Plan, AdminCordonAndTaintAreNeverUndone) {
 TEST(Plan, AdminUncordonCancelsTheOccurrence) {
   NodeView n = Step(Bad(Action::kDrain), Node());
   n.unschedulable = false;  // kubectl uncordon
-  RemediationPlan p;
+  NodeChange p;
   n = Step(Bad(Action::kDrain), n, Pol(), BrakeAllowAll(), kNow + minutes(1), &p);
   EXPECT_FALSE(n.unschedulable);  // not re-cordoned
   EXPECT_EQ(OurTaint(n), nullptr);
   EXPECT_TRUE(p.stop_drain);
-  EXPECT_TRUE(HasEvent(p, kReasonRemediationSkipped));
+  EXPECT_TRUE(HasEvent(p, events::kRemediationSkipped));
   EXPECT_TRUE(Record(n).cancelled);
   // A new fault (another GPU) is a new occurrence: fenced again.
   n = Step(Bad(Action::kCordon, {"GPU-3", "GPU-5"}), n, Pol(), BrakeAllowAll(), kNow + minutes(2), &p);
@@ -204,13 +198,13 @@ TEST(Plan, RecordRemovalReOnboards) {
   // Still bad: a new occurrence takes over the existing fences (no flapping).
   NodeView removed = n;
   removed.record_annotation.reset();
-  RemediationPlan p;
+  NodeChange p;
   NodeView still = Step(Bad(Action::kCordon), removed, Pol(), BrakeAllowAll(), kNow + minutes(3), &p);
   EXPECT_TRUE(still.unschedulable);
   EXPECT_NE(OurTaint(still), nullptr);
   EXPECT_EQ(Record(still).occurrence, "node-a-" + std::to_string(1'800'000'000 + 180));
   EXPECT_TRUE(Record(still).cordoned);
-  EXPECT_TRUE(HasEvent(p, kReasonGpuUnhealthy));
+  EXPECT_TRUE(HasEvent(p, events::kGPUUnhealthy));
   // Healthy: our taint and our cordon go at once (no record, no hysteresis to honour).
   NodeView healthy = Step(Healthy(false), removed);
   EXPECT_FALSE(healthy.unschedulable);
@@ -224,7 +218,7 @@ TEST(Plan, RecordRemovalReOnboards) {
 
 TEST(Plan, RecoveryWaitsForHealthyForThenUndoesOnlyOurs) {
   NodeView n = Step(Bad(Action::kCordon), Node());
-  RemediationPlan p;
+  NodeChange p;
   NodeView held = Step(Healthy(false), n, Pol(), BrakeAllowAll(), kNow + minutes(1), &p);
   EXPECT_TRUE(held.unschedulable);  // hysteresis: still fenced
   EXPECT_NE(OurTaint(held), nullptr);
@@ -232,8 +226,8 @@ TEST(Plan, RecoveryWaitsForHealthyForThenUndoesOnlyOurs) {
   NodeView rec = Step(Healthy(true), held, Pol(), BrakeAllowAll(), kNow + minutes(11), &p);
   EXPECT_FALSE(rec.unschedulable);
   EXPECT_EQ(OurTaint(rec), nullptr);
-  EXPECT_TRUE(HasEvent(p, kReasonGpuRecovered));
-  EXPECT_TRUE(HasEvent(p, kReasonNodeUncordoned));
+  EXPECT_TRUE(HasEvent(p, events::kGPURecovered));
+  EXPECT_TRUE(HasEvent(p, events::kNodeUncordoned));
   EXPECT_TRUE(p.ends_node_fence);
   RemediationRecord r = Record(rec);
   EXPECT_FALSE(r.Active());
@@ -246,14 +240,14 @@ TEST(Plan, RecoveryWaitsForHealthyForThenUndoesOnlyOurs) {
 TEST(Plan, DryRunDecidesRecordsAndChangesNothing) {
   auto pol = Pol();
   pol.dry_run = true;
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Bad(Action::kDrain), Node(), pol, BrakeAllowAll(), kNow, &p);
   EXPECT_FALSE(n.unschedulable);
   EXPECT_TRUE(n.taints.empty());
   EXPECT_FALSE(n.gpu_condition.has_value());
   EXPECT_FALSE(p.drain.has_value());
-  for (const auto& e : p.Events()) EXPECT_EQ(e.message.rfind("dry run: ", 0), 0u) << e.message;
-  EXPECT_TRUE(HasEvent(p, kReasonGpuUnhealthy));
+  for (const auto& e : p.events) EXPECT_EQ(e.message.rfind("dry run: ", 0), 0u) << e.message;
+  EXPECT_TRUE(HasEvent(p, events::kGPUUnhealthy));
   RemediationRecord r = Record(n);
   EXPECT_TRUE(r.dry_run);
   EXPECT_EQ(r.action, Action::kDrain);
@@ -261,19 +255,28 @@ TEST(Plan, DryRunDecidesRecordsAndChangesNothing) {
   EXPECT_FALSE(r.cordoned);
 }
 
-TEST(Plan, PausedDoesNothingExcludedOnlySetsCondition) {
+TEST(Plan, PausedDoesNothing) {
   auto pol = Pol();
   pol.paused = true;
-  EXPECT_TRUE(Plan(Bad(Action::kDrain), Node(), pol, BrakeAllowAll(), kNow).Empty());
-  NodeView ex = Node();
-  ex.labels[api::kExcludeLabel] = "true";
-  RemediationPlan p;
-  NodeView n = Step(Bad(Action::kDrain), ex, Pol(), BrakeAllowAll(), kNow, &p);
-  ASSERT_EQ(p.steps.size(), 1u);
-  EXPECT_EQ(p.steps[0].kind, StepKind::kSetCondition);
-  EXPECT_NE(n.gpu_condition->message.find("remediation disabled"), std::string::npos);
-  EXPECT_FALSE(n.unschedulable);
+  NodeChange p = Plan(Bad(Action::kDrain), Node(), pol, BrakeAllowAll(), kNow);
+  EXPECT_TRUE(p.Empty());
   EXPECT_FALSE(p.drain.has_value());
+}
+
+TEST(Plan, EventsCarryTheCatalogType) {
+  BrakeDecision brake;
+  brake.allow_new_node = false;
+  brake.reason = "maxUnhealthy 0";
+  for (const auto& e : Plan(Bad(Action::kCordon), Node(), Pol(), brake, kNow).events) {
+    EXPECT_EQ(e.type, events::TypeOfReason(e.reason)) << e.reason;
+  }
+  NodeChange p = Plan(Bad(Action::kCordon), Node(), Pol(), brake, kNow);
+  ASSERT_TRUE(HasEvent(p, events::kRemediationSkipped));
+  for (const auto& e : p.events) {
+    if (e.reason == events::kRemediationSkipped) {
+      EXPECT_EQ(e.type, events::EventType::kNormal);
+    }
+  }
 }
 
 TEST(Plan, BrakeHoldsBackNewFencesButNotRecovery) {
@@ -281,13 +284,13 @@ TEST(Plan, BrakeHoldsBackNewFencesButNotRecovery) {
   brake.allow_new_node = false;
   brake.engaged = true;
   brake.reason = "maxUnhealthy 10% of 25 nodes allows 3; 3 under remediation";
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Bad(Action::kCordon), Node(), Pol(), brake, kNow, &p);
   EXPECT_TRUE(p.brake_blocked);
   EXPECT_FALSE(n.unschedulable);
   EXPECT_EQ(OurTaint(n), nullptr);
   EXPECT_EQ(n.gpu_condition->status, "False");  // the condition still tells the truth
-  EXPECT_TRUE(HasEvent(p, kReasonRemediationSkipped));
+  EXPECT_TRUE(HasEvent(p, events::kRemediationSkipped));
   // Released: the fence goes on.
   n = Step(Bad(Action::kCordon), n, Pol(), BrakeAllowAll(), kNow + minutes(1));
   EXPECT_TRUE(n.unschedulable);
@@ -298,9 +301,9 @@ TEST(Plan, BrakeHoldsBackNewFencesButNotRecovery) {
   BrakeDecision drains;
   drains.allow_new_drain = false;
   drains.reason = "maxConcurrentDrains 5 reached";
-  RemediationPlan d = Plan(Bad(Action::kDrain), Node(), Pol(), drains, kNow);
+  NodeChange d = Plan(Bad(Action::kDrain), Node(), Pol(), drains, kNow);
   EXPECT_FALSE(d.drain.has_value());
-  EXPECT_TRUE(ApplyPlan(Node(), d).unschedulable);
+  EXPECT_TRUE(ApplyChange(Node(), d).unschedulable);
 }
 
 TEST(Plan, DeviceLevelFencesOnlyTheBadGpu) {
@@ -308,12 +311,12 @@ TEST(Plan, DeviceLevelFencesOnlyTheBadGpu) {
   pol.remediation.device_level = api::DeviceLevelMode::kAuto;
   NodeView dra = Node();
   dra.dra_devices = true;
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Bad(Action::kDrain, {"GPU-3"}, /*node_wide=*/false), dra, pol, BrakeAllowAll(),
                     kNow, &p);
   EXPECT_FALSE(n.unschedulable);
   EXPECT_EQ(OurTaint(n), nullptr);
-  ASSERT_TRUE(HasStep(p, StepKind::kAddDeviceTaint));
+  ASSERT_TRUE(!p.create_device_taints.empty());
   EXPECT_EQ(p.device_fences_started, 1);
   ASSERT_TRUE(p.drain.has_value());
   EXPECT_EQ(p.drain->gpu_uuids, std::vector<std::string>{"GPU-3"});
@@ -325,19 +328,19 @@ TEST(Plan, DeviceLevelFencesOnlyTheBadGpu) {
   ASSERT_TRUE(p.drain.has_value());
   EXPECT_EQ(p.drain->gpu_uuids, std::vector<std::string>{"GPU-3"});
   // Recovery removes the device taint.
-  RemediationPlan rp;
+  NodeChange rp;
   Step(Healthy(true), n, pol, BrakeAllowAll(), kNow + minutes(20), &rp);
-  EXPECT_TRUE(HasStep(rp, StepKind::kRemoveDeviceTaint));
+  EXPECT_TRUE(!rp.delete_device_taints.empty());
   // Node-wide failure (GPU lost) on a DRA node still fences the node.
   NodeView nw = Step(Bad(Action::kCordon, {"GPU-3"}, /*node_wide=*/true), dra, pol);
   EXPECT_TRUE(nw.unschedulable);
 }
 
 TEST(Plan, UnknownRaisesConditionAndEventOnlyOnce) {
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Unknown(), Node(), Pol(), BrakeAllowAll(), kNow, &p);
   EXPECT_EQ(n.gpu_condition->status, "Unknown");
-  EXPECT_TRUE(HasEvent(p, kReasonGpuTelemetryLost));
+  EXPECT_TRUE(HasEvent(p, events::kGPUTelemetryLost));
   EXPECT_FALSE(n.unschedulable);
   EXPECT_TRUE(n.taints.empty());
   // Unknown on a fenced node holds the fence (never undoes on missing data).
@@ -345,18 +348,19 @@ TEST(Plan, UnknownRaisesConditionAndEventOnlyOnce) {
   f = Step(Unknown(), f, Pol(), BrakeAllowAll(), kNow + minutes(1));
   EXPECT_TRUE(f.unschedulable);
   // Telemetry back and healthy.
-  RemediationPlan back;
+  NodeChange back;
   Step(Healthy(true), n, Pol(), BrakeAllowAll(), kNow + minutes(2), &back);
-  EXPECT_TRUE(HasEvent(back, kReasonGpuRecovered));
+  EXPECT_TRUE(HasEvent(back, events::kGPURecovered));
 }
 
 TEST(Plan, AlwaysHealthyNodeNeedsNoRecord) {
   Verdict v = Healthy(true);
   v.memory = {};
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(v, Node(), Pol(), BrakeAllowAll(), kNow, &p);
-  ASSERT_EQ(p.steps.size(), 1u);
-  EXPECT_EQ(p.steps[0].kind, StepKind::kSetCondition);
+  EXPECT_TRUE(p.condition.has_value());
+  EXPECT_FALSE(p.WritesNode());
+  EXPECT_TRUE(p.events.empty());
   EXPECT_FALSE(n.record_annotation.has_value());
   EXPECT_EQ(n.gpu_condition->status, "True");
 }
@@ -388,31 +392,21 @@ PolicyRemediation DevicePol(api::DeviceTaintEffect effect = api::DeviceTaintEffe
 NodeView DraNode() {
   NodeView n;
   n.name = "node-a";
-  n.labels = {{"nvidia.com/gpu.present", "true"}};
   n.dra_devices = true;
   return n;
-}
-// (plain `Step` names the test helper above)
-using Steps = decltype(RemediationPlan::steps);
-Steps StepsOf(const RemediationPlan& p, StepKind k) {
-  Steps out;
-  for (const auto& s : p.steps) {
-    if (s.kind == k) out.push_back(s);
-  }
-  return out;
 }
 
 TEST(PlanDeviceLevel, TaintCarriesPolicyEffectAndFiredRule) {
   for (auto [effect, name] : {std::pair{api::DeviceTaintEffect::kNoSchedule, "NoSchedule"},
                               std::pair{api::DeviceTaintEffect::kNoExecute, "NoExecute"}}) {
-    RemediationPlan p = Plan(Bad(Action::kDrain, {"GPU-3"}, false), DraNode(), DevicePol(effect),
-                             BrakeAllowAll(), kNow);
-    auto adds = StepsOf(p, StepKind::kAddDeviceTaint);
+    NodeChange p = Plan(Bad(Action::kDrain, {"GPU-3"}, false), DraNode(), DevicePol(effect),
+                        BrakeAllowAll(), kNow);
+    auto adds = p.create_device_taints;
     ASSERT_EQ(adds.size(), 1u);
     EXPECT_EQ(adds[0].effect, name);
     EXPECT_EQ(adds[0].reason, "fatal-xid");  // the taint value: the rule that fired
     EXPECT_TRUE(p.drain.has_value()) << name;  // Drain: evict the pods holding the GPU
-    NodeView n = ApplyPlan(DraNode(), p);
+    NodeView n = ApplyChange(DraNode(), p);
     EXPECT_FALSE(n.unschedulable);
     EXPECT_EQ(OurTaint(n), nullptr);
     EXPECT_EQ(Record(n).device_taints[0].effect, name);
@@ -420,10 +414,10 @@ TEST(PlanDeviceLevel, TaintCarriesPolicyEffectAndFiredRule) {
 }
 
 TEST(PlanDeviceLevel, EffectNoneAnnouncesAndNeverDrains) {
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Bad(Action::kDrain, {"GPU-3"}, false), DraNode(),
                     DevicePol(api::DeviceTaintEffect::kNone), BrakeAllowAll(), kNow, &p);
-  auto adds = StepsOf(p, StepKind::kAddDeviceTaint);
+  auto adds = p.create_device_taints;
   ASSERT_EQ(adds.size(), 1u);
   EXPECT_EQ(adds[0].effect, "None");
   EXPECT_FALSE(p.drain.has_value());
@@ -436,14 +430,14 @@ TEST(PlanDeviceLevel, DeviceBudgetCountsEveryGpu) {
   BrakeDecision one = BrakeAllowAll();
   one.devices_left = 1;
   one.reason = "maxDevicesPerHour 4 reached (3 in the last hour)";
-  RemediationPlan p =
+  NodeChange p =
       Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), DraNode(), DevicePol(), one, kNow);
-  auto adds = StepsOf(p, StepKind::kAddDeviceTaint);
+  auto adds = p.create_device_taints;
   ASSERT_EQ(adds.size(), 1u);
   EXPECT_EQ(adds[0].gpu_uuid, "GPU-1");
   EXPECT_TRUE(p.brake_blocked);
-  EXPECT_TRUE(HasEvent(p, kReasonRemediationSkipped));
-  NodeView n = ApplyPlan(DraNode(), p);
+  EXPECT_TRUE(HasEvent(p, events::kRemediationSkipped));
+  NodeView n = ApplyChange(DraNode(), p);
   EXPECT_EQ(Record(n).device_taints.size(), 1u);
   EXPECT_FALSE(n.unschedulable);
 
@@ -451,16 +445,16 @@ TEST(PlanDeviceLevel, DeviceBudgetCountsEveryGpu) {
   BrakeDecision none = one;
   none.devices_left = 0;
   none.allow_new_device = false;
-  RemediationPlan held = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(), none,
-                              kNow + seconds(10));
-  EXPECT_TRUE(StepsOf(held, StepKind::kAddDeviceTaint).empty());
+  NodeChange held = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(), none,
+                         kNow + seconds(10));
+  EXPECT_TRUE(held.create_device_taints.empty());
   EXPECT_TRUE(held.brake_blocked);
-  EXPECT_FALSE(HasEvent(held, kReasonRemediationSkipped));  // said once
+  EXPECT_FALSE(HasEvent(held, events::kRemediationSkipped));  // said once
 
   // A slot frees: the second GPU is fenced, the first is not created twice.
-  RemediationPlan later = Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(),
-                               one, kNow + minutes(61));
-  adds = StepsOf(later, StepKind::kAddDeviceTaint);
+  NodeChange later =
+      Plan(Bad(Action::kTaint, {"GPU-1", "GPU-3"}, false), n, DevicePol(), one, kNow + minutes(61));
+  adds = later.create_device_taints;
   ASSERT_EQ(adds.size(), 1u);
   EXPECT_EQ(adds[0].gpu_uuid, "GPU-3");
   EXPECT_FALSE(later.brake_blocked);
@@ -478,7 +472,7 @@ TEST(PlanDeviceLevel, NotDraOrOffFencesTheNode) {
 }
 
 TEST(PlanDeviceLevel, EscalationToNodeWideKeepsDeviceRulesUntilRecovery) {
-  RemediationPlan p;
+  NodeChange p;
   NodeView n = Step(Bad(Action::kCordon, {"GPU-3"}, false), DraNode(), DevicePol());
   ASSERT_EQ(Record(n).device_taints.size(), 1u);
   // The same occurrence turns node-wide (the GPU falls off the bus): the node is fenced too.
@@ -486,14 +480,14 @@ TEST(PlanDeviceLevel, EscalationToNodeWideKeepsDeviceRulesUntilRecovery) {
                      kNow + minutes(1), &p);
   EXPECT_TRUE(nw.unschedulable);
   EXPECT_NE(OurTaint(nw), nullptr);
-  EXPECT_FALSE(HasStep(p, StepKind::kRemoveDeviceTaint));
+  EXPECT_FALSE(!p.delete_device_taints.empty());
   // Recovery undoes everything of ours, device rules included.
-  RemediationPlan rp;
+  NodeChange rp;
   NodeView back = Step(Healthy(true), nw, DevicePol(), BrakeAllowAll(), kNow + minutes(30), &rp);
   EXPECT_FALSE(back.unschedulable);
   EXPECT_EQ(OurTaint(back), nullptr);
-  ASSERT_EQ(StepsOf(rp, StepKind::kRemoveDeviceTaint).size(), 1u);
-  EXPECT_EQ(StepsOf(rp, StepKind::kRemoveDeviceTaint)[0].gpu_uuid, "GPU-3");
+  ASSERT_EQ(rp.delete_device_taints.size(), 1u);
+  EXPECT_EQ(rp.delete_device_taints[0].gpu_uuid, "GPU-3");
   EXPECT_TRUE(Record(back).device_taints.empty());
 }
 

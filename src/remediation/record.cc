@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/time_util.h"
+#include "events/reasons.h"
 
 namespace gg::remediation {
 
@@ -231,7 +232,7 @@ std::string MarkDrainCompleted(RemediationRecord& r, WallTime now) {
   r.drain.finished_at = now;
   r.drain.message.clear();
   r.updated_at = now;
-  return "NodeDrained";
+  return events::kNodeDrained;
 }
 
 std::string MarkDrainBlocked(RemediationRecord& r, std::string message, WallTime now) {
@@ -239,7 +240,7 @@ std::string MarkDrainBlocked(RemediationRecord& r, std::string message, WallTime
   r.drain.finished_at = now;
   r.drain.message = std::move(message);
   r.updated_at = now;
-  return "DrainBlocked";
+  return events::kDrainBlocked;
 }
 
 }  // namespace gg::remediation

@@ -42,7 +42,7 @@ struct InformerOptions {
   Duration backoff_max = std::chrono::seconds(30);
   // Poll mode when > 0: never WATCH; a full paged LIST every poll_interval instead, diffed
   // against the cache so the same add/update/delete handlers fire (an unchanged
-  // resourceVersion is no update). It reproduces the seed's polling design for the API-load
+  // resourceVersion is no update). It reproduces the original design's polling for the API-load
   // comparison (bench/) and serves clusters whose RBAC forbids watches. Changes are seen up to
   // poll_interval late and every poll moves the whole collection over the wire.
   Duration poll_interval = Duration::zero();

@@ -26,10 +26,15 @@ bool IsVapKind(const ResourceInfo& ri) {
          (ri.resource == "validatingadmissionpolicies" || ri.resource == "validatingadmissionpolicybindings");
 }
 
-void SetIfAbsent(json& obj, const char* key, json value) {
+bool Absent(const json& obj, const char* key) {
   auto it = obj.find(key);
-  if (it == obj.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty()))
-    obj[key] = std::move(value);
+  return it == obj.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty());
+}
+
+// Sets obj[key] when it is absent, null or "" (the value is built only then).
+template <class T>
+void SetIfAbsent(json& obj, const char* key, T&& value) {
+  if (Absent(obj, key)) obj[key] = std::forward<T>(value);
 }
 
 // Always for ":latest" or no tag (and no digest), else IfNotPresent.
@@ -45,7 +50,9 @@ void SetContainerDefaults(json& c, bool is_pod) {
   if (!c.is_object()) return;
   SetIfAbsent(c, "terminationMessagePath", "/dev/termination-log");
   SetIfAbsent(c, "terminationMessagePolicy", "File");
-  if (c.contains("image") && c["image"].is_string()) SetIfAbsent(c, "imagePullPolicy", DefaultPullPolicy(c["image"]));
+  if (Absent(c, "imagePullPolicy"))
+    if (auto img = c.find("image"); img != c.end() && img->is_string())
+      c["imagePullPolicy"] = DefaultPullPolicy(img->get_ref<const std::string&>());
   if (auto p = c.find("ports"); p != c.end() && p->is_array())
     for (auto& port : *p)
       if (port.is_object()) SetIfAbsent(port, "protocol", "TCP");
@@ -69,10 +76,11 @@ void SetVolumeDefaults(json& v) {
   if (auto h = v.find("hostPath"); h != v.end() && h->is_object() && !h->contains("type")) (*h)["type"] = "";
 }
 
-std::string Str(const json& o, const char* k) {
-  if (!o.is_object()) return "";
+const std::string& Str(const json& o, const char* k) {
+  static const std::string kEmpty;
+  if (!o.is_object()) return kEmpty;
   auto it = o.find(k);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+  return it != o.end() && it->is_string() ? it->get_ref<const std::string&>() : kEmpty;
 }
 
 }  // namespace
@@ -303,7 +311,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     SetIfAbsent(obj, "preemptionPolicy", "PreemptLowerPriority");
   }
   // 2. Mutating admission plugins.
-  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj["spec"].is_object()) {
+  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj.contains("spec") && obj["spec"].is_object()) {
     json& spec = obj["spec"];
     // ServiceAccount: the namespace's "default" account.
     SetIfAbsent(spec, "serviceAccountName", "default");
@@ -319,7 +327,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
       bool has = false;
       for (const auto& t : tols) {
-        std::string k = Str(t, "key"), eff = Str(t, "effect");
+        const std::string &k = Str(t, "key"), &eff = Str(t, "effect");
         if ((k == key || k.empty()) && (eff == "NoExecute" || eff.empty())) has = true;
       }
       if (!has)
@@ -374,6 +382,19 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   }
   // 4. Validating admission.
   if (r.seed || vap_.empty()) return out;
+  VapDecision d = Validating(r, &obj, old);
+  out.warnings = std::move(d.warnings);
+  if (d.deny) out.err = std::move(d.deny);
+  return out;
+}
+
+std::optional<ApiError> Admission::AdmitDelete(const AdmissionRequest& r, const json& old) {
+  if (r.seed || vap_.empty()) return std::nullopt;
+  return Validating(r, nullptr, &old).deny;
+}
+
+VapDecision Admission::Validating(const AdmissionRequest& r, const json* obj, const json* old) {
+  const ResourceInfo& ri = *r.ri;
   VapRequest vr;
   vr.operation = r.operation;
   vr.group = ri.group;
@@ -388,7 +409,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   vr.groups = r.groups;
   vr.extra = r.user_extra.is_object() ? r.user_extra : json::object();
   vr.dry_run = r.dry_run;
-  vr.object = &obj;
+  vr.object = obj;
   vr.old_object = old;
   json ns_obj;
   if (ri.namespaced && !r.ns.empty()) {
@@ -396,10 +417,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     if (auto it = namespaces_.find(r.ns); it != namespaces_.end()) ns_obj = it->second;
   }
   if (!ns_obj.is_null()) vr.namespace_object = &ns_obj;
-  VapDecision d = vap_.Evaluate(vr);
-  out.warnings = std::move(d.warnings);
-  if (d.deny) out.err = std::move(d.deny);
-  return out;
+  return vap_.Evaluate(vr);
 }
 
 }  // namespace gg::sim

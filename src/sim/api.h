@@ -36,6 +36,7 @@ struct ApiRequest {
   std::string content_type;
   std::string accept;
   std::string body;
+  std::string user_agent;
   std::string user;  // authenticated user ("" = anonymous admin when authz is off)
   std::vector<std::string> groups;
   nlohmann::json user_extra = nlohmann::json::object();  // userInfo.extra: key -> [values]
@@ -125,6 +126,10 @@ struct WriteOpts {
   bool dry_run = false;
   bool seed = false;    // in-process seeding: keep status, auto-create namespaces
   bool strict = false;  // fieldValidation=Strict
+  // Field ownership (metadata.managedFields): set for API requests; in-process writers
+  // (controllers, seeding) leave managedFields as they are.
+  std::string field_manager;
+  bool force = false;  // server-side apply: take conflicting fields
   // Who writes (admission: ValidatingAdmissionPolicy's request.userInfo).
   std::string user;
   std::vector<std::string> groups;
@@ -163,6 +168,10 @@ class ApiCore {
   // authorization.k8s.io access reviews and authentication.k8s.io SelfSubjectReview: the
   // request evaluated (through the RBAC authorizer when one is set) and answered, not stored.
   ApiResult Review(const Target& t, nlohmann::json body, const ApiRequest& req);
+  // <resource>/scale: read, replace or patch an autoscaling/v1 Scale of the parent's
+  // spec.replicas (scale.cc). `verb` is get, update or patch.
+  ApiResult ScaleRequest(const Target& t, const std::string& verb, const std::string& content_type,
+                         const nlohmann::json& body, const WriteOpts& o);
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);
@@ -213,6 +222,7 @@ class ApiCore {
   // The admission chain (sim/admission.h) around Validate(): mutates `obj` in place.
   AdmissionOutcome Admit(const Target& t, nlohmann::json& obj, const nlohmann::json* old,
                          const WriteOpts& o, bool create);
+  std::optional<ApiError> AdmitDelete(const Target& t, const nlohmann::json& old, const WriteOpts& o);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
   // Service defaults and allocation (services.cc); `old` on update.
@@ -230,7 +240,16 @@ class ApiCore {
   // (group/version, OpenAPI v3 document) for every served CRD group version.
   std::vector<std::pair<std::string, std::string>> CrdOpenApiDocuments() const;
 
+  // The schema context of a kind for field ownership (cached per group/version/kind).
+  struct SsaType TypeFor(const ResourceInfo& ri) const;
+  std::optional<ApiError> StrictFields(const Target& t, const nlohmann::json& obj,
+                                       const WriteOpts& o) const;
+  void TrackUpdate(const ResourceInfo& ri, const std::string& sub, const nlohmann::json& old,
+                   nlohmann::json& next, const WriteOpts& o) const;
+
   ApiCoreOptions opts_;
+  mutable std::mutex type_mu_;
+  mutable std::map<std::string, const nlohmann::json*> type_cache_;
   Clock& clock_;
   Registry registry_;
   Store store_;
@@ -243,7 +262,7 @@ class ApiCore {
 
 // Go strconv.ParseBool.
 bool ParseBoolParam(std::string_view v);
-// core/v1 <-> events.k8s.io/v1 Event conversion (k8s-api-contract.md §6.1).
+// core/v1 <-> events.k8s.io/v1 Event conversion (docs/reference/kubernetes-api.md, "Events").
 nlohmann::json CoreEventToEventsV1(const nlohmann::json& ev);
 nlohmann::json EventsV1ToCoreEvent(const nlohmann::json& ev);
 

@@ -3,6 +3,7 @@
 // managedFields) but every value is generated.
 #include "sim/population.h"
 
+#include "sim/admission.h"
 #include "sim/controllers.h"
 
 #include <algorithm>
@@ -538,11 +539,13 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   std::vector<json> ds_templates;
   for (const auto& d : kDaemonSets) {
     // The pods carry the labels the DaemonSet controller gives its pods, so they count as
-    // up to date rather than being rolled (the generation label holds even when the API
-    // server's defaulting changes the stored template, and with it the hash).
+    // up to date rather than being rolled: the revision hash of the template as the API
+    // server stores it (with its pod defaults) and the seeded DaemonSet's generation.
     json t = DaemonSetPodTemplate(d);
-    t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(DaemonSetPodTemplate(d));
-    t["metadata"]["labels"]["pod-template-generation"] = "1";  // the seeded DaemonSet's generation
+    json stored = t;
+    SetPodSpecDefaults(stored["spec"], false);
+    t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(stored);
+    t["metadata"]["labels"]["pod-template-generation"] = "1";
     ds_templates.push_back(std::move(t));
   }
   int k = std::max(1, spec.nodes_per_workload);

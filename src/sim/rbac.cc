@@ -231,9 +231,9 @@ Decision Authorizer::Authorize(const Attributes& a) {
   if (Has(a.groups, "system:masters")) return allow("RBAC: allowed by group system:masters");
   for (const auto& [key, b] : bindings_) {
     if (b.kind == "RoleBinding" && (!a.is_resource_request || a.namespace_ != b.ns)) continue;
-    bool subject = std::any_of(b.subjects.begin(), b.subjects.end(), [&](const Subject& s) {
-      return SubjectMatches(s, a.user, a.groups, b.ns);
-    });
+    bool subject = std::any_of(
+        b.subjects.begin(), b.subjects.end(),
+        [&, &ns = b.ns](const Subject& s) { return SubjectMatches(s, a.user, a.groups, ns); });
     if (!subject) continue;
     for (const auto& r : RulesOf(b.role_kind, b.ns, b.role_name))
       if (RuleAllows(r, a))
@@ -257,9 +257,9 @@ std::vector<UsedPermission> Authorizer::GrantedButUnused(const std::string& user
   std::vector<Rule> rules;
   for (const auto& [key, b] : bindings_) {
     if (b.kind == "RoleBinding" && !ns.empty() && b.ns != ns) continue;
-    bool subject = std::any_of(b.subjects.begin(), b.subjects.end(), [&](const Subject& s) {
-      return SubjectMatches(s, user, groups, b.ns);
-    });
+    bool subject = std::any_of(
+        b.subjects.begin(), b.subjects.end(),
+        [&, &ns = b.ns](const Subject& s) { return SubjectMatches(s, user, groups, ns); });
     if (!subject) continue;
     for (auto& r : RulesOf(b.role_kind, b.ns, b.role_name)) rules.push_back(r);
   }

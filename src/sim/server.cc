@@ -9,7 +9,9 @@
 #include <charconv>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cctype>
@@ -381,6 +383,7 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   }
   req.content_type = hreq.get_header_value("Content-Type");
   req.accept = hreq.get_header_value("Accept");
+  req.user_agent = hreq.get_header_value("User-Agent");
   req.body = hreq.body;
   // Authentication: bearer tokens map to users (authz on); otherwise everyone is admin.
   if (!opts.authz.empty()) {
@@ -556,155 +559,58 @@ std::string BindProbe(const std::string& host, int port) {
   return why;
 }
 
+// Shuts down every connected socket of this process whose local port is `port`: the
+// server side of the simulator's client connections (clients in the same process have it
+// as their peer port, so they are left alone).
+void ShutdownAcceptedConnections(int port) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = e.path().filename().string();
+    auto r = std::from_chars(name.data(), name.data() + name.size(), fd);
+    if (r.ec != std::errc() || fd < 0) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    int lport = -1;
+    if (local.ss_family == AF_INET)
+      lport = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    else if (local.ss_family == AF_INET6)
+      lport = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+    if (lport != port) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;  // listener
+    ::shutdown(fd, SHUT_RDWR);
+  }
+}
+
 }  // namespace
 
-bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest& req,
+bool SimServer::Impl::ServePodLog(const httplib::Request&, const ApiRequest& req,
                                   httplib::Response& res) {
-  (void)hreq;
-  static const std::string kPre = "/api/v1/namespaces/";
-  if (req.method != "GET" || req.path.rfind(kPre, 0) != 0) return false;
-  std::vector<std::string> parts;
-  std::string_view rest(req.path);
-  rest.remove_prefix(kPre.size());
-  while (!rest.empty()) {
-    auto slash = rest.find('/');
-    parts.emplace_back(rest.substr(0, slash));
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  }
-  if (parts.size() != 4 || parts[1] != "pods" || parts[3] != "log") return false;
-  const std::string& ns = parts[0];
-  const std::string& name = parts[2];
-  auto param = [&](const char* k) -> std::optional<std::string> {
-    auto it = req.query.find(k);
-    if (it == req.query.end()) return std::nullopt;
-    return it->second;
-  };
-  auto fail = [&](ApiError e) {
-    SetError(res, e);
-    Count("get", "pods/log", e.code);
+  if (req.method != "GET" || !IsPodLogPath(req.path)) return false;
+  PodLogResult r = PodLog(*core, pod_runner.get(), authz.get(), req);
+  if (r.error) {
+    SetError(res, *r.error);
+    Count("get", "pods/log", r.error->code);
     return true;
-  };
-  if (authz) {
-    Attributes a;
-    a.user = req.user;
-    a.groups = req.groups;
-    a.verb = "get";
-    a.resource = "pods";
-    a.subresource = "log";
-    a.namespace_ = ns;
-    a.name = name;
-    a.path = req.path;
-    if (!authz->Authorize(a).allowed) {
-      ApiError e;
-      e.code = 403;
-      e.reason = "Forbidden";
-      e.kind = "pods";
-      e.name = name;
-      e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
-                  "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
-      return fail(e);
-    }
   }
-  auto pods_ri = core->registry().Find("", "v1", "pods");
-  auto pod = core->Get(Target{pods_ri, ns, name, ""});
-  if (!pod.ok()) return fail(NotFoundErr("pods", "", name));
-  LogQuery q;
-  auto num = [&](const char* k, std::optional<long>* out) -> bool {
-    auto v = param(k);
-    if (!v) return true;
-    try {
-      *out = std::stol(*v);
-    } catch (...) {
-      return false;
-    }
-    return true;
-  };
-  if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
-      !num("sinceSeconds", &q.since_seconds))
-    return fail(BadRequestErr("invalid log options"));
-  q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
-  bool previous = param("previous") && ParseBoolParam(*param("previous"));
-  bool follow = param("follow") && ParseBoolParam(*param("follow"));
-  std::string container = param("container").value_or("");
-  // The container must be one of the pod's (init containers count too).
-  std::vector<std::string> names;
-  for (const char* k : {"initContainers", "containers"})
-    for (const auto& c : pod.obj["spec"].value(k, json::array())) names.push_back(c.value("name", ""));
-  if (container.empty()) {
-    if (names.size() != 1) {
-      std::string all;
-      for (const auto& n : names) all += (all.empty() ? "" : " ") + n;
-      return fail(BadRequestErr("a container name must be specified for pod " + name +
-                                ", choose one of: [" + all + "]"));
-    }
-    container = names[0];
-  } else if (std::find(names.begin(), names.end(), container) == names.end()) {
-    return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
-  }
-  PodLogFile file;
-  if (pod_runner) {
-    auto f = pod_runner->LogFile(ns, name, container, previous);
-    if (f.ok()) {
-      file = *f;
-    } else if (f.status().code() != StatusCode::kNotFound) {
-      return fail(BadRequestErr(std::string(f.status().message())));
-    }
-  }
-  if (file.path.empty() && previous)
-    return fail(BadRequestErr("previous terminated container \"" + container + "\" in pod \"" + name +
-                              "\" not found"));
   Count("get", "pods/log", 200);
-  std::string content;
-  if (!file.path.empty()) {
-    std::ifstream in(file.path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    content = ss.str();
-  }
-  size_t consumed = 0;
-  std::string body = RenderLog(ParseCriLog(content, &consumed), q);
-  if (!follow || !file.running) {
-    res.set_content(body, "text/plain");
+  if (!r.follow) {
+    res.set_content(r.body, "text/plain");
     return true;
   }
   // follow: what is there now, then new records until the container instance ends.
-  struct Follow {
-    std::string path, ns, name, container, first;
-    size_t offset;
-    bool timestamps;
-    std::string pending;
-  };
-  auto st = std::make_shared<Follow>(Follow{file.path, ns, name, container, body, consumed,
-                                            q.timestamps, std::string()});
-  PodRunner* runner = pod_runner.get();
+  auto st = std::make_shared<PodLogResult>(std::move(r));
   std::atomic<bool>* stop_flag = &stopping;
-  res.set_chunked_content_provider("text/plain", [st, runner, stop_flag](size_t, httplib::DataSink& sink) {
-    if (!st->first.empty()) {
-      std::string f = std::move(st->first);
-      st->first.clear();
-      return sink.write(f.data(), f.size());
+  res.set_chunked_content_provider("text/plain", [st, stop_flag](size_t, httplib::DataSink& sink) {
+    std::string chunk;
+    bool more = true;
+    for (int i = 0; i < 50 && chunk.empty() && more && !*stop_flag; ++i) {
+      more = NextPodLogChunk(*st, &chunk);
+      if (chunk.empty() && more) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    for (int i = 0; i < 50 && !*stop_flag; ++i) {
-      std::ifstream in(st->path, std::ios::binary);
-      in.seekg(static_cast<std::streamoff>(st->offset));
-      std::string more((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!more.empty()) {
-        size_t used = 0;
-        auto lines = ParseCriLog(more, &used);
-        st->offset += used;
-        LogQuery q;
-        q.timestamps = st->timestamps;
-        std::string out = RenderLog(lines, q);
-        if (!out.empty()) return sink.write(out.data(), out.size());
-      }
-      auto f = runner->LogFile(st->ns, st->name, st->container, false);
-      if (!f.ok() || !f->running || f->path != st->path) {
-        sink.done();
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (*stop_flag) {
+    if (!chunk.empty()) return sink.write(chunk.data(), chunk.size());
+    if (!more || *stop_flag) {
       sink.done();
       return true;
     }
@@ -718,6 +624,9 @@ SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SimServer::~SimServer() { Stop(); }
 
 StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
+  if (!opts.exec_images.empty() && !opts.tls)
+    return FailedPreconditionError(
+        "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->clock = opts.clock ? opts.clock : &RealClock::Default();
@@ -860,9 +769,6 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   cto.controllers = opts.controllers;
   cto.time_scale = opts.time_scale;
   if (!opts.exec_images.empty()) {
-    if (!opts.tls)
-      return FailedPreconditionError(
-          "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
     PodRunnerOptions po;
     po.exec_images = opts.exec_images;
     po.node_root = opts.node_root;
@@ -872,9 +778,13 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       po.init_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     }
     po.fake_nvml_dir = opts.fake_nvml_dir;
-    if (po.fake_nvml_dir.empty()) {
-      auto guess = std::filesystem::path(opts.exec_images).parent_path() / "lib" / "fake-nvml";
-      if (std::filesystem::exists(guess / "libnvidia-ml.so.1")) po.fake_nvml_dir = guess.string();
+    // The build puts the fake libnvidia-ml.so.1 in lib/fake-nvml beside bin/: next to the
+    // images' directory (build/bin) or to this simulator's binary.
+    for (const auto& base : {std::filesystem::absolute(opts.exec_images).parent_path(),
+                             std::filesystem::path(po.init_exe).parent_path().parent_path()}) {
+      auto guess = base / "lib" / "fake-nvml";
+      if (po.fake_nvml_dir.empty() && std::filesystem::exists(guess / "libnvidia-ml.so.1"))
+        po.fake_nvml_dir = guess.string();
     }
     po.api_host = impl->host;
     po.api_port = impl->port;
@@ -908,7 +818,18 @@ void SimServer::Stop() {
   impl_->pod_runner.reset();  // ends every pod process
   impl_->core->store().CloseAllWatches();
   impl_->http->stop();
+  // cpp-httplib's workers wait out the keep-alive timeout (90 s) on idle connections before
+  // the pool can be joined: end those connections instead of waiting.
+  std::atomic<bool> joined{false};
+  std::thread reaper([this, &joined] {
+    while (!joined) {
+      ShutdownAcceptedConnections(impl_->port);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   if (impl_->thread.joinable()) impl_->thread.join();
+  joined = true;
+  reaper.join();
 }
 
 void SimServer::StartControllers() {

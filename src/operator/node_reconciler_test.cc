@@ -1,0 +1,390 @@
+// NodeReconciler on the fakes (fakes.h): table-driven passes from one world to the next,
+// asserting the world afterwards (the Node's taints, cordon, record and condition, the Events,
+// the drains, the log), never the calls made.
+#include "operator/node_reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include "api/test_reports.h"
+#include "events/fake.h"
+#include "metrics/registry.h"
+#include "operator/fakes.h"
+
+namespace gg::op {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+class LogCapture final : public LogSink {
+ public:
+  void Write(std::string_view line) override {
+    std::scoped_lock lock(mu_);
+    lines_.emplace_back(line);
+  }
+  // The first line containing every one of `parts`, or "".
+  std::string Find(std::initializer_list<std::string_view> parts) const {
+    std::scoped_lock lock(mu_);
+    for (const auto& l : lines_) {
+      bool all = true;
+      for (auto p : parts) all = all && l.find(p) != std::string::npos;
+      if (all) return l;
+    }
+    return "";
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+api::GpuHealthPolicy Policy(api::Action action) {
+  api::GpuHealthPolicy p;
+  p.name = "default";
+  p.spec = api::DefaultPolicySpec();
+  p.spec.node_selector = {};
+  api::Rule r;
+  r.name = "fatal-xid";
+  r.xid = api::XidMatcher{{}, {79}, {}, false};
+  r.action = action;
+  p.spec.rules = {r};
+  p.spec.safety.max_unhealthy = api::IntOrPercent{100, true};
+  return p;
+}
+
+struct World {
+  FakeClock clock{WallTime(seconds(1'800'000'000))};
+  FakeCluster cluster;
+  FakeDrains drains;
+  FakeDra dra;
+  events::FakeRecorder recorder;
+  metrics::Registry registry;
+  OperatorMetrics metrics{registry};
+  FleetIndex index;
+  std::shared_ptr<LogCapture> logs = std::make_shared<LogCapture>();
+  std::unique_ptr<NodeReconciler> reconciler;
+  bool with_dra = false;
+
+  void Start() {
+    reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
+        cluster, cluster, recorder, drains, index, metrics, clock, [](const std::string&) {},
+        Logger(logs).WithName("node-reconciler"), with_dra ? &dra : nullptr});
+  }
+  void AddNode(const std::string& name, bool unschedulable = false,
+               std::map<std::string, std::string> labels = {}) {
+    k8s::Node n;
+    n.meta.name = name;
+    n.meta.uid = "uid-" + name;
+    for (const auto& [k, v] : labels) n.meta.labels.Set(k, v);
+    n.unschedulable = unschedulable;
+    cluster.PutNode(n);
+    index.OnNode(*cluster.Node(name));
+  }
+  void Report(const std::string& node, bool xid79) {
+    auto r = api::testing::HealthyReport(node, clock.Now(), 8);
+    if (xid79) api::testing::AddXid(r, 79, 3);
+    cluster.PutReport(node, r);
+  }
+  StatusOr<runtime::Result> Pass(const std::string& node) {
+    auto r = reconciler->Reconcile(node, {});
+    if (auto n = cluster.Node(node)) index.OnNode(*n);  // the informer delivers our write
+    return r;
+  }
+  std::shared_ptr<const k8s::Node> Node(const std::string& name) { return cluster.Node(name); }
+  std::optional<remediation::RemediationRecord> Record(const std::string& name) {
+    auto a = Node(name)->meta.annotations.Get(api::kRemediationAnnotation);
+    if (!a) return std::nullopt;
+    auto r = remediation::DecodeRecord(*a);
+    return r.ok() ? std::optional(*r) : std::nullopt;
+  }
+  bool OurTaint(const std::string& name) {
+    return Node(name)->FindTaint(api::kTaintKey) != nullptr;
+  }
+  std::string Condition(const std::string& name) {
+    const auto* c = Node(name)->FindCondition(api::kConditionType);
+    return c ? c->status : "";
+  }
+};
+
+// One pass from a given world: what the node, the Events, the drains and the log look like.
+struct Case {
+  std::string name;
+  api::Action action = api::Action::kCordon;
+  bool xid79 = true;
+  std::function<void(api::GpuHealthPolicy&)> policy = [](api::GpuHealthPolicy&) {};
+  std::map<std::string, std::string> labels;
+  bool admin_cordoned = false;
+  // Expected world after one pass.
+  bool cordoned = false;
+  bool tainted = false;
+  std::string condition;  // "" = none written
+  bool record_active = false;
+  std::vector<std::string> events;  // reasons, in order
+  bool drain_started = false;
+  std::vector<std::string> log;  // parts of one line (empty: not checked)
+  bool brake_requeue = false;
+};
+
+class ReconcileTable : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ReconcileTable, OnePassGivesTheExpectedWorld) {
+  const Case& c = GetParam();
+  World w;
+  w.AddNode("gpu-1", c.admin_cordoned, c.labels);
+  w.Report("gpu-1", c.xid79);
+  api::GpuHealthPolicy p = Policy(c.action);
+  c.policy(p);
+  w.cluster.PutPolicy(p);
+  w.Start();
+  auto r = w.Pass("gpu-1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(w.Node("gpu-1")->unschedulable, c.cordoned);
+  EXPECT_EQ(w.OurTaint("gpu-1"), c.tainted);
+  EXPECT_EQ(w.Condition("gpu-1"), c.condition);
+  auto rec = w.Record("gpu-1");
+  EXPECT_EQ(rec && rec->Active(), c.record_active);
+  std::vector<std::string> reasons;
+  for (const auto& e : w.recorder.Events()) {
+    reasons.push_back(e.reason);
+    EXPECT_EQ(e.type, events::TypeOfReason(e.reason))
+        << e.reason << " is typed as the catalog says";
+    EXPECT_EQ(e.object.name, "gpu-1");
+  }
+  EXPECT_EQ(reasons, c.events);
+  EXPECT_EQ(w.drains.Get("gpu-1").has_value(), c.drain_started);
+  if (!c.log.empty()) {
+    for (const auto& part : c.log) {
+      EXPECT_NE(w.logs->Find({part, "node=gpu-1"}), "") << "no log line with " << part;
+    }
+  }
+  if (c.brake_requeue) {
+    EXPECT_GT(r->requeue_after.count(), 0);
+    EXPECT_LE(r->requeue_after, NodeReconciler::kBrakeRecheck);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Passes, ReconcileTable,
+    ::testing::Values(
+        Case{.name = "HealthyNodeGetsOnlyTheCondition", .xid79 = false, .condition = "True"},
+        Case{.name = "XidCordonsAndTaints",
+             .cordoned = true,
+             .tainted = true,
+             .condition = "False",
+             .record_active = true,
+             .events = {"GPUUnhealthy", "NodeCordoned", "NodeTainted"},
+             .log = {"node cordoned", "action=cordon", "policy=default", "rule=fatal-xid"}},
+        Case{.name = "TaintOnly",
+             .action = api::Action::kTaint,
+             .tainted = true,
+             .condition = "False",
+             .record_active = true,
+             .events = {"GPUUnhealthy", "NodeTainted"},
+             .log = {"node tainted", "action=taint"}},
+        Case{.name = "DrainStartsTheDrain",
+             .action = api::Action::kDrain,
+             .cordoned = true,
+             .tainted = true,
+             .condition = "False",
+             .record_active = true,
+             .events = {"GPUUnhealthy", "NodeCordoned", "NodeTainted"},
+             .drain_started = true,
+             .log = {"drain started", "action=drain"}},
+        Case{.name = "ExcludedNodeIsLeftAlone", .labels = {{"gpuguardian.io/exclude", "true"}}},
+        Case{.name = "ExcludeLabelOtherValueIsNotExcluded",
+             .labels = {{"gpuguardian.io/exclude", "false"}},
+             .cordoned = true,
+             .tainted = true,
+             .condition = "False",
+             .record_active = true,
+             .events = {"GPUUnhealthy", "NodeCordoned", "NodeTainted"}},
+        Case{.name = "NoPolicySelectsTheNode",
+             .policy =
+                 [](api::GpuHealthPolicy& p) {
+                   p.spec.node_selector.match_labels = {{"pool", "a"}};
+                 }},
+        Case{.name = "InvalidPolicyActsOnNothing",
+             .policy = [](api::GpuHealthPolicy& p) { p.spec.rules[0].name = "Not Valid!"; }},
+        Case{.name = "DryRunChangesNothingButSaysWhatItWouldDo",
+             .policy = [](api::GpuHealthPolicy& p) { p.spec.dry_run = true; },
+             .record_active = true,
+             .events = {"GPUUnhealthy", "RemediationSkipped"},
+             .log = {"remediation skipped", "would Cordon"}},
+        Case{.name = "PausedWritesNothing",
+             .policy = [](api::GpuHealthPolicy& p) { p.spec.paused = true; }},
+        Case{.name = "BrakeHoldsTheFenceBackAndSaysSo",
+             .policy =
+                 [](api::GpuHealthPolicy& p) {
+                   p.spec.safety.max_unhealthy = api::IntOrPercent{0, false};
+                 },
+             .condition = "False",
+             .record_active = true,
+             .events = {"GPUUnhealthy", "RemediationSkipped"},
+             .log = {"remediation skipped", "held back by the brake"},
+             .brake_requeue = true},
+        Case{.name = "AdminCordonIsNotOursButTheTaintIs",
+             .admin_cordoned = true,
+             .cordoned = true,
+             .tainted = true,
+             .condition = "False",
+             .record_active = true,
+             .events = {"GPUUnhealthy", "NodeTainted"}}),
+    [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+TEST(NodeReconciler, SecondPassChangesNothing) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(Policy(api::Action::kCordon));
+  w.Start();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  const int writes = w.cluster.Writes();
+  const auto events = w.recorder.Events().size();
+  w.clock.Advance(seconds(5));
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_EQ(w.cluster.Writes(), writes);
+  EXPECT_EQ(w.recorder.Events().size(), events);
+}
+
+TEST(NodeReconciler, RecoveryUncordonsAfterHealthyFor) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(Policy(api::Action::kCordon));
+  w.Start();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
+  w.clock.Advance(minutes(1));
+  w.Report("gpu-1", false);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable) << "held until healthyFor";
+  w.clock.Advance(minutes(11));
+  w.Report("gpu-1", false);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.Node("gpu-1")->unschedulable);
+  EXPECT_FALSE(w.OurTaint("gpu-1"));
+  EXPECT_FALSE(w.Record("gpu-1")->Active());
+  EXPECT_EQ(w.recorder.Count(events::kGPURecovered, "gpu-1"), 1);
+  EXPECT_NE(w.logs->Find({"node uncordoned", "node=gpu-1", "action=uncordon"}), "");
+  EXPECT_NE(w.logs->Find({"node untainted", "node=gpu-1"}), "");
+}
+
+TEST(NodeReconciler, FinishedDrainIsRecordedOnceAndLogged) {
+  for (bool done : {true, false}) {
+    World w;
+    w.AddNode("gpu-1");
+    w.Report("gpu-1", true);
+    w.cluster.PutPolicy(Policy(api::Action::kDrain));
+    w.Start();
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    ASSERT_TRUE(w.drains.Running("gpu-1"));
+    remediation::DrainResult r;
+    r.state = done ? remediation::DrainState::kDone : remediation::DrainState::kBlocked;
+    r.timed_out = !done;
+    r.message = done ? "evicted 2 pod(s)" : "drain timed out with 1 pod(s) left";
+    if (!done)
+      r.blocking = {"ml/train-0: Cannot evict pod as it would violate the pod's disruption budget"};
+    w.drains.Finish("gpu-1", r);
+    w.clock.Advance(seconds(30));
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    auto rec = w.Record("gpu-1");
+    ASSERT_TRUE(rec);
+    EXPECT_EQ(rec->drain.phase,
+              done ? remediation::DrainPhase::kCompleted : remediation::DrainPhase::kBlocked);
+    EXPECT_EQ(w.recorder.Count(done ? events::kNodeDrained : events::kDrainBlocked, "gpu-1"), 1);
+    EXPECT_NE(
+        w.logs->Find({done ? "drain finished" : "drain timed out", "node=gpu-1", "policy=default"}),
+        "");
+    // The outcome is recorded: the next pass forgets it and starts nothing again.
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    EXPECT_FALSE(w.drains.Get("gpu-1").has_value());
+    EXPECT_EQ(w.drains.started, 1);
+    EXPECT_EQ(w.recorder.Count(done ? events::kNodeDrained : events::kDrainBlocked, "gpu-1"), 1);
+  }
+}
+
+TEST(NodeReconciler, FailedWriteChangesNothingAndIsRetried) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(Policy(api::Action::kCordon));
+  w.Start();
+  w.cluster.FailWrites(UnavailableError("apiserver down"));
+  EXPECT_FALSE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.Node("gpu-1")->unschedulable);
+  EXPECT_FALSE(w.Record("gpu-1").has_value());
+  EXPECT_EQ(w.recorder.Count(events::kNodeCordoned), 0) << "no Event for a fence not made";
+  w.cluster.FailWrites(OkStatus());
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable);
+  EXPECT_EQ(w.recorder.Count(events::kNodeCordoned), 1);
+}
+
+TEST(NodeReconciler, ExcludingANodeStopsItsDrain) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(Policy(api::Action::kDrain));
+  w.Start();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  ASSERT_TRUE(w.drains.Running("gpu-1"));
+  k8s::Node n = *w.Node("gpu-1");
+  n.meta.labels.Set(api::kExcludeLabel, "true");
+  w.cluster.PutNode(n);
+  const int writes = w.cluster.Writes();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.drains.Running("gpu-1"));
+  EXPECT_EQ(w.cluster.Writes(), writes) << "an excluded node is never written";
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable) << "nothing is undone either";
+}
+
+TEST(NodeReconciler, GoneNodeCancelsItsDrain) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(Policy(api::Action::kDrain));
+  w.Start();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  w.cluster.DeleteNode("gpu-1");
+  ASSERT_TRUE(w.reconciler->Reconcile("gpu-1", {}).ok());
+  EXPECT_EQ(w.drains.cancelled, 1);
+}
+
+TEST(NodeReconciler, DeviceLevelFencesTheGpuNotTheNode) {
+  World w;
+  w.with_dra = true;
+  w.AddNode("gpu-1");
+  auto report = api::testing::HealthyReport("gpu-1", w.clock.Now(), 8);
+  api::testing::AddXid(report, 48, 3, "Memory", "RESET_GPU", "DBE");  // confined to the GPU
+  w.cluster.PutReport("gpu-1", report);
+  const std::string uuid = report.gpus[3].uuid;
+  w.dra.devices["gpu-1/" + uuid] = remediation::DeviceRef{"gpu.nvidia.com", "gpu-1", "gpu-3"};
+  api::GpuHealthPolicy p = Policy(api::Action::kCordon);
+  p.spec.rules[0].xid->codes = {48};
+  p.spec.remediation.device_level = api::DeviceLevelMode::kAuto;
+  w.cluster.PutPolicy(p);
+  w.Start();
+  auto r = w.Pass("gpu-1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(w.Node("gpu-1")->unschedulable);
+  EXPECT_FALSE(w.OurTaint("gpu-1"));
+  ASSERT_EQ(w.dra.rules.size(), 1u);
+  EXPECT_EQ(w.dra.rules.begin()->second, uuid);
+  auto rec = w.Record("gpu-1");
+  ASSERT_TRUE(rec);
+  ASSERT_EQ(rec->device_taints.size(), 1u);
+  EXPECT_EQ(rec->device_taints[0].rule_name, w.dra.rules.begin()->first);
+  EXPECT_NE(w.logs->Find({"device taint created", "node=gpu-1", uuid}), "");
+  // Recovered: the rule goes.
+  w.clock.Advance(minutes(20));
+  w.Report("gpu-1", false);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  w.clock.Advance(minutes(11));
+  w.Report("gpu-1", false);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.dra.rules.empty());
+  EXPECT_NE(w.logs->Find({"device taint removed", "node=gpu-1"}), "");
+}
+
+}  // namespace
+}  // namespace gg::op
