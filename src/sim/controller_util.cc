@@ -235,10 +235,29 @@ bool NodeSelectorTermMatches(const json& term, const json& labels, const std::st
   return any;  // an empty term matches no objects
 }
 
+namespace {
+const json& EmptyObject() {
+  static const json kEmpty = json::object();
+  return kEmpty;
+}
+// The node's labels without copying them (a GPU node carries ~50).
+const json& NodeLabels(const json& node) {
+  if (!node.is_object()) return EmptyObject();
+  auto md = node.find("metadata");
+  if (md == node.end() || !md->is_object()) return EmptyObject();
+  auto l = md->find("labels");
+  return l != md->end() && l->is_object() ? *l : EmptyObject();
+}
+std::string NodeName(const json& node) {
+  return node.contains("metadata") && node["metadata"].is_object() ? node["metadata"].value("name", "") : "";
+}
+}  // namespace
+
 bool NodeSelectorMatches(const json& pod_spec, const json& node) {
   if (!pod_spec.is_object()) return true;
-  json labels = node.contains("metadata") ? node["metadata"].value("labels", json::object()) : json::object();
-  std::string name = node.contains("metadata") ? node["metadata"].value("name", "") : "";
+  if (!pod_spec.contains("nodeSelector") && !pod_spec.contains("affinity")) return true;
+  const json& labels = NodeLabels(node);
+  std::string name = NodeName(node);
   if (pod_spec.contains("nodeSelector") && pod_spec["nodeSelector"].is_object())
     for (const auto& [k, v] : pod_spec["nodeSelector"].items())
       if (!labels.contains(k) || labels[k] != v) return false;
@@ -266,8 +285,8 @@ std::int64_t PreferredAffinityScore(const json& pod_spec, const json& node) {
   const json& na = a["nodeAffinity"];
   const char* k = "preferredDuringSchedulingIgnoredDuringExecution";
   if (!na.contains(k) || !na[k].is_array()) return 0;
-  json labels = node.contains("metadata") ? node["metadata"].value("labels", json::object()) : json::object();
-  std::string name = node.contains("metadata") ? node["metadata"].value("name", "") : "";
+  const json& labels = NodeLabels(node);
+  std::string name = NodeName(node);
   std::int64_t score = 0;
   for (const auto& p : na[k]) {
     if (!p.is_object() || !p.contains("preference")) continue;

@@ -538,13 +538,14 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   }
   std::vector<json> ds_templates;
   for (const auto& d : kDaemonSets) {
-    // The pods carry the revision hash the DaemonSet controller labels its pods with, so
-    // they count as up to date rather than being rolled.
-    // The hash is of the template as the API server stores it: with its pod defaults.
+    // The pods carry the labels the DaemonSet controller gives its pods, so they count as
+    // up to date rather than being rolled: the revision hash of the template as the API
+    // server stores it (with its pod defaults) and the seeded DaemonSet's generation.
     json t = DaemonSetPodTemplate(d);
     json stored = t;
     SetPodSpecDefaults(stored["spec"], false);
     t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(stored);
+    t["metadata"]["labels"]["pod-template-generation"] = "1";
     ds_templates.push_back(std::move(t));
   }
   int k = std::max(1, spec.nodes_per_workload);

@@ -371,6 +371,7 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
         json stored = tmpl;
         SetPodSpecDefaults(stored["spec"], false);
         pod["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(stored);
+        pod["metadata"]["labels"]["pod-template-generation"] = "1";
       }
       AddDefaultTolerationSeconds(pod);  // what the API server's admission gives every pod
       if (target) {

@@ -58,6 +58,7 @@ struct PodRec {
   std::optional<WallClock::time_point> ready_since;
   std::string phase;
   std::string hash;      // pod-template-hash / controller-revision-hash
+  std::string template_generation;  // pod-template-generation (DaemonSet pods)
   json labels;
   std::string created;   // creationTimestamp
   std::uint64_t rv = 0;
@@ -266,6 +267,7 @@ void Controllers::WorkloadLoop(std::stop_token stop) {
     r.ready = ready;
     r.labels = p["metadata"].value("labels", json::object());
     r.hash = r.labels.value("controller-revision-hash", r.labels.value("pod-template-hash", ""));
+    r.template_generation = r.labels.value("pod-template-generation", "");
     r.created = p["metadata"].value("creationTimestamp", "");
     pods_of[owner].insert(key);
     dirty_owner(owner);
@@ -309,6 +311,7 @@ void Controllers::WorkloadLoop(std::stop_token stop) {
         if (tmpl["metadata"].contains(k)) pmd[k] = tmpl["metadata"][k];
     }
     if (!hash_label.empty()) pmd["labels"][hash_label] = hash;
+    if (kind == "DaemonSet") pmd["labels"]["pod-template-generation"] = std::to_string(Generation(owner));
     json spec = tmpl.value("spec", json::object());
     if (!node.empty()) {
       AddDaemonTolerations(spec);
@@ -448,7 +451,9 @@ void Controllers::WorkloadLoop(std::stop_token stop) {
         ready += r.ready;
         bool is_avail = available(r, min_ready, uid);
         avail += is_avail;
-        if (r.hash == hash) ++updated;
+        // Up to date: the current template's hash, or (as the real controller also accepts)
+        // the DaemonSet generation the pod was made from.
+        if (r.hash == hash || r.template_generation == std::to_string(Generation(ds))) ++updated;
         else old_on.push_back(mine[0]);
       }
     }
