@@ -158,7 +158,8 @@ TEST_F(Binaries, MetricNamesInTheDocsAreTheOnesServed) {
                         Path("policy.yaml")});
   ASSERT_TRUE(sim.ready()) << sim.Log();
   e2e::Process op({kBin + "/gpu-guardian-operator", "--kubeconfig", sim.kubeconfig(),
-                   "--metrics-addr", "127.0.0.1:0", "--leader-election-namespace", "default"},
+                   "--metrics-addr", "127.0.0.1:0", "--leader-elect=true",
+                   "--leader-election-namespace", "default"},
                   Path("operator.log"));
   e2e::Process agent({kBin + "/gpu-guardian-agent", "--kubeconfig", sim.kubeconfig(),
                       "--node-name", "gpu-node-00000", "--source", "script", "--script",

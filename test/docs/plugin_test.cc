@@ -152,7 +152,7 @@ spec:
       "\"RulesMatched\",\"message\":\"GPU 3: lost [policy fleet]\",\"lastTransitionTime\":\"" +
       now + "\"}]}}'");
   ASSERT_EQ(cond.rc, 0) << cond.err;
-  auto ann = Kubectl("annotate node gpu-node-00001 'gpuguardian.io/remediation={\"skipped\":\"" +
+  auto ann = Kubectl("annotate node gpu-node-00001 'gpuguardian.io/remediation={\"v\":1,\"skipped\":\"" +
                      long_reason + "\"}'");
   ASSERT_EQ(ann.rc, 0) << ann.err;
 
