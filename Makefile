@@ -4,7 +4,11 @@ JOBS ?= $(shell nproc)
 ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test test-unit asan bench bench-scale demo run fmt fuzz lint deploy docker clean
+# The operator binary `make run` starts and the port of the `kubectl proxy` it talks to.
+BIN ?= build/bin
+PROXY_PORT ?= 8001
+
+.PHONY: all deps configure build shipped operator-bin test test-unit asan bench bench-scale demo run e2e fmt fuzz lint deploy docker clean
 
 all: build
 
@@ -39,12 +43,27 @@ bench-scale: deps
 	cmake --build build-release -j $(JOBS)
 	./scripts/run-bench.sh build-release scale
 
-demo: build
+# Only what the demo runs: the simulator, operator, agent, kubectl plugin and the fake
+# libnvidia-ml.so.1 (CMake target `shipped`) — no tests, no benchmarks.
+shipped: configure
+	cmake --build build -j $(JOBS) --target shipped
+
+demo: shipped
 	./scripts/demo.sh $(ARGS)
 
-# The operator against `kubectl proxy --port=8001` (no image needed).
-run: build
-	./build/bin/gpu-guardian-operator --server http://127.0.0.1:8001 $(ARGS)
+# The operator as a user first runs it: against `kubectl proxy --port=$(PROXY_PORT)`, default
+# flags (no leader election: it acts at once). No image needed.
+operator-bin: configure
+	cmake --build build -j $(JOBS) --target gpu-guardian-operator
+
+run: operator-bin
+	$(BIN)/gpu-guardian-operator --server http://127.0.0.1:$(PROXY_PORT) $(ARGS)
+
+# The user-path suite (test/shipped): with KUBECONFIG set, against that cluster (deploys
+# deploy/ there; needs the images on the nodes, see `make docker`); without, against the
+# simulator running deploy/ as real processes.
+e2e: shipped
+	python3 test/shipped/shipped_test.py --src . --bin $(BIN) $(if $(KUBECONFIG),--kubeconfig $(KUBECONFIG)) $(ARGS)
 
 fmt:
 	@find src cmd test bench fuzz -name '*.h' -o -name '*.cc' 2>/dev/null | xargs -r clang-format -i

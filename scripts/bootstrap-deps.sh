@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpu-guardian needs to build, test and benchmark.
 # Idempotent: only missing packages are installed, and it prints what it installed.
+#   scripts/bootstrap-deps.sh                 build and test
+#   scripts/bootstrap-deps.sh --with-images   also buildah (`make docker` without a Docker engine)
 set -euo pipefail
 
 PKGS=(
@@ -11,8 +13,12 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-kubernetes python3-yaml
   openssl procps
+  iproute2 util-linux  # gpu-guardian-sim --exec-images: pod veths (ip) and namespaces (nsenter)
 )
 # kubectl is not in Debian bookworm; tests that use it skip cleanly when it is absent.
+if [ "${1:-}" = "--with-images" ]; then
+  PKGS+=(buildah ca-certificates binutils)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

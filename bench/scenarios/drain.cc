@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   o.http_threads = 64;
   o.time_scale = time_scale;
   o.watch_history = 200000;
+  o.defer_controllers = true;  // started once the population is in
   auto srvr = sim::SimServer::Start(o);
   if (!srvr.ok()) return 1;
   auto& srv = **srvr;
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  srv.StartControllers();
   if (!bench::CreateReports(srv, spec, n + spare) ||
       !srv.Create(bench::kPoliciesPath, bench::XidPolicy("GPUPods")).ok()) {
     return 1;

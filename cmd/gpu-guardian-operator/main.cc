@@ -28,11 +28,13 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-addr", cfg.metrics_addr,
                  "Listen address of /metrics, /healthz and /readyz")
       ->capture_default_str();
-  app.add_option("--leader-elect", cfg.leader_elect, "Campaign for a Lease before acting")
+  app.add_flag("--leader-elect", cfg.leader_elect,
+               "Campaign for a Lease before acting (--leader-elect or --leader-elect=true; "
+               "off by default: one replica started by hand acts at once)")
       ->capture_default_str();
   app.add_option("--leader-election-namespace", cfg.leader_election_namespace,
-                 "Namespace of the leader-election Lease")
-      ->capture_default_str();
+                 "Namespace of the leader-election Lease (default: the pod's own, from the "
+                 "service-account namespace file, then $POD_NAMESPACE)");
   app.add_option("--leader-election-id", cfg.leader_election_id, "Name of the Lease")
       ->capture_default_str();
   app.add_option("--leader-election-identity", cfg.identity,
@@ -89,6 +91,15 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (cfg.leader_elect && cfg.leader_election_namespace.empty()) {
+    auto ns = gg::op::DefaultLeaseNamespace();
+    if (!ns.ok()) {
+      log.Error("cannot start leader election", {{"error", ns.status().message()}});
+      return 2;
+    }
+    cfg.leader_election_namespace = *ns;
+  }
+
   auto client_cfg = gg::k8s::ResolveConfig(kubeconfig, server);
   if (!client_cfg.ok()) {
     log.Error("no usable cluster configuration", {{"error", client_cfg.status().ToString()}});
@@ -114,6 +125,7 @@ int main(int argc, char** argv) {
                         {"identity", op.identity()},
                         {"metrics_addr", cfg.metrics_addr},
                         {"leader_elect", cfg.leader_elect},
+                        {"lease_namespace", cfg.leader_elect ? cfg.leader_election_namespace : ""},
                         {"mode", mode}});
   gg::Status s = op.Run(stop);
   if (!s.ok()) {

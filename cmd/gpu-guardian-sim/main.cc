@@ -51,11 +51,11 @@ int main(int argc, char** argv) {
   app.add_option("--apply", apply_paths,
                  "YAML manifests (files, or directories of *.yaml) created at start, in order")
       ->check(CLI::ExistingPath);
-  app.add_option("--nodes", nodes, "generate N GPU nodes")->check(CLI::NonNegativeNumber);
+  app.add_option("--nodes", nodes, "generate N GPU nodes")->check(CLI::Range(0, 10000000));
   app.add_option("--gpus-per-node", gpus_per_node, "GPUs per generated node")
       ->check(CLI::Range(0, 1024));
   app.add_option("--pods-per-node", pods_per_node, "workload pods per generated node")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 10000));
   app.add_flag("--dra", dra, "also generate DRA ResourceSlices");
   app.add_option("--kube-version", opts.kube_version, "Kubernetes release to mimic (1.32-1.36)")
       ->check(CLI::IsMember({"1.32", "1.33", "1.34", "1.35", "1.36"}));
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"", "rbac"}));
   app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start")
       ->check(CLI::ExistingFile);
-  app.add_option("--user-token", tokens, "TOKEN=USER bearer token mapping (repeatable)");
+  app.add_option("--user-token", tokens, "TOKEN=USER[,node=NODE] bearer token mapping (repeatable; node= makes a token bound to a pod on NODE)");
   app.add_option("--watch-history", opts.watch_history, "watch events kept for resumes (410 beyond)")
       ->check(CLI::Range(static_cast<std::size_t>(1), static_cast<std::size_t>(100000000)));
   app.add_option("--time-scale", opts.time_scale, "divide grace periods by this")
@@ -100,6 +100,13 @@ int main(int argc, char** argv) {
     opts.token_users.emplace_back(t.substr(0, eq), t.substr(eq + 1));
   }
   gg::Logger log = gg::Logger().WithName("gpu-guardian-sim");
+  if (opts.authz == "rbac" && !opts.tls)
+    log.Warn("--authz rbac over plain http: kubectl and other client-go programs send the "
+             "kubeconfig's token only to https servers and act as system:anonymous here; "
+             "add --tls for them (gpu-guardian's own clients send it either way)");
+  // The population goes in before the cluster's loops start, as a restarted control plane
+  // finds its cluster in etcd: their first list then sees every object.
+  opts.defer_controllers = true;
   auto sim = gg::sim::SimServer::Start(opts);
   if (!sim.ok()) {
     log.Error("cannot start", {{"error", sim.status().ToString()}});
@@ -158,6 +165,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  server.StartControllers();
   if (!kubeconfig.empty()) {
     if (auto st = gg::sim::WriteKubeconfig(kubeconfig, server.Url(), server.CaCertPem(), token);
         !st.ok()) {

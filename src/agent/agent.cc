@@ -123,7 +123,9 @@ void Agent::NoteXid(const api::XidEvent& x, const std::string& source, int64_t c
   XidKey key{x.sxid, x.xid, XidWhere(x)};
   std::scoped_lock lock(log_mu_);
   if (logged_xids_.insert(key).second) {
-    log_.Warn(x.sxid ? "SXid seen" : "Xid seen",
+    // An Xid the catalog (or an override) says to ignore is news, not a warning.
+    const LogLevel level = x.recommended_action == "IGNORE" ? LogLevel::kInfo : LogLevel::kWarn;
+    log_.Log(level, x.sxid ? "SXid seen" : "Xid seen",
               {{"xid", x.xid},
                {"gpu", x.gpu_uuid.empty() ? std::string("-") : x.gpu_uuid},
                {"pci", x.pci_bus_id.empty() ? std::string("-") : x.pci_bus_id},
@@ -177,11 +179,13 @@ void Agent::LogTransitions(const std::vector<SourceSnapshot>& snapshots,
       continue;
     const std::string state(api::SourceStateName(st.state));
     if (st.state == api::SourceState::kOk) {
-      log_.Info(first ? "source ready" : "source recovered",
-                {{"source", st.name},
-                 {"state", state},
-                 {"gpus", snap.provides_gpus ? std::to_string(snap.gpus.size()) : "-"},
-                 {"message", st.message}});
+      const char* msg = first ? "source ready" : "source recovered";
+      const std::string gpus = snap.provides_gpus ? std::to_string(snap.gpus.size()) : "-";
+      if (st.message.empty())
+        log_.Info(msg, {{"source", st.name}, {"state", state}, {"gpus", gpus}});
+      else
+        log_.Info(msg, {{"source", st.name}, {"state", state}, {"gpus", gpus},
+                        {"message", st.message}});
     } else {
       log_.Warn(st.state == api::SourceState::kDegraded ? "source degraded" : "source unavailable",
                 {{"source", st.name}, {"state", state}, {"error", st.message}});

@@ -335,16 +335,31 @@ OperatorLease FindOperatorLease(k8s::RestClient& client, const std::string& ns,
       candidates = {"gpu-guardian", "gpu-guardian-system", "default"};
     }
   }
+  std::string read_error;  // a Lease we could not read is not "no Lease"
   for (const auto& c : candidates) {
     auto body = client.Get(k8s::kLeases, c, name);
-    if (!body.ok()) continue;
+    if (!body.ok()) {
+      if (!IsNotFound(body.status()))
+        read_error = "reading Lease " + c + "/" + name + ": " + body.status().message();
+      continue;
+    }
     auto l = k8s::ParseObject<k8s::Lease>(*body);
-    if (!l.ok()) continue;
+    if (!l.ok()) {
+      read_error = "Lease " + c + "/" + name + " is unreadable: " + l.status().message();
+      continue;
+    }
     JudgeLease(*l, now, &out);
     return out;
   }
+  if (!read_error.empty()) {
+    out.problem = "cannot tell whether an operator is leading: " + read_error;
+    return out;
+  }
+  std::string where;
+  for (const auto& c : candidates) where += (where.empty() ? "" : ", ") + c;
   out.problem = "no operator is leading: no Lease \"" + name + "\" found" +
-                (ns.empty() ? std::string(" in any namespace") : " in namespace " + ns) +
+                (candidates.empty() ? std::string(" in any namespace")
+                                    : " in namespace " + where) +
                 "; is the operator deployed (kubectl apply -k deploy/) and running with "
                 "--leader-elect? (-n NAMESPACE / --lease NAME to look elsewhere)";
   return out;
@@ -363,6 +378,8 @@ StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_n
       if (decoded.ok()) report = std::move(*decoded);
       else report_note = "report is invalid: " + decoded.status().message();
     }
+  } else if (k8s::IsResourceNotServed(rep_body.status())) {
+    report_note = "cannot be read: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths);
   } else if (IsNotFound(rep_body.status())) {
     if (auto ann = node.meta.annotations.Get(api::kHealthAnnotation)) {
       auto decoded = api::DecodeHealthAnnotation(*ann);

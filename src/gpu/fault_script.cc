@@ -247,6 +247,7 @@ StatusOr<FaultScript> ParseFaultScript(std::string_view yaml) {
         if (static_cast<int>(script.uuids.size()) > script.gpus)
           return Err(v, "more uuids than gpus");
       } else if (key == "timeline") {
+        if (v.IsNull()) continue;  // "timeline:" with no events yet (a file to append to)
         if (!v.IsSequence()) return Err(v, "timeline must be a list");
         for (const auto& ev : v) {
           FaultEvent e;

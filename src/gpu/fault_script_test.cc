@@ -119,3 +119,18 @@ TEST(FaultScriptTest, TimeScaleAndAllGpus) {
 
 }  // namespace
 }  // namespace gg::gpu
+
+// A state file with no events yet ("timeline:" then nothing) is valid: events get appended
+// to it while the agent runs (the fake libnvidia-ml.so.1 follows the file).
+TEST(FaultScriptTest, EmptyTimelineToAppendTo) {
+  using gg::gpu::ParseFaultScript;
+  auto s = ParseFaultScript("gpus: 4\nuuids: [GPU-a, GPU-b, GPU-c, GPU-d]\ntimeline:\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->gpus, 4);
+  EXPECT_TRUE(s->timeline.empty());
+  auto appended = ParseFaultScript("gpus: 4\ntimeline:\n  - {at: 0s, gpu: 2, xid: 48}\n");
+  ASSERT_TRUE(appended.ok()) << appended.status().ToString();
+  ASSERT_EQ(appended->timeline.size(), 1u);
+  EXPECT_EQ(appended->timeline[0].line, 3);
+  EXPECT_FALSE(ParseFaultScript("gpus: 4\ntimeline: 7\n").ok());
+}

@@ -107,8 +107,19 @@ class BadInputSimTest : public ::testing::Test {
     json c = {{"name", "c"}, {"image", "cuda"},
               {"resources", {{"requests", {{"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}};
     // Owned by a controller: a drain evicts it (an unowned pod would only block the drain).
-    json owner = {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "train"},
-                  {"uid", "rs-train"}, {"controller", true}};
+    // The owner must exist, or the cluster's garbage collector deletes the pod: a Job (the
+    // simulator runs no Job controller, so the pods stay exactly as created here).
+    if (job_uid_.empty()) {
+      json job = {{"apiVersion", "batch/v1"}, {"kind", "Job"},
+                  {"metadata", {{"name", "train"}, {"namespace", "ml"}}},
+                  {"spec", {{"template", {{"spec", {{"restartPolicy", "Never"},
+                                                    {"containers", {{{"name", "c"}, {"image", "cuda"}}}}}}}}}}};
+      auto created = sim_->CreateAndGet("/apis/batch/v1/namespaces/ml/jobs", job);
+      ASSERT_TRUE(created.ok()) << created.status();
+      job_uid_ = (*created)["metadata"]["uid"];
+    }
+    json owner = {{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"},
+                  {"uid", job_uid_}, {"controller", true}};
     json p = {{"apiVersion", "v1"}, {"kind", "Pod"},
               {"metadata", {{"name", name}, {"namespace", "ml"}, {"ownerReferences", {owner}}}},
               {"spec", {{"nodeName", node}, {"containers", {c}}}}};
@@ -116,6 +127,7 @@ class BadInputSimTest : public ::testing::Test {
     // Running before any operator starts, so "still running" later means "never evicted".
     ASSERT_TRUE(Eventually([&] { return PodRunning(name); })) << name;
   }
+  std::string job_uid_;
   bool PodRunning(const std::string& name) {
     auto p = sim_->Get("/api/v1/namespaces/ml/pods/" + name);
     return p.ok() && !p->at("metadata").contains("deletionTimestamp") &&

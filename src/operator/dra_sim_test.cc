@@ -113,9 +113,13 @@ class DraFixture {
               {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
               {"spec", json::object()},
               {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-    ASSERT_TRUE(sim_->Create("/api/v1/nodes", n).ok());
+    auto created = sim_->CreateAndGet("/api/v1/nodes", n);
+    ASSERT_TRUE(created.ok()) << created.status();
     if (slice) {
       auto s = sim::MakeResourceSlice(name, kGpus, "NVIDIA-H100-80GB-HBM3", kube_);
+      // Owned by this Node (its uid), as the driver publishes it; a dangling owner would
+      // have the cluster's garbage collector delete the slice.
+      s["metadata"]["ownerReferences"][0]["uid"] = (*created)["metadata"]["uid"];
       Status st = sim_->Insert(s);
       ASSERT_TRUE(st.ok()) << st;
     }

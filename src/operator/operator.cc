@@ -103,7 +103,24 @@ bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
 
 constexpr auto kPolicyBatch = std::chrono::milliseconds(300);
 
+std::string TrimSpace(std::string s) {
+  const char* ws = " \t\r\n";
+  s.erase(0, s.find_first_not_of(ws));
+  s.erase(s.find_last_not_of(ws) + 1);
+  return s;
+}
+
 }  // namespace
+
+StatusOr<std::string> DefaultLeaseNamespace(const k8s::ConfigEnv& env, const std::string& sa_dir) {
+  const std::string file = sa_dir + "/namespace";
+  if (auto ns = env.read_file(file); ns.ok() && !TrimSpace(*ns).empty()) return TrimSpace(*ns);
+  if (auto ns = env.getenv("POD_NAMESPACE"); ns && !TrimSpace(*ns).empty()) return TrimSpace(*ns);
+  return FailedPreconditionError(
+      "leader election needs the namespace of its Lease and none was found: not in a pod (no " +
+      file + ") and $POD_NAMESPACE is unset; pass --leader-election-namespace=<namespace>, or "
+      "run without --leader-elect (a single replica)");
+}
 
 struct Operator::Impl {
   Impl(k8s::RestClient& c, Clock& clk, metrics::Registry& reg, OperatorConfig cfg, Logger l)
@@ -134,6 +151,9 @@ struct Operator::Impl {
   Status Init() {
     auto is_leader = [this] { return Leading(); };
     if (config.leader_elect) {
+      if (config.leader_election_namespace.empty()) {
+        return InvalidArgumentError("leader election is on but its Lease namespace is not set");
+      }
       runtime::LeaderElectionConfig le;
       le.lease_namespace = config.leader_election_namespace;
       le.lease_name = config.leader_election_id;
@@ -145,9 +165,15 @@ struct Operator::Impl {
       // Poll mode is for clusters that forbid watches: followers poll the Lease too.
       le.watch_lease = config.poll_interval == Duration::zero();
       GG_RETURN_IF_ERROR(runtime::ValidateLeaderElectionConfig(le));
-      auto e = runtime::NewLeaseLeaderElection(client, clock, le);
+      auto e = runtime::NewLeaseLeaderElection(client, clock, le, log.WithName("leader-election"));
       if (!e.ok()) return e.status();
+      lease_election = e->get();
       election = std::move(e).value();
+      // Not ready while the Lease cannot be written (a namespace that does not exist, no
+      // RBAC grant): the body of /readyz names the reason and the fix.
+      health.AddReadyCheck("leader-election", [le_ptr = lease_election] {
+        return le_ptr->CampaignStatus();
+      });
     }
     event_sink = std::make_unique<events::RestEventSink>(client, is_leader);
     events::RecorderOptions ro;
@@ -337,6 +363,7 @@ struct Operator::Impl {
   runtime::WorkQueue policy_queue;
   metrics::HealthServer health;
   std::unique_ptr<runtime::LeaderElection> election;
+  runtime::LeaseLeaderElection* lease_election = nullptr;  // = election.get() when leader_elect
   std::unique_ptr<events::RestEventSink> event_sink;
   std::unique_ptr<events::AggregatingRecorder> recorder;
   std::unique_ptr<RestNodeWriter> node_writer;

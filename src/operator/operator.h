@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
 
@@ -23,8 +24,12 @@ namespace gg::op {
 
 struct OperatorConfig {
   std::string metrics_addr = "127.0.0.1:8080";  // /metrics, /healthz, /readyz
-  bool leader_elect = true;
-  std::string leader_election_namespace = "gpu-guardian-system";
+  // Off by default, as controller-runtime scaffolds do: an operator started by hand (`make run`,
+  // a kubeconfig) acts at once. The shipped Deployment turns it on (--leader-elect=true).
+  bool leader_elect = false;
+  // Required when leader_elect is set; main() fills it from DefaultLeaseNamespace() when the
+  // flag is not given.
+  std::string leader_election_namespace;
   std::string leader_election_id = "gpu-guardian-operator";
   std::string identity;  // empty: <hostname>_<random>
   Duration lease_duration = std::chrono::seconds(15);
@@ -45,6 +50,12 @@ struct OperatorConfig {
   Duration poll_interval = Duration::zero();
   std::string component = "gpu-guardian-operator";
 };
+
+// The Lease namespace when --leader-election-namespace is not given: the pod's own — the
+// service-account namespace file (<sa_dir>/namespace), then $POD_NAMESPACE. Outside a cluster
+// neither exists: FailedPrecondition saying which flag to pass.
+StatusOr<std::string> DefaultLeaseNamespace(const k8s::ConfigEnv& env = k8s::ConfigEnv::Real(),
+                                            const std::string& sa_dir = k8s::kServiceAccountDir);
 
 class Operator {
  public:

@@ -102,6 +102,7 @@ class OperatorSimTest : public ::testing::Test {
     cfg.metrics_addr = "127.0.0.1:0";
     cfg.identity = std::move(identity);
     cfg.leader_elect = leader_elect;
+    cfg.leader_election_namespace = "gpu-guardian-system";
     cfg.lease_duration = 3s;
     cfg.renew_deadline = 2s;
     cfg.retry_period = 300ms;
@@ -496,6 +497,13 @@ TEST_F(OperatorSimTest, RestartedOperatorRewritesNothingAlreadyTrue) {
   })) << Node("bad").dump();
   ASSERT_TRUE(WaitFor([&] { return PolicyStatus("default").value("healthyNodes", 0) == 10; }));
   a.Stop();
+  // The cluster settles too: its node lifecycle controller taints the cordoned node
+  // node.kubernetes.io/unschedulable, as a real one does.
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& t : Node("bad")["spec"].value("taints", json::array()))
+      if (t.value("key", "") == "node.kubernetes.io/unschedulable") return true;
+    return false;
+  })) << Node("bad").dump();
   names.push_back("bad");
   std::map<std::string, std::string> rv;
   for (const auto& n : names) rv[n] = Node(n)["metadata"].value("resourceVersion", "");

@@ -116,6 +116,7 @@ TEST(NoSecretsInLogs, TokensNeverAppearInAnyLogLine) {
   OperatorConfig oc;
   oc.metrics_addr = "127.0.0.1:0";
   oc.identity = "op-a";
+  oc.leader_elect = true;
   oc.leader_election_namespace = "gpu-guardian";
   oc.lease_duration = 3s;
   oc.renew_deadline = 2s;

@@ -95,12 +95,25 @@ class Manager {
   std::shared_ptr<Shared> shared_;  // shared with task threads and health checks
 };
 
-// Adapts the Lease-based runtime::LeaderElector (runtime/leader_election.h) to the
+// The Lease-based runtime::LeaderElector (runtime/leader_election.h) seen through the
 // LeaderElection interface: creates the elector from `config` (its callbacks are wrapped,
 // user callbacks still run) and runs it for the Manager. Lost lease → Run returns Aborted.
+//
+// Before campaigning it checks that the Lease can be written where it is configured: a
+// dry-run create of the Lease (nothing is stored; the server runs its admission, so a
+// namespace that does not exist answers 404 and a missing RBAC grant 403). Until the check
+// passes it does not campaign, logs an error naming the namespace and the fix, retries every
+// retry period, and CampaignStatus() carries the reason (the operator's /readyz check
+// "leader-election"), so a replica that can never lead says so instead of looking healthy.
+class LeaseLeaderElection : public LeaderElection {
+ public:
+  // OK once the Lease namespace check passed (or while it has not run yet); the reason
+  // otherwise.
+  virtual Status CampaignStatus() const = 0;
+};
 struct LeaderElectionConfig;
-StatusOr<std::unique_ptr<LeaderElection>> NewLeaseLeaderElection(k8s::RestClient& client,
-                                                                  Clock& clock,
-                                                                  LeaderElectionConfig config);
+StatusOr<std::unique_ptr<LeaseLeaderElection>> NewLeaseLeaderElection(
+    k8s::RestClient& client, Clock& clock, LeaderElectionConfig config,
+    Logger log = Logger().WithName("leader-election"));
 
 }  // namespace gg::runtime

@@ -26,10 +26,15 @@ bool IsVapKind(const ResourceInfo& ri) {
          (ri.resource == "validatingadmissionpolicies" || ri.resource == "validatingadmissionpolicybindings");
 }
 
-void SetIfAbsent(json& obj, const char* key, json value) {
+bool Absent(const json& obj, const char* key) {
   auto it = obj.find(key);
-  if (it == obj.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty()))
-    obj[key] = std::move(value);
+  return it == obj.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty());
+}
+
+// Sets obj[key] when it is absent, null or "" (the value is built only then).
+template <class T>
+void SetIfAbsent(json& obj, const char* key, T&& value) {
+  if (Absent(obj, key)) obj[key] = std::forward<T>(value);
 }
 
 // Always for ":latest" or no tag (and no digest), else IfNotPresent.
@@ -45,7 +50,9 @@ void SetContainerDefaults(json& c, bool is_pod) {
   if (!c.is_object()) return;
   SetIfAbsent(c, "terminationMessagePath", "/dev/termination-log");
   SetIfAbsent(c, "terminationMessagePolicy", "File");
-  if (c.contains("image") && c["image"].is_string()) SetIfAbsent(c, "imagePullPolicy", DefaultPullPolicy(c["image"]));
+  if (Absent(c, "imagePullPolicy"))
+    if (auto img = c.find("image"); img != c.end() && img->is_string())
+      c["imagePullPolicy"] = DefaultPullPolicy(img->get_ref<const std::string&>());
   if (auto p = c.find("ports"); p != c.end() && p->is_array())
     for (auto& port : *p)
       if (port.is_object()) SetIfAbsent(port, "protocol", "TCP");
@@ -69,10 +76,11 @@ void SetVolumeDefaults(json& v) {
   if (auto h = v.find("hostPath"); h != v.end() && h->is_object() && !h->contains("type")) (*h)["type"] = "";
 }
 
-std::string Str(const json& o, const char* k) {
-  if (!o.is_object()) return "";
+const std::string& Str(const json& o, const char* k) {
+  static const std::string kEmpty;
+  if (!o.is_object()) return kEmpty;
   auto it = o.find(k);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+  return it != o.end() && it->is_string() ? it->get_ref<const std::string&>() : kEmpty;
 }
 
 }  // namespace
@@ -286,6 +294,15 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   const bool main_resource = r.sub.empty();
   // 1. Decoding: structural pruning + defaulting of custom resources, built-in defaults.
   if (ri.custom && ri.schema.is_object()) {
+    if (r.strict) {
+      // Strict decoding sees the fields pruning is about to drop.
+      auto unknown = SchemaSet().UnknownFields(obj, ri.schema);
+      if (!unknown.empty()) {
+        out.err = BadRequestErr(ri.kind + " in version \"" + ri.version + "\" cannot be handled as a " + ri.kind +
+                                ": " + StrictDecodingMessage(unknown));
+        return out;
+      }
+    }
     PruneUnknownFields(obj, ri.schema, true);
     ApplyStructuralDefaults(obj, ri.schema);
   }
@@ -303,7 +320,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     SetIfAbsent(obj, "preemptionPolicy", "PreemptLowerPriority");
   }
   // 2. Mutating admission plugins.
-  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj["spec"].is_object()) {
+  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj.contains("spec") && obj["spec"].is_object()) {
     json& spec = obj["spec"];
     // ServiceAccount: the namespace's "default" account.
     SetIfAbsent(spec, "serviceAccountName", "default");
@@ -319,7 +336,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
       bool has = false;
       for (const auto& t : tols) {
-        std::string k = Str(t, "key"), eff = Str(t, "effect");
+        const std::string &k = Str(t, "key"), &eff = Str(t, "effect");
         if ((k == key || k.empty()) && (eff == "NoExecute" || eff.empty())) has = true;
       }
       if (!has)

@@ -40,6 +40,7 @@ struct AdmissionRequest {
   nlohmann::json user_extra = nlohmann::json::object();
   bool dry_run = false;
   bool seed = false;  // in-process seeding: objects "already stored", validating admission skipped
+  bool strict = false;  // fieldValidation=Strict: unknown fields refused before pruning
 };
 
 struct AdmissionOutcome {

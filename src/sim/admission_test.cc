@@ -349,6 +349,92 @@ TEST(VapObjects, ShippedPolicyAndBindingValidate) {
   }
 }
 
+// Matching and evaluation of one policy + binding against requests, table-driven.
+TEST(VapEngine, MatchingFailurePolicyAndReasons) {
+  auto policy = [](json spec) {
+    return json{{"apiVersion", "admissionregistration.k8s.io/v1"}, {"kind", "ValidatingAdmissionPolicy"},
+                {"metadata", {{"name", "p"}}}, {"spec", spec}};
+  };
+  auto binding = [](json spec) {
+    spec["policyName"] = "p";
+    if (!spec.contains("validationActions")) spec["validationActions"] = {"Deny"};
+    return json{{"metadata", {{"name", "b"}}}, {"spec", spec}};
+  };
+  const json rules = json::parse(R"({"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["UPDATE"],"resources":["nodes","pods/status"]}]})");
+  const json deny_all = json::parse(R"([{"expression":"false","message":"no"}])");
+  json node = {{"metadata", {{"name", "n1"}, {"labels", {{"tier", "gpu"}}}}}, {"spec", json::object()}};
+  json ns_obj = {{"metadata", {{"name", "ml"}, {"labels", {{"team", "ml"}}}}}};
+  struct Case {
+    const char* what;
+    json pspec, bspec;
+    std::string resource, sub, op;
+    bool namespaced;
+    int want_code;  // 0: allowed
+    const char* want_message;
+  };
+  auto with = [&](json extra) {
+    json s = {{"matchConstraints", rules}, {"validations", deny_all}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) s[it.key()] = *it;
+    return s;
+  };
+  std::vector<Case> cases = {
+      {"matching update denied", with({}), {}, "nodes", "", "UPDATE", false, 422, "denied request: no"},
+      {"create not matched", with({}), {}, "nodes", "", "CREATE", false, 0, ""},
+      {"subresource needs its own rule", with({}), {}, "nodes", "status", "UPDATE", false, 0, ""},
+      {"pods/status matched", with({}), {}, "pods", "status", "UPDATE", true, 422, ""},
+      {"pods main resource not matched", with({}), {}, "pods", "", "UPDATE", true, 0, ""},
+      {"excludeResourceRules", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
+                                     {"excludeResourceRules", {{{"apiGroups", {""}}, {"apiVersions", {"*"}}, {"operations", {"*"}}, {"resources", {"nodes"}}}}}}}}),
+       {}, "nodes", "", "UPDATE", false, 0, ""},
+      {"objectSelector miss", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
+                                     {"objectSelector", {{"matchLabels", {{"tier", "cpu"}}}}}}}}), {}, "nodes", "", "UPDATE", false, 0, ""},
+      {"objectSelector hit", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
+                                    {"objectSelector", {{"matchLabels", {{"tier", "gpu"}}}}}}}}), {}, "nodes", "", "UPDATE", false, 422, ""},
+      {"namespaceSelector ignores cluster-scoped", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
+                                    {"namespaceSelector", {{"matchLabels", {{"team", "other"}}}}}}}}), {}, "nodes", "", "UPDATE", false, 422, ""},
+      {"namespaceSelector miss", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
+                                    {"namespaceSelector", {{"matchLabels", {{"team", "other"}}}}}}}}), {}, "pods", "status", "UPDATE", true, 0, ""},
+      {"binding matchResources narrows", with({}), {{"matchResources", {{"resourceRules", {{{"apiGroups", {""}}, {"apiVersions", {"v1"}}, {"operations", {"UPDATE"}}, {"resources", {"pods/status"}}}}}}}},
+       "nodes", "", "UPDATE", false, 0, ""},
+      {"matchCondition false skips", with({{"matchConditions", {{{"name", "never"}, {"expression", "false"}}}}}), {}, "nodes", "", "UPDATE", false, 0, ""},
+      {"runtime error, Fail", with({{"validations", {{{"expression", "object.nope == 1"}}}}}), {}, "nodes", "", "UPDATE", false, 422,
+       "expression 'object.nope == 1' resulted in error: no such key: nope"},
+      {"runtime error, Ignore", with({{"failurePolicy", "Ignore"}, {"validations", {{{"expression", "object.nope == 1"}}}}}), {}, "nodes", "", "UPDATE", false, 0, ""},
+      {"reason Forbidden is 403", with({{"validations", {{{"expression", "false"}, {"reason", "Forbidden"}}}}}), {}, "nodes", "", "UPDATE", false, 403,
+       "failed expression: false"},
+      {"variables and messageExpression", with({{"variables", {{{"name", "tier"}, {"expression", "object.metadata.labels.tier"}}}},
+                                               {"validations", {{{"expression", "variables.tier != 'gpu'"}, {"messageExpression", "'tier ' + variables.tier"}}}}}),
+       {}, "nodes", "", "UPDATE", false, 422, "denied request: tier gpu"},
+      {"Audit only", with({}), {{"validationActions", {"Audit"}}}, "nodes", "", "UPDATE", false, 0, ""},
+  };
+  for (const auto& c : cases) {
+    VapEngine e;
+    json p = policy(c.pspec), b = binding(c.bspec);
+    e.Observe("ValidatingAdmissionPolicy", "p", &p);
+    e.Observe("ValidatingAdmissionPolicyBinding", "b", &b);
+    VapRequest r;
+    r.operation = c.op;
+    r.version = "v1";
+    r.resource = c.resource;
+    r.subresource = c.sub;
+    r.name = "n1";
+    r.namespaced = c.namespaced;
+    r.ns = c.namespaced ? "ml" : "";
+    r.object = &node;
+    r.old_object = &node;
+    if (c.namespaced) r.namespace_object = &ns_obj;
+    VapDecision d = e.Evaluate(r);
+    if (c.want_code == 0) {
+      EXPECT_FALSE(d.deny) << c.what << ": " << (d.deny ? d.deny->message : "");
+      continue;
+    }
+    ASSERT_TRUE(d.deny) << c.what;
+    EXPECT_EQ(d.deny->code, c.want_code) << c.what;
+    EXPECT_NE(d.deny->message.find("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: "), std::string::npos) << d.deny->message;
+    EXPECT_NE(d.deny->message.find(c.want_message), std::string::npos) << c.what << ": " << d.deny->message;
+  }
+}
+
 // ---- through the API server ------------------------------------------------------------
 
 struct Reply {

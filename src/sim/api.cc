@@ -11,11 +11,13 @@
 #include "common/time_util.h"
 #include "sim/admission.h"
 #include "sim/api_util.h"
+#include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
 #include "sim/rbac.h"
 #include "sim/schema.h"
 #include "sim/selector.h"
+#include "sim/ssa.h"
 
 namespace gg::sim {
 
@@ -57,6 +59,43 @@ void ApiCore::LoadSchemas() {
 }
 
 std::string ApiCore::NowRfc3339() const { return FormatRfc3339(clock_.Now()); }
+
+SsaType ApiCore::TypeFor(const ResourceInfo& ri) const {
+  SsaType t;
+  t.set = schemas_.get();
+  t.status_subresource = ri.status_subresource;
+  if (ri.custom) {
+    t.root = ri.schema.is_object() ? &ri.schema : nullptr;
+    return t;
+  }
+  if (!schemas_) return t;
+  std::string key = ri.group + "/" + ri.version + "/" + ri.kind;
+  std::scoped_lock lock(type_mu_);
+  auto it = type_cache_.find(key);
+  if (it == type_cache_.end()) {
+    auto name = schemas_->NameForGvk(ri.group, ri.version, ri.kind);
+    it = type_cache_.emplace(key, name ? schemas_->Find(*name) : nullptr).first;
+  }
+  t.root = it->second;
+  return t;
+}
+
+void ApiCore::TrackUpdate(const ResourceInfo& ri, const std::string& sub, const json& old,
+                          json& next, const WriteOpts& o) const {
+  if (!next.is_object() || !next.contains("metadata") || !next["metadata"].is_object()) return;
+  json& md = next["metadata"];
+  // A write that leaves managedFields out keeps them.
+  if (!md.contains("managedFields") && old.is_object() && old.contains("metadata") &&
+      old["metadata"].contains("managedFields"))
+    md["managedFields"] = old["metadata"]["managedFields"];
+  if (o.field_manager.empty() || ri.storage == "events") return;
+  ManagerInfo who{o.field_manager, ri.ApiVersion(), sub == "status" ? "status" : "", NowRfc3339()};
+  json mf = UpdateManagedFields(old, next, TypeFor(ri), who);
+  if (mf.empty())
+    md.erase("managedFields");
+  else
+    md["managedFields"] = std::move(mf);
+}
 
 std::string ApiCore::NewUid() {
   std::scoped_lock lock(rng_mu_);
@@ -188,6 +227,7 @@ ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
 
 void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   const auto& ri = *t.ri;
+  ApplyWorkloadDefaults(ri.group, ri.resource, obj);
   json& md = obj["metadata"];
   // Seeded objects (population, scenarios) keep their uid and creationTimestamp so that
   // ownerReferences between them hold.
@@ -241,7 +281,7 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
 }
 
 std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool create,
-                                          const WriteOpts& o) {
+                                          const WriteOpts& /*o*/) {
   const auto& ri = *t.ri;
   std::string name = obj["metadata"].value("name", "");
   std::vector<StatusCause> causes;
@@ -258,22 +298,21 @@ std::optional<ApiError> ApiCore::Validate(const Target& t, const json& obj, bool
                              ri.kind, ri.namespaced, create, opts_.kube_version);
   }
   if (!causes.empty()) return InvalidErr(ri.kind, ri.group, name, std::move(causes));
-  if (o.strict && schemas_) {
-    const json* schema = nullptr;
-    if (ri.custom) {
-      if (ri.schema.is_object()) schema = &ri.schema;
-    } else if (auto n = schemas_->NameForGvk(ri.group, ri.version, ri.kind)) {
-      schema = schemas_->Find(*n);
-    }
-    if (schema) {
-      auto unknown = schemas_->UnknownFields(obj, *schema);
-      if (!unknown.empty())
-        return BadRequestErr(ri.kind + " in version \"" + ri.version +
-                             "\" cannot be handled as a " + ri.kind + ": " +
-                             StrictDecodingMessage(unknown));
-    }
-  }
   return std::nullopt;
+}
+
+std::optional<ApiError> ApiCore::StrictFields(const Target& t, const json& obj,
+                                              const WriteOpts& o) const {
+  // fieldValidation=Strict is a decoding check: it sees the request's object before
+  // admission prunes what the schema does not declare.
+  const auto& ri = *t.ri;
+  if (!o.strict || !schemas_) return std::nullopt;
+  SsaType type = TypeFor(ri);
+  if (!type.root) return std::nullopt;
+  auto unknown = schemas_->UnknownFields(obj, *type.root);
+  if (unknown.empty()) return std::nullopt;
+  return BadRequestErr(ri.kind + " in version \"" + ri.version + "\" cannot be handled as a " +
+                       ri.kind + ": " + StrictDecodingMessage(unknown));
 }
 
 ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, bool dry_run,
@@ -340,6 +379,8 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
     md["name"] = name;
   }
   PrepareForCreate(t, body, o);
+  if (auto e = StrictFields(t, body, o)) return ApiResult::Err(*e);
+  if (!o.seed) TrackUpdate(ri, "", json(), body, o);
   AdmissionOutcome admitted = Admit(t, body, nullptr, o, true);
   if (admitted.err) return ApiResult::Err(*admitted.err);
   Target tt = t;
@@ -492,6 +533,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
     else
       next.erase("status");
   }
+  ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&
       next["spec"].is_object() && old_j.contains("spec")) {
     // The allocated ClusterIP survives a PUT that leaves it out, and may not change.
@@ -521,6 +563,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   next["kind"] = ri.kind;
   // Admission (defaults, plugins, validation) before the generation and no-op checks, as
   // the real server decodes and admits before storage compares the bytes.
+  if (auto e = StrictFields(t, next, o)) return finish(ApiResult::Err(*e));
   AdmissionOutcome admitted = Admit(t, next, &old_j, o, false);
   if (admitted.err) return finish(ApiResult::Err(*admitted.err));
   out.warnings = std::move(admitted.warnings);
@@ -530,6 +573,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
       md["generation"] = omd.value("generation", 0) + 1;
   }
   md["resourceVersion"] = std::to_string(old->rv);
+  TrackUpdate(ri, t.sub, old_j, next, o);
   if (next == old_j) return finish(ApiResult{std::nullopt, std::move(old_j), 200});
   if (o.dry_run) return finish(ApiResult{std::nullopt, std::move(next), 200});
   // Finalizers gone on an object being deleted: now it goes.
@@ -583,6 +627,25 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
       }
     } else if (ct == "application/strategic-merge-patch+json") {
       next = ApplyStrategicMergePatch(cur, patch, ri.kind);
+    } else if (ct == "application/apply-patch+yaml") {
+      std::string want_rv = patch.contains("metadata") && patch["metadata"].is_object()
+                                ? patch["metadata"].value("resourceVersion", "")
+                                : "";
+      if (!want_rv.empty() && want_rv != std::to_string(old->rv)) {
+        out.done = ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name));
+        return out;
+      }
+      ManagerInfo who{o.field_manager, ri.ApiVersion(), t.sub == "status" ? "status" : "",
+                      NowRfc3339()};
+      auto applied = ServerSideApply(cur, patch, TypeFor(ri), who, o.force, ri.kind, ri.group);
+      if (applied.err) {
+        out.done = ApiResult::Err(*applied.err);
+        return out;
+      }
+      WriteOpts untracked = o;
+      untracked.field_manager.clear();  // the apply recorded its own entry
+      return PrepareUpdate(t, old, std::move(applied.object), untracked, true, true,
+                           same_view ? &cur : nullptr);
     } else {
       next = ApplyMergePatch(cur, patch);
     }
@@ -606,8 +669,19 @@ ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const j
       if (body.is_object()) {
         body["metadata"]["name"] = t.name;
         if (ri.namespaced) body["metadata"]["namespace"] = t.ns;
+        const std::string rv = body["metadata"].value("resourceVersion", "");
+        if (!rv.empty() && rv != "0" && rv.find_first_not_of("0123456789") == std::string::npos) {
+          ApiError e;
+          e.code = 500;
+          e.message = "resourceVersion should not be set on objects to be created";
+          return ApiResult::Err(e);
+        }
+        ManagerInfo who{o.field_manager, ri.ApiVersion(), "", NowRfc3339()};
+        body = ServerSideApply(json(), body, TypeFor(ri), who, o.force, ri.kind, ri.group).object;
       }
-      return Create(t, std::move(body), o);
+      WriteOpts untracked = o;
+      untracked.field_manager.clear();
+      return Create(t, std::move(body), untracked);
     }
     return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   };
@@ -714,6 +788,12 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
     return r;
   }
   if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
+  // Foreground / Orphan propagation: the garbage collector finishes the deletion.
+  if (std::string fin = PropagationFinalizer(delete_options); !immediate && !fin.empty() && ri.resource != "pods") {
+    if (!md.contains("finalizers") || !md["finalizers"].is_array()) md["finalizers"] = json::array();
+    if (std::find(md["finalizers"].begin(), md["finalizers"].end(), fin) == md["finalizers"].end())
+      md["finalizers"].push_back(fin);
+  }
   if (!immediate && HasFinalizers(j)) {
     if (!md.contains("deletionTimestamp")) {
       md["deletionTimestamp"] = NowRfc3339();

@@ -36,6 +36,7 @@ struct ApiRequest {
   std::string content_type;
   std::string accept;
   std::string body;
+  std::string user_agent;
   std::string user;  // authenticated user ("" = anonymous admin when authz is off)
   std::vector<std::string> groups;
   nlohmann::json user_extra = nlohmann::json::object();  // userInfo.extra: key -> [values]
@@ -125,6 +126,10 @@ struct WriteOpts {
   bool dry_run = false;
   bool seed = false;    // in-process seeding: keep status, auto-create namespaces
   bool strict = false;  // fieldValidation=Strict
+  // Field ownership (metadata.managedFields): set for API requests; in-process writers
+  // (controllers, seeding) leave managedFields as they are.
+  std::string field_manager;
+  bool force = false;  // server-side apply: take conflicting fields
   // Who writes (admission: ValidatingAdmissionPolicy's request.userInfo).
   std::string user;
   std::vector<std::string> groups;
@@ -230,7 +235,16 @@ class ApiCore {
   // (group/version, OpenAPI v3 document) for every served CRD group version.
   std::vector<std::pair<std::string, std::string>> CrdOpenApiDocuments() const;
 
+  // The schema context of a kind for field ownership (cached per group/version/kind).
+  struct SsaType TypeFor(const ResourceInfo& ri) const;
+  std::optional<ApiError> StrictFields(const Target& t, const nlohmann::json& obj,
+                                       const WriteOpts& o) const;
+  void TrackUpdate(const ResourceInfo& ri, const std::string& sub, const nlohmann::json& old,
+                   nlohmann::json& next, const WriteOpts& o) const;
+
   ApiCoreOptions opts_;
+  mutable std::mutex type_mu_;
+  mutable std::map<std::string, const nlohmann::json*> type_cache_;
   Clock& clock_;
   Registry registry_;
   Store store_;

@@ -19,6 +19,7 @@ AdmissionOutcome ApiCore::Admit(const Target& t, nlohmann::json& obj, const nloh
   r.user_extra = o.user_extra;
   r.dry_run = o.dry_run;
   r.seed = o.seed;
+  r.strict = o.strict;
   return admission_->Run(r, obj, old, [&](const nlohmann::json& v) { return Validate(t, v, create, o); });
 }
 

@@ -552,6 +552,31 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
   }
   wo.strict = Q(req.query, "fieldValidation") == "Strict";
+  if (verb == "create" || verb == "update" || verb == "patch") {
+    const bool apply = MediaType(req.content_type) == "application/apply-patch+yaml";
+    auto invalid = [&](const std::string& field, const std::string& msg) {
+      ApiResponse r = ErrorResponse(InvalidErr(
+          verb == "patch" ? "PatchOptions" : verb == "create" ? "CreateOptions" : "UpdateOptions",
+          "meta.k8s.io", "", {{"FieldValueInvalid", msg, field}}));
+      r.verb = verb;
+      return r;
+    };
+    wo.field_manager = Q(req.query, "fieldManager");
+    auto force = req.query.find("force");
+    if (force != req.query.end()) {
+      if (!apply) return invalid("force", "Forbidden: may not be specified for non-apply patch");
+      wo.force = ParseBoolParam(force->second);
+    }
+    if (apply && wo.field_manager.empty())
+      return invalid("fieldManager", "Required value: is required for apply patch");
+    if (wo.field_manager.size() > 128)
+      return invalid("fieldManager", "Too long: may not be more than 128 bytes");
+    // Without fieldManager the manager is the User-Agent up to its first '/'.
+    if (wo.field_manager.empty()) {
+      wo.field_manager = req.user_agent.substr(0, req.user_agent.find('/'));
+      if (wo.field_manager.empty()) wo.field_manager = "unknown";
+    }
+  }
   wo.user = req.user;
   wo.groups = req.groups;
   wo.user_extra = req.user_extra;

@@ -1,8 +1,9 @@
 // The simulated cluster's control loops: start and stop, and the pure helpers they share.
 // Each loop lives in its own file (kubelet.cc, scheduler.cc, disruption_controller.cc,
-// workload_controllers.cc).
+// workload_controllers.cc, node_lifecycle.cc, garbage_collector.cc).
 #include "sim/controllers.h"
 
+#include <algorithm>
 #include <string>
 
 namespace gg::sim {
@@ -60,11 +61,23 @@ bool ToleratesTaints(const json& pod, const json& node) {
   return true;
 }
 
+std::chrono::milliseconds Controllers::Scaled(std::chrono::milliseconds d) const {
+  double scale = std::max(opts_.time_scale, 1e-6);
+  return std::chrono::milliseconds(static_cast<long long>(static_cast<double>(d.count()) / scale));
+}
+
 void Controllers::Start() {
+  if (!threads_.empty()) return;
   if (opts_.kubelet) threads_.emplace_back([this](std::stop_token s) { KubeletLoop(s); });
+  if (opts_.kubelet) threads_.emplace_back([this](std::stop_token s) { NodeHeartbeatLoop(s); });
   if (opts_.controllers) threads_.emplace_back([this](std::stop_token s) { PdbLoop(s); });
   if (opts_.scheduler) threads_.emplace_back([this](std::stop_token s) { SchedulerLoop(s); });
-  if (opts_.controllers) threads_.emplace_back([this](std::stop_token s) { WorkloadLoop(s); });
+  if (opts_.controllers) {
+    threads_.emplace_back([this](std::stop_token s) { WorkloadLoop(s); });
+    threads_.emplace_back([this](std::stop_token s) { NodeLifecycleLoop(s); });
+    threads_.emplace_back([this](std::stop_token s) { TaintEvictionLoop(s); });
+    threads_.emplace_back([this](std::stop_token s) { GarbageCollectorLoop(s); });
+  }
 }
 
 void Controllers::Stop() {

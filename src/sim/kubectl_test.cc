@@ -280,6 +280,298 @@ spec: {bogusField: 1}
   EXPECT_TRUE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
 }
 
+// kubectl's generators send protobuf bodies ("k8s\0" + runtime.Unknown); each lands as the
+// object it describes.
+TEST_F(RealClientTest, KubectlCreateGeneratorsSendProtobuf) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  for (const char* cmd :
+       {"create namespace team-a", "create configmap cfg -n team-a --from-literal=mode=fast",
+        "create secret generic creds -n team-a --from-literal=token=s3cr3t",
+        "create serviceaccount runner -n team-a",
+        "create role reader -n team-a --verb=get,list --resource=pods",
+        "create deployment web -n team-a --image=nginx:1.27 --replicas=0",
+        "create service clusterip web -n team-a --tcp=80:8080",
+        "create priorityclass gpu-high --value=1000"}) {
+    auto r = Kubectl(cmd);
+    ASSERT_EQ(r.rc, 0) << cmd << "\n" << r.out;
+  }
+  auto ns = sim_->Get("/api/v1/namespaces/team-a");
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_EQ((*ns)["status"]["phase"], "Active");
+  auto cm = sim_->Get("/api/v1/namespaces/team-a/configmaps/cfg");
+  ASSERT_TRUE(cm.ok());
+  EXPECT_EQ((*cm)["data"]["mode"], "fast");
+  auto sec = sim_->Get("/api/v1/namespaces/team-a/secrets/creds");
+  ASSERT_TRUE(sec.ok());
+  EXPECT_EQ((*sec)["data"]["token"], "czNjcjN0");  // base64("s3cr3t")
+  EXPECT_EQ((*sec)["type"], "Opaque");
+  EXPECT_TRUE(sim_->Get("/api/v1/namespaces/team-a/serviceaccounts/runner").ok());
+  auto role = sim_->Get("/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/roles/reader");
+  ASSERT_TRUE(role.ok());
+  EXPECT_EQ((*role)["rules"][0]["verbs"], json::array({"get", "list"}));
+  auto dep = sim_->Get("/apis/apps/v1/namespaces/team-a/deployments/web");
+  ASSERT_TRUE(dep.ok());
+  EXPECT_EQ((*dep)["spec"]["replicas"], 0);  // an explicit zero survives decoding
+  EXPECT_EQ((*dep)["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27");
+  auto svc = sim_->Get("/api/v1/namespaces/team-a/services/web");
+  ASSERT_TRUE(svc.ok());
+  EXPECT_EQ((*svc)["spec"]["ports"][0]["targetPort"], 8080);
+  std::string ip = (*svc)["spec"].value("clusterIP", "");
+  EXPECT_EQ(ip.rfind("10.96.", 0), 0u) << ip;
+  EXPECT_EQ((*sim_->Get("/apis/scheduling.k8s.io/v1/priorityclasses/gpu-high"))["value"], 1000);
+  // The cluster's own Service.
+  auto k = sim_->Get("/api/v1/namespaces/default/services/kubernetes");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ((*k)["spec"]["clusterIP"], "10.96.0.1");
+}
+
+TEST_F(RealClientTest, KubectlServerDryRunChangesNothing) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
+  auto r = Kubectl("delete node gpu-node-1 --dry-run=server");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("server dry run"), std::string::npos) << r.out;
+  EXPECT_TRUE(sim_->Get("/api/v1/nodes/gpu-node-1").ok());
+  r = Kubectl("create configmap ghost --dry-run=server");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/ghost").ok());
+  json rs = json::parse(R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"train","namespace":"default"},
+    "spec":{"replicas":2,"selector":{"matchLabels":{"app":"train"}},"template":{"metadata":{"labels":{"app":"train"}},
+      "spec":{"containers":[{"name":"t","image":"train"}]}}}})");
+  ASSERT_TRUE(sim_->Insert(rs).ok());
+  std::vector<std::string> pods;
+  for (int i = 0; i < 200 && pods.size() < 2; ++i) {
+    pods.clear();
+    auto list = sim_->List("/api/v1/pods");
+    ASSERT_TRUE(list.ok()) << list.status();
+    for (auto& p : (*list)["items"])
+      if (p["status"].value("phase", "") == "Running") pods.push_back(p["metadata"]["name"]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(pods.size(), 2u);
+  r = Kubectl("drain gpu-node-1 --dry-run=server --ignore-daemonsets --timeout=30s");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("drained (server dry run)"), std::string::npos) << r.out;
+  auto node = sim_->Get("/api/v1/nodes/gpu-node-1");
+  EXPECT_FALSE((*node)["spec"].value("unschedulable", false)) << node->dump();
+  for (const auto& p : pods) {
+    auto pod = sim_->Get("/api/v1/namespaces/default/pods/" + p);
+    ASSERT_TRUE(pod.ok()) << p << " was evicted by a dry run";
+    EXPECT_FALSE((*pod)["metadata"].contains("deletionTimestamp")) << pod->dump();
+  }
+  // A bad dryRun value is refused, not ignored.
+  r = RunCmd("curl -s -X DELETE '" + sim_->Url() + "/api/v1/nodes/gpu-node-1?dryRun=Some'");
+  EXPECT_NE(r.out.find("\"code\":400"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("supported values: \\\"All\\\""), std::string::npos) << r.out;
+  EXPECT_TRUE(sim_->Get("/api/v1/nodes/gpu-node-1").ok());
+}
+
+TEST_F(RealClientTest, KubectlAuthCanIAndWhoamiWithoutAuthz) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  auto r = Kubectl("auth can-i list nodes");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("yes"), std::string::npos) << r.out;
+  r = Kubectl("auth whoami");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("system:masters"), std::string::npos) << r.out;
+}
+
+TEST_F(RealClientTest, KubectlAuthCanIThroughRbac) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  sim_->Stop();
+  std::ofstream(dir_ / "rbac.yaml") << R"(apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader, namespace: team-a}
+rules:
+- {apiGroups: [""], resources: [pods], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: runner-reads, namespace: team-a}
+subjects:
+- {kind: ServiceAccount, name: runner, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+)";
+  SimOptions o;
+  o.tls = true;  // kubectl (client-go's kubeconfig loader) sends credentials to https only
+  o.tls_dir = (dir_ / "tls").string();
+  o.authz = "rbac";
+  o.rbac_files = {(dir_ / "rbac.yaml").string()};
+  o.token_users = {{"runner-token", "system:serviceaccount:team-a:runner"}};
+  auto s = SimServer::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sim_ = std::move(*s);
+  ASSERT_TRUE(WriteKubeconfig(kubeconfig_, sim_->Url(), sim_->CaCertPem(), "runner-token").ok());
+  auto r = Kubectl("auth can-i list pods -n team-a");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("yes"), std::string::npos) << r.out;
+  r = Kubectl("auth can-i list nodes");
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("no"), std::string::npos) << r.out;
+  r = Kubectl("auth can-i delete pods -n team-a");
+  EXPECT_NE(r.rc, 0) << r.out;
+  r = Kubectl("auth whoami");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("system:serviceaccount:team-a:runner"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("system:serviceaccounts:team-a"), std::string::npos) << r.out;
+}
+
+// kubectl apply --dry-run=server -k deploy/: client-side validation needs /openapi/v3 for
+// every kind in deploy/, the server answers each object without storing it.
+TEST_F(RealClientTest, KubectlServerDryRunApplyOfDeployKustomization) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  const std::string src = GG_SOURCE_DIR;
+  auto r = Kubectl("apply -f " + src + "/deploy/namespace.yaml -f " + src + "/deploy/crds/");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = Kubectl("apply --dry-run=server -k " + src + "/deploy/");
+  for (const char* want : {"clusterrole.rbac.authorization.k8s.io/gpu-guardian-operator created (server dry run)",
+                           "deployment.apps/gpu-guardian-operator created (server dry run)",
+                           "serviceaccount/gpu-guardian-agent created (server dry run)"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
+  // ValidatingAdmissionPolicy is served once the admission chain lands; until then its
+  // document is the one thing missing.
+  auto d = RunCmd("curl -s " + sim_->Url() + "/apis/admissionregistration.k8s.io/v1");
+  if (d.out.find("validatingadmissionpolicies") != std::string::npos) {
+    EXPECT_EQ(r.rc, 0) << r.out;
+  }
+  EXPECT_FALSE(sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/deployments/gpu-guardian-operator").ok());
+  EXPECT_FALSE(sim_->Get("/apis/rbac.authorization.k8s.io/v1/clusterroles/gpu-guardian-operator").ok());
+}
+
+TEST_F(RealClientTest, KubectlNamespaceDeletionTerminatesThenEmptiesAndGoes) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
+  ASSERT_EQ(Kubectl("create namespace doomed").rc, 0);
+  ASSERT_EQ(Kubectl("create configmap c -n doomed").rc, 0);
+  ASSERT_TRUE(sim_->Create("/api/v1/namespaces/doomed/pods", json::parse(R"({"apiVersion":"v1","kind":"Pod",
+    "metadata":{"name":"p","namespace":"doomed"},
+    "spec":{"terminationGracePeriodSeconds":60,"containers":[{"name":"c","image":"x"}]}})")).ok());
+  for (int i = 0; i < 100; ++i) {
+    auto p = sim_->Get("/api/v1/namespaces/doomed/pods/p");
+    if (p.ok() && p->value("status", json::object()).value("phase", "") == "Running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto r = Kubectl("delete namespace doomed --wait=false");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto ns = sim_->Get("/api/v1/namespaces/doomed");
+  ASSERT_TRUE(ns.ok()) << "a namespace with a running pod vanished at once";
+  EXPECT_EQ((*ns)["status"]["phase"], "Terminating");
+  EXPECT_FALSE(sim_->Get("/api/v1/namespaces/doomed/configmaps/c").ok());
+  r = Kubectl("create configmap late -n doomed");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("because it is being terminated"), std::string::npos) << r.out;
+  r = Kubectl("delete namespace doomed --wait=false");
+  EXPECT_EQ(r.out.find("deleted"), std::string::npos) << r.out;  // 409 while terminating
+  // The pod's grace period (60 s / time scale 30) ends, the kubelet removes it, the
+  // namespace finishes.
+  bool gone = false;
+  for (int i = 0; i < 150 && !gone; ++i) {
+    gone = !sim_->Get("/api/v1/namespaces/doomed").ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(gone);
+}
+
+TEST_F(RealClientTest, SecondSimulatorOnTheSamePortIsRefused) {
+  SimOptions o;
+  o.listen = "127.0.0.1:" + std::to_string(sim_->Port());
+  auto second = SimServer::Start(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("address already in use"), std::string::npos)
+      << second.status();
+  EXPECT_NE(second.status().message().find(std::to_string(sim_->Port())), std::string::npos);
+  // The binary: non-zero exit, the same words; bad flags refused before anything binds.
+  const std::string bin = std::string(GG_BIN_DIR) + "/gpu-guardian-sim";
+  if (!fs::exists(bin)) GTEST_SKIP() << "gpu-guardian-sim not built";
+  auto r = RunCmd("timeout 20 " + bin + " --listen " + o.listen);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("address already in use"), std::string::npos) << r.out;
+  for (const char* bad : {"--listen 127.0.0.1:99999", "--nodes -3", "--time-scale 0",
+                          "--kube-version 1.31", "--listen nohostport"}) {
+    r = RunCmd("timeout 20 " + bin + " " + bad);
+    EXPECT_NE(r.rc, 0) << bad << "\n" << r.out;
+    EXPECT_EQ(r.out.find("listening on"), std::string::npos) << bad << "\n" << r.out;
+  }
+  r = RunCmd(bin + " --help");
+  EXPECT_NE(r.out.find("(1.32-1.36)"), std::string::npos) << r.out;
+}
+
+// Server-side apply: managedFields per manager, a 409 naming the other manager and field,
+// --force-conflicts taking it over, and a field its sole applier dropped removed.
+TEST_F(RealClientTest, KubectlServerSideApplyOwnershipAndConflicts) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  const std::string v1 = R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {tier: front, team: ml}}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: main, image: "nginx:1"}
+      - {name: sidecar, image: "proxy:1"}
+)";
+  std::ofstream(dir_ / "v1.yaml") << v1;
+  auto r = Kubectl("apply --server-side -f " + (dir_ / "v1.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string path = "/apis/apps/v1/namespaces/default/deployments/web";
+  auto d = sim_->Get(path);
+  ASSERT_TRUE(d.ok());
+  const json& mf = (*d)["metadata"]["managedFields"];
+  ASSERT_EQ(mf.size(), 1u) << mf.dump();
+  EXPECT_EQ(mf[0]["manager"], "kubectl");
+  EXPECT_EQ(mf[0]["operation"], "Apply");
+  EXPECT_EQ(mf[0]["fieldsType"], "FieldsV1");
+  const json& containers = mf[0]["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"];
+  EXPECT_TRUE(containers.contains("k:{\"name\":\"sidecar\"}")) << containers.dump();
+  // Another manager changes replicas: an Update entry, and the next apply conflicts.
+  r = Kubectl("patch deployment web -p '{\"spec\":{\"replicas\":2}}'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  d = sim_->Get(path);
+  bool patch_owns = false;
+  for (const auto& e : (*d)["metadata"]["managedFields"])
+    if (e["manager"] == "kubectl-patch" && e["operation"] == "Update" &&
+        e["fieldsV1"]["f:spec"].contains("f:replicas"))
+      patch_owns = true;
+  EXPECT_TRUE(patch_owns) << (*d)["metadata"]["managedFields"].dump();
+  r = Kubectl("apply --server-side -f " + (dir_ / "v1.yaml").string());
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("Apply failed with 1 conflict: conflict with \"kubectl-patch\""),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".spec.replicas"), std::string::npos) << r.out;
+  EXPECT_EQ((*sim_->Get(path))["spec"]["replicas"], 2);
+  r = Kubectl("apply --server-side --force-conflicts -f " + (dir_ / "v1.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  d = sim_->Get(path);
+  EXPECT_EQ((*d)["spec"]["replicas"], 0);
+  for (const auto& e : (*d)["metadata"]["managedFields"])
+    EXPECT_NE(e["manager"], "kubectl-patch") << "forced apply left the patcher owning nothing";
+  // The applier drops the sidecar and a label it alone owned: both go; a label another
+  // manager also set stays.
+  r = Kubectl("label deployment web team=data --overwrite");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::string v2 = v1;
+  v2.erase(v2.find("      - {name: sidecar"), std::string("      - {name: sidecar, image: \"proxy:1\"}\n").size());
+  v2.replace(v2.find("labels: {tier: front, team: ml}"), std::string("labels: {tier: front, team: ml}").size(), "labels: {}");
+  std::ofstream(dir_ / "v2.yaml") << v2;
+  r = Kubectl("apply --server-side -f " + (dir_ / "v2.yaml").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  d = sim_->Get(path);
+  const json& cs = (*d)["spec"]["template"]["spec"]["containers"];
+  ASSERT_EQ(cs.size(), 1u) << cs.dump();
+  EXPECT_EQ(cs[0]["name"], "main");
+  EXPECT_FALSE((*d)["metadata"]["labels"].contains("tier")) << (*d)["metadata"].dump();
+  EXPECT_EQ((*d)["metadata"]["labels"].value("team", ""), "data") << (*d)["metadata"].dump();
+  // Apply without a field manager is refused.
+  r = RunCmd("curl -s -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary "
+             "'{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}' '" +
+             sim_->Url() + "/api/v1/namespaces/default/configmaps/x'");
+  EXPECT_NE(r.out.find("fieldManager: Required value"), std::string::npos) << r.out;
+  EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/x").ok());
+}
+
 TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
   if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());

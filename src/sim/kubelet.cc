@@ -144,6 +144,13 @@ void Controllers::KubeletLoop(std::stop_token stop) {
       }
       std::string host_ip = InternalIp(n);
       std::string cidr = Str(n, {"spec", "podCIDR"});
+      if (cidr.empty()) {
+        // A Node written without node IPAM's podCIDR: a /24 derived from its name, from a
+        // range the generated nodes do not use (10.192.0.0/10).
+        uint64_t h = 1469598103934665603ULL;
+        for (unsigned char ch : node) h = (h ^ ch) * 1099511628211ULL;
+        cidr = "10." + std::to_string(192 + (h & 63)) + "." + std::to_string((h >> 8) & 255) + ".0/24";
+      }
       std::string pod_ip = host_network ? host_ip : ips.Allocate(e.obj->uid, node, cidr);
       if (runner && runner->Handles(p)) {
         runner->Admit(p, n, pod_ip, host_ip);

@@ -22,6 +22,7 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ struct Stream {
 struct Container {
   std::string name;
   pid_t pid = 0;
+  std::vector<std::string> env;  // for exec probes: they run as the container does
+  long uid = -1, gid = -1;
   int log_fd = -1;
   Stream out, err;
   bool exited = false;
@@ -249,6 +252,9 @@ void Init::Start(const json& m) {
   std::string cwd = m.value("cwd", "");
   long uid = m.value("uid", -1L), gid = m.value("gid", -1L);
   json mounts = m.value("mounts", json::array());
+  bool ro_root = m.value("read_only_root", false);
+  bool no_new_privs = m.value("no_new_privs", false);
+  json caps = m.value("capabilities", json());  // null: keep the runner's
   pid_t pid = ::fork();
   if (pid < 0) {
     Send(ctl_, {{"ev", "start_failed"}, {"name", name}, {"message", std::strerror(errno)}});
@@ -299,6 +305,26 @@ void Init::Start(const json& m) {
         _exit(128);
       }
     }
+    if (ro_root && ::mount(nullptr, "/", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+      std::fprintf(stderr, "read-only root filesystem: %s\n", std::strerror(errno));
+      _exit(128);
+    }
+    if (caps.is_array()) {
+      // The capability bounding set: what a uid-0 process gets back at exec.
+      std::set<int> keep;
+      for (const auto& c : caps) keep.insert(c.get<int>());
+      for (int cap = 0; cap < 64; ++cap) {
+        if (keep.count(cap) || ::prctl(PR_CAPBSET_READ, cap) != 1) continue;
+        if (::prctl(PR_CAPBSET_DROP, cap) != 0) {
+          std::fprintf(stderr, "dropping capability %d: %s\n", cap, std::strerror(errno));
+          _exit(128);
+        }
+      }
+    }
+    if (no_new_privs && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+      std::fprintf(stderr, "no_new_privs: %s\n", std::strerror(errno));
+      _exit(128);
+    }
     if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) {
       std::fprintf(stderr, "setgid %ld: %s\n", gid, std::strerror(errno));
       _exit(128);
@@ -320,6 +346,9 @@ void Init::Start(const json& m) {
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);
   c.pid = pid;
+  c.env = m.value("env", std::vector<std::string>{});
+  c.uid = uid;
+  c.gid = gid;
   Send(ctl_, {{"ev", "started"}, {"name", name}, {"pid", pid}});
 }
 
@@ -327,6 +356,15 @@ void Init::Exec(const json& m) {
   std::vector<std::string> argv = m.value("argv", std::vector<std::string>{});
   std::vector<std::string> env = m.value("env", std::vector<std::string>{});
   long id = m.value("id", 0L);
+  // In the container's mount namespace, with its environment and identity.
+  int mnt = -1;
+  long uid = -1, gid = -1;
+  if (auto it = containers_.find(m.value("name", "")); it != containers_.end() && !it->second.exited) {
+    mnt = ::open(("/proc/" + std::to_string(it->second.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+    env = it->second.env;
+    uid = it->second.uid;
+    gid = it->second.gid;
+  }
   pid_t pid = ::fork();
   if (pid < 0) {
     Send(ctl_, {{"ev", "exec"}, {"id", id}, {"code", 126}});
@@ -341,9 +379,13 @@ void Init::Exec(const json& m) {
       ::dup2(devnull, 1);
       ::dup2(devnull, 2);
     }
+    if (mnt >= 0 && ::setns(mnt, CLONE_NEWNS) != 0) _exit(126);
+    if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) _exit(126);
+    if (uid >= 0 && ::setuid(static_cast<uid_t>(uid)) != 0) _exit(126);
     if (::chdir("/") != 0) _exit(126);
     ExecOrDie(std::move(argv), std::move(env));
   }
+  if (mnt >= 0) ::close(mnt);
   ExecProbe p;
   p.id = id;
   p.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.value("timeout_ms", 1000));

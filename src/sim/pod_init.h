@@ -8,7 +8,8 @@
 //     {"op":"start","name":C,"argv":[..],"env":[..],"cwd":D,"uid":U,"gid":G,
 //      "mounts":[{"src":S,"dst":D,"ro":B}],"log":PATH}  runs container C
 //     {"op":"signal","name":C,"sig":N}                  SIGKILL goes to C's process group
-//     {"op":"exec","id":I,"argv":[..],"env":[..],"timeout_ms":T}   an exec probe
+//     {"op":"exec","id":I,"name":C,"argv":[..],"timeout_ms":T}  an exec probe in C (its mounts,
+//                                                      env and identity)
 //   init -> runner
 //     {"ev":"ready"} | {"ev":"error","message":M}
 //     {"ev":"started","name":C,"pid":P} | {"ev":"start_failed","name":C,"message":M}

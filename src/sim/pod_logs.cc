@@ -32,13 +32,14 @@ std::vector<LogLine> ParseCriLog(std::string_view cri, size_t* consumed) {
   return out;
 }
 
-namespace {
-// Seconds since the epoch of "YYYY-MM-DDTHH:MM:SS[.frac]Z"; -1 when malformed.
-long long EpochSeconds(const std::string& ts) {
+std::optional<long long> ParseRfc3339Seconds(const std::string& ts) {
   std::tm t{};
-  if (ts.size() < 20 || !strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &t)) return -1;
+  if (ts.size() < 20 || !strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &t)) return std::nullopt;
   return static_cast<long long>(timegm(&t));
 }
+
+namespace {
+long long EpochSeconds(const std::string& ts) { return ParseRfc3339Seconds(ts).value_or(-1); }
 }  // namespace
 
 std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q) {
@@ -48,6 +49,8 @@ std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q) {
                         std::chrono::system_clock::now().time_since_epoch()).count() - *q.since_seconds;
     while (first < lines.size() && EpochSeconds(lines[first].timestamp) < cut) ++first;
   }
+  if (q.since_time)
+    while (first < lines.size() && EpochSeconds(lines[first].timestamp) < *q.since_time) ++first;
   if (q.tail_lines && *q.tail_lines >= 0 && lines.size() - first > static_cast<size_t>(*q.tail_lines))
     first = lines.size() - static_cast<size_t>(*q.tail_lines);
   std::string body;

@@ -26,7 +26,12 @@ struct LogQuery {
   bool timestamps = false;            // timestamps
   std::optional<long> limit_bytes;    // limitBytes
   std::optional<long> since_seconds;  // sinceSeconds (against the record timestamps)
+  std::optional<long long> since_time;  // sinceTime, as seconds since the epoch
 };
+
+// Seconds since the epoch of an RFC 3339 time ("2026-12-01T10:00:00Z", fractions allowed);
+// nullopt when malformed.
+std::optional<long long> ParseRfc3339Seconds(const std::string& ts);
 
 // The response body for `lines` under `q` (tailLines, sinceSeconds, timestamps, limitBytes).
 std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q);

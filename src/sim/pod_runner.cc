@@ -336,8 +336,10 @@ struct Ctr {
   Steady::time_point run_since;
   std::optional<Steady::time_point> start_at;  // pending (re)start
   std::optional<Steady::time_point> kill_at;   // SIGKILL after a liveness-triggered SIGTERM
-  std::optional<Probe> liveness, readiness;
+  std::optional<Probe> liveness, readiness, startup;
+  bool started_ok = true;  // the startup probe succeeded (or there is none)
   bool done = false;  // terminated and not restarting
+  bool init = false;  // an init container: runs to completion, in order, before the others
 };
 
 struct Pod {
@@ -347,6 +349,7 @@ struct Pod {
   pid_t init_pid = -1;
   int ctl = -1;
   bool sandbox_ready = false;
+  bool initialized = false;  // every init container completed
   std::string create_error;  // why the sandbox is not up yet (waiting reason message)
   Steady::time_point retry_at;
   bool terminating = false, forgotten = false, finished = false;
@@ -366,6 +369,47 @@ std::string FnvUuid(std::string_view node, int index) {
   std::string h(hex, 32);
   return "GPU-" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
          h.substr(16, 4) + "-" + h.substr(20, 12);
+}
+
+// Linux capability numbers by the names pod specs use.
+int CapabilityNumber(std::string name) {
+  if (name.rfind("CAP_", 0) == 0) name = name.substr(4);
+  static const char* kNames[] = {
+      "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+      "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+      "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+      "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
+      "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
+      "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"};
+  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i)
+    if (name == kNames[i]) return i;
+  return -1;
+}
+
+// The capabilities a container keeps: the container runtime's default set, less `drop`
+// ("ALL" empties it), plus `add`; null for a privileged container (everything).
+json ContainerCapabilities(const json& sc) {
+  if (sc.is_object() && sc.value("privileged", false)) return json();
+  std::set<std::string> keep = {"CHOWN",  "DAC_OVERRIDE", "FSETID",           "FOWNER",     "MKNOD",
+                                "NET_RAW", "SETGID",      "SETUID",           "SETFCAP",    "SETPCAP",
+                                "NET_BIND_SERVICE",       "SYS_CHROOT",       "KILL",       "AUDIT_WRITE"};
+  if (sc.is_object() && sc.contains("capabilities")) {
+    for (const auto& d : sc["capabilities"].value("drop", json::array())) {
+      std::string n = d.get<std::string>();
+      if (n.rfind("CAP_", 0) == 0) n = n.substr(4);
+      if (n == "ALL") keep.clear();
+      keep.erase(n);
+    }
+    for (const auto& a : sc["capabilities"].value("add", json::array())) {
+      std::string n = a.get<std::string>();
+      if (n.rfind("CAP_", 0) == 0) n = n.substr(4);
+      keep.insert(n);
+    }
+  }
+  json out = json::array();
+  for (const auto& n : keep)
+    if (int c = CapabilityNumber(n); c >= 0) out.push_back(c);
+  return out;
 }
 
 struct CloneArgs {
@@ -407,6 +451,20 @@ struct PodRunner::Impl {
   long next_exec_id = 1;
   std::atomic<bool> stop{false};
   std::thread loop, prober;
+  // The loop's hold on `mu`. Only the loop thread changes `pods`, so it may let go of the
+  // lock while it waits on `ip` or a pod init (other threads only read pods or queue work).
+  std::unique_lock<std::mutex>* loop_lock = nullptr;
+  template <typename Fn>
+  auto Unlocked(Fn fn) {
+    if (loop_lock) loop_lock->unlock();
+    struct Relock {
+      std::unique_lock<std::mutex>* l;
+      ~Relock() {
+        if (l) l->lock();
+      }
+    } relock{loop_lock};
+    return fn();
+  }
 
   Impl(ApiCore& c, PodRunnerOptions o) : core(c), opts(std::move(o)) {}
 
@@ -434,6 +492,7 @@ struct PodRunner::Impl {
   Status PrepareVolumes(Pod& p, std::string* reason);
   StatusOr<json> StartMessage(Pod& p, Ctr& c, std::string* reason);
   void StartContainer(Pod& p, Ctr& c);
+  void StartNext(Pod& p);
   void OnMessage(Pod& p, const json& m);
   void OnExit(Pod& p, Ctr& c, int code, int sig);
   void Timers(Pod& p, Steady::time_point now);
@@ -443,6 +502,9 @@ struct PodRunner::Impl {
   json ContainerStatus(const Pod& p, const Ctr& c) const;
   StatusOr<std::string> EnvValue(const Pod& p, const json& src, bool* optional_missing);
   std::string FieldRef(const Pod& p, const std::string& path) const;
+  // A kubelet Event about the pod (and container) in the pod's namespace.
+  void Event(const Pod& p, const Ctr* c, const std::string& type, const std::string& reason,
+             const std::string& message);
   void SendCtl(const Pod& p, const json& m) const {
     if (p.ctl < 0) return;
     std::string s = m.dump();
@@ -574,16 +636,22 @@ void PodRunner::Admit(const json& pod, const json& node, const std::string& pod_
               "volumes/kubernetes.io~projected/kube-api-access")
                  .string();
   p.start_time = Rfc3339Now();
-  for (const auto& cs : pod["spec"].value("containers", json::array())) {
-    Ctr c;
-    c.name = cs.value("name", "");
-    c.image = cs.value("image", "");
-    c.exe = ExecutableFor(c.image);
-    c.spec = cs;
-    c.state = {{"waiting", {{"reason", "ContainerCreating"}}}};
-    if (cs.contains("livenessProbe")) c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
-    if (cs.contains("readinessProbe")) c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
-    p.ctrs.push_back(std::move(c));
+  const json inits = pod["spec"].value("initContainers", json::array());
+  for (const char* kind : {"initContainers", "containers"}) {
+    bool init = std::string(kind) == "initContainers";
+    for (const auto& cs : pod["spec"].value(kind, json::array())) {
+      Ctr c;
+      c.init = init;
+      c.name = cs.value("name", "");
+      c.image = cs.value("image", "");
+      c.exe = ExecutableFor(c.image);
+      c.spec = cs;
+      c.state = {{"waiting", {{"reason", init || inits.empty() ? "ContainerCreating" : "PodInitializing"}}}};
+      if (!init && cs.contains("livenessProbe")) c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
+      if (!init && cs.contains("readinessProbe")) c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
+      if (!init && cs.contains("startupProbe")) c.startup = Probe{cs["startupProbe"], {}, 0, 0, false};
+      p.ctrs.push_back(std::move(c));
+    }
   }
   Impl* im = impl_.get();
   im->Post([im, p = std::move(p)]() mutable {
@@ -597,13 +665,21 @@ void PodRunner::Terminate(const std::string& uid, long grace_seconds) {
   Impl* im = impl_.get();
   im->Post([im, uid, grace_seconds] {
     auto it = im->pods.find(uid);
-    if (it == im->pods.end() || it->second.terminating) return;
+    if (it == im->pods.end()) return;
     Pod& p = it->second;
+    auto deadline = Steady::now() + im->Scaled(static_cast<double>(grace_seconds));
+    if (p.terminating) {  // a second delete may only shorten the grace period
+      p.grace_deadline = std::min(p.grace_deadline, deadline);
+      return;
+    }
     p.terminating = true;
-    p.grace_deadline = Steady::now() + im->Scaled(static_cast<double>(grace_seconds));
+    p.grace_deadline = deadline;
     for (auto& c : p.ctrs) {
       c.start_at.reset();
-      if (c.running && !c.exe.empty()) im->SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+      if (c.running && !c.exe.empty()) {
+        im->Event(p, &c, "Normal", "Killing", "Stopping container " + c.name);
+        im->SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+      }
     }
     p.dirty = true;
   });
@@ -628,19 +704,34 @@ StatusOr<PodLogFile> PodRunner::LogFile(const std::string& ns, const std::string
     if (p.ns != ns || p.name != name) continue;
     const Ctr* c = nullptr;
     std::string names;
+    size_t mains = 0;
+    for (const auto& x : p.ctrs) mains += x.init ? 0 : 1;
     for (const auto& x : p.ctrs) {
-      names += (names.empty() ? "" : " ") + x.name;
-      if (x.name == container || (container.empty() && p.ctrs.size() == 1)) c = &x;
+      if (!x.init) names += (names.empty() ? "" : " ") + x.name;
+      if (x.name == container || (container.empty() && !x.init && mains == 1)) c = &x;
     }
-    if (container.empty() && p.ctrs.size() > 1)
+    if (container.empty() && mains > 1)
       return InvalidArgumentError("a container name must be specified for pod " + name +
                                   ", choose one of: [" + names + "]");
     if (c == nullptr)
       return InvalidArgumentError("container " + container + " is not valid for pod " + name);
+    // As the kubelet: a container waiting to restart shows its last instance for both the
+    // current and the previous log; one that never ran has none.
     PodLogFile f;
+    bool has_last = c->last_state.contains("terminated");
+    bool waiting = !c->running && !c->done;
     int n = c->restarts;
-    if (previous) {
-      if (c->last_state.empty() || !c->last_state.contains("terminated"))
+    if (waiting) {
+      if (!has_last) {
+        std::string reason = c->state.contains("waiting")
+                                 ? c->state["waiting"].value("reason", "ContainerCreating")
+                                 : "ContainerCreating";
+        return InvalidArgumentError("container \"" + c->name + "\" in pod \"" + name +
+                                    "\" is waiting to start: " + reason);
+      }
+      n = c->restarts - 1;
+    } else if (previous) {
+      if (!has_last)
         return InvalidArgumentError("previous terminated container \"" + c->name + "\" in pod \"" +
                                     name + "\" not found");
       n = c->restarts - 1;
@@ -674,6 +765,7 @@ void PodRunner::Impl::Loop() {
       (void)!::read(wake_fd, &v, sizeof(v));
     }
     std::unique_lock lock(mu);
+    loop_lock = &lock;
     while (!commands.empty()) {
       auto fn = std::move(commands.front());
       commands.pop_front();
@@ -713,6 +805,7 @@ void PodRunner::Impl::Loop() {
       if (p.dirty && !p.finished) WriteStatus(p);
     }
     for (const auto& uid : finished) pods.erase(uid);
+    loop_lock = nullptr;
   }
   std::scoped_lock lock(mu);
   for (auto& [uid, p] : pods) KillSandbox(p);
@@ -770,7 +863,7 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
   }
   p.init_pid = pid;
   p.ctl = sv[0];
-  if (auto st = SetupNetwork(p); !st.ok()) {
+  if (auto st = Unlocked([&] { return SetupNetwork(p); }); !st.ok()) {
     log.Error("pod network", {{"pod", p.ns + "/" + p.name}, {"error", st.ToString()}});
     p.create_error = st.ToString();
     KillSandbox(p);
@@ -782,7 +875,7 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
   // The init answers "ready" (or "error") in a few milliseconds; wait for it here so that
   // container starts follow in order.
   pollfd pf{p.ctl, POLLIN, 0};
-  if (::poll(&pf, 1, 5000) <= 0) {
+  if (Unlocked([&] { return ::poll(&pf, 1, 5000); }) <= 0) {
     p.create_error = "pod init did not answer";
     KillSandbox(p);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
@@ -798,7 +891,27 @@ void PodRunner::Impl::StartSandbox(Pod& p) {
     return;
   }
   p.sandbox_ready = true;
+  StartNext(p);
+  p.dirty = true;
+}
+
+// Init containers one at a time, in order, each to completion; then every other container.
+void PodRunner::Impl::StartNext(Pod& p) {
   for (auto& c : p.ctrs) {
+    if (!c.init || c.done) continue;
+    if (c.running || c.start_at) return;  // the current init container runs or will restart
+    if (c.exe.empty()) {  // a simulated init container completes at once
+      std::string ts = Rfc3339Now();
+      c.state = {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}, {"startedAt", ts}, {"finishedAt", ts}}}};
+      c.done = true;
+      continue;
+    }
+    StartContainer(p, c);
+    return;
+  }
+  p.initialized = true;
+  for (auto& c : p.ctrs) {
+    if (c.init || c.running || c.done || c.start_at) continue;
     if (c.exe.empty()) {  // simulated container of a real pod: running, ready
       c.running = true;
       c.ready = true;
@@ -815,24 +928,16 @@ Status PodRunner::Impl::SetupNetwork(Pod& p) {
   std::string out;
   const std::string pid = std::to_string(p.init_pid);
   const std::string api = kPodApiServerIp;
-  RunCmd({"ip", "link", "del", p.veth});
-  auto host = [&](std::vector<std::string> a) -> Status {
-    if (RunCmd(a, &out) != 0) {
-      std::string cmd;
-      for (const auto& s : a) cmd += s + " ";
-      return InternalError(cmd + ": " + out);
-    }
-    return OkStatus();
-  };
-  GG_RETURN_IF_ERROR(host({"ip", "link", "add", p.veth, "type", "veth", "peer", "name", "eth0", "netns", pid}));
-  GG_RETURN_IF_ERROR(host({"ip", "addr", "add", api + "/32", "dev", p.veth}));
-  GG_RETURN_IF_ERROR(host({"ip", "link", "set", p.veth, "up"}));
-  if (!p.pod_ip.empty())
-    GG_RETURN_IF_ERROR(host({"ip", "route", "replace", p.pod_ip + "/32", "dev", p.veth, "src", api}));
-  std::string script = "link set lo up\nlink set eth0 up\n";
-  if (!p.pod_ip.empty()) script += "addr add " + p.pod_ip + "/32 dev eth0\n";
-  script += "route add " + api + " dev eth0\nroute add default via " + api + " dev eth0\n";
-  if (RunCmd({"nsenter", "-t", pid, "-n", "ip", "-batch", "-"}, &out, script) != 0)
+  // Host side in one `ip -batch` (a leftover link of the same name goes first).
+  RunCmd({"ip", "link", "del", p.veth}, &out);
+  std::string host = "link add " + p.veth + " type veth peer name eth0 netns " + pid + "\n" +
+                     "addr add " + api + "/32 dev " + p.veth + "\n" + "link set " + p.veth + " up\n";
+  if (!p.pod_ip.empty()) host += "route replace " + p.pod_ip + "/32 dev " + p.veth + " src " + api + "\n";
+  if (RunCmd({"ip", "-batch", "-"}, &out, host) != 0) return InternalError("pod network (host side): " + out);
+  std::string pod = "link set lo up\nlink set eth0 up\n";
+  if (!p.pod_ip.empty()) pod += "addr add " + p.pod_ip + "/32 dev eth0\n";
+  pod += "route add " + api + " dev eth0\nroute add default via " + api + " dev eth0\n";
+  if (RunCmd({"nsenter", "-t", pid, "-n", "ip", "-batch", "-"}, &out, pod) != 0)
     return InternalError("pod network namespace: " + out);
   return OkStatus();
 }
@@ -863,7 +968,8 @@ Status PodRunner::Impl::PrepareVolumes(Pod& p, std::string*) {
     std::string sa = p.pod["spec"].value("serviceAccountName", "");
     if (sa.empty()) sa = p.pod["spec"].value("serviceAccount", "default");
     if (sa.empty()) sa = "default";
-    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa);
+    // Bound to the pod: its user info names the pod's node (the agent-own-node policy reads it).
+    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa + ",node=" + p.node);
   }
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "token", p.token, 0644));
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "ca.crt", opts.ca_pem, 0644));
@@ -907,8 +1013,8 @@ StatusOr<std::string> PodRunner::Impl::EnvValue(const Pod& p, const json& from, 
     std::string name = ref.value("name", ""), key = ref.value("key", "");
     bool secret = std::string(kind) == "secretKeyRef";
     auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
-    auto r = core.Get(Target{ri, p.ns, name, ""});
     const char* what = secret ? "secret" : "configmap";
+    auto r = ri ? core.Get(Target{ri, p.ns, name, ""}) : ApiResult::Err(NotFoundErr(what, "", name));
     if (!r.ok()) {
       if (optional) {
         *optional_missing = true;
@@ -949,6 +1055,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
   };
   set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   set("HOSTNAME", p.name);
+  set("HOME", "/");  // as a runtime does for a user without a passwd entry (root: /root below)
   const std::string api = kPodApiServerIp, port = std::to_string(kPodApiServerPort);
   set("KUBERNETES_SERVICE_HOST", api);
   set("KUBERNETES_SERVICE_PORT", port);
@@ -963,6 +1070,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
     bool secret = ef.contains("secretRef");
     const json& ref = secret ? ef["secretRef"] : ef.value("configMapRef", json::object());
     auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
+    if (!ri) return FailedPreconditionError("this API server has no secrets");
     auto r = core.Get(Target{ri, p.ns, ref.value("name", ""), ""});
     if (!r.ok()) {
       if (ref.value("optional", false)) continue;
@@ -1035,6 +1143,7 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
       const json& ref = secret ? v["secret"] : v["configMap"];
       std::string oname = secret ? ref.value("secretName", "") : ref.value("name", "");
       auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
+      if (!ri) return FailedPreconditionError("this API server has no secrets");
       auto r = core.Get(Target{ri, p.ns, oname, ""});
       if (!r.ok() && !ref.value("optional", false)) {
         *reason = "ContainerCreating";
@@ -1074,6 +1183,13 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
   auto gid = sc_val("runAsGroup");
   if (non_root && (!uid || *uid == 0))
     return FailedPreconditionError("container has runAsNonRoot and image will run as root");
+  if (!uid || *uid == 0) {  // root's home, unless the pod sets HOME itself
+    bool pod_home = false;
+    for (const auto& e : cs.value("env", json::array())) pod_home = pod_home || e.value("name", "") == "HOME";
+    if (!pod_home)
+      for (auto& e : env)
+        if (e.first == "HOME") e.second = "/root";
+  }
   // Command: `command` replaces the image's entrypoint (the executable), `args` its cmd.
   std::vector<std::string> argv;
   auto cmd = cs.value("command", std::vector<std::string>{});
@@ -1100,6 +1216,11 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
             {"gid", gid ? *gid : (uid ? 0L : -1L)},
             {"mounts", mounts},
             {"log", (fs::path(p.log_dir) / c.name / (std::to_string(c.restarts) + ".log")).string()}};
+  const json sc = cs.value("securityContext", json::object());
+  m["capabilities"] = ContainerCapabilities(sc);
+  m["read_only_root"] = sc.value("readOnlyRootFilesystem", false);
+  m["no_new_privs"] = sc.contains("allowPrivilegeEscalation") && !sc["allowPrivilegeEscalation"].get<bool>() &&
+                      !sc.value("privileged", false);
   return m;
 }
 
@@ -1109,6 +1230,8 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   auto m = StartMessage(p, c, &reason);
   if (!m.ok()) {
     c.state = {{"waiting", {{"reason", reason}, {"message", m.status().message()}}}};
+    if (reason == "CreateContainerConfigError")
+      Event(p, &c, "Warning", "Failed", "Error: " + std::string(m.status().message()));
     c.start_at = Steady::now() + std::chrono::seconds(2);  // the kubelet retries config errors
     p.dirty = true;
     return;
@@ -1117,9 +1240,14 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   fs::create_directories(fs::path(p.log_dir) / c.name, ec);
   // A fresh log file per instance (restartCount.log), as the kubelet keeps them.
   fs::remove(fs::path((*m)["log"].get<std::string>()), ec);
+  Event(p, &c, "Normal", "Pulled",
+        "Container image \"" + c.image + "\" already present on machine (" + c.exe + ")");
+  Event(p, &c, "Normal", "Created", "Created container " + c.name);
   SendCtl(p, *m);
+  Event(p, &c, "Normal", "Started", "Started container " + c.name);
   c.running = true;  // confirmed by "started"; an exit event follows on failure
-  c.ready = !c.readiness.has_value();
+  c.started_ok = !c.startup.has_value();
+  c.ready = !c.readiness.has_value() && c.started_ok;
   c.started_at = Rfc3339Now();
   c.run_since = Steady::now();
   c.state = {{"running", {{"startedAt", c.started_at}}}};
@@ -1130,6 +1258,7 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
   };
   first(c.liveness);
   first(c.readiness);
+  first(c.startup);
   p.dirty = true;
 }
 
@@ -1162,10 +1291,20 @@ void PodRunner::Impl::OnExit(Pod& p, Ctr& c, int code, int sig) {
   if (sig != 0) term["signal"] = sig;
   std::string policy = p.pod["spec"].value("restartPolicy", "Always");
   bool restart = !p.terminating && (policy == "Always" || (policy == "OnFailure" && code != 0));
+  if (c.init) restart = !p.terminating && code != 0 && policy != "Never";  // inits run to success
   if (!restart) {
     c.state = {{"terminated", term}};
     c.done = true;
     p.dirty = true;
+    if (c.init && code == 0 && !p.terminating) {
+      StartNext(p);
+    } else if (c.init) {  // a failed init container with restartPolicy Never fails the pod
+      for (auto& o : p.ctrs)
+        if (!o.done && !o.running) {
+          o.done = true;
+          o.start_at.reset();
+        }
+    }
     return;
   }
   c.last_state = {{"terminated", term}};
@@ -1176,6 +1315,9 @@ void PodRunner::Impl::OnExit(Pod& p, Ctr& c, int code, int sig) {
   double backoff = n == 0 ? 0 : std::min(300.0, 10.0 * std::pow(2.0, n - 1));
   c.restarts += 1;
   c.start_at = Steady::now() + Scaled(backoff);
+  if (backoff > 0)
+    Event(p, &c, "Warning", "BackOff", "Back-off restarting failed container " + c.name + " in pod " +
+                                           p.name + "_" + p.ns + "(" + p.uid + ")");
   if (backoff > 0)
     c.state = {{"waiting",
                 {{"reason", "CrashLoopBackOff"},
@@ -1240,12 +1382,40 @@ void PodRunner::Impl::Finish(Pod& p) {
   fs::remove_all(p.log_dir, ec);
 }
 
+void PodRunner::Impl::Event(const Pod& p, const Ctr* c, const std::string& type,
+                            const std::string& reason, const std::string& message) {
+  auto ri = core.registry().Find("", "v1", "events");
+  if (!ri) return;
+  static std::atomic<uint64_t> seq{0};
+  char suffix[24];
+  std::snprintf(suffix, sizeof(suffix), ".%016llx",
+                static_cast<unsigned long long>(Fnv1a(p.uid + reason) ^ (++seq * 0x9e3779b97f4a7c15ULL)));
+  std::string now = core.NowRfc3339();
+  json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", p.ns}, {"name", p.name},
+                   {"uid", p.uid}};
+  if (c) involved["fieldPath"] = "spec.containers{" + c->name + "}";
+  json ev = {{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"name", p.name + suffix}, {"namespace", p.ns}}},
+             {"involvedObject", involved},
+             {"reason", reason},
+             {"message", message},
+             {"type", type},
+             {"source", {{"component", "kubelet"}, {"host", p.node}}},
+             {"reportingComponent", "kubelet"},
+             {"reportingInstance", p.node},
+             {"firstTimestamp", now},
+             {"lastTimestamp", now},
+             {"count", 1}};
+  core.Create(Target{ri, p.ns, "", ""}, std::move(ev), WriteOpts{});
+}
+
 json PodRunner::Impl::ContainerStatus(const Pod& p, const Ctr& c) const {
   json s = {{"name", c.name},
             {"image", c.image},
             {"imageID", ""},
             {"ready", c.ready},
-            {"started", c.running},
+            {"started", c.running && c.started_ok},
             {"restartCount", c.restarts},
             {"state", c.state},
             {"lastState", c.last_state}};
@@ -1256,18 +1426,25 @@ json PodRunner::Impl::ContainerStatus(const Pod& p, const Ctr& c) const {
 
 void PodRunner::Impl::WriteStatus(Pod& p) {
   p.dirty = false;
-  bool all_ready = !p.ctrs.empty(), any_running = false, all_done = true, any_failed = false;
-  json cstat = json::array();
+  bool all_ready = true, any_running = false, all_done = true, any_failed = false;
+  json cstat = json::array(), istat = json::array();
   for (const auto& c : p.ctrs) {
+    if (c.init) {
+      istat.push_back(ContainerStatus(p, c));
+      if (c.done && c.state.contains("terminated") && c.state["terminated"].value("exitCode", 0) != 0)
+        any_failed = true;
+      continue;
+    }
     all_ready = all_ready && c.ready;
     any_running = any_running || c.running;
     all_done = all_done && c.done;
-    if (c.done && c.state["terminated"].value("exitCode", 0) != 0) any_failed = true;
+    if (c.done && c.state.contains("terminated") && c.state["terminated"].value("exitCode", 0) != 0)
+      any_failed = true;
     cstat.push_back(ContainerStatus(p, c));
   }
-  if (p.terminating) all_ready = false;
+  if (p.terminating || !p.initialized) all_ready = false;
   std::string phase = "Pending";
-  if (p.sandbox_ready || any_running) phase = "Running";
+  if (p.initialized && (p.sandbox_ready || any_running)) phase = "Running";
   if (all_done) phase = any_failed ? "Failed" : "Succeeded";
   std::string now = Rfc3339Now();
   auto cond = [&](const char* type, bool v) {
@@ -1280,14 +1457,14 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
     if (!v && (std::string(type) == "Ready" || std::string(type) == "ContainersReady")) {
       std::string names;
       for (const auto& x : p.ctrs)
-        if (!x.ready) names += (names.empty() ? "" : " ") + x.name;
+        if (!x.init && !x.ready) names += (names.empty() ? "" : " ") + x.name;
       c["reason"] = "ContainersNotReady";
       c["message"] = "containers with unready status: [" + names + "]";
     }
     return c;
   };
   json conds = json::array({cond("PodReadyToStartContainers", p.sandbox_ready),
-                            cond("Initialized", true), cond("Ready", all_ready),
+                            cond("Initialized", p.initialized), cond("Ready", all_ready),
                             cond("ContainersReady", all_ready), cond("PodScheduled", true)});
   json status = {{"phase", phase},
                  {"hostIP", p.host_ip},
@@ -1295,6 +1472,7 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
                  {"startTime", p.start_time},
                  {"conditions", conds},
                  {"containerStatuses", cstat}};
+  if (!istat.empty()) status["initContainerStatuses"] = istat;
   if (!p.pod_ip.empty()) {
     status["podIP"] = p.pod_ip;
     status["podIPs"] = json::array({{{"ip", p.pod_ip}}});
@@ -1314,7 +1492,7 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
 void PodRunner::Impl::ProbeLoop() {
   struct Job {
     std::string uid, ctr, ip;
-    bool liveness;
+    int kind;  // 0 liveness, 1 readiness, 2 startup
     json spec, cspec;
     int ctl;
     std::vector<std::string> env;
@@ -1329,11 +1507,13 @@ void PodRunner::Impl::ProbeLoop() {
         if (p.terminating || !p.sandbox_ready) continue;
         for (auto& c : p.ctrs) {
           if (!c.running || c.exe.empty()) continue;
-          for (bool live : {true, false}) {
-            auto& pr = live ? c.liveness : c.readiness;
+          // Until the startup probe succeeds it is the only one that runs.
+          for (int kind : {0, 1, 2}) {
+            if ((kind == 2) == c.started_ok) continue;
+            auto& pr = kind == 0 ? c.liveness : kind == 1 ? c.readiness : c.startup;
             if (!pr || pr->busy || now < pr->next) continue;
             pr->busy = true;
-            jobs.push_back({uid, c.name, p.pod_ip, live, pr->spec, c.spec, p.ctl, {}});
+            jobs.push_back({uid, c.name, p.pod_ip, kind, pr->spec, c.spec, p.ctl, {}});
           }
         }
       }
@@ -1398,6 +1578,7 @@ void PodRunner::Impl::ProbeLoop() {
         }
         json m = {{"op", "exec"},
                   {"id", id},
+                  {"name", j.ctr},
                   {"argv", j.spec["exec"].value("command", std::vector<std::string>{})},
                   {"env", std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
                   {"timeout_ms", timeout_s * 1000}};
@@ -1415,7 +1596,9 @@ void PodRunner::Impl::ProbeLoop() {
       Pod& p = it->second;
       for (auto& c : p.ctrs) {
         if (c.name != j.ctr) continue;
-        auto& pr = j.liveness ? c.liveness : c.readiness;
+        auto& pr = j.kind == 0 ? c.liveness : j.kind == 1 ? c.readiness : c.startup;
+        const bool restarts_on_failure = j.kind != 1;  // liveness and startup
+        const char* what = j.kind == 0 ? "Liveness" : j.kind == 1 ? "Readiness" : "Startup";
         if (!pr) continue;
         pr->busy = false;
         pr->next = Steady::now() + std::chrono::seconds(std::max(1, pr->spec.value("periodSeconds", 10)));
@@ -1423,20 +1606,32 @@ void PodRunner::Impl::ProbeLoop() {
         if (ok) {
           pr->failures = 0;
           ++pr->successes;
-          if (!j.liveness && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
+          if (j.kind == 1 && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
             c.ready = true;
+            p.dirty = true;
+          }
+          if (j.kind == 2 && !c.started_ok) {  // started: the other probes begin now
+            c.started_ok = true;
+            c.ready = !c.readiness.has_value();
+            for (auto* other : {&c.liveness, &c.readiness})
+              if (*other)
+                (*other)->next = Steady::now() + std::chrono::seconds((*other)->spec.value("initialDelaySeconds", 0));
             p.dirty = true;
           }
         } else {
           pr->successes = 0;
           ++pr->failures;
+          Event(p, &c, "Warning", "Unhealthy", std::string(what) + " probe failed");
           if (pr->failures >= std::max(1, pr->spec.value("failureThreshold", 3))) {
-            if (!j.liveness && c.ready) {
+            if (j.kind == 1 && c.ready) {
               c.ready = false;
               p.dirty = true;
             }
-            if (j.liveness && !c.kill_at) {
-              // Liveness failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
+            if (restarts_on_failure && !c.kill_at) {
+              // Liveness/startup failed: stop the container (SIGTERM, grace, SIGKILL); it restarts.
+              Event(p, &c, "Normal", "Killing",
+                    "Container " + c.name + " failed " + (j.kind == 0 ? "liveness" : "startup") +
+                        " probe, will be restarted");
               SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
               long grace = p.pod["spec"].value("terminationGracePeriodSeconds", 30L);
               c.kill_at = Steady::now() + Scaled(static_cast<double>(grace));

@@ -3,6 +3,8 @@
 // managedFields) but every value is generated.
 #include "sim/population.h"
 
+#include "sim/controllers.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -192,6 +194,13 @@ json MakePod(const json& tmpl, std::string_view name, std::string_view ns, const
   pod["spec"]["schedulerName"] = "default-scheduler";
   pod["spec"]["serviceAccountName"] = "default";
   pod["status"] = RunningStatus(node_index, slot, spec);
+  json cstat = json::array();  // what the kubelet reports: READY n/n in kubectl get pods
+  for (const auto& c : pod["spec"]["containers"])
+    cstat.push_back({{"name", c.value("name", "")}, {"image", c.value("image", "")}, {"imageID", ""},
+                     {"ready", true}, {"started", true}, {"restartCount", 0},
+                     {"state", {{"running", {{"startedAt", spec.creation_timestamp}}}}}});
+  pod["status"]["containerStatuses"] = std::move(cstat);
+  AddDefaultTolerationSeconds(pod);  // what the API server's admission gives every pod
   return pod;
 }
 
@@ -527,7 +536,13 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
     }
   }
   std::vector<json> ds_templates;
-  for (const auto& d : kDaemonSets) ds_templates.push_back(DaemonSetPodTemplate(d));
+  for (const auto& d : kDaemonSets) {
+    // The pods carry the revision hash the DaemonSet controller labels its pods with, so
+    // they count as up to date rather than being rolled.
+    json t = DaemonSetPodTemplate(d);
+    t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(DaemonSetPodTemplate(d));
+    ds_templates.push_back(std::move(t));
+  }
   int k = std::max(1, spec.nodes_per_workload);
   for (int i = 0; i < spec.nodes; ++i) {
     std::string node = NodeName(spec, i);

@@ -1,6 +1,8 @@
 // Scenario files (YAML) → validated description → the objects of an explicit cluster.
 #include "sim/scenario.h"
 
+#include "sim/controllers.h"
+
 #include <fstream>
 #include <map>
 #include <set>
@@ -364,6 +366,8 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
       pod["metadata"] = {{"name", pname}, {"namespace", ns}, {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc.seed)},
                          {"labels", labels}, {"ownerReferences", {owner}}};
       pod["spec"] = pod_spec;
+      if (kind == "DaemonSet") pod["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(tmpl);
+      AddDefaultTolerationSeconds(pod);  // what the API server's admission gives every pod
       if (target) {
         if (kind != "DaemonSet") target->free_gpus -= gpus;
         target->pods++;

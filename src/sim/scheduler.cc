@@ -1,108 +1,368 @@
-// Simulated scheduler: binds pending pods to schedulable nodes whose taints they tolerate,
-// whose nodeSelector matches and that have the nvidia.com/gpu they request free.
+// Simulated kube-scheduler. Filters nodes as the default profile does (NodeUnschedulable,
+// TaintToleration, NodeAffinity incl. nodeSelector, NodeResourcesFit over the node's
+// allocatable: cpu, memory, pods and extended resources such as nvidia.com/gpu), scores the
+// feasible ones (preferred node affinity, PreferNoSchedule taints, least allocated) and binds.
+// Every pod bound to a node counts against it until it is gone or terminal, so a terminating
+// pod keeps its GPUs while it shuts down. A pod that fits nowhere gets PodScheduled=False
+// (reason Unschedulable, the real "0/N nodes are available: ..." message) and a
+// FailedScheduling Event; a bound one a Scheduled Event. Both Events are events.k8s.io/v1,
+// from reportingController default-scheduler.
 #include "sim/controllers.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "sim/controller_util.h"
 
 namespace gg::sim {
 
 using nlohmann::json;
-using internal::ControllerUid;
+using internal::FirstUntolerated;
 using internal::kPoll;
-using internal::MakeNodeInfo;
-using internal::NodeInfo;
 using internal::NodeSelectorMatches;
-using internal::PodActive;
+using internal::NodeTaints;
+using internal::PodRequests;
+using internal::PodTerminal;
+using internal::PodTolerations;
+using internal::PreferredAffinityScore;
+using internal::Resources;
 using internal::SteadyTime;
 using internal::StoreWatch;
 using internal::Str;
+using internal::Taint;
+using internal::Toleration;
+
+namespace {
+
+constexpr const char* kSchedulerName = "default-scheduler";
+constexpr const char* kNotHelpful = "Preemption is not helpful for scheduling";
+constexpr const char* kNoVictims = "No preemption victims found for incoming pod";
+
+struct SchedNode {
+  json match;  // metadata (name, labels) for affinity
+  std::vector<Taint> taints;
+  bool unschedulable = false;
+  Resources allocatable;  // only what the node reports
+};
+
+struct PendingPod {
+  json pod;
+  Resources req;
+  std::vector<Toleration> tols;
+  bool attempt = true;          // try at the next pass
+  std::string last_message;     // of the last FailedScheduling
+  std::string event_name;       // its Event, for the series
+  int event_count = 0;
+  SteadyTime event_bumped{};
+};
+
+struct Assigned {
+  std::string node;
+  Resources req;
+};
+
+std::string ResourceReason(const std::string& name) {
+  if (name == "pods") return "Too many pods";
+  return "Insufficient " + name;
+}
+
+// Reasons this node cannot take the pod (empty: it fits), in the default filter order; each
+// node contributes one plugin's reasons (NodeResourcesFit may give several).
+std::vector<std::string> Filter(const PendingPod& p, const SchedNode& n, const Resources& used) {
+  const json& spec = p.pod["spec"];
+  if (n.unschedulable) {
+    Taint t{"node.kubernetes.io/unschedulable", "", "NoSchedule", ""};
+    bool tolerated = false;
+    for (const auto& tol : p.tols) tolerated |= tol.Tolerates(t);
+    if (!tolerated) return {"node(s) were unschedulable"};
+  }
+  if (const Taint* t = FirstUntolerated(n.taints, p.tols, {"NoSchedule", "NoExecute"}))
+    return {"node(s) had untolerated taint {" + t->key + ": " + t->value + "}"};
+  if (!NodeSelectorMatches(spec, n.match)) return {"node(s) didn't match Pod's node affinity/selector"};
+  std::vector<std::string> out;
+  for (const auto& [name, want] : p.req) {
+    if (want <= 0) continue;
+    auto a = n.allocatable.find(name);
+    bool core = name == "cpu" || name == "memory" || name == "pods" || name == "ephemeral-storage";
+    // A node that does not report cpu/memory/pods at all (a hand-written test node) is not
+    // limited in them; an extended resource it does not report is one it has none of.
+    if (a == n.allocatable.end()) {
+      if (core) continue;
+      out.push_back(ResourceReason(name));
+      continue;
+    }
+    auto u = used.find(name);
+    std::int64_t in_use = u == used.end() ? 0 : u->second;
+    if (in_use + want > a->second) out.push_back(ResourceReason(name));
+  }
+  return out;
+}
+
+bool IsResourceReason(const std::string& r) {
+  return r.rfind("Insufficient ", 0) == 0 || r == "Too many pods";
+}
+
+}  // namespace
+
+std::string UnschedulableMessage(std::size_t nodes, const std::vector<std::string>& reasons) {
+  std::string head = "0/" + std::to_string(nodes) + " nodes are available";
+  if (nodes == 0) return "no nodes available to schedule pods";
+  std::map<std::string, int> hist;
+  for (const auto& r : reasons) hist[r]++;
+  std::vector<std::string> parts;
+  for (const auto& [r, n] : hist) parts.push_back(std::to_string(n) + " " + r);
+  std::sort(parts.begin(), parts.end());
+  std::string msg = head + ": ";
+  for (std::size_t i = 0; i < parts.size(); ++i) msg += (i ? ", " : "") + parts[i];
+  msg += ".";
+  return msg;
+}
 
 void Controllers::SchedulerLoop(std::stop_token stop) {
   auto pods_ri = core_.registry().Find("", "v1", "pods");
   auto nodes_ri = core_.registry().Find("", "v1", "nodes");
   StoreWatch pods(core_.store(), pods_ri->storage);
   StoreWatch nodes(core_.store(), nodes_ri->storage);
-  std::map<std::string, NodeInfo> node_info;
-  std::map<std::string, std::pair<std::string, long>> placed;  // pod key -> (node, gpus)
-  std::map<std::string, long> used;                             // node -> gpus in use
-  std::map<std::string, json> pending;                          // pod key -> pod
-  auto unplace = [&](const std::string& key) {
-    auto it = placed.find(key);
-    if (it == placed.end()) return;
-    used[it->second.first] -= it->second.second;
-    placed.erase(it);
+  std::map<std::string, SchedNode> node_map;
+  std::vector<std::string> order;  // node names, for round-robin sampling
+  bool order_dirty = true;
+  std::size_t next_start = 0;
+  std::map<std::string, Assigned> assigned;  // pod key -> node and requests
+  std::map<std::string, Resources> used;     // node -> requested by the pods on it
+  std::map<std::string, PendingPod> pending;
+  bool retry_all = false;
+  SteadyTime last_pass{};
+  const std::string instance = std::string(kSchedulerName) + "-sim";
+
+  auto release = [&](const std::string& key) {
+    auto it = assigned.find(key);
+    if (it == assigned.end()) return;
+    auto& u = used[it->second.node];
+    for (const auto& [r, v] : it->second.req) u[r] -= v;
+    assigned.erase(it);
   };
-  SteadyTime last_try{};
-  bool changed = false;
+  auto assign = [&](const std::string& key, const std::string& node, Resources req) {
+    release(key);
+    auto& u = used[node];
+    for (const auto& [r, v] : req) u[r] += v;
+    assigned[key] = {node, std::move(req)};
+  };
+
   while (!stop.stop_requested()) {
     std::deque<WatchEvent> evs;
-    nodes.Pop(evs, std::chrono::milliseconds(0));
+    if (!nodes.Pop(evs, std::chrono::milliseconds(0))) node_map.clear();
     for (const auto& e : evs) {
-      changed = true;
+      retry_all = true;
+      order_dirty = true;
       if (e.type == EventType::kDeleted) {
-        node_info.erase(e.obj->name);
+        node_map.erase(e.obj->name);
         continue;
       }
       json n = json::parse(e.obj->json, nullptr, false);
-      if (n.is_object()) node_info[e.obj->name] = MakeNodeInfo(n);
+      if (!n.is_object()) continue;
+      SchedNode sn;
+      sn.match = {{"metadata",
+                   {{"name", e.obj->name}, {"labels", n["metadata"].value("labels", json::object())}}}};
+      sn.taints = NodeTaints(n);
+      sn.unschedulable = n.contains("spec") && n["spec"].is_object() && n["spec"].value("unschedulable", false);
+      const json* alloc = nullptr;
+      if (n.contains("status") && n["status"].is_object()) {
+        const json& st = n["status"];
+        if (st.contains("allocatable") && st["allocatable"].is_object()) alloc = &st["allocatable"];
+        else if (st.contains("capacity") && st["capacity"].is_object()) alloc = &st["capacity"];
+      }
+      if (alloc)
+        for (const auto& [r, q] : alloc->items())
+          if (auto v = internal::ParseQuantityMilli(q)) sn.allocatable[r] = *v;
+      node_map[e.obj->name] = std::move(sn);
     }
     evs.clear();
-    pods.Pop(evs, kPoll);
+    if (!pods.Pop(evs, kPoll)) {  // restarted: rebuild from the full state that follows
+      assigned.clear();
+      used.clear();
+      pending.clear();
+      retry_all = true;
+    }
     for (const auto& e : evs) {
       std::string key = e.obj->ns + "/" + e.obj->name;
-      unplace(key);
-      pending.erase(key);
       if (e.type == EventType::kDeleted) {
-        changed = true;
+        if (assigned.count(key)) retry_all = true;
+        release(key);
+        pending.erase(key);
         continue;
       }
       json p = json::parse(e.obj->json, nullptr, false);
       if (!p.is_object()) continue;
       std::string node = Str(p, {"spec", "nodeName"});
       if (!node.empty()) {
-        if (PodActive(p)) {
-          long g = PodGpuRequest(p);
-          placed[key] = {node, g};
-          used[node] += g;
+        pending.erase(key);
+        // Bound pods hold their requests until they are gone or terminal; a terminating
+        // pod still runs (and holds its GPUs) through its grace period.
+        if (PodTerminal(p)) {
+          if (assigned.count(key)) retry_all = true;
+          release(key);
         } else {
-          changed = true;
+          assign(key, node, PodRequests(p));
         }
         continue;
       }
+      release(key);
       std::string sched = Str(p, {"spec", "schedulerName"});
-      if (PodActive(p) && (sched.empty() || sched == "default-scheduler")) {
-        pending[key] = std::move(p);
-        changed = true;
+      bool mine = sched.empty() || sched == kSchedulerName;
+      if (!mine || PodTerminal(p) || p["metadata"].contains("deletionTimestamp")) {
+        pending.erase(key);
+        continue;
+      }
+      auto it = pending.find(key);
+      if (it == pending.end()) {
+        PendingPod pp;
+        pp.req = PodRequests(p);
+        pp.tols = PodTolerations(p);
+        pp.pod = std::move(p);
+        pending.emplace(key, std::move(pp));
+      } else if (it->second.pod["spec"] != p["spec"]) {
+        it->second.req = PodRequests(p);
+        it->second.tols = PodTolerations(p);
+        it->second.pod = std::move(p);
+        it->second.attempt = true;
+      } else {
+        it->second.pod = std::move(p);  // our own status write coming back
       }
     }
     auto now = std::chrono::steady_clock::now();
-    if (pending.empty() || !changed || now - last_try < std::chrono::milliseconds(200)) continue;
-    last_try = now;
-    changed = false;
+    if (pending.empty() || now - last_pass < std::chrono::milliseconds(100)) continue;
+    bool any = retry_all;
+    for (const auto& [k, pp] : pending) any |= pp.attempt;
+    if (!any) continue;
+    last_pass = now;
+    if (order_dirty) {
+      order.clear();
+      for (const auto& [name, n] : node_map) order.push_back(name);
+      order_dirty = false;
+      next_start = 0;
+    }
+    bool all = retry_all;
+    retry_all = false;
+    const std::size_t total = order.size();
+    // How many feasible nodes to find before choosing (percentageOfNodesToScore's adaptive
+    // default: all below 100 nodes, then 50% falling to 5%, at least 100).
+    std::size_t want_feasible = total;
+    if (total >= 100) {
+      long pct = std::max<long>(5, 50 - static_cast<long>(total) / 125);
+      want_feasible = std::max<std::size_t>(100, total * static_cast<std::size_t>(pct) / 100);
+    }
     for (auto it = pending.begin(); it != pending.end();) {
-      const json& p = it->second;
-      long want = PodGpuRequest(p);
-      std::string chosen;
-      for (const auto& [name, ni] : node_info) {
-        if (!ni.schedulable || !ToleratesTaints(p, ni.node) || !NodeSelectorMatches(p["spec"], ni.node))
-          continue;
-        if (want > 0 && ni.gpus - used[name] < want) continue;
-        chosen = name;
-        break;
-      }
-      if (chosen.empty()) {
+      if (stop.stop_requested()) break;
+      PendingPod& pp = it->second;
+      if (!all && !pp.attempt) {
         ++it;
         continue;
       }
-      Target t{pods_ri, p["metadata"].value("namespace", ""), p["metadata"].value("name", ""), ""};
-      auto r = core_.Patch(t, "application/merge-patch+json", {{"spec", {{"nodeName", chosen}}}},
-                           WriteOpts{});
+      pp.attempt = false;
+      std::vector<std::string> feasible;
+      std::vector<std::string> reasons;  // one per reason instance, for the histogram
+      std::size_t visited = 0;
+      for (; visited < total && feasible.size() < want_feasible; ++visited) {
+        const std::string& name = order[(next_start + visited) % total];
+        auto why = Filter(pp, node_map[name], used[name]);
+        if (why.empty()) feasible.push_back(name);
+        else reasons.insert(reasons.end(), why.begin(), why.end());
+      }
+      if (total > 0) next_start = (next_start + visited) % total;
+      const json& pod = pp.pod;
+      std::string ns = pod["metadata"].value("namespace", ""), name = pod["metadata"].value("name", "");
+      if (feasible.empty()) {
+        std::string msg = UnschedulableMessage(total, reasons);
+        if (total > 0) {
+          // The preemption half: the simulator never preempts.
+          std::map<std::string, int> pre;
+          for (const auto& n : order) {
+            auto why = Filter(pp, node_map[n], used[n]);
+            bool res = !why.empty() && std::all_of(why.begin(), why.end(), IsResourceReason);
+            pre[res ? kNoVictims : kNotHelpful]++;
+          }
+          msg += " preemption: 0/" + std::to_string(total) + " nodes are available: ";
+          bool first = true;
+          for (const auto& [r, n] : pre) {
+            msg += (first ? "" : ", ") + std::to_string(n) + " " + r;
+            first = false;
+          }
+          msg += ".";
+        }
+        if (msg != pp.last_message) {
+          json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
+                       {"message", msg}, {"lastProbeTime", nullptr},
+                       {"lastTransitionTime", core_.NowRfc3339()}};
+          core_.Patch(Target{pods_ri, ns, name, "status"}, "application/strategic-merge-patch+json",
+                      {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
+          pp.event_name = internal::RecordEvent(core_, pod, "Warning", "FailedScheduling", "Scheduling", msg,
+                                                kSchedulerName, instance);
+          pp.event_count = 1;
+          pp.event_bumped = now;
+          pp.last_message = msg;
+        } else if (!pp.event_name.empty() && now - pp.event_bumped >= std::chrono::seconds(5)) {
+          internal::BumpEventSeries(core_, ns.empty() ? "default" : ns, pp.event_name, ++pp.event_count);
+          pp.event_bumped = now;
+        }
+        ++it;
+        continue;
+      }
+      // Score: preferred node affinity (weight 2), PreferNoSchedule taints (weight 3), least
+      // allocated cpu/memory (weight 1); each normalised to 0..100 as the plugins do.
+      std::vector<std::int64_t> aff(feasible.size()), prefer(feasible.size());
+      std::int64_t aff_max = 0, prefer_max = 0;
+      for (std::size_t i = 0; i < feasible.size(); ++i) {
+        const SchedNode& n = node_map[feasible[i]];
+        aff[i] = PreferredAffinityScore(pod["spec"], n.match);
+        aff_max = std::max(aff_max, aff[i]);
+        for (const auto& t : n.taints) {
+          if (t.effect != "PreferNoSchedule") continue;
+          bool ok = false;
+          for (const auto& tol : pp.tols) ok |= (tol.effect.empty() || tol.effect == "PreferNoSchedule") && tol.Tolerates(t);
+          if (!ok) prefer[i]++;
+        }
+        prefer_max = std::max(prefer_max, prefer[i]);
+      }
+      std::string chosen;
+      double best = -1;
+      for (std::size_t i = 0; i < feasible.size(); ++i) {
+        const SchedNode& n = node_map[feasible[i]];
+        Resources& u = used[feasible[i]];
+        double least = 0;
+        int counted = 0;
+        for (const char* r : {"cpu", "memory"}) {
+          auto a = n.allocatable.find(r);
+          if (a == n.allocatable.end() || a->second <= 0) continue;
+          auto q = pp.req.find(r);
+          std::int64_t after = u[r] + (q == pp.req.end() ? 0 : q->second);
+          least += std::max<double>(0, static_cast<double>(a->second - after) * 100.0 / static_cast<double>(a->second));
+          ++counted;
+        }
+        double score = (counted ? least / counted : 0) +
+                       2.0 * (aff_max > 0 ? static_cast<double>(aff[i]) * 100.0 / static_cast<double>(aff_max) : 0) +
+                       3.0 * (prefer_max > 0 ? 100.0 - static_cast<double>(prefer[i]) * 100.0 / static_cast<double>(prefer_max)
+                                             : 100.0);
+        if (score > best) {
+          best = score;
+          chosen = feasible[i];
+        }
+      }
+      Target t{pods_ri, ns, name, ""};
+      json bind = {{"spec", {{"nodeName", chosen}}}};
+      auto r = core_.Patch(t, "application/merge-patch+json", bind, WriteOpts{});
       if (r.ok()) {
-        used[chosen] += want;
-        placed[it->first] = {chosen, want};
+        assign(it->first, chosen, pp.req);  // assumed until the watch confirms it
+        if (!pp.last_message.empty()) {
+          json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastProbeTime", nullptr},
+                       {"lastTransitionTime", core_.NowRfc3339()}};
+          core_.Patch(Target{pods_ri, ns, name, "status"}, "application/strategic-merge-patch+json",
+                      {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
+        }
+        internal::RecordEvent(core_, r.obj.is_object() ? r.obj : pod, "Normal", "Scheduled", "Binding",
+                              "Successfully assigned " + ns + "/" + name + " to " + chosen, kSchedulerName,
+                              instance);
       }
       it = pending.erase(it);
     }

@@ -9,7 +9,9 @@
 #include <charconv>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cctype>
@@ -381,6 +383,7 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   }
   req.content_type = hreq.get_header_value("Content-Type");
   req.accept = hreq.get_header_value("Accept");
+  req.user_agent = hreq.get_header_value("User-Agent");
   req.body = hreq.body;
   // Authentication: bearer tokens map to users (authz on); otherwise everyone is admin.
   if (!opts.authz.empty()) {
@@ -556,6 +559,30 @@ std::string BindProbe(const std::string& host, int port) {
   return why;
 }
 
+// Shuts down every connected socket of this process whose local port is `port`: the
+// server side of the simulator's client connections (clients in the same process have it
+// as their peer port, so they are left alone).
+void ShutdownAcceptedConnections(int port) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = e.path().filename().string();
+    auto r = std::from_chars(name.data(), name.data() + name.size(), fd);
+    if (r.ec != std::errc() || fd < 0) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    int lport = -1;
+    if (local.ss_family == AF_INET)
+      lport = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    else if (local.ss_family == AF_INET6)
+      lport = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+    if (lport != port) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;  // listener
+    ::shutdown(fd, SHUT_RDWR);
+  }
+}
+
 }  // namespace
 
 bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest& req,
@@ -622,22 +649,29 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
   if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
       !num("sinceSeconds", &q.since_seconds))
     return fail(BadRequestErr("invalid log options"));
+  if (auto st = param("sinceTime")) {
+    q.since_time = ParseRfc3339Seconds(*st);
+    if (!q.since_time) return fail(BadRequestErr("invalid sinceTime: " + *st));
+  }
   q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
   bool previous = param("previous") && ParseBoolParam(*param("previous"));
   bool follow = param("follow") && ParseBoolParam(*param("follow"));
   std::string container = param("container").value_or("");
   // The container must be one of the pod's (init containers count too).
-  std::vector<std::string> names;
+  std::vector<std::string> names, mains;
   for (const char* k : {"initContainers", "containers"})
-    for (const auto& c : pod.obj["spec"].value(k, json::array())) names.push_back(c.value("name", ""));
+    for (const auto& c : pod.obj["spec"].value(k, json::array())) {
+      names.push_back(c.value("name", ""));
+      if (std::string(k) == "containers") mains.push_back(names.back());
+    }
   if (container.empty()) {
-    if (names.size() != 1) {
+    if (mains.size() != 1) {
       std::string all;
-      for (const auto& n : names) all += (all.empty() ? "" : " ") + n;
+      for (const auto& n : mains) all += (all.empty() ? "" : " ") + n;
       return fail(BadRequestErr("a container name must be specified for pod " + name +
                                 ", choose one of: [" + all + "]"));
     }
-    container = names[0];
+    container = mains[0];
   } else if (std::find(names.begin(), names.end(), container) == names.end()) {
     return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
   }
@@ -648,6 +682,9 @@ bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest
       file = *f;
     } else if (f.status().code() != StatusCode::kNotFound) {
       return fail(BadRequestErr(std::string(f.status().message())));
+    } else if (pod_runner->Handles(pod.obj)) {  // bound to run, not started yet
+      return fail(BadRequestErr("container \"" + container + "\" in pod \"" + name +
+                                "\" is waiting to start: ContainerCreating"));
     }
   }
   if (file.path.empty() && previous)
@@ -718,6 +755,9 @@ SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SimServer::~SimServer() { Stop(); }
 
 StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
+  if (!opts.exec_images.empty() && !opts.tls)
+    return FailedPreconditionError(
+        "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->clock = opts.clock ? opts.clock : &RealClock::Default();
@@ -860,9 +900,6 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
   cto.controllers = opts.controllers;
   cto.time_scale = opts.time_scale;
   if (!opts.exec_images.empty()) {
-    if (!opts.tls)
-      return FailedPreconditionError(
-          "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
     PodRunnerOptions po;
     po.exec_images = opts.exec_images;
     po.node_root = opts.node_root;
@@ -872,9 +909,13 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       po.init_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     }
     po.fake_nvml_dir = opts.fake_nvml_dir;
-    if (po.fake_nvml_dir.empty()) {
-      auto guess = std::filesystem::path(opts.exec_images).parent_path() / "lib" / "fake-nvml";
-      if (std::filesystem::exists(guess / "libnvidia-ml.so.1")) po.fake_nvml_dir = guess.string();
+    // The build puts the fake libnvidia-ml.so.1 in lib/fake-nvml beside bin/: next to the
+    // images' directory (build/bin) or to this simulator's binary.
+    for (const auto& base : {std::filesystem::absolute(opts.exec_images).parent_path(),
+                             std::filesystem::path(po.init_exe).parent_path().parent_path()}) {
+      auto guess = base / "lib" / "fake-nvml";
+      if (po.fake_nvml_dir.empty() && std::filesystem::exists(guess / "libnvidia-ml.so.1"))
+        po.fake_nvml_dir = guess.string();
     }
     po.api_host = impl->host;
     po.api_port = impl->port;
@@ -898,7 +939,7 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
     cto.pod_runner = impl->pod_runner.get();
   }
   impl->controllers = std::make_unique<Controllers>(*impl->core, cto);
-  impl->controllers->Start();
+  if (!opts.defer_controllers) impl->controllers->Start();
   return std::unique_ptr<SimServer>(new SimServer(std::move(impl)));
 }
 
@@ -908,7 +949,22 @@ void SimServer::Stop() {
   impl_->pod_runner.reset();  // ends every pod process
   impl_->core->store().CloseAllWatches();
   impl_->http->stop();
+  // cpp-httplib's workers wait out the keep-alive timeout (90 s) on idle connections before
+  // the pool can be joined: end those connections instead of waiting.
+  std::atomic<bool> joined{false};
+  std::thread reaper([this, &joined] {
+    while (!joined) {
+      ShutdownAcceptedConnections(impl_->port);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   if (impl_->thread.joinable()) impl_->thread.join();
+  joined = true;
+  reaper.join();
+}
+
+void SimServer::StartControllers() {
+  if (impl_->controllers && !impl_->stopping) impl_->controllers->Start();
 }
 
 std::string SimServer::Url() const {

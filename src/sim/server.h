@@ -37,6 +37,10 @@ struct SimOptions {
   bool scheduler = true;    // binds pending pods to schedulable nodes with free nvidia.com/gpu
   bool controllers = true;  // DaemonSet/ReplicaSet pods, PDB status
   double time_scale = 1.0;  // grace periods are divided by this
+  // Start the simulated cluster's loops only at StartControllers(): a caller seeding a
+  // population inserts it first, so the loops' initial sync sees it whole (otherwise a
+  // ReplicaSet inserted before its pods gets replacements created for them).
+  bool defer_controllers = false;
   std::size_t max_body_bytes = 3 * 1024 * 1024;
   Clock* clock = nullptr;   // nullptr: RealClock::Default()
   // Authorization: "" (allow all) or "rbac" (needs sim/rbac.h); bearer token -> user map
@@ -107,6 +111,9 @@ class SimServer {
   Status Insert(const nlohmann::json& obj);
   std::uint64_t ResourceVersion() const;  // current global RV
   std::size_t ObjectCount() const;
+  // Starts the simulated cluster's loops (kubelet, scheduler, controllers) if they are
+  // deferred; a no-op when they already run.
+  void StartControllers();
 
   // Fault injection (same as POST /_sim/faults).
   void SetFaults(FaultConfig faults);

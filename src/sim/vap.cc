@@ -218,8 +218,8 @@ VapDecision VapEngine::Evaluate(const VapRequest& r) const {
     const json bspec = binding.value("spec", json::object());
     if (!MatchResources(pspec.value("matchConstraints", json()), r, true)) continue;
     if (bspec.contains("matchResources") && !MatchResources(bspec["matchResources"], r, false)) continue;
-    const std::string pname = policy->obj["metadata"].value("name", "");
-    const std::string bname = binding["metadata"].value("name", "");
+    const std::string pname = policy->obj.value("metadata", json::object()).value("name", "");
+    const std::string bname = binding.value("metadata", json::object()).value("name", "");
     const bool fail_closed = pspec.value("failurePolicy", "Fail") != "Ignore";
     std::set<std::string> actions;
     for (const auto& a : bspec.value("validationActions", json::array()))

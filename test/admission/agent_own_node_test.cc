@@ -1,8 +1,8 @@
 // deploy/admission/agent-own-node.yaml, evaluated as the API server would: the manifest's
-// own CEL expressions (matchConditions, validations, messageExpression) run in a small CEL
-// evaluator (cel.h) against admission requests an agent can make. failurePolicy Fail means a
-// runtime error denies. What is not tested here: the API server's CEL type checker and cost
-// limits, which only a real cluster (>= 1.30) applies.
+// own CEL expressions (matchConditions, validations, messageExpression) run in the
+// simulator's CEL evaluator (src/sim/cel) against admission requests an agent can make.
+// failurePolicy Fail means a runtime error denies. The whole policy enforced by the simulator
+// (bindings, matching, RBAC tokens) is tested in src/sim/admission_test.cc.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 

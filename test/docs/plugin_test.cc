@@ -33,12 +33,14 @@ class PluginTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
 
   // The operator's Lease as a running operator keeps it (renewed `age` ago).
-  void PutLease(const std::string& ns, std::chrono::seconds age) {
+  // (A long duration for a fresh Lease keeps a slow machine from seeing it expire mid-test.)
+  void PutLease(const std::string& ns, std::chrono::seconds age, int duration_s = 3600) {
     const std::string renew = FormatRfc3339Micro(std::chrono::system_clock::now() - age);
     Write("lease.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns +
                             "\n---\napiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: "
                         "gpu-guardian-operator\n  namespace: " +
-                            ns + "\nspec:\n  holderIdentity: op-1\n  leaseDurationSeconds: 15\n"
+                            ns + "\nspec:\n  holderIdentity: op-1\n  leaseDurationSeconds: " +
+                            std::to_string(duration_s) + "\n"
                                  "  renewTime: \"" + renew + "\"\n");
     auto r = Kubectl("apply -f " + Path("lease.yaml"));
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -82,7 +84,7 @@ TEST_F(PluginTest, StatusWithoutALeadingOperatorFails) {
   EXPECT_EQ(none.rc, 1) << none.out << none.err;
   EXPECT_NE(none.err.find("no operator is leading"), std::string::npos) << none.err;
 
-  PutLease("gpu-guardian", std::chrono::seconds(600));  // its operator died 10 minutes ago
+  PutLease("gpu-guardian", std::chrono::seconds(600), 15);  // operator gone for 10 minutes
   auto stale = Plugin("status --kubeconfig " + KC());
   EXPECT_EQ(stale.rc, 1) << stale.err;
   EXPECT_NE(stale.err.find("last renewed"), std::string::npos) << stale.err;

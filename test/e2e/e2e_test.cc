@@ -97,7 +97,8 @@ class E2E : public ::testing::Test {
     dir_ = std::make_unique<TempDir>();
     WriteFile(Path("policy.yaml"), kPolicy);
     std::vector<std::string> args{kBin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
-                                  kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/crds",
+                                  kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/namespace.yaml",
+                                  "--apply", kSrc + "/deploy/crds",
                                   "--apply", Path("policy.yaml"), "--write-kubeconfig",
                                   Path("kubeconfig")};
     for (const auto& a : ExtraSimArgs()) args.push_back(a);
@@ -121,7 +122,7 @@ class E2E : public ::testing::Test {
   std::unique_ptr<Process> StartOperator(const std::string& id) {
     return std::make_unique<Process>(
         std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig", OperatorKubeconfig(),
-                                 "--metrics-addr", "127.0.0.1:0", "--leader-election-namespace",
+                                 "--metrics-addr", "127.0.0.1:0", "--leader-elect", "--leader-election-namespace",
                                  LeaseNamespace(), "--leader-election-identity", id},
         Path("operator-" + id + ".log"));
   }

@@ -203,6 +203,7 @@ class FaultWorld : public ::testing::Test {
     cfg.metrics_addr = "127.0.0.1:0";
     cfg.identity = std::move(identity);
     cfg.leader_elect = leader_elect;
+    cfg.leader_election_namespace = "gpu-guardian-system";
     cfg.lease_duration = 3s;
     cfg.renew_deadline = 2s;
     cfg.retry_period = 300ms;

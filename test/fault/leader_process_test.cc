@@ -45,7 +45,7 @@ class LeaderProcessTest : public DrainWorld {
     ApiProxy* p = proxies_.back().get();
     EXPECT_NE(p, nullptr);
     std::vector<std::string> args{kBin + "/gpu-guardian-operator", "--server", p->Url(),
-                                  "--metrics-addr", "127.0.0.1:0", "--leader-election-namespace",
+                                  "--metrics-addr", "127.0.0.1:0", "--leader-elect", "--leader-election-namespace",
                                   "gpu-guardian-system", "--leader-election-identity", id,
                                   "--drain-poll-interval", "200ms"};
     if (short_lease) {

@@ -1,0 +1,519 @@
+// Server-side apply and managedFields (see ssa.h).
+#include "sim/ssa.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "sim/schema.h"
+
+namespace gg::sim {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kObjectMeta = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+// Metadata the server owns: never part of anyone's field set.
+bool ServerMeta(const std::string& k) {
+  static const std::set<std::string> kSkip = {
+      "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+      "selfLink", "managedFields", "deletionTimestamp", "deletionGracePeriodSeconds"};
+  return kSkip.count(k) > 0;
+}
+
+struct Cursor {
+  const SchemaSet* set = nullptr;
+  const json* s = nullptr;  // resolved schema or nullptr (untyped)
+
+  static Cursor Of(const SchemaSet* set, const json* schema) {
+    Cursor c{set, nullptr};
+    if (!schema) return c;
+    const json* r = schema;
+    for (int i = 0; i < 4 && r; ++i) {
+      if (r->contains("$ref") || (r->contains("allOf") && (*r)["allOf"].is_array() &&
+                                  (*r)["allOf"].size() == 1 && !r->contains("properties"))) {
+        const json* next = set ? set->Resolve(r->contains("$ref") ? *r : (*r)["allOf"][0]) : nullptr;
+        if (!next || next == r) break;
+        r = next;
+      } else {
+        break;
+      }
+    }
+    c.s = r;
+    return c;
+  }
+  bool typed() const { return s && s->is_object(); }
+  Cursor Child(const std::string& key) const {
+    if (!typed()) return {set, nullptr};
+    if (s->contains("properties") && (*s)["properties"].contains(key))
+      return Of(set, &(*s)["properties"][key]);
+    if (s->contains("additionalProperties") && (*s)["additionalProperties"].is_object())
+      return Of(set, &(*s)["additionalProperties"]);
+    return {set, nullptr};
+  }
+  Cursor Items() const {
+    if (!typed() || !s->contains("items")) return {set, nullptr};
+    return Of(set, &(*s)["items"]);
+  }
+  std::string Str(const char* k) const {
+    return typed() && s->contains(k) && (*s)[k].is_string() ? (*s)[k].get<std::string>() : "";
+  }
+  // "map" (with keys), "set" or "atomic".
+  std::string ListType(std::vector<std::string>* keys) const {
+    std::string lt = Str("x-kubernetes-list-type");
+    if (typed() && s->contains("x-kubernetes-list-map-keys"))
+      for (const auto& k : (*s)["x-kubernetes-list-map-keys"])
+        if (k.is_string()) keys->push_back(k.get<std::string>());
+    if (!lt.empty()) return lt == "map" && keys->empty() ? "atomic" : lt;
+    // Types without list-type: the strategic-merge annotations say the same thing.
+    std::string strategy = Str("x-kubernetes-patch-strategy");
+    std::string mkey = Str("x-kubernetes-patch-merge-key");
+    if (strategy.find("merge") != std::string::npos) {
+      if (!mkey.empty()) {
+        keys->push_back(mkey);
+        return "map";
+      }
+      return "set";
+    }
+    return "atomic";
+  }
+  bool AtomicMap() const { return Str("x-kubernetes-map-type") == "atomic"; }
+};
+
+Cursor Root(const SsaType& t) {
+  return Cursor::Of(t.set, t.root);
+}
+
+Cursor MetaCursor(const SsaType& t) {
+  if (!t.set) return {nullptr, nullptr};
+  return Cursor::Of(t.set, t.set->Find(kObjectMeta));
+}
+
+std::string ItemKey(const json& item, const std::vector<std::string>& keys) {
+  json k = json::object();  // nlohmann::json objects are key-sorted, as SMD writes them
+  for (const auto& name : keys)
+    if (item.is_object() && item.contains(name)) k[name] = item[name];
+  return "k:" + k.dump();
+}
+
+void Walk(const json& v, const Cursor& c, FieldPath& path, FieldSet& out);
+
+void WalkList(const json& arr, const Cursor& c, FieldPath& path, FieldSet& out) {
+  std::vector<std::string> keys;
+  std::string lt = c.ListType(&keys);
+  if (lt == "atomic") {
+    out.insert(path);
+    return;
+  }
+  if (arr.empty()) {
+    out.insert(path);
+    return;
+  }
+  Cursor item = c.Items();
+  for (const auto& e : arr) {
+    path.push_back(lt == "set" ? "v:" + e.dump() : ItemKey(e, keys));
+    out.insert(path);  // the item itself (".")
+    if (lt == "map" && e.is_object())
+      for (const auto& [k, ev] : e.items()) {
+        path.push_back("f:" + k);
+        Walk(ev, item.Child(k), path, out);
+        path.pop_back();
+      }
+    path.pop_back();
+  }
+}
+
+void Walk(const json& v, const Cursor& c, FieldPath& path, FieldSet& out) {
+  if (v.is_object() && !c.AtomicMap() && !v.empty() &&
+      !(c.typed() && c.s->value("x-kubernetes-preserve-unknown-fields", false) &&
+        !c.s->contains("properties"))) {
+    for (const auto& [k, cv] : v.items()) {
+      path.push_back("f:" + k);
+      Walk(cv, c.Child(k), path, out);
+      path.pop_back();
+    }
+    return;
+  }
+  if (v.is_array() && c.typed()) {
+    WalkList(v, c, path, out);
+    return;
+  }
+  out.insert(path);
+}
+
+// The value at `path` in `obj`, or nullptr.
+const json* At(const json& obj, const FieldPath& path) {
+  const json* cur = &obj;
+  for (const auto& el : path) {
+    if (el.rfind("f:", 0) == 0) {
+      if (!cur->is_object()) return nullptr;
+      auto it = cur->find(el.substr(2));
+      if (it == cur->end()) return nullptr;
+      cur = &*it;
+    } else if (el.rfind("k:", 0) == 0) {
+      if (!cur->is_array()) return nullptr;
+      json keys = json::parse(el.substr(2), nullptr, false);
+      const json* found = nullptr;
+      for (const auto& item : *cur) {
+        if (!item.is_object()) continue;
+        bool match = keys.is_object();
+        for (const auto& [k, kv] : keys.items())
+          if (!item.contains(k) || item[k] != kv) match = false;
+        if (match) {
+          found = &item;
+          break;
+        }
+      }
+      if (!found) return nullptr;
+      cur = found;
+    } else if (el.rfind("v:", 0) == 0) {
+      if (!cur->is_array()) return nullptr;
+      json want = json::parse(el.substr(2), nullptr, false);
+      const json* found = nullptr;
+      for (const auto& item : *cur)
+        if (item == want) found = &item;
+      if (!found) return nullptr;
+      cur = found;
+    } else {
+      return nullptr;
+    }
+  }
+  return cur;
+}
+
+// Leaves compare by value; an item or a non-empty map "is there" (its own fields compare
+// separately).
+bool SameAt(const json& a, const json& b, const FieldPath& p) {
+  const json* x = At(a, p);
+  const json* y = At(b, p);
+  if (!x || !y) return x == y;
+  const std::string& last = p.empty() ? std::string() : p.back();
+  if (last.rfind("k:", 0) == 0 || last.rfind("v:", 0) == 0) return true;
+  if (x->is_object() && y->is_object() && !x->empty() && !y->empty()) return true;
+  return *x == *y;
+}
+
+void RemoveAt(json& obj, const FieldPath& path) {
+  if (path.empty()) return;
+  FieldPath parent(path.begin(), path.end() - 1);
+  json* cur = &obj;
+  for (const auto& el : parent) {
+    const json* c = At(*cur, FieldPath{el});
+    if (!c) return;
+    cur = const_cast<json*>(c);
+  }
+  const std::string& el = path.back();
+  if (el.rfind("f:", 0) == 0) {
+    if (cur->is_object()) cur->erase(el.substr(2));
+    return;
+  }
+  if (!cur->is_array()) return;
+  const json* target = At(*cur, FieldPath{el});
+  if (!target) return;
+  for (auto it = cur->begin(); it != cur->end(); ++it)
+    if (&*it == target) {
+      cur->erase(it);
+      return;
+    }
+}
+
+// Apply-merge: `config` into `live` following the schema.
+json Merge(const json& live, const json& config, const Cursor& c) {
+  if (config.is_object() && live.is_object() && !c.AtomicMap()) {
+    json out = live;
+    for (const auto& [k, v] : config.items())
+      out[k] = out.contains(k) ? Merge(out[k], v, c.Child(k)) : v;
+    return out;
+  }
+  if (config.is_array() && live.is_array() && c.typed()) {
+    std::vector<std::string> keys;
+    std::string lt = c.ListType(&keys);
+    if (lt == "atomic") return config;
+    json out = live;
+    Cursor item = c.Items();
+    for (const auto& e : config) {
+      bool merged = false;
+      for (auto& l : out) {
+        bool same = lt == "set" ? l == e : (l.is_object() && ItemKey(l, keys) == ItemKey(e, keys));
+        if (same) {
+          if (lt == "map") l = Merge(l, e, item);
+          merged = true;
+          break;
+        }
+      }
+      if (!merged) out.push_back(e);
+    }
+    return out;
+  }
+  return config;
+}
+
+FieldSet Minus(const FieldSet& a, const FieldSet& b) {
+  FieldSet out;
+  for (const auto& p : a)
+    if (!b.count(p)) out.insert(p);
+  return out;
+}
+
+std::string PrintManager(const json& entry) {
+  std::string s = "\"" + entry.value("manager", "") + "\"";
+  if (!entry.value("subresource", "").empty())
+    s += " with subresource \"" + entry.value("subresource", "") + "\"";
+  if (entry.value("operation", "") == "Update") {
+    s += " using " + entry.value("apiVersion", "");
+    if (entry.contains("time") && entry["time"].is_string()) s += " at " + entry["time"].get<std::string>();
+  }
+  return s;
+}
+
+json ManagedOf(const json& obj) {
+  if (obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object() &&
+      obj["metadata"].contains("managedFields") && obj["metadata"]["managedFields"].is_array())
+    return obj["metadata"]["managedFields"];
+  return json::array();
+}
+
+bool SameManager(const json& e, const std::string& op, const ManagerInfo& who) {
+  return e.value("manager", "") == who.manager && e.value("operation", "") == op &&
+         e.value("subresource", "") == who.subresource;
+}
+
+json Entry(const std::string& op, const ManagerInfo& who, const FieldSet& s) {
+  json e = {{"manager", who.manager}, {"operation", op}, {"apiVersion", who.api_version},
+            {"time", who.now}, {"fieldsType", "FieldsV1"}, {"fieldsV1", EncodeFieldsV1(s)}};
+  if (!who.subresource.empty()) e["subresource"] = who.subresource;
+  return e;
+}
+
+// Rewrites the entries with their new sets: empty ones go, changed ones get `now`.
+json Rebuild(const json& entries, const std::vector<FieldSet>& sets, const std::string& now) {
+  json out = json::array();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (sets[i].empty()) continue;
+    json e = entries[i];
+    if (DecodeFieldsV1(e.value("fieldsV1", json::object())) != sets[i]) {
+      e["fieldsV1"] = EncodeFieldsV1(sets[i]);
+      e["time"] = now;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+FieldSet FieldsOf(const json& obj, const SsaType& type, bool status_request) {
+  FieldSet out;
+  if (!obj.is_object()) return out;
+  Cursor root = Root(type);
+  FieldPath path;
+  for (const auto& [k, v] : obj.items()) {
+    if (k == "apiVersion" || k == "kind") continue;
+    if (type.status_subresource && (k == "status") != status_request) continue;
+    if (k == "metadata") {
+      if (status_request || !v.is_object()) continue;
+      Cursor mc = MetaCursor(type);
+      for (const auto& [mk, mv] : v.items()) {
+        if (ServerMeta(mk)) continue;
+        path = {"f:metadata", "f:" + mk};
+        Walk(mv, mc.Child(mk), path, out);
+      }
+      continue;
+    }
+    path = {"f:" + k};
+    Walk(v, root.Child(k), path, out);
+  }
+  return out;
+}
+
+json EncodeFieldsV1(const FieldSet& s) {
+  json root = json::object();
+  for (const auto& p : s) {
+    json* cur = &root;
+    for (const auto& el : p) cur = &(*cur)[el];
+    if (!cur->is_object()) *cur = json::object();
+  }
+  // A member that also has children is marked with ".".
+  for (const auto& p : s) {
+    json* cur = &root;
+    for (const auto& el : p) cur = &(*cur)[el];
+    if (!cur->empty() && !cur->contains(".")) (*cur)["."] = json::object();
+  }
+  return root;
+}
+
+FieldSet DecodeFieldsV1(const json& fields) {
+  FieldSet out;
+  FieldPath path;
+  std::function<void(const json&)> rec = [&](const json& node) {
+    for (const auto& [k, v] : node.items()) {
+      if (k == ".") {
+        out.insert(path);
+        continue;
+      }
+      path.push_back(k);
+      if (!v.is_object() || v.empty())
+        out.insert(path);
+      else
+        rec(v);
+      path.pop_back();
+    }
+  };
+  if (fields.is_object()) rec(fields);
+  return out;
+}
+
+std::string FieldPathString(const FieldPath& p) {
+  std::string s;
+  for (const auto& el : p) {
+    if (el.rfind("f:", 0) == 0) {
+      s += "." + el.substr(2);
+    } else if (el.rfind("k:", 0) == 0) {
+      json k = json::parse(el.substr(2), nullptr, false);
+      s += "[";
+      bool first = true;
+      if (k.is_object())
+        for (const auto& [name, v] : k.items()) {
+          s += (first ? "" : ",") + name + "=" + v.dump();
+          first = false;
+        }
+      s += "]";
+    } else if (el.rfind("v:", 0) == 0) {
+      s += "[=" + el.substr(2) + "]";
+    }
+  }
+  return s;
+}
+
+ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType& type,
+                             const ManagerInfo& who, bool force, std::string_view kind,
+                             std::string_view group) {
+  ApplyOutcome out;
+  const bool status_req = who.subresource == "status";
+  FieldSet applied = FieldsOf(config, type, status_req);
+  if (live.is_null() || !live.is_object()) {
+    out.object = config;
+    out.object["metadata"]["managedFields"] = json::array({Entry("Apply", who, applied)});
+    return out;
+  }
+  Cursor root = Root(type);
+  json entries = ManagedOf(live);
+  std::vector<FieldSet> sets;
+  int mine = -1;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    sets.push_back(DecodeFieldsV1(entries[i].value("fieldsV1", json::object())));
+    if (SameManager(entries[i], "Apply", who)) mine = static_cast<int>(i);
+  }
+  // Merge (metadata through the ObjectMeta schema).
+  json merged = live;
+  for (const auto& [k, v] : config.items()) {
+    if (k == "metadata" && v.is_object()) {
+      Cursor mc = MetaCursor(type);
+      for (const auto& [mk, mv] : v.items()) {
+        if (ServerMeta(mk)) continue;
+        merged["metadata"][mk] = merged["metadata"].contains(mk)
+                                     ? Merge(merged["metadata"][mk], mv, mc.Child(mk))
+                                     : mv;
+      }
+      continue;
+    }
+    if (k == "apiVersion" || k == "kind") continue;
+    merged[k] = merged.contains(k) ? Merge(merged[k], v, root.Child(k)) : v;
+  }
+  // Conflicts: fields this apply changes that another manager owns.
+  FieldSet changed;
+  for (const auto& p : applied)
+    if (!SameAt(live, config, p)) changed.insert(p);
+  std::vector<std::pair<std::size_t, FieldPath>> conflicts;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (static_cast<int>(i) == mine) continue;
+    for (const auto& p : changed)
+      if (sets[i].count(p)) conflicts.emplace_back(i, p);
+  }
+  if (!conflicts.empty() && !force) {
+    ApiError e;
+    e.code = 409;
+    e.reason = "Conflict";
+    e.kind = std::string(kind);
+    e.group = std::string(group);
+    e.name = live["metadata"].value("name", "");
+    for (const auto& [i, p] : conflicts)
+      e.causes.push_back({"FieldManagerConflict", "conflict with " + PrintManager(entries[i]),
+                          FieldPathString(p)});
+    if (conflicts.size() == 1) {
+      e.message = "Apply failed with 1 conflict: conflict with " +
+                  PrintManager(entries[conflicts[0].first]) + ": " +
+                  FieldPathString(conflicts[0].second);
+    } else {
+      std::vector<std::size_t> order;
+      for (const auto& [i, p] : conflicts)
+        if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+      std::string msg;
+      for (std::size_t i : order) {
+        msg += (msg.empty() ? "" : "\n") + std::string("conflicts with ") + PrintManager(entries[i]) + ":";
+        for (const auto& [j, p] : conflicts)
+          if (j == i) msg += "\n- " + FieldPathString(p);
+      }
+      e.message = "Apply failed with " + std::to_string(conflicts.size()) + " conflicts: " + msg;
+    }
+    out.err = std::move(e);
+    return out;
+  }
+  for (const auto& [i, p] : conflicts) sets[i].erase(p);  // forced: ownership moves
+  // Fields this manager applied before and dropped now go, unless someone else owns them.
+  if (mine >= 0) {
+    FieldSet others;
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      if (static_cast<int>(i) != mine) others.insert(sets[i].begin(), sets[i].end());
+    FieldSet dropped = Minus(Minus(sets[mine], applied), others);
+    // Shallowest first: a dropped list item goes whole (its key fields with it), and what
+    // was under it is then gone already; a field under a kept item goes on its own.
+    std::vector<FieldPath> order(dropped.begin(), dropped.end());
+    std::stable_sort(order.begin(), order.end(),
+                     [](const FieldPath& a, const FieldPath& b) { return a.size() < b.size(); });
+    for (const auto& p : order) RemoveAt(merged, p);
+    sets[mine] = applied;
+  } else {
+    entries.push_back(Entry("Apply", who, applied));
+    sets.push_back(applied);
+  }
+  json rebuilt = Rebuild(entries, sets, who.now);
+  merged["metadata"]["managedFields"] = std::move(rebuilt);
+  out.object = std::move(merged);
+  return out;
+}
+
+json UpdateManagedFields(const json& old, const json& next, const SsaType& type,
+                         const ManagerInfo& who) {
+  const bool status_req = who.subresource == "status";
+  json given = ManagedOf(next);
+  json prior = ManagedOf(old);
+  if (next.is_object() && next.contains("metadata") && next["metadata"].contains("managedFields") &&
+      given != prior)
+    return given;  // the client set managedFields itself
+  FieldSet now = FieldsOf(next, type, status_req);
+  FieldSet before = old.is_object() ? FieldsOf(old, type, status_req) : FieldSet{};
+  FieldSet changed, removed = Minus(before, now);
+  for (const auto& p : now)
+    if (!old.is_object() || !SameAt(old, next, p)) changed.insert(p);
+  json entries = prior;
+  std::vector<FieldSet> sets;
+  int mine = -1;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    sets.push_back(Minus(Minus(DecodeFieldsV1(entries[i].value("fieldsV1", json::object())), changed), removed));
+    if (SameManager(entries[i], "Update", who)) mine = static_cast<int>(i);
+  }
+  if (changed.empty() && mine < 0) return Rebuild(entries, sets, who.now);
+  if (mine >= 0) {
+    sets[mine].insert(changed.begin(), changed.end());
+    if (!changed.empty()) entries[mine]["time"] = who.now;
+  } else {
+    entries.push_back(Entry("Update", who, changed));
+    sets.push_back(changed);
+  }
+  return Rebuild(entries, sets, who.now);
+}
+
+}  // namespace gg::sim
