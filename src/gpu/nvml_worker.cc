@@ -126,6 +126,11 @@ std::string FormatDeadline(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + "ms";
 }
 
+// Worker threads alive in this process (see WaitForAllThreadsToExit).
+std::mutex g_threads_mu;
+std::condition_variable g_threads_cv;
+int g_threads = 0;
+
 }  // namespace
 
 struct NvmlWorker::State {
@@ -174,7 +179,16 @@ struct NvmlWorker::State {
 NvmlWorker::NvmlWorker(NvmlApi& api, Options options)
     : state_(std::make_shared<State>(api, options)) {
   // The thread owns a reference to the state so a hung call can finish after we are gone.
-  std::thread([state = state_, stop = stop_source_.get_token()] { state->Loop(stop); }).detach();
+  {
+    std::scoped_lock lock(g_threads_mu);
+    ++g_threads;
+  }
+  std::thread([state = state_, stop = stop_source_.get_token()] {
+    state->Loop(stop);
+    std::scoped_lock lock(g_threads_mu);
+    --g_threads;
+    g_threads_cv.notify_all();
+  }).detach();
 }
 
 NvmlWorker::~NvmlWorker() {
@@ -185,6 +199,11 @@ NvmlWorker::~NvmlWorker() {
   stop_source_.request_stop();
   state_->cv.notify_all();
   // Detached thread: exits at once when idle, or when a hung call finally returns.
+}
+
+bool NvmlWorker::WaitForAllThreadsToExit(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(g_threads_mu);
+  return g_threads_cv.wait_for(lock, timeout, [] { return g_threads == 0; });
 }
 
 NvmlReturn NvmlWorker::Run(std::shared_ptr<NvmlJob> job) {

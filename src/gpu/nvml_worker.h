@@ -57,6 +57,11 @@ class NvmlWorker {
   // (so hang messages name it) and forwards to the wrapped api. Jobs receive this one.
   NvmlApi& traced_api();
 
+  // Waits until every worker thread of this process has exited (a destroyed worker's thread
+  // lives on while its call hangs). The NvmlApi a worker calls must outlive that thread: a
+  // test that releases a hung fake call waits here before the fake goes away.
+  static bool WaitForAllThreadsToExit(std::chrono::milliseconds timeout);
+
  private:
   struct State;  // shared with the worker thread, which may outlive us while a call hangs
   std::shared_ptr<State> state_;

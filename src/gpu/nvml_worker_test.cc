@@ -66,7 +66,9 @@ TEST(NvmlWorkerTest, DestroyWhileHungDoesNotBlock) {
     EXPECT_EQ(worker.Call<unsigned>([](NvmlApi& a, unsigned* o) { return a.DeviceGetCount(o); }, &c),
               NvmlReturn::kDeadlineExceeded);
   }  // destructor returns at once; the detached thread finishes the delayed call later
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // let it finish before `fake` dies
+  // ...and `fake` must outlive it: the thread is still in the call now, then exits.
+  EXPECT_FALSE(NvmlWorker::WaitForAllThreadsToExit(std::chrono::milliseconds(50)));
+  EXPECT_TRUE(NvmlWorker::WaitForAllThreadsToExit(std::chrono::milliseconds(10000)));
 }
 
 }  // namespace

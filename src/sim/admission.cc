@@ -294,15 +294,6 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   const bool main_resource = r.sub.empty();
   // 1. Decoding: structural pruning + defaulting of custom resources, built-in defaults.
   if (ri.custom && ri.schema.is_object()) {
-    if (r.strict) {
-      // Strict decoding sees the fields pruning is about to drop.
-      auto unknown = SchemaSet().UnknownFields(obj, ri.schema);
-      if (!unknown.empty()) {
-        out.err = BadRequestErr(ri.kind + " in version \"" + ri.version + "\" cannot be handled as a " + ri.kind +
-                                ": " + StrictDecodingMessage(unknown));
-        return out;
-      }
-    }
     PruneUnknownFields(obj, ri.schema, true);
     ApplyStructuralDefaults(obj, ri.schema);
   }
@@ -391,6 +382,19 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   }
   // 4. Validating admission.
   if (r.seed || vap_.empty()) return out;
+  VapDecision d = Validating(r, &obj, old);
+  out.warnings = std::move(d.warnings);
+  if (d.deny) out.err = std::move(d.deny);
+  return out;
+}
+
+std::optional<ApiError> Admission::AdmitDelete(const AdmissionRequest& r, const json& old) {
+  if (r.seed || vap_.empty()) return std::nullopt;
+  return Validating(r, nullptr, &old).deny;
+}
+
+VapDecision Admission::Validating(const AdmissionRequest& r, const json* obj, const json* old) {
+  const ResourceInfo& ri = *r.ri;
   VapRequest vr;
   vr.operation = r.operation;
   vr.group = ri.group;
@@ -405,7 +409,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
   vr.groups = r.groups;
   vr.extra = r.user_extra.is_object() ? r.user_extra : json::object();
   vr.dry_run = r.dry_run;
-  vr.object = &obj;
+  vr.object = obj;
   vr.old_object = old;
   json ns_obj;
   if (ri.namespaced && !r.ns.empty()) {
@@ -413,10 +417,7 @@ AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json
     if (auto it = namespaces_.find(r.ns); it != namespaces_.end()) ns_obj = it->second;
   }
   if (!ns_obj.is_null()) vr.namespace_object = &ns_obj;
-  VapDecision d = vap_.Evaluate(vr);
-  out.warnings = std::move(d.warnings);
-  if (d.deny) out.err = std::move(d.deny);
-  return out;
+  return vap_.Evaluate(vr);
 }
 
 }  // namespace gg::sim

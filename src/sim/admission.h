@@ -40,7 +40,6 @@ struct AdmissionRequest {
   nlohmann::json user_extra = nlohmann::json::object();
   bool dry_run = false;
   bool seed = false;  // in-process seeding: objects "already stored", validating admission skipped
-  bool strict = false;  // fieldValidation=Strict: unknown fields refused before pruning
 };
 
 struct AdmissionOutcome {
@@ -57,6 +56,10 @@ class Admission {
   // `validate_object`: step 3's built-in / OpenAPI validation of the mutated object.
   AdmissionOutcome Run(const AdmissionRequest& r, nlohmann::json& obj, const nlohmann::json* old,
                        const std::function<std::optional<ApiError>(const nlohmann::json&)>& validate_object);
+
+  // A delete's admission: ValidatingAdmissionPolicies matching DELETE see `oldObject` (the
+  // stored object) and a null `object`. Seeds skip it.
+  std::optional<ApiError> AdmitDelete(const AdmissionRequest& r, const nlohmann::json& old);
 
   // Keeps the chain's view current: called for every committed object (`obj`) or removal
   // (`obj` null) of any resource; only PriorityClasses, policies, bindings and Namespaces
@@ -75,6 +78,8 @@ class Admission {
   };
   std::optional<ApiError> PodPriority(const AdmissionRequest& r, nlohmann::json& pod);
   std::optional<ApiError> ValidatePriorityClass(const AdmissionRequest& r, const nlohmann::json& pc);
+  // Step 4 for a request with `obj` (null on DELETE) and `old` (null on CREATE).
+  VapDecision Validating(const AdmissionRequest& r, const nlohmann::json* obj, const nlohmann::json* old);
 
   std::string kube_version_;
   mutable std::mutex mu_;

@@ -624,6 +624,28 @@ TEST_F(AdmissionServerTest, AgentOwnNodePolicyConfinesTheAgent) {
             std::string::npos) << r.body;
 }
 
+TEST_F(AdmissionServerTest, PolicyOnDeleteSeesTheOldObject) {
+  json policy = json::parse(R"J({"metadata":{"name":"keep-protected"},
+    "spec":{"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["DELETE"],"resources":["nodes"]}]},
+            "validations":[{"expression":"object == null && !(has(oldObject.metadata.labels) && 'protected' in oldObject.metadata.labels)",
+                            "message":"protected nodes stay","reason":"Forbidden"}]}})J");
+  ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy).code, 201);
+  ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+               {{"metadata", {{"name", "keep-protected"}}}, {"spec", {{"policyName", "keep-protected"}, {"validationActions", {"Deny"}}}}})
+                .code, 201);
+  ASSERT_EQ(Do("POST", "/api/v1/nodes", {{"metadata", {{"name", "keep"}, {"labels", {{"protected", "yes"}}}}}}).code, 201);
+  ASSERT_EQ(Do("POST", "/api/v1/nodes", {{"metadata", {{"name", "drop"}}}}).code, 201);
+  httplib::Client cli(sim_->Url());
+  auto r = cli.Delete("/api/v1/nodes/keep");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403) << r->body;
+  EXPECT_NE(r->body.find("denied request: protected nodes stay"), std::string::npos) << r->body;
+  EXPECT_EQ(Do("GET", "/api/v1/nodes/keep").code, 200);
+  r = cli.Delete("/api/v1/nodes/drop");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST_F(AdmissionServerTest, WarnAndAuditActionsDoNotDeny) {
   json policy = json::parse(R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicy",
     "metadata":{"name":"labels-required"},

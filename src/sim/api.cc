@@ -157,7 +157,7 @@ std::optional<Target> ApiCore::ResolvePath(std::string_view path, std::optional<
   if (!t.sub.empty()) {
     if (t.name.empty()) return std::nullopt;
     bool ok = (t.sub == "status" && t.ri->status_subresource) ||
-              (t.sub == "eviction" && t.ri->eviction) ||
+              (t.sub == "eviction" && t.ri->eviction) || (t.sub == "scale" && t.ri->scale) ||
               (t.sub == "finalize" && t.ri->resource == "namespaces");
     if (!ok) return std::nullopt;
   }
@@ -743,6 +743,7 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
   auto old = store_.GetLocked(ri.storage, t.Key());
   if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   json j = json::parse(Render(*old, ri));
+  if (auto e = AdmitDelete(t, j, o)) return ApiResult::Err(*e);
   if (delete_options.is_object() && delete_options.contains("preconditions") &&
       delete_options["preconditions"].is_object()) {
     const auto& pre = delete_options["preconditions"];

@@ -168,6 +168,10 @@ class ApiCore {
   // authorization.k8s.io access reviews and authentication.k8s.io SelfSubjectReview: the
   // request evaluated (through the RBAC authorizer when one is set) and answered, not stored.
   ApiResult Review(const Target& t, nlohmann::json body, const ApiRequest& req);
+  // <resource>/scale: read, replace or patch an autoscaling/v1 Scale of the parent's
+  // spec.replicas (scale.cc). `verb` is get, update or patch.
+  ApiResult ScaleRequest(const Target& t, const std::string& verb, const std::string& content_type,
+                         const nlohmann::json& body, const WriteOpts& o);
   // The JSON list body (string concatenation of stored objects).
   ApiResult ListBody(const Target& t, const std::map<std::string, std::string>& q,
                      std::string* body);
@@ -218,6 +222,7 @@ class ApiCore {
   // The admission chain (sim/admission.h) around Validate(): mutates `obj` in place.
   AdmissionOutcome Admit(const Target& t, nlohmann::json& obj, const nlohmann::json* old,
                          const WriteOpts& o, bool create);
+  std::optional<ApiError> AdmitDelete(const Target& t, const nlohmann::json& old, const WriteOpts& o);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
   // Service defaults and allocation (services.cc); `old` on update.
@@ -257,7 +262,7 @@ class ApiCore {
 
 // Go strconv.ParseBool.
 bool ParseBoolParam(std::string_view v);
-// core/v1 <-> events.k8s.io/v1 Event conversion (k8s-api-contract.md §6.1).
+// core/v1 <-> events.k8s.io/v1 Event conversion (docs/reference/kubernetes-api.md, "Events").
 nlohmann::json CoreEventToEventsV1(const nlohmann::json& ev);
 nlohmann::json EventsV1ToCoreEvent(const nlohmann::json& ev);
 

@@ -19,8 +19,22 @@ AdmissionOutcome ApiCore::Admit(const Target& t, nlohmann::json& obj, const nloh
   r.user_extra = o.user_extra;
   r.dry_run = o.dry_run;
   r.seed = o.seed;
-  r.strict = o.strict;
   return admission_->Run(r, obj, old, [&](const nlohmann::json& v) { return Validate(t, v, create, o); });
+}
+
+std::optional<ApiError> ApiCore::AdmitDelete(const Target& t, const nlohmann::json& old, const WriteOpts& o) {
+  AdmissionRequest r;
+  r.operation = "DELETE";
+  r.ri = t.ri;
+  r.sub = t.sub;
+  r.name = t.name;
+  r.ns = t.ri->namespaced ? t.ns : "";
+  r.user = o.user;
+  r.groups = o.groups;
+  r.user_extra = o.user_extra;
+  r.dry_run = o.dry_run;
+  r.seed = o.seed;
+  return admission_->AdmitDelete(r, old);
 }
 
 }  // namespace gg::sim

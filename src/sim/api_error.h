@@ -1,5 +1,5 @@
 // ApiError: a Kubernetes `Status` failure (code, reason, message, details) as the simulator
-// answers it, with constructors for the shapes in k8s-api-contract.md §5.3.
+// answers it, with constructors for the shapes in docs/reference/kubernetes-api.md ("Writes").
 #pragma once
 
 #include <string>

@@ -609,6 +609,9 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     r.body = res.obj.dump();
     return r;
   };
+  if (ri.review && verb != "create")
+    return finish(ApiResult::Err(
+        MethodNotAllowedErr("the server does not allow this method on the requested resource")));
   if (verb == "watch") {
     auto r = StartWatch(req, t);
     r.verb = verb;
@@ -645,6 +648,7 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
     return r;
   }
+  if (t.sub == "scale" && verb == "get") return finish(ScaleRequest(t, verb, "", json(), wo));
   if (verb == "get") {
     auto res = Get(t);
     if (!table_version || !res.ok()) return finish(std::move(res));
@@ -714,12 +718,8 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
         return finish(ApiResult::Err(*e));
     return finish(Evict(t, body, wo));
   }
-  if (ri.review) {
-    if (verb != "create")
-      return finish(ApiResult::Err(MethodNotAllowedErr(
-          "the server does not allow this method on the requested resource")));
-    return finish(Review(t, std::move(body), req));
-  }
+  if (ri.review) return finish(Review(t, std::move(body), req));
+  if (t.sub == "scale") return finish(ScaleRequest(t, verb, req.content_type, body, wo));
   if (verb == "create") {
     // The storage layer refuses a create that carries a resourceVersion (a positive number:
     // "0" and unparseable values pass), with a bare 500 status.

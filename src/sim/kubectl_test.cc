@@ -572,6 +572,75 @@ spec:
   EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/x").ok());
 }
 
+TEST_F(RealClientTest, KubectlScaleUsesTheScaleSubresource) {
+  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  ASSERT_EQ(Kubectl("create deployment web --image=nginx --replicas=1").rc, 0);
+  auto r = Kubectl("scale deployment web --replicas=3");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"], 3);
+  r = Kubectl("get --raw /apis/apps/v1/namespaces/default/deployments/web/scale");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  json scale = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(scale.is_object()) << r.out;
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["spec"]["replicas"], 3);
+  EXPECT_EQ(scale["status"]["selector"], "app=web");
+  // A stale resourceVersion in a replaced Scale is a conflict; nothing changes.
+  r = RunCmd("curl -s -X PUT -H 'Content-Type: application/json' --data-binary "
+             "'{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"web\","
+             "\"namespace\":\"default\",\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":7}}' '" +
+             sim_->Url() + "/apis/apps/v1/namespaces/default/deployments/web/scale'");
+  EXPECT_NE(r.out.find("\"code\":409"), std::string::npos) << r.out;
+  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"], 3);
+}
+
+// The Python client on the new surface: reviews, Services, server-side apply with a conflict,
+// managedFields, dry run on delete, namespace termination.
+TEST_F(RealClientTest, PythonClientReviewsServicesApplyAndDryRun) {
+  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
+  std::ofstream(dir_ / "t2.py") << R"(import sys, json
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+config.load_kube_config(sys.argv[1])
+v1 = client.CoreV1Api()
+ssar = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(
+    resource_attributes=client.V1ResourceAttributes(verb="list", resource="nodes")))
+assert client.AuthorizationV1Api().create_self_subject_access_review(ssar).status.allowed
+svc = v1.create_namespaced_service("default", client.V1Service(metadata=client.V1ObjectMeta(name="web"),
+    spec=client.V1ServiceSpec(selector={"app": "web"}, ports=[client.V1ServicePort(port=80)])))
+assert svc.spec.cluster_ip.startswith("10.96."), svc.spec.cluster_ip
+assert svc.spec.ports[0].target_port == 80, svc.spec.ports
+cm = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}})
+def apply():  # the 22.6 client has no apply helper: a raw PATCH (JSON is YAML)
+    return v1.api_client.call_api("/api/v1/namespaces/default/configmaps/cfg", "PATCH",
+        query_params=[("fieldManager", "py-apply")], body=cm, response_type="object",
+        header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+        auth_settings=["BearerToken"], _return_http_data_only=True)
+apply()
+v1.patch_namespaced_config_map("cfg", "default", {"data": {"a": "2"}}, field_manager="py-edit")
+try:
+    apply()
+    raise SystemExit("no conflict")
+except ApiException as e:
+    assert e.status == 409, e
+    body = json.loads(e.body)
+    assert body["details"]["causes"][0]["field"] == ".data.a", body
+managers = sorted((m.manager, m.operation) for m in v1.read_namespaced_config_map("cfg", "default").metadata.managed_fields)
+# The update took the applier's only field, so the applier's entry is gone.
+assert managers == [("py-edit", "Update")], managers
+v1.delete_namespaced_config_map("cfg", "default", dry_run="All")
+assert v1.read_namespaced_config_map("cfg", "default").data["a"] == "2"
+v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="py-ns")))
+ns = v1.delete_namespace("py-ns")
+print("PYOK2")
+)";
+  auto r = RunCmd("/usr/bin/python3 " + (dir_ / "t2.py").string() + " " + kubeconfig_);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("PYOK2"), std::string::npos) << r.out;
+  EXPECT_FALSE(sim_->Get("/api/v1/namespaces/py-ns").ok());  // empty: finalized at once
+}
+
 TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
   if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());

@@ -1,6 +1,6 @@
 // Patch application for the simulator: RFC 7386 merge patch, RFC 6902 JSON patch and
 // Kubernetes strategic merge patch (SMP) with the real merge keys of the built-in kinds we
-// serve (k8s-api-contract.md §5.1-5.2). Pure functions on generic JSON; errors are
+// serve (docs/reference/kubernetes-api.md, "Writes"). Pure functions on generic JSON; errors are
 // InvalidArgument with messages shaped like the real server's.
 #pragma once
 

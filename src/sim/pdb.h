@@ -103,7 +103,7 @@ EvictionDecision DecideEviction(const nlohmann::json& pod,
                                 const std::vector<nlohmann::json>& namespace_pdbs,
                                 std::string_view now_rfc3339);
 
-// The exact 429 body for a blocked eviction (k8s-api-contract.md §3.4).
+// The exact 429 body for a blocked eviction (docs/reference/kubernetes-api.md, "Writes").
 nlohmann::json PdbTooManyRequestsStatus(std::string_view cause_message,
                                         int retry_after_seconds = 0);
 // {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}

@@ -1,7 +1,15 @@
 #include "sim/pod_logs.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "sim/api.h"
+#include "sim/api_error.h"
+#include "sim/pod_runner.h"
+#include "sim/rbac.h"
 
 namespace gg::sim {
 
@@ -62,6 +70,168 @@ std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q) {
   if (q.limit_bytes && *q.limit_bytes >= 0 && body.size() > static_cast<size_t>(*q.limit_bytes))
     body.resize(static_cast<size_t>(*q.limit_bytes));
   return body;
+}
+
+bool IsPodLogPath(std::string_view path) {
+  static constexpr std::string_view kPre = "/api/v1/namespaces/";
+  if (path.substr(0, kPre.size()) != kPre) return false;
+  path.remove_prefix(kPre.size());
+  int parts = 0;
+  std::string_view second, fourth;
+  while (!path.empty()) {
+    auto slash = path.find('/');
+    std::string_view part = path.substr(0, slash);
+    ++parts;
+    if (parts == 2) second = part;
+    if (parts == 4) fourth = part;
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+  }
+  return parts == 4 && second == "pods" && fourth == "log";
+}
+
+PodLogResult PodLog(ApiCore& core, PodRunner* runner, Authorizer* authz, const ApiRequest& req) {
+  PodLogResult out;
+  auto fail = [&](ApiError e) {
+    out.error = std::make_shared<ApiError>(std::move(e));
+    return out;
+  };
+  std::vector<std::string> parts;
+  std::string_view rest(req.path);
+  rest.remove_prefix(std::string_view("/api/v1/namespaces/").size());
+  while (!rest.empty()) {
+    auto slash = rest.find('/');
+    parts.emplace_back(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  const std::string ns = parts[0], name = parts[2];
+  auto param = [&](const char* k) -> std::optional<std::string> {
+    auto it = req.query.find(k);
+    if (it == req.query.end()) return std::nullopt;
+    return it->second;
+  };
+  if (authz) {
+    Attributes a;
+    a.user = req.user;
+    a.groups = req.groups;
+    a.verb = "get";
+    a.resource = "pods";
+    a.subresource = "log";
+    a.namespace_ = ns;
+    a.name = name;
+    a.path = req.path;
+    if (!authz->Authorize(a).allowed) {
+      ApiError e;
+      e.code = 403;
+      e.reason = "Forbidden";
+      e.kind = "pods";
+      e.name = name;
+      e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
+                  "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
+      return fail(e);
+    }
+  }
+  auto pods_ri = core.registry().Find("", "v1", "pods");
+  auto pod = core.Get(Target{pods_ri, ns, name, ""});
+  if (!pod.ok()) return fail(NotFoundErr("pods", "", name));
+  LogQuery q;
+  auto num = [&](const char* k, std::optional<long>* v) -> bool {
+    auto s = param(k);
+    if (!s) return true;
+    try {
+      *v = std::stol(*s);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  };
+  if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
+      !num("sinceSeconds", &q.since_seconds))
+    return fail(BadRequestErr("invalid log options"));
+  if (auto st = param("sinceTime")) {
+    q.since_time = ParseRfc3339Seconds(*st);
+    if (!q.since_time) return fail(BadRequestErr("invalid sinceTime: " + *st));
+  }
+  q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
+  const bool previous = param("previous") && ParseBoolParam(*param("previous"));
+  const bool follow = param("follow") && ParseBoolParam(*param("follow"));
+  std::string container = param("container").value_or("");
+  // The container must be one of the pod's (init containers count); the default is the
+  // only app container.
+  std::vector<std::string> names, mains;
+  for (const char* k : {"initContainers", "containers"})
+    for (const auto& c : pod.obj["spec"].value(k, nlohmann::json::array())) {
+      names.push_back(c.value("name", ""));
+      if (std::string(k) == "containers") mains.push_back(names.back());
+    }
+  if (container.empty()) {
+    if (mains.size() != 1) {
+      std::string all;
+      for (const auto& n : mains) all += (all.empty() ? "" : " ") + n;
+      return fail(BadRequestErr("a container name must be specified for pod " + name +
+                                ", choose one of: [" + all + "]"));
+    }
+    container = mains[0];
+  } else if (std::find(names.begin(), names.end(), container) == names.end()) {
+    return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
+  }
+  PodLogFile file;
+  if (runner) {
+    auto f = runner->LogFile(ns, name, container, previous);
+    if (f.ok()) {
+      file = *f;
+    } else if (f.status().code() != StatusCode::kNotFound) {
+      return fail(BadRequestErr(std::string(f.status().message())));
+    } else if (runner->Handles(pod.obj)) {  // bound to run, not started yet
+      return fail(BadRequestErr("container \"" + container + "\" in pod \"" + name +
+                                "\" is waiting to start: ContainerCreating"));
+    }
+  }
+  if (file.path.empty() && previous)
+    return fail(BadRequestErr("previous terminated container \"" + container + "\" in pod \"" + name +
+                              "\" not found"));
+  std::string content;
+  if (!file.path.empty()) {
+    std::ifstream in(file.path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    content = ss.str();
+  }
+  size_t consumed = 0;
+  out.body = RenderLog(ParseCriLog(content, &consumed), q);
+  out.follow = follow && file.running && runner != nullptr;
+  out.runner = runner;
+  out.ns = ns;
+  out.name = name;
+  out.container = container;
+  out.path = file.path;
+  out.offset = consumed;
+  out.timestamps = q.timestamps;
+  return out;
+}
+
+bool NextPodLogChunk(PodLogResult& f, std::string* chunk) {
+  chunk->clear();
+  if (!f.body.empty()) {  // what was there when the request came
+    chunk->swap(f.body);
+    return true;
+  }
+  // Whether the instance still runs is asked before reading, so that what it wrote last
+  // is read before the stream ends.
+  auto now = f.runner->LogFile(f.ns, f.name, f.container, false);
+  const bool alive = now.ok() && now->running && now->path == f.path;
+  std::ifstream in(f.path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(f.offset));
+  std::string more((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!more.empty()) {
+    size_t used = 0;
+    auto lines = ParseCriLog(more, &used);
+    f.offset += used;
+    LogQuery q;
+    q.timestamps = f.timestamps;
+    *chunk = RenderLog(lines, q);
+    if (!chunk->empty()) return true;
+  }
+  return alive;
 }
 
 }  // namespace gg::sim

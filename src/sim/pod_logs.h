@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,5 +36,32 @@ std::optional<long long> ParseRfc3339Seconds(const std::string& ts);
 
 // The response body for `lines` under `q` (tailLines, sinceSeconds, timestamps, limitBytes).
 std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q);
+
+class ApiCore;
+class Authorizer;
+class PodRunner;
+struct ApiRequest;
+struct ApiError;
+
+// GET /api/v1/namespaces/NS/pods/NAME/log (the kubelet's part of it included).
+bool IsPodLogPath(std::string_view path);
+
+struct PodLogResult {
+  std::shared_ptr<ApiError> error;  // set: answer this instead
+  std::string body;                 // what there is now, rendered
+  bool follow = false;              // keep streaming with NextPodLogChunk
+  // follow state
+  PodRunner* runner = nullptr;
+  std::string ns, name, container, path;
+  size_t offset = 0;
+  bool timestamps = false;
+};
+
+// Authorizes (get pods/log), validates the options and the container as the real server
+// does, and reads the log (`runner` may be null: simulated pods have empty logs).
+PodLogResult PodLog(ApiCore& core, PodRunner* runner, Authorizer* authz, const ApiRequest& req);
+// The next part of a followed log into *chunk (empty: nothing new yet); false once the
+// container instance has ended and everything was read.
+bool NextPodLogChunk(PodLogResult& f, std::string* chunk);
 
 }  // namespace gg::sim

@@ -44,6 +44,7 @@
 #include "common/log.h"
 #include "sim/api.h"
 #include "sim/pod_init.h"
+#include "sim/population.h"
 
 extern char** environ;
 
@@ -205,7 +206,6 @@ long NodeGpus(const json& node) {
   return 0;
 }
 
-std::string FnvUuid(std::string_view node, int index);
 
 // ---------------------------------------------------------------------------------------
 // The relay that puts the API server at 10.96.0.1:443 for pods: accepts there (IP_FREEBIND:
@@ -352,7 +352,7 @@ struct Pod {
   bool initialized = false;  // every init container completed
   std::string create_error;  // why the sandbox is not up yet (waiting reason message)
   Steady::time_point retry_at;
-  bool terminating = false, forgotten = false, finished = false;
+  bool terminating = false, finished = false;
   Steady::time_point grace_deadline;
   bool kill_sent = false;
   bool dirty = true;
@@ -361,15 +361,6 @@ struct Pod {
   std::map<std::string, bool> cond_val;
 };
 
-std::string FnvUuid(std::string_view node, int index) {
-  std::string s = std::string(node) + "/" + std::to_string(index);
-  char hex[33];
-  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(Fnv1a(s)),
-                static_cast<unsigned long long>(Fnv1a(s + "~")));
-  std::string h(hex, 32);
-  return "GPU-" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
-         h.substr(16, 4) + "-" + h.substr(20, 12);
-}
 
 // Linux capability numbers by the names pod specs use.
 int CapabilityNumber(std::string name) {
@@ -449,6 +440,8 @@ struct PodRunner::Impl {
   std::deque<std::function<void()>> commands;
   std::map<long, int> exec_results;
   long next_exec_id = 1;
+  // preStop hooks in flight: exec id -> (pod uid, container); SIGTERM follows their end.
+  std::map<long, std::pair<std::string, std::string>> prestop;
   std::atomic<bool> stop{false};
   std::thread loop, prober;
   // The loop's hold on `mu`. Only the loop thread changes `pods`, so it may let go of the
@@ -523,11 +516,21 @@ StatusOr<std::unique_ptr<PodRunner>> PodRunner::Create(ApiCore& core, PodRunnerO
   if (!fs::is_directory(opts.exec_images))
     return InvalidArgumentError(what + opts.exec_images + " is not a directory");
   if (opts.node_root.empty()) return InvalidArgumentError(what + "needs --node-root ROOT");
+  // Pods get their own /run (a tmpfs): what they must see of this machine cannot live there.
+  for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"--node-root", opts.node_root},
+                                  {"--exec-images", opts.exec_images},
+                                  {"the fake NVML directory", opts.fake_nvml_dir}}) {
+    if (dir.empty()) continue;
+    std::string d = fs::weakly_canonical(fs::absolute(dir)).string();
+    if (d == "/run" || d.rfind("/run/", 0) == 0)
+      return InvalidArgumentError(what + flag + " " + dir +
+                                  " is under /run, which every pod has its own of; use another directory");
+  }
   std::error_code ec;
   fs::create_directories(opts.node_root, ec);
   if (ec) return InvalidArgumentError(what + "cannot create node root " + opts.node_root + ": " + ec.message());
-  opts.node_root = fs::absolute(opts.node_root).string();
-  opts.exec_images = fs::absolute(opts.exec_images).string();
+  opts.node_root = fs::weakly_canonical(fs::absolute(opts.node_root)).string();
+  opts.exec_images = fs::weakly_canonical(fs::absolute(opts.exec_images)).string();
   if (opts.init_exe.empty() || ::access(opts.init_exe.c_str(), X_OK) != 0)
     return FailedPreconditionError(what + "pod init binary " + opts.init_exe + " is not executable");
   std::string out;
@@ -678,6 +681,18 @@ void PodRunner::Terminate(const std::string& uid, long grace_seconds) {
       c.start_at.reset();
       if (c.running && !c.exe.empty()) {
         im->Event(p, &c, "Normal", "Killing", "Stopping container " + c.name);
+        // An exec preStop hook runs first, inside the grace period; then SIGTERM.
+        const json hook = c.spec.value("lifecycle", json::object()).value("preStop", json::object());
+        if (hook.contains("exec")) {
+          long id = im->next_exec_id++;
+          im->prestop[id] = {p.uid, c.name};
+          im->SendCtl(p, {{"op", "exec"},
+                          {"id", id},
+                          {"name", c.name},
+                          {"argv", hook["exec"].value("command", std::vector<std::string>{})},
+                          {"timeout_ms", std::max<long>(1, grace_seconds) * 1000}});
+          continue;
+        }
         im->SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
       }
     }
@@ -690,7 +705,6 @@ void PodRunner::Forget(const std::string& uid) {
   im->Post([im, uid] {
     auto it = im->pods.find(uid);
     if (it == im->pods.end()) return;
-    it->second.forgotten = true;
     im->KillSandbox(it->second);
     im->Finish(it->second);
     im->pods.erase(it);
@@ -954,7 +968,7 @@ Status PodRunner::Impl::PrepareNode(Pod& p) {
     std::string y = "# GPUs of node " + p.node +
                     " for the fake libnvidia-ml.so.1 (fault-script format; append timeline events)\n";
     y += "gpus: " + std::to_string(gpus) + "\nproduct: NVIDIA H100 80GB HBM3\nuuids:\n";
-    for (long i = 0; i < gpus; ++i) y += "  - " + FnvUuid(p.node, static_cast<int>(i)) + "\n";
+    for (long i = 0; i < gpus; ++i) y += "  - " + FakeGpuUuid(p.node, static_cast<int>(i)) + "\n";
     y += "timeline:\n";
     GG_RETURN_IF_ERROR(WriteFile(nvml, y, 0644));
   }
@@ -1265,7 +1279,15 @@ void PodRunner::Impl::StartContainer(Pod& p, Ctr& c) {
 void PodRunner::Impl::OnMessage(Pod& p, const json& m) {
   std::string ev = m.value("ev", "");
   if (ev == "exec") {
-    exec_results[m.value("id", 0L)] = m.value("code", -1);
+    long id = m.value("id", 0L);
+    if (auto h = prestop.find(id); h != prestop.end()) {  // the preStop hook is over: SIGTERM
+      std::string ctr = h->second.second;
+      prestop.erase(h);
+      for (auto& c : p.ctrs)
+        if (c.name == ctr && c.running) SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+      return;
+    }
+    exec_results[id] = m.value("code", -1);
     exec_cv.notify_all();
     return;
   }

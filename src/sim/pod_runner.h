@@ -10,9 +10,11 @@
 // podCIDR); the API server at 10.96.0.1:443 (a relay to the simulator's listener);
 // KUBERNETES_SERVICE_* and the service-account token, ca.crt and namespace at
 // /var/run/secrets/kubernetes.io/serviceaccount; env with fieldRef/configMapKeyRef/
-// secretKeyRef; hostPath volumes under ROOT/<node>/; the fake libnvidia-ml.so.1 for pods that
-// ask for GPUs (NVIDIA_VISIBLE_DEVICES); probes driving Ready; restarts with back-off;
-// SIGTERM, grace, SIGKILL on deletion; CRI-format logs under
+// secretKeyRef; the container securityContext (user, capabilities, no_new_privs, read-only
+// root); hostPath volumes under ROOT/<node>/; the fake libnvidia-ml.so.1 for pods that ask
+// for GPUs (NVIDIA_VISIBLE_DEVICES); init containers; startup/liveness/readiness probes
+// driving Ready; restarts with back-off; SIGTERM, grace, SIGKILL on deletion; kubelet
+// Events; CRI-format logs under
 // ROOT/<node>/var/log/pods/<ns>_<name>_<uid>/<container>/<restartCount>.log.
 //
 // Everything dies with the simulator: pod inits carry PR_SET_PDEATHSIG, and a pid namespace

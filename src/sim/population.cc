@@ -3,6 +3,7 @@
 // managedFields) but every value is generated.
 #include "sim/population.h"
 
+#include "sim/admission.h"
 #include "sim/controllers.h"
 
 #include <algorithm>
@@ -539,8 +540,11 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   for (const auto& d : kDaemonSets) {
     // The pods carry the revision hash the DaemonSet controller labels its pods with, so
     // they count as up to date rather than being rolled.
+    // The hash is of the template as the API server stores it: with its pod defaults.
     json t = DaemonSetPodTemplate(d);
-    t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(DaemonSetPodTemplate(d));
+    json stored = t;
+    SetPodSpecDefaults(stored["spec"], false);
+    t["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(stored);
     ds_templates.push_back(std::move(t));
   }
   int k = std::max(1, spec.nodes_per_workload);

@@ -90,6 +90,7 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     r.status_subresource = true;
     r.has_generation = true;
     r.categories = {"all"};
+    r.scale = res != "daemonsets";
     AddBuiltin(r);
   }
   {
@@ -157,7 +158,7 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     AddBuiltin(b);
   }
 
-  // resource.k8s.io (dra-and-device-plugin.md §3.1): preferred version first.
+  // resource.k8s.io (docs/reference/dra.md): preferred version first.
   std::vector<std::string> dra_versions;
   if (minor >= 34) dra_versions.push_back("v1");
   dra_versions.push_back("v1beta2");
@@ -334,6 +335,14 @@ std::optional<nlohmann::json> Registry::ApiResourceList(std::string_view group,
                       {"namespaced", r->namespaced},
                       {"kind", r->kind},
                       {"verbs", {"get", "patch", "update"}}});
+    if (r->scale)
+      list.push_back({{"name", r->resource + "/scale"},
+                      {"singularName", ""},
+                      {"namespaced", r->namespaced},
+                      {"group", "autoscaling"},
+                      {"version", "v1"},
+                      {"kind", "Scale"},
+                      {"verbs", {"get", "patch", "update"}}});
     if (r->eviction)
       list.push_back({{"name", r->resource + "/eviction"},
                       {"singularName", ""},
@@ -373,6 +382,10 @@ nlohmann::json Registry::AggregatedDiscovery(bool core) const {
         if (r->status_subresource)
           subs.push_back({{"subresource", "status"},
                           {"responseKind", {{"group", ""}, {"version", ""}, {"kind", r->kind}}},
+                          {"verbs", {"get", "patch", "update"}}});
+        if (r->scale)
+          subs.push_back({{"subresource", "scale"},
+                          {"responseKind", {{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}}},
                           {"verbs", {"get", "patch", "update"}}});
         if (r->eviction)
           subs.push_back({{"subresource", "eviction"},

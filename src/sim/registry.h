@@ -22,6 +22,7 @@ struct ResourceInfo {
   std::vector<std::string> short_names, categories;
   bool status_subresource = false;
   bool eviction = false;        // pods/eviction
+  bool scale = false;           // <resource>/scale (autoscaling/v1 Scale of spec.replicas)
   bool has_generation = false;  // metadata.generation maintained
   bool custom = false;          // served from a CRD
   std::string storage;          // store key ("group/resource"); shared across versions

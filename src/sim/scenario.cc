@@ -1,6 +1,7 @@
 // Scenario files (YAML) → validated description → the objects of an explicit cluster.
 #include "sim/scenario.h"
 
+#include "sim/admission.h"
 #include "sim/controllers.h"
 
 #include <fstream>
@@ -366,7 +367,11 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
       pod["metadata"] = {{"name", pname}, {"namespace", ns}, {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc.seed)},
                          {"labels", labels}, {"ownerReferences", {owner}}};
       pod["spec"] = pod_spec;
-      if (kind == "DaemonSet") pod["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(tmpl);
+      if (kind == "DaemonSet") {  // the hash of the template as stored: with its pod defaults
+        json stored = tmpl;
+        SetPodSpecDefaults(stored["spec"], false);
+        pod["metadata"]["labels"]["controller-revision-hash"] = PodTemplateHash(stored);
+      }
       AddDefaultTolerationSeconds(pod);  // what the API server's admission gives every pod
       if (target) {
         if (kind != "DaemonSet") target->free_gpus -= gpus;

@@ -76,7 +76,7 @@ std::string OpenApiDirFor(const std::string& data_root, std::string_view kube_ve
 std::string DefaultDataRoot();
 
 // DeviceTaintRule is absent from the saved documents; written from
-// dra-and-device-plugin.md §3. Component name "io.k8s.api.resource.<ver>.DeviceTaintRule"
+// docs/reference/dra.md. Component name "io.k8s.api.resource.<ver>.DeviceTaintRule"
 // with ver v1alpha3 (1.33-1.35) or v1beta2 (1.36); 1.35+ adds status and effect None.
 nlohmann::json DeviceTaintRuleSchema(std::string_view kube_version);
 std::string DeviceTaintRuleVersion(std::string_view kube_version);
@@ -87,7 +87,7 @@ std::string DeviceTaintRuleVersion(std::string_view kube_version);
 //   required ∈ {NoSchedule, PreferNoSchedule, NoExecute}, no duplicate key+effect;
 // * Pod: spec.containers required non-empty, container name DNS label + unique + image
 //   required (create), tolerations operator/effect enums;
-// * core/v1 Event and events.k8s.io/v1 Event: the rules of k8s-api-contract.md §6.2;
+// * core/v1 Event and events.k8s.io/v1 Event: the rules in docs/reference/kubernetes-api.md ("Events");
 // * PodDisruptionBudget: minAvailable/maxUnavailable mutually exclusive, non-negative,
 //   percent ≤ 100%;
 // * Lease: leaseDurationSeconds > 0 when set; leaseTransitions ≥ 0;

@@ -1,5 +1,5 @@
 // Label and field selectors as the API server parses and applies them (apimachinery
-// labels.Parse / fields.ParseSelector, k8s-api-contract.md §4.3): matched against the
+// labels.Parse / fields.ParseSelector, docs/reference/kubernetes-api.md): matched against the
 // labels and indexed fields kept per object (FieldMap) or against JSON objects; plus the
 // object-name / label / annotation syntax checks every write goes through. Pure.
 #pragma once

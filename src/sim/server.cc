@@ -585,163 +585,32 @@ void ShutdownAcceptedConnections(int port) {
 
 }  // namespace
 
-bool SimServer::Impl::ServePodLog(const httplib::Request& hreq, const ApiRequest& req,
+bool SimServer::Impl::ServePodLog(const httplib::Request&, const ApiRequest& req,
                                   httplib::Response& res) {
-  (void)hreq;
-  static const std::string kPre = "/api/v1/namespaces/";
-  if (req.method != "GET" || req.path.rfind(kPre, 0) != 0) return false;
-  std::vector<std::string> parts;
-  std::string_view rest(req.path);
-  rest.remove_prefix(kPre.size());
-  while (!rest.empty()) {
-    auto slash = rest.find('/');
-    parts.emplace_back(rest.substr(0, slash));
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  }
-  if (parts.size() != 4 || parts[1] != "pods" || parts[3] != "log") return false;
-  const std::string& ns = parts[0];
-  const std::string& name = parts[2];
-  auto param = [&](const char* k) -> std::optional<std::string> {
-    auto it = req.query.find(k);
-    if (it == req.query.end()) return std::nullopt;
-    return it->second;
-  };
-  auto fail = [&](ApiError e) {
-    SetError(res, e);
-    Count("get", "pods/log", e.code);
+  if (req.method != "GET" || !IsPodLogPath(req.path)) return false;
+  PodLogResult r = PodLog(*core, pod_runner.get(), authz.get(), req);
+  if (r.error) {
+    SetError(res, *r.error);
+    Count("get", "pods/log", r.error->code);
     return true;
-  };
-  if (authz) {
-    Attributes a;
-    a.user = req.user;
-    a.groups = req.groups;
-    a.verb = "get";
-    a.resource = "pods";
-    a.subresource = "log";
-    a.namespace_ = ns;
-    a.name = name;
-    a.path = req.path;
-    if (!authz->Authorize(a).allowed) {
-      ApiError e;
-      e.code = 403;
-      e.reason = "Forbidden";
-      e.kind = "pods";
-      e.name = name;
-      e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
-                  "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
-      return fail(e);
-    }
   }
-  auto pods_ri = core->registry().Find("", "v1", "pods");
-  auto pod = core->Get(Target{pods_ri, ns, name, ""});
-  if (!pod.ok()) return fail(NotFoundErr("pods", "", name));
-  LogQuery q;
-  auto num = [&](const char* k, std::optional<long>* out) -> bool {
-    auto v = param(k);
-    if (!v) return true;
-    try {
-      *out = std::stol(*v);
-    } catch (...) {
-      return false;
-    }
-    return true;
-  };
-  if (!num("tailLines", &q.tail_lines) || !num("limitBytes", &q.limit_bytes) ||
-      !num("sinceSeconds", &q.since_seconds))
-    return fail(BadRequestErr("invalid log options"));
-  if (auto st = param("sinceTime")) {
-    q.since_time = ParseRfc3339Seconds(*st);
-    if (!q.since_time) return fail(BadRequestErr("invalid sinceTime: " + *st));
-  }
-  q.timestamps = param("timestamps") && ParseBoolParam(*param("timestamps"));
-  bool previous = param("previous") && ParseBoolParam(*param("previous"));
-  bool follow = param("follow") && ParseBoolParam(*param("follow"));
-  std::string container = param("container").value_or("");
-  // The container must be one of the pod's (init containers count too).
-  std::vector<std::string> names, mains;
-  for (const char* k : {"initContainers", "containers"})
-    for (const auto& c : pod.obj["spec"].value(k, json::array())) {
-      names.push_back(c.value("name", ""));
-      if (std::string(k) == "containers") mains.push_back(names.back());
-    }
-  if (container.empty()) {
-    if (mains.size() != 1) {
-      std::string all;
-      for (const auto& n : mains) all += (all.empty() ? "" : " ") + n;
-      return fail(BadRequestErr("a container name must be specified for pod " + name +
-                                ", choose one of: [" + all + "]"));
-    }
-    container = mains[0];
-  } else if (std::find(names.begin(), names.end(), container) == names.end()) {
-    return fail(BadRequestErr("container " + container + " is not valid for pod " + name));
-  }
-  PodLogFile file;
-  if (pod_runner) {
-    auto f = pod_runner->LogFile(ns, name, container, previous);
-    if (f.ok()) {
-      file = *f;
-    } else if (f.status().code() != StatusCode::kNotFound) {
-      return fail(BadRequestErr(std::string(f.status().message())));
-    } else if (pod_runner->Handles(pod.obj)) {  // bound to run, not started yet
-      return fail(BadRequestErr("container \"" + container + "\" in pod \"" + name +
-                                "\" is waiting to start: ContainerCreating"));
-    }
-  }
-  if (file.path.empty() && previous)
-    return fail(BadRequestErr("previous terminated container \"" + container + "\" in pod \"" + name +
-                              "\" not found"));
   Count("get", "pods/log", 200);
-  std::string content;
-  if (!file.path.empty()) {
-    std::ifstream in(file.path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    content = ss.str();
-  }
-  size_t consumed = 0;
-  std::string body = RenderLog(ParseCriLog(content, &consumed), q);
-  if (!follow || !file.running) {
-    res.set_content(body, "text/plain");
+  if (!r.follow) {
+    res.set_content(r.body, "text/plain");
     return true;
   }
   // follow: what is there now, then new records until the container instance ends.
-  struct Follow {
-    std::string path, ns, name, container, first;
-    size_t offset;
-    bool timestamps;
-    std::string pending;
-  };
-  auto st = std::make_shared<Follow>(Follow{file.path, ns, name, container, body, consumed,
-                                            q.timestamps, std::string()});
-  PodRunner* runner = pod_runner.get();
+  auto st = std::make_shared<PodLogResult>(std::move(r));
   std::atomic<bool>* stop_flag = &stopping;
-  res.set_chunked_content_provider("text/plain", [st, runner, stop_flag](size_t, httplib::DataSink& sink) {
-    if (!st->first.empty()) {
-      std::string f = std::move(st->first);
-      st->first.clear();
-      return sink.write(f.data(), f.size());
+  res.set_chunked_content_provider("text/plain", [st, stop_flag](size_t, httplib::DataSink& sink) {
+    std::string chunk;
+    bool more = true;
+    for (int i = 0; i < 50 && chunk.empty() && more && !*stop_flag; ++i) {
+      more = NextPodLogChunk(*st, &chunk);
+      if (chunk.empty() && more) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    for (int i = 0; i < 50 && !*stop_flag; ++i) {
-      std::ifstream in(st->path, std::ios::binary);
-      in.seekg(static_cast<std::streamoff>(st->offset));
-      std::string more((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!more.empty()) {
-        size_t used = 0;
-        auto lines = ParseCriLog(more, &used);
-        st->offset += used;
-        LogQuery q;
-        q.timestamps = st->timestamps;
-        std::string out = RenderLog(lines, q);
-        if (!out.empty()) return sink.write(out.data(), out.size());
-      }
-      auto f = runner->LogFile(st->ns, st->name, st->container, false);
-      if (!f.ok() || !f->running || f->path != st->path) {
-        sink.done();
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (*stop_flag) {
+    if (!chunk.empty()) return sink.write(chunk.data(), chunk.size());
+    if (!more || *stop_flag) {
       sink.done();
       return true;
     }

@@ -1,7 +1,7 @@
 // SimServer: the in-memory Kubernetes API server (gpu-guardian-sim) as an in-process object.
 // Start() binds and serves HTTP(S) on loopback; tests and the population code may also use
 // the direct store API below, which bypasses HTTP but still bumps resourceVersion and
-// notifies watchers. Wire contract: shared/reference/k8s-api-contract.md.
+// notifies watchers. Wire contract: docs/reference/kubernetes-api.md.
 #pragma once
 
 #include <chrono>
@@ -26,7 +26,7 @@ struct SimOptions {
   std::string tls_cert_file, tls_key_file, tls_dir;
   std::string kube_version = "1.35";  // 1.33 | 1.34 | 1.35 | 1.36 (resource.k8s.io versions)
   // Directory with the real OpenAPI v3 documents (release-1.32 layout). Empty: the
-  // compiled-in default (shared/k8s-openapi or the repo copy), if present.
+  // compiled-in default (the repo copy in src/sim/data/openapi), if present.
   std::string openapi_dir;
   std::size_t watch_history = 20000;       // events kept for watch resume; older RV -> 410
   std::size_t watcher_queue_limit = 200000;  // a watcher this far behind is closed

@@ -625,5 +625,85 @@ TEST_F(SimServerTest, FaultInjection) {
   EXPECT_NE(m->body.find("apiserver_storage_objects{resource=\"core/nodes\"} 2"), std::string::npos);
 }
 
+// Wire details of writes as kube-apiserver answers them: dryRun in query and DeleteOptions
+// bodies and evictions, a create carrying a resourceVersion, review kinds.
+TEST_F(SimServerTest, DryRunEverywhereAndCreateWithResourceVersion) {
+  ASSERT_EQ(Do("POST", "/api/v1/nodes", Node("n1")).code, 201);
+  ASSERT_EQ(Do("POST", "/api/v1/namespaces/default/pods", Pod("p1", "n1")).code, 201);
+  // DeleteOptions body.
+  auto d = Do("DELETE", "/api/v1/nodes/n1", json{{"kind", "DeleteOptions"}, {"apiVersion", "v1"},
+                                                 {"dryRun", {"All"}}});
+  EXPECT_EQ(d.code, 200) << d.raw;
+  EXPECT_EQ(Do("GET", "/api/v1/nodes/n1").code, 200);
+  d = Do("DELETE", "/api/v1/nodes/n1", json{{"dryRun", {"Everything"}}});
+  EXPECT_EQ(d.code, 400) << d.raw;
+  EXPECT_NE(d.body.value("message", "").find("supported values: \"All\""), std::string::npos) << d.raw;
+  EXPECT_EQ(Do("GET", "/api/v1/nodes/n1").code, 200);
+  // Eviction with deleteOptions.dryRun: answered as a real eviction, nothing deleted.
+  json ev = {{"apiVersion", "policy/v1"}, {"kind", "Eviction"},
+             {"metadata", {{"name", "p1"}, {"namespace", "default"}}},
+             {"deleteOptions", {{"dryRun", {"All"}}}}};
+  auto e = Do("POST", "/api/v1/namespaces/default/pods/p1/eviction", ev);
+  EXPECT_EQ(e.code, 201) << e.raw;
+  auto pod = Do("GET", "/api/v1/namespaces/default/pods/p1");
+  ASSERT_EQ(pod.code, 200);
+  EXPECT_FALSE(pod.body["metadata"].contains("deletionTimestamp")) << pod.raw;
+  // Query dryRun on create and update.
+  EXPECT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps?dryRun=All",
+               json{{"metadata", {{"name", "c"}}}}).code, 201);
+  EXPECT_EQ(Do("GET", "/api/v1/namespaces/default/configmaps/c").code, 404);
+  EXPECT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps?dryRun=Nope",
+               json{{"metadata", {{"name", "c"}}}}).code, 400);
+  // A create with a (positive) resourceVersion: the storage layer's bare 500.
+  auto rv = Do("POST", "/api/v1/namespaces/default/configmaps",
+               json{{"metadata", {{"name", "c"}, {"resourceVersion", "42"}}}});
+  EXPECT_EQ(rv.code, 500) << rv.raw;
+  EXPECT_EQ(rv.body.value("message", ""), "resourceVersion should not be set on objects to be created");
+  EXPECT_EQ(Do("GET", "/api/v1/namespaces/default/configmaps/c").code, 404);
+  EXPECT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps",
+               json{{"metadata", {{"name", "c"}, {"resourceVersion", "0"}}}}).code, 201);
+}
+
+TEST_F(SimServerTest, AccessReviewsWithoutAuthzAllowAndValidate) {
+  json ssar = {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SelfSubjectAccessReview"},
+               {"spec", {{"resourceAttributes", {{"verb", "list"}, {"resource", "nodes"}}}}}};
+  auto r = Do("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ssar);
+  ASSERT_EQ(r.code, 201) << r.raw;
+  EXPECT_EQ(r.body["status"]["allowed"], true);
+  ssar["spec"] = json::object();
+  r = Do("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ssar);
+  EXPECT_EQ(r.code, 422) << r.raw;
+  json sar = {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SubjectAccessReview"},
+              {"spec", {{"resourceAttributes", {{"verb", "get"}, {"resource", "pods"}}}}}};
+  r = Do("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", sar);
+  EXPECT_EQ(r.code, 422) << r.raw;  // user or groups required
+  EXPECT_EQ(Do("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews").code, 405);
+  auto disc = Do("GET", "/apis/authorization.k8s.io/v1");
+  ASSERT_EQ(disc.code, 200);
+  for (const auto& res : disc.body["resources"])
+    EXPECT_EQ(res["verbs"], json::array({"create"})) << res.dump();
+}
+
+TEST_F(SimServerTest, ListResourceVersionMatchAndRemainingItemCount) {
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Do("POST", "/api/v1/nodes", Node("n" + std::to_string(i))).code, 201);
+  auto page = Do("GET", "/api/v1/nodes?limit=2");
+  ASSERT_EQ(page.code, 200);
+  EXPECT_EQ(page.body["metadata"]["remainingItemCount"], 3) << page.raw;
+  auto filtered = Do("GET", "/api/v1/nodes?limit=2&labelSelector=x!%3Dy");
+  EXPECT_FALSE(filtered.body["metadata"].contains("remainingItemCount")) << filtered.raw;
+  std::string rv = page.body["metadata"]["resourceVersion"];
+  auto exact = Do("GET", "/api/v1/nodes?resourceVersionMatch=Exact&resourceVersion=" + rv);
+  EXPECT_EQ(exact.code, 200) << exact.raw;
+  EXPECT_EQ(exact.body["metadata"]["resourceVersion"], rv);
+  EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=Exact&resourceVersion=0").code, 422);
+  EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=Sometimes&resourceVersion=1").code, 422);
+  EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=NotOlderThan").code, 422);
+  ASSERT_EQ(Do("PATCH", "/api/v1/nodes/n1", json{{"metadata", {{"labels", {{"a", "b"}}}}}},
+               "application/merge-patch+json").code, 200);
+  auto gone = Do("GET", "/api/v1/nodes?resourceVersionMatch=Exact&resourceVersion=" + rv);
+  EXPECT_EQ(gone.code, 410) << gone.raw;
+  EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=NotOlderThan&resourceVersion=" + rv).code, 200);
+}
+
 }  // namespace
 }  // namespace gg::sim

@@ -98,50 +98,79 @@ std::string ItemKey(const json& item, const std::vector<std::string>& keys) {
   return "k:" + k.dump();
 }
 
-void Walk(const json& v, const Cursor& c, FieldPath& path, FieldSet& out);
+// Collects the fields of `v` into `out`; with `changed`, also those whose value differs from
+// `ov` (the same position in the previous object, nullptr when absent there): leaves by
+// value, list items and set members by presence.
+struct Walker {
+  FieldSet& out;
+  FieldSet* changed;
 
-void WalkList(const json& arr, const Cursor& c, FieldPath& path, FieldSet& out) {
-  std::vector<std::string> keys;
-  std::string lt = c.ListType(&keys);
-  if (lt == "atomic") {
+  void Member(const FieldPath& path, bool same) {
     out.insert(path);
-    return;
+    if (changed && !same) changed->insert(path);
   }
-  if (arr.empty()) {
-    out.insert(path);
-    return;
-  }
-  Cursor item = c.Items();
-  for (const auto& e : arr) {
-    path.push_back(lt == "set" ? "v:" + e.dump() : ItemKey(e, keys));
-    out.insert(path);  // the item itself (".")
-    if (lt == "map" && e.is_object())
-      for (const auto& [k, ev] : e.items()) {
-        path.push_back("f:" + k);
-        Walk(ev, item.Child(k), path, out);
+
+  void List(const json& arr, const json* ov, const Cursor& c, FieldPath& path) {
+    std::vector<std::string> keys;
+    std::string lt = c.ListType(&keys);
+    if (lt == "atomic" || arr.empty()) {
+      Member(path, ov && *ov == arr);
+      return;
+    }
+    const json* old_arr = ov && ov->is_array() ? ov : nullptr;
+    Cursor item = c.Items();
+    std::map<std::string, const json*> old_items;
+    if (old_arr && lt == "map" && changed)
+      for (const auto& e : *old_arr)
+        if (e.is_object()) old_items.emplace(ItemKey(e, keys), &e);
+    for (const auto& e : arr) {
+      if (lt == "set") {
+        path.push_back("v:" + e.dump());
+        bool same = old_arr && std::find(old_arr->begin(), old_arr->end(), e) != old_arr->end();
+        Member(path, same);
         path.pop_back();
+        continue;
       }
-    path.pop_back();
-  }
-}
-
-void Walk(const json& v, const Cursor& c, FieldPath& path, FieldSet& out) {
-  if (v.is_object() && !c.AtomicMap() && !v.empty() &&
-      !(c.typed() && c.s->value("x-kubernetes-preserve-unknown-fields", false) &&
-        !c.s->contains("properties"))) {
-    for (const auto& [k, cv] : v.items()) {
-      path.push_back("f:" + k);
-      Walk(cv, c.Child(k), path, out);
+      std::string key = ItemKey(e, keys);
+      const json* oe = nullptr;
+      if (auto it = old_items.find(key); it != old_items.end()) oe = it->second;
+      path.push_back(std::move(key));
+      Member(path, oe != nullptr);
+      if (e.is_object())
+        for (const auto& [k, ev] : e.items()) {
+          path.push_back("f:" + k);
+          const json* oc = oe && oe->contains(k) ? &(*oe)[k] : nullptr;
+          Value(ev, oc, item.Child(k), path);
+          path.pop_back();
+        }
       path.pop_back();
     }
-    return;
   }
-  if (v.is_array() && c.typed()) {
-    WalkList(v, c, path, out);
-    return;
+
+  void Value(const json& v, const json* ov, const Cursor& c, FieldPath& path) {
+    if (v.is_object() && !c.AtomicMap() && !v.empty() &&
+        !(c.typed() && c.s->value("x-kubernetes-preserve-unknown-fields", false) &&
+          !c.s->contains("properties"))) {
+      const json* oo = ov && ov->is_object() ? ov : nullptr;
+      for (const auto& [k, cv] : v.items()) {
+        path.push_back("f:" + k);
+        const json* oc = nullptr;
+        if (oo) {
+          auto it = oo->find(k);
+          if (it != oo->end()) oc = &*it;
+        }
+        Value(cv, oc, c.Child(k), path);
+        path.pop_back();
+      }
+      return;
+    }
+    if (v.is_array() && c.typed()) {
+      List(v, ov, c, path);
+      return;
+    }
+    Member(path, ov && *ov == v);
   }
-  out.insert(path);
-}
+};
 
 // The value at `path` in `obj`, or nullptr.
 const json* At(const json& obj, const FieldPath& path) {
@@ -181,18 +210,6 @@ const json* At(const json& obj, const FieldPath& path) {
     }
   }
   return cur;
-}
-
-// Leaves compare by value; an item or a non-empty map "is there" (its own fields compare
-// separately).
-bool SameAt(const json& a, const json& b, const FieldPath& p) {
-  const json* x = At(a, p);
-  const json* y = At(b, p);
-  if (!x || !y) return x == y;
-  const std::string& last = p.empty() ? std::string() : p.back();
-  if (last.rfind("k:", 0) == 0 || last.rfind("v:", 0) == 0) return true;
-  if (x->is_object() && y->is_object() && !x->empty() && !y->empty()) return true;
-  return *x == *y;
 }
 
 void RemoveAt(json& obj, const FieldPath& path) {
@@ -268,11 +285,16 @@ std::string PrintManager(const json& entry) {
   return s;
 }
 
-json ManagedOf(const json& obj) {
-  if (obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object() &&
-      obj["metadata"].contains("managedFields") && obj["metadata"]["managedFields"].is_array())
-    return obj["metadata"]["managedFields"];
-  return json::array();
+const json& ManagedOf(const json& obj) {
+  static const json kNone = json::array();
+  if (obj.is_object()) {
+    auto md = obj.find("metadata");
+    if (md != obj.end() && md->is_object()) {
+      auto mf = md->find("managedFields");
+      if (mf != md->end() && mf->is_array()) return *mf;
+    }
+  }
+  return kNone;
 }
 
 bool SameManager(const json& e, const std::string& op, const ManagerInfo& who) {
@@ -288,12 +310,13 @@ json Entry(const std::string& op, const ManagerInfo& who, const FieldSet& s) {
 }
 
 // Rewrites the entries with their new sets: empty ones go, changed ones get `now`.
-json Rebuild(const json& entries, const std::vector<FieldSet>& sets, const std::string& now) {
+json Rebuild(const json& entries, const std::vector<FieldSet>& original,
+             const std::vector<FieldSet>& sets, const std::string& now) {
   json out = json::array();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (sets[i].empty()) continue;
     json e = entries[i];
-    if (DecodeFieldsV1(e.value("fieldsV1", json::object())) != sets[i]) {
+    if (i >= original.size() || original[i] != sets[i]) {
       e["fieldsV1"] = EncodeFieldsV1(sets[i]);
       e["time"] = now;
     }
@@ -304,10 +327,21 @@ json Rebuild(const json& entries, const std::vector<FieldSet>& sets, const std::
 
 }  // namespace
 
-FieldSet FieldsOf(const json& obj, const SsaType& type, bool status_request) {
+namespace {
+
+// FieldsOf, and with `changed` the fields whose value differs from `old` (null: all).
+FieldSet FieldsOfDiff(const json& obj, const json& old, const SsaType& type, bool status_request,
+                      FieldSet* changed) {
   FieldSet out;
   if (!obj.is_object()) return out;
+  Walker w{out, changed};
   Cursor root = Root(type);
+  const json* oo = old.is_object() ? &old : nullptr;
+  auto child = [](const json* o, const std::string& k) -> const json* {
+    if (!o || !o->is_object()) return nullptr;
+    auto it = o->find(k);
+    return it == o->end() ? nullptr : &*it;
+  };
   FieldPath path;
   for (const auto& [k, v] : obj.items()) {
     if (k == "apiVersion" || k == "kind") continue;
@@ -315,17 +349,24 @@ FieldSet FieldsOf(const json& obj, const SsaType& type, bool status_request) {
     if (k == "metadata") {
       if (status_request || !v.is_object()) continue;
       Cursor mc = MetaCursor(type);
+      const json* om = child(oo, "metadata");
       for (const auto& [mk, mv] : v.items()) {
         if (ServerMeta(mk)) continue;
         path = {"f:metadata", "f:" + mk};
-        Walk(mv, mc.Child(mk), path, out);
+        w.Value(mv, child(om, mk), mc.Child(mk), path);
       }
       continue;
     }
     path = {"f:" + k};
-    Walk(v, root.Child(k), path, out);
+    w.Value(v, child(oo, k), root.Child(k), path);
   }
   return out;
+}
+
+}  // namespace
+
+FieldSet FieldsOf(const json& obj, const SsaType& type, bool status_request) {
+  return FieldsOfDiff(obj, json(), type, status_request, nullptr);
 }
 
 json EncodeFieldsV1(const FieldSet& s) {
@@ -392,7 +433,8 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
                              std::string_view group) {
   ApplyOutcome out;
   const bool status_req = who.subresource == "status";
-  FieldSet applied = FieldsOf(config, type, status_req);
+  FieldSet changed;  // fields this apply sets to another value than the live one
+  FieldSet applied = FieldsOfDiff(config, live, type, status_req, &changed);
   if (live.is_null() || !live.is_object()) {
     out.object = config;
     out.object["metadata"]["managedFields"] = json::array({Entry("Apply", who, applied)});
@@ -406,6 +448,7 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
     sets.push_back(DecodeFieldsV1(entries[i].value("fieldsV1", json::object())));
     if (SameManager(entries[i], "Apply", who)) mine = static_cast<int>(i);
   }
+  const std::vector<FieldSet> original = sets;
   // Merge (metadata through the ObjectMeta schema).
   json merged = live;
   for (const auto& [k, v] : config.items()) {
@@ -423,9 +466,6 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
     merged[k] = merged.contains(k) ? Merge(merged[k], v, root.Child(k)) : v;
   }
   // Conflicts: fields this apply changes that another manager owns.
-  FieldSet changed;
-  for (const auto& p : applied)
-    if (!SameAt(live, config, p)) changed.insert(p);
   std::vector<std::pair<std::size_t, FieldPath>> conflicts;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (static_cast<int>(i) == mine) continue;
@@ -479,7 +519,7 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
     entries.push_back(Entry("Apply", who, applied));
     sets.push_back(applied);
   }
-  json rebuilt = Rebuild(entries, sets, who.now);
+  json rebuilt = Rebuild(entries, original, sets, who.now);
   merged["metadata"]["managedFields"] = std::move(rebuilt);
   out.object = std::move(merged);
   return out;
@@ -488,32 +528,68 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
 json UpdateManagedFields(const json& old, const json& next, const SsaType& type,
                          const ManagerInfo& who) {
   const bool status_req = who.subresource == "status";
-  json given = ManagedOf(next);
-  json prior = ManagedOf(old);
+  const json& given = ManagedOf(next);
+  const json& prior = ManagedOf(old);
   if (next.is_object() && next.contains("metadata") && next["metadata"].contains("managedFields") &&
       given != prior)
     return given;  // the client set managedFields itself
-  FieldSet now = FieldsOf(next, type, status_req);
+  FieldSet changed;
+  FieldSet now = FieldsOfDiff(next, old, type, status_req, &changed);
   FieldSet before = old.is_object() ? FieldsOf(old, type, status_req) : FieldSet{};
-  FieldSet changed, removed = Minus(before, now);
-  for (const auto& p : now)
-    if (!old.is_object() || !SameAt(old, next, p)) changed.insert(p);
+  FieldSet removed = Minus(before, now);
+  if (changed.empty() && removed.empty()) return prior;  // nobody's fields moved
+  // Entries are decoded only when a moved field is in them (most writes repeat what their
+  // manager already owns and touch nobody else's fields).
+  auto has = [](const json& tree, const FieldPath& p) {
+    const json* cur = &tree;
+    for (const auto& el : p) {
+      if (!cur->is_object()) return false;
+      auto it = cur->find(el);
+      if (it == cur->end()) return false;
+      cur = &*it;
+    }
+    return cur->is_object() && (cur->empty() || cur->contains("."));  // a member, not a parent
+  };
   json entries = prior;
-  std::vector<FieldSet> sets;
   int mine = -1;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    sets.push_back(Minus(Minus(DecodeFieldsV1(entries[i].value("fieldsV1", json::object())), changed), removed));
-    if (SameManager(entries[i], "Update", who)) mine = static_cast<int>(i);
+    json& e = entries[i];
+    static const json kEmpty = json::object();
+    auto fit = e.find("fieldsV1");
+    const json& fields = fit != e.end() ? *fit : kEmpty;
+    const bool is_mine = mine < 0 && SameManager(e, "Update", who);
+    if (is_mine) mine = static_cast<int>(i);
+    bool moved = false;
+    for (const auto& p : removed)
+      if (has(fields, p)) moved = true;
+    bool gains = false;
+    for (const auto& p : changed) {
+      if (!has(fields, p)) {
+        gains = true;
+      } else if (!is_mine) {
+        moved = true;
+      }
+    }
+    if (!moved && !(is_mine && gains)) {
+      if (is_mine && !changed.empty()) e["time"] = who.now;
+      continue;
+    }
+    FieldSet set = DecodeFieldsV1(fields);
+    if (is_mine) {
+      set = Minus(set, removed);
+      set.insert(changed.begin(), changed.end());
+    } else {
+      set = Minus(Minus(set, changed), removed);
+    }
+    e["fieldsV1"] = EncodeFieldsV1(set);
+    e["time"] = who.now;
+    if (set.empty()) e = nullptr;  // dropped below
   }
-  if (changed.empty() && mine < 0) return Rebuild(entries, sets, who.now);
-  if (mine >= 0) {
-    sets[mine].insert(changed.begin(), changed.end());
-    if (!changed.empty()) entries[mine]["time"] = who.now;
-  } else {
-    entries.push_back(Entry("Update", who, changed));
-    sets.push_back(changed);
-  }
-  return Rebuild(entries, sets, who.now);
+  json out = json::array();
+  for (auto& e : entries)
+    if (!e.is_null()) out.push_back(std::move(e));
+  if (mine < 0 && !changed.empty()) out.push_back(Entry("Update", who, changed));
+  return out;
 }
 
 }  // namespace gg::sim

@@ -241,7 +241,7 @@ constexpr UnusedGrant kAllowedUnused[] = {
     // A follower watches the Lease for its release; the story runs one replica.
     {"gpu-guardian-operator", "watch leases.coordination.k8s.io",
      "test/fault/leader_process_test.cc LeaderProcessTest.SigtermHandsOverWithinOneSecondAtDefaultTimings"},
-    // --publish annotation (the seed-compatible Node annotation); the story publishes resources.
+    // --publish annotation (the Node annotation of the original gpu-guardian-operator design); the story publishes resources.
     {"gpu-guardian-agent", "patch nodes",
      "src/agent/agent_sim_test.cc AgentSimTest.ReportCreatedWithOwnerAndUpdatedOnlyOnChange"},
 };

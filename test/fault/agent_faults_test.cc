@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "agent/app.h"
+#include "gpu/nvml_worker.h"
 #include "e2e/process.h"
 #include "fault/fault_world.h"
 #include "gpu/fake_nvml.h"
@@ -169,6 +170,10 @@ TEST_F(AgentFaults, NvmlHangDegradesTheReportNotTheAgent) {
   EXPECT_LT(stop_s, 5.0);
   app->reset();
   fake.ReleaseHangs();
+  // The destroyed agent's worker thread finishes its sweep through `fake` after the release:
+  // `fake` must outlive it (it used to be destroyed under the thread: a heap corruption that
+  // surfaced in whichever test ran next).
+  EXPECT_TRUE(gpu::NvmlWorker::WaitForAllThreadsToExit(10s));
 }
 
 // kmsg lines the way the kernel writes them: "prio,seq,usec,flags;text".

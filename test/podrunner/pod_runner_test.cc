@@ -384,6 +384,11 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
     h = c.Get("gpunodehealths " + node);
     return h.is_object() && h["status"].value("gpus", json::array()).size() == 8;
   }, 60s)) << h.dump(2) << c.Kubectl("get pods -A -o wide").out;
+  // The GPUs are the node's: the UUIDs the runner wrote into the node's state file.
+  std::string state = Slurp(c.root() + "/" + node + "/nvml.yaml");
+  auto u = state.find("  - GPU-");
+  ASSERT_NE(u, std::string::npos) << state;
+  EXPECT_EQ(h["status"]["gpus"][0]["uuid"], state.substr(u + 4, state.find('\n', u) - u - 4)) << state;
   json pods = c.Get("pods -n gpu-guardian");
   for (const auto& p : pods["items"])
     EXPECT_NE(c.Kubectl("get pod -n gpu-guardian --no-headers " + p["metadata"]["name"].get<std::string>()).out.find("1/1"),
@@ -403,7 +408,11 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
       << "4,2001,16450076435595,-;NVRM: Xid (PCI:0000:1a:00): 79, pid='<unknown>', name=<unknown>, "
          "GPU has fallen off the bus.\n";
   // An Xid as an NVML event, appended to the node's GPU timeline.
-  std::ofstream(c.root() + "/" + node + "/nvml.yaml", std::ios::app) << "  - {at: 0s, gpu: 2, xid: 48}\n";
+  std::ofstream(c.root() + "/" + node + "/nvml.yaml", std::ios::app)
+      << "  - {at: 0s, gpu: 2, xid: 48}\n"
+         "  - {at: 0s, gpu: 1, temperature: 92}\n"
+         "  - {at: 0s, gpu: 4, ecc: {uncorrectable_volatile: 2}}\n"
+         "  - {at: 0s, gpu: 5, lost: true}\n";
   auto has_xid = [&](int xid) {
     h = c.Get("gpunodehealths " + node);
     if (!h.is_object()) return false;
@@ -413,6 +422,17 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   };
   EXPECT_TRUE(Eventually([&] { return has_xid(79); }, 10s)) << h.dump(2);
   EXPECT_TRUE(Eventually([&] { return has_xid(48); }, 10s)) << h.dump(2);
+  // Temperature, ECC counters and a lost GPU, through NVML as the agent reads them.
+  auto gpu = [&](int i) {
+    for (const auto& g : h["status"].value("gpus", json::array()))
+      if (g.value("index", -1) == i) return g;
+    return json();
+  };
+  EXPECT_TRUE(Eventually([&] {
+    h = c.Get("gpunodehealths " + node);
+    return h.is_object() && gpu(1).value("temperatureC", 0) == 92 &&
+           gpu(4)["ecc"].value("uncorrectedVolatile", 0) == 2 && gpu(5).value("lost", false);
+  }, 15s)) << h.dump(2);
 }
 
 }  // namespace
@@ -477,6 +497,13 @@ TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
   EXPECT_NE(no_tls.rc, 0);
   EXPECT_NE(no_tls.out.find("--exec-images needs --tls"), std::string::npos) << no_tls.out;
   EXPECT_EQ(no_tls.out.find("listening on"), std::string::npos) << no_tls.out;
+  if (::geteuid() == 0) {
+    auto under_run = Sh(sim + " --listen 127.0.0.1:0 --tls --exec-images " + dir.path() +
+                        " --node-root /run/gg-pod-runner-test-root");
+    EXPECT_NE(under_run.rc, 0);
+    EXPECT_NE(under_run.out.find("is under /run"), std::string::npos) << under_run.out;
+    EXPECT_FALSE(fs::exists("/run/gg-pod-runner-test-root"));
+  }
   if (Sh("command -v setpriv").rc != 0 || ::geteuid() != 0) GTEST_SKIP() << "needs root and setpriv";
   ::chmod(dir.path().c_str(), 0755);
   auto unprivileged = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + sim + common + " --tls");
@@ -571,6 +598,38 @@ spec:
     return st.is_object() && st["started"] == true && st["ready"] == true;
   }, 15s)) << p.dump(2);
   EXPECT_TRUE(c.PodReady("default", "slow-start"));
+}
+
+}  // namespace
+
+namespace {
+
+// An exec preStop hook runs before SIGTERM when the pod is deleted.
+TEST(PodRunner, PreStopHookRunsBeforeSigterm) {
+  Cluster c;
+  REQUIRE_CLUSTER(c);
+  ASSERT_EQ(c.Apply(R"YAML(
+apiVersion: v1
+kind: Pod
+metadata: {name: hooked, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 10
+  volumes: [{name: gate, hostPath: {path: /gate, type: DirectoryOrCreate}}]
+  containers:
+  - name: main
+    image: sh
+    command: [sh, -c, 'trap "test -e /run/gate/prestop && echo after-hook > /run/gate/term; exit 0" TERM; while true; do sleep 0.1; done']
+    volumeMounts: [{name: gate, mountPath: /run/gate}]
+    lifecycle:
+      preStop:
+        exec: {command: [sh, -c, 'echo hook > /run/gate/prestop']}
+)YAML").rc, 0);
+  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "hooked"); }, 30s));
+  json p = c.Get("pod -n default hooked");
+  std::string node = p["spec"]["nodeName"];
+  ASSERT_EQ(c.Kubectl("delete pod hooked --wait=true --timeout=60s").rc, 0);
+  EXPECT_EQ(Slurp(c.root() + "/" + node + "/gate/prestop"), "hook\n");
+  EXPECT_EQ(Slurp(c.root() + "/" + node + "/gate/term"), "after-hook\n");  // SIGTERM came after it
 }
 
 }  // namespace
