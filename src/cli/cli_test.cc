@@ -24,8 +24,9 @@ TEST(Status, RowFromConditionTaintAndRecord) {
   n.taints.push_back({api::kTaintKey, "Xid79", "NoSchedule", std::nullopt});
   WallTime t = *ParseRfc3339("2026-11-29T10:00:00Z");
   n.conditions.push_back({api::kConditionType, "False", "RulesMatched", "GPU 3: Xid 79", t, t});
-  n.meta.annotations.Set(api::kRemediationAnnotation,
-                         R"({"v":1,"policy":"default","tainted":true,"cordoned":true,"drain":{"phase":"Completed"}})");
+  n.meta.annotations.Set(
+      api::kRemediationAnnotation,
+      R"({"v":1,"policy":"default","tainted":true,"cordoned":true,"drain":{"phase":"Completed"}})");
   api::GpuNodeHealthStatus rep;
   rep.gpus.resize(8);
   rep.gpus[3].lost = true;

@@ -84,8 +84,8 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
     }
     d_.metrics.Remediation("device_untaint", skipped ? kResultSkipped : kResultSuccess);
     Log(pass).Info(skipped ? "device taint skipped: DeviceTaintRule not ours, left alone"
-                          : "device taint removed",
-                  {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", dt.rule_name}});
+                           : "device taint removed",
+                   {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", dt.rule_name}});
   }
   for (const auto& dt : change.create_device_taints) {
     auto it = pass.devices.by_uuid.find(dt.gpu_uuid);
@@ -117,7 +117,7 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
     if (created) {
       d_.metrics.Remediation("device_taint", kResultSuccess);
       Log(pass).Info("device taint created",
-                    {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", *rule}, {"effect", dt.effect}});
+                     {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", *rule}, {"effect", dt.effect}});
     }
   }
   return OkStatus();
@@ -199,9 +199,9 @@ void NodeReconciler::EmitEvents(Pass& pass, const NodeChange& change) {
     const bool done = change.drain_recorded == "Done";
     const bool timed_out = pass.in.drain && pass.in.drain->timed_out;
     Log(pass).Info(done        ? "drain finished"
-                  : timed_out ? "drain timed out"
-                              : "drain blocked",
-                  {{"action", "drain"}, {"detail", pass.in.drain ? pass.in.drain->message : ""}});
+                   : timed_out ? "drain timed out"
+                               : "drain blocked",
+                   {{"action", "drain"}, {"detail", pass.in.drain ? pass.in.drain->message : ""}});
     d_.metrics.drains.WithLabels({change.drain_recorded}).Inc();
   }
 }
@@ -240,9 +240,9 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
   auto started = d_.drains.Ensure(name, spec, change.drain->deadline);
   if (started == DrainStarter::Start::kStarted) {
     Log(pass).Info("drain started", {{"action", "drain"},
-                                    {"scope", api::DrainScopeName(spec.scope)},
-                                    {"pods", spec.pod_uids ? std::to_string(spec.pod_uids->size())
-                                                           : "all in scope"}});
+                                     {"scope", api::DrainScopeName(spec.scope)},
+                                     {"pods", spec.pod_uids ? std::to_string(spec.pod_uids->size())
+                                                            : "all in scope"}});
   }
   if (started == DrainStarter::Start::kNoCapacity) result.requeue_after = std::chrono::seconds(5);
   return result;

@@ -138,7 +138,7 @@ StatusOr<bool> NodeReconciler::DeviceLevelPossible(Pass& pass) {
   pass.devices = std::move(*m);
   if (!pass.devices.unmapped.empty()) {
     Log(pass).Info("GPUs not published through DRA: node-level remediation",
-                  {{"driver", rem.device_driver}, {"gpus", Join(pass.devices.unmapped, ",")}});
+                   {{"driver", rem.device_driver}, {"gpus", Join(pass.devices.unmapped, ",")}});
     return false;
   }
   return true;

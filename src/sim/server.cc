@@ -246,7 +246,7 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
         }
         return true;
       },
-      [this, st, &store](bool) {
+      [st, &store](bool) {
         if (st->spec.watcher) store.StopWatch(st->spec.watcher);
       });
 }
