@@ -265,6 +265,8 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
   std::vector<json> node_objs;
   std::vector<std::pair<std::string, std::pair<int, std::string>>> slices;  // node -> (gpus, product)
   for (const auto& n : doc.value("nodes", json::array())) {
+    // Validate() saw a mapping; its JSON form can still differ (a tagged or aliased node).
+    if (!n.is_object()) return InvalidArgumentError("scenario: a node entry is not a mapping");
     int count = n.contains("count") ? Int(n, "count", 1) : 0;
     int gpus = Int(n, "gpus", 8);
     std::string product = Str(n, "product", base.gpu_product);
@@ -280,7 +282,7 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
       bool schedulable = n.value("unschedulable", json(false)) != true;
       bool tainted = false;
       if (taints.is_array())
-        for (const auto& t : taints) tainted |= t.value("effect", "") != "PreferNoSchedule";
+        for (const auto& t : taints) tainted |= t.is_object() && t.value("effect", "") != "PreferNoSchedule";
       slots.push_back({name, schedulable ? gpus : -1, next_index++, 0, tainted});
       node_objs.push_back(std::move(node));
       slices.push_back({name, {gpus, product}});
@@ -290,6 +292,7 @@ Status EmitScenario(const Scenario& sc, const ObjectSink& sink) {
   std::vector<json> pods;
   std::vector<json> pdbs;
   for (const auto& w : doc.value("workloads", json::array())) {
+    if (!w.is_object()) return InvalidArgumentError("scenario: a workload entry is not a mapping");
     std::string name = Str(w, "name");
     std::string kind = Str(w, "kind", "Deployment");
     std::string ns = Str(w, "namespace", "ml");
