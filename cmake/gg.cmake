@@ -1,19 +1,16 @@
 # Small helpers so each folder's CMakeLists.txt stays a few lines (Abseil-style).
 #
-# gg_library(NAME <target> [SRCS ...] [DEPS ...])
-#   Without SRCS, every *.cc in the folder that is not a *_test.cc / *_fuzz.cc / *_bench.cc.
-# gg_test(NAME <target> LABELS <unit|sim|integration|gpu> [SRCS ...] [DEPS ...] [TIMEOUT s])
-#   Without SRCS, every *_test.cc in the folder. Tests are discovered per TEST() for ctest.
+# gg_library(NAME <target> SRCS ... [DEPS ...])
+# gg_test(NAME <target> LABELS <unit|sim|integration|gpu> SRCS ... [DEPS ...] [TIMEOUT s])
+#   Tests are discovered per TEST() for ctest.
+# Source lists are explicit (no globbing): a file is built only once a CMakeLists.txt names
+# it, and scripts/check-sources-listed.sh (a unit test) fails when one is not named.
 # gg_binary(NAME <target> SRCS ... DEPS ...) -> ${GG_BIN_DIR}/<target>
 
 function(gg_library)
   cmake_parse_arguments(A "" "NAME" "SRCS;DEPS" ${ARGN})
   if(NOT A_SRCS)
-    file(GLOB A_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
-    list(FILTER A_SRCS EXCLUDE REGEX "(_test|_fuzz|_bench)\\.cc$")
-  endif()
-  if(NOT A_SRCS)
-    # Header-only so far (the tree grows one file at a time).
+    # Header-only.
     add_library(${A_NAME} INTERFACE)
     target_include_directories(${A_NAME} INTERFACE ${PROJECT_SOURCE_DIR}/src)
     target_link_libraries(${A_NAME} INTERFACE ${A_DEPS})
@@ -27,10 +24,7 @@ endfunction()
 function(gg_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT A_SRCS)
-    file(GLOB A_SRCS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
-  endif()
-  if(NOT A_SRCS)
-    return()
+    message(FATAL_ERROR "gg_test(${A_NAME}): SRCS is required")
   endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
