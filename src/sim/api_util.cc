@@ -122,4 +122,17 @@ StatusOr<std::string> B64Decode(std::string_view s) {
   return out;
 }
 
+std::string DoubleQuote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace gg::sim

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "sim/api_util.h"
 #include "sim/cel/cel.h"
 #include "sim/schema.h"
 
@@ -248,23 +249,10 @@ std::vector<StatusCause> ValidateCelRules(const json& obj, const json* old, cons
 
 namespace {
 
-// Go's %q of a string, close enough for messages.
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
 
 // The rule as the server prints the invalid value (apiextensions.ValidationRule{...}).
 std::string RenderRule(const json& rule) {
-  auto str = [&](const char* k) { return Quote(rule.value(k, "")); };
+  auto str = [&](const char* k) { return DoubleQuote(rule.value(k, "")); };
   std::string reason = rule.contains("reason") ? "(*apiextensions.FieldValueErrorReason)(" + str("reason") + ")"
                                                : "(*apiextensions.FieldValueErrorReason)(nil)";
   std::string opt = rule.contains("optionalOldSelf") ? std::string("(*bool)(") + (rule.value("optionalOldSelf", false) ? "true" : "false") + ")"
@@ -334,7 +322,7 @@ struct CrdRuleChecker {
       cel::Program mp(me.is_string() ? me.get<std::string>() : "");
       std::string merr = mp.ok() ? mp.Check(decls) : mp.error();
       if (!merr.empty())
-        out.push_back({"FieldValueInvalid", "Invalid value: " + Quote(me.is_string() ? me.get<std::string>() : "") +
+        out.push_back({"FieldValueInvalid", "Invalid value: " + DoubleQuote(me.is_string() ? me.get<std::string>() : "") +
                                                 ": messageExpression compilation failed: " + merr,
                        rpath + ".messageExpression"});
     }

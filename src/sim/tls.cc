@@ -14,6 +14,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "sim/api_util.h"
+
 namespace gg::sim {
 
 namespace {
@@ -133,19 +135,6 @@ Status WriteFile(const std::string& path, std::string_view data, bool secret) {
   return OkStatus();
 }
 
-// Double-quoted YAML scalar.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -188,9 +177,9 @@ Status WriteKubeconfig(const std::string& path, std::string_view server_url, std
                        std::string_view token, std::string_view user_name) {
   if (server_url.empty()) return InvalidArgumentError("kubeconfig: server URL is empty");
   if (user_name.empty()) user_name = "gpu-guardian-sim";
-  std::string cluster = "    server: " + Quote(server_url) + "\n";
+  std::string cluster = "    server: " + DoubleQuote(server_url) + "\n";
   if (!ca_pem.empty()) cluster += "    certificate-authority-data: " + Base64Encode(ca_pem) + "\n";
-  std::string user = token.empty() ? "  user: {}\n" : "  user:\n    token: " + Quote(token) + "\n";
+  std::string user = token.empty() ? "  user: {}\n" : "  user:\n    token: " + DoubleQuote(token) + "\n";
   std::string yaml =
       "apiVersion: v1\n"
       "kind: Config\n"
@@ -199,12 +188,12 @@ Status WriteKubeconfig(const std::string& path, std::string_view server_url, std
       "- name: gpu-guardian-sim\n"
       "  cluster:\n" + cluster +
       "users:\n"
-      "- name: " + Quote(user_name) + "\n" + user +
+      "- name: " + DoubleQuote(user_name) + "\n" + user +
       "contexts:\n"
       "- name: gpu-guardian-sim\n"
       "  context:\n"
       "    cluster: gpu-guardian-sim\n"
-      "    user: " + Quote(user_name) + "\n"
+      "    user: " + DoubleQuote(user_name) + "\n"
       "current-context: gpu-guardian-sim\n";
   auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
