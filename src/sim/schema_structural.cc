@@ -249,7 +249,6 @@ std::vector<StatusCause> ValidateCelRules(const json& obj, const json* old, cons
 
 namespace {
 
-
 // The rule as the server prints the invalid value (apiextensions.ValidationRule{...}).
 std::string RenderRule(const json& rule) {
   auto str = [&](const char* k) { return DoubleQuote(rule.value(k, "")); };
@@ -322,9 +321,11 @@ struct CrdRuleChecker {
       cel::Program mp(me.is_string() ? me.get<std::string>() : "");
       std::string merr = mp.ok() ? mp.Check(decls) : mp.error();
       if (!merr.empty())
-        out.push_back({"FieldValueInvalid", "Invalid value: " + DoubleQuote(me.is_string() ? me.get<std::string>() : "") +
-                                                ": messageExpression compilation failed: " + merr,
-                       rpath + ".messageExpression"});
+        out.push_back(
+            {"FieldValueInvalid",
+             "Invalid value: " + DoubleQuote(me.is_string() ? me.get<std::string>() : "") +
+                 ": messageExpression compilation failed: " + merr,
+             rpath + ".messageExpression"});
     }
     if (prog.References("oldSelf") && s.is_object() && rule.contains("optionalOldSelf") == false) {
       // Transition rules need an old value to correlate with; fine on any schema node here

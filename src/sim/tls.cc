@@ -1,18 +1,17 @@
 // Throwaway CA + server certificate (OpenSSL 3 EVP, EC P-256) and the kubeconfig writer.
 #include "sim/tls.h"
 
-#include <sys/stat.h>
-
-#include <filesystem>
-#include <fstream>
-#include <memory>
-
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
 
 #include "sim/api_util.h"
 
@@ -135,7 +134,6 @@ Status WriteFile(const std::string& path, std::string_view data, bool secret) {
   return OkStatus();
 }
 
-
 }  // namespace
 
 Status WriteTlsFiles(TlsMaterial& m, const std::string& dir) {
@@ -179,21 +177,26 @@ Status WriteKubeconfig(const std::string& path, std::string_view server_url, std
   if (user_name.empty()) user_name = "gpu-guardian-sim";
   std::string cluster = "    server: " + DoubleQuote(server_url) + "\n";
   if (!ca_pem.empty()) cluster += "    certificate-authority-data: " + Base64Encode(ca_pem) + "\n";
-  std::string user = token.empty() ? "  user: {}\n" : "  user:\n    token: " + DoubleQuote(token) + "\n";
+  std::string user =
+      token.empty() ? "  user: {}\n" : "  user:\n    token: " + DoubleQuote(token) + "\n";
   std::string yaml =
       "apiVersion: v1\n"
       "kind: Config\n"
       "preferences: {}\n"
       "clusters:\n"
       "- name: gpu-guardian-sim\n"
-      "  cluster:\n" + cluster +
+      "  cluster:\n" +
+      cluster +
       "users:\n"
-      "- name: " + DoubleQuote(user_name) + "\n" + user +
+      "- name: " +
+      DoubleQuote(user_name) + "\n" + user +
       "contexts:\n"
       "- name: gpu-guardian-sim\n"
       "  context:\n"
       "    cluster: gpu-guardian-sim\n"
-      "    user: " + DoubleQuote(user_name) + "\n"
+      "    user: " +
+      DoubleQuote(user_name) +
+      "\n"
       "current-context: gpu-guardian-sim\n";
   auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
