@@ -540,7 +540,7 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   for (const auto& d : kDaemonSets) {
     // The pods carry the labels the DaemonSet controller gives its pods, so they count as
     // up to date rather than being rolled: the revision hash of the template as the API
-    // server stores it (with its pod defaults) and the seeded DaemonSet's generation.
+    // server stores it (with its pod defaults) and the preloaded DaemonSet's generation.
     json t = DaemonSetPodTemplate(d);
     json stored = t;
     SetPodSpecDefaults(stored["spec"], false);

@@ -29,68 +29,14 @@
 #include "common/clock.h"
 #include "gpu/fake_nvml.h"
 #include "gpu/fault_script.h"
+#include "gpu/nvml_abi.h"
 #include "gpu/nvml_api.h"
 
 namespace {
 
 using gg::gpu::NvmlReturn;
 
-extern "C" {
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-using nvmlEventSet_t = struct nvmlEventSet_st*;
-using nvmlEnableState_t = int;
-
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[32];
-};
-union nvmlValue_t {
-  double dVal;
-  int siVal;
-  unsigned int uiVal;
-  unsigned long ulVal;
-  unsigned long long ullVal;
-  long long sllVal;
-  unsigned short usVal;
-};
-struct nvmlFieldValue_t {
-  unsigned int fieldId;
-  unsigned int scopeId;
-  long long timestamp;
-  long long latencyUsec;
-  int valueType;
-  nvmlReturn_t nvmlReturn;
-  nvmlValue_t value;
-};
-struct nvmlEventData_t {
-  nvmlDevice_t device;
-  unsigned long long eventType;
-  unsigned long long eventData;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-struct nvmlTemperature_t {
-  unsigned int version;
-  int sensorType;
-  int temperature;
-};
-struct nvmlViolationTime_t {
-  unsigned long long referenceTime;
-  unsigned long long violationTime;
-};
-}  // extern "C"
-
-static_assert(sizeof(nvmlPciInfo_t) == 68 && offsetof(nvmlPciInfo_t, busId) == 36);
-static_assert(sizeof(nvmlFieldValue_t) == 40 && offsetof(nvmlFieldValue_t, value) == 32);
-static_assert(sizeof(nvmlEventData_t) == 32);
-static_assert(sizeof(nvmlTemperature_t) == 12);
-constexpr unsigned kTemperatureV1 = 0x0100000C;
+using namespace gg::gpu::nvml_abi;  // NOLINT: the ABI types, local to this file
 
 int R(NvmlReturn r) { return static_cast<int>(r); }
 gg::gpu::DeviceHandle H(nvmlDevice_t d) { return {reinterpret_cast<std::uintptr_t>(d)}; }
@@ -328,11 +274,6 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned* 
   if (id == nullptr) return R(NvmlReturn::kInvalidArgument);
   return R(nv->DeviceGetComputeInstanceId(H(d), id));
 }
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
 GG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* out) {
   GG_NVML();
   if (out == nullptr) return R(NvmlReturn::kInvalidArgument);
