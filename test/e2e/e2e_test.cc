@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <algorithm>
 #include <functional>
@@ -201,7 +202,11 @@ class E2ERbac : public E2E {
             "op-token=system:serviceaccount:gpu-guardian:gpu-guardian-operator", "--user-token",
             "agent-token=system:serviceaccount:gpu-guardian:gpu-guardian-agent"};
   }
+  // Written once, atomically: every agent start asks for the file, and rewriting it in place
+  // while an earlier agent was reading it gave that agent a half-written kubeconfig ("not a
+  // YAML mapping"), a flake of the RBAC tests.
   std::string WithToken(const std::string& name, const std::string& token) {
+    if (std::filesystem::exists(Path(name))) return Path(name);
     std::ifstream in(Path("kubeconfig"));
     std::stringstream ss;
     ss << in.rdbuf();
@@ -211,7 +216,8 @@ class E2ERbac : public E2E {
       auto eol = text.find('\n', pos);
       text.replace(pos, eol - pos, "token: " + token);
     }
-    WriteFile(Path(name), text);
+    WriteFile(Path(name + ".tmp"), text);
+    std::filesystem::rename(Path(name + ".tmp"), Path(name));
     return Path(name);
   }
   std::string OperatorKubeconfig() override { return WithToken("kubeconfig-operator", "op-token"); }
