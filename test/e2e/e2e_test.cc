@@ -4,16 +4,15 @@
 // evictions, recovery; and that the kubectl plugin reads it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <functional>
-#include <sstream>
 #include <memory>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "api/gpu_node_health.h"
 #include "common/clock.h"
