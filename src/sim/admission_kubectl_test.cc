@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sim/server.h"
+#include "sim/test_util.h"
 #include "sim/tls.h"
 
 namespace gg::sim {
@@ -18,23 +19,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-struct CmdResult {
-  int rc = -1;
-  std::string out;
-};
-
-CmdResult RunCmd(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 const std::string kAgent = "system:serviceaccount:gpu-guardian:gpu-guardian-agent";
 

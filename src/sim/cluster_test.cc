@@ -14,6 +14,7 @@
 #include "sim/controllers.h"
 #include "sim/population.h"
 #include "sim/server.h"
+#include "sim/test_util.h"
 #include "sim/test_objects.h"
 
 namespace gg::sim {
@@ -21,16 +22,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-template <typename F>
-bool WaitFor(F f, std::chrono::milliseconds limit = 20s) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(25ms);
-  }
-  return f();
-}
 
 json Node(const std::string& name, int gpus, json labels = json::object(), json taints = nullptr) {
   json n = {{"apiVersion", "v1"},

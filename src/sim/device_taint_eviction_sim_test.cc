@@ -10,22 +10,13 @@
 #include "sim/population.h"
 #include "sim/schema.h"
 #include "sim/server.h"
+#include "sim/test_util.h"
 
 namespace gg::sim {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-template <typename F>
-bool WaitFor(F f, std::chrono::milliseconds limit = 20s) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(25ms);
-  }
-  return f();
-}
 
 constexpr char kKey[] = "gpuguardian.io/unhealthy";
 

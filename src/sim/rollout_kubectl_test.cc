@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "sim/server.h"
+#include "sim/test_util.h"
 #include "sim/tls.h"
 
 namespace gg::sim {
@@ -16,23 +17,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-struct Cmd {
-  int rc = -1;
-  std::string out;
-};
-
-Cmd RunShell(const std::string& cmd) {
-  Cmd r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 class RolloutStatusTest : public ::testing::Test {
  protected:
@@ -62,11 +46,11 @@ class RolloutStatusTest : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  Cmd Kubectl(const std::string& args) {
-    return RunShell("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() + " HOME=" + dir_.string() +
+  CmdResult Kubectl(const std::string& args) {
+    return RunCmd("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() + " HOME=" + dir_.string() +
                " timeout 120 /usr/bin/kubectl " + args);
   }
-  Cmd Apply(const std::string& yaml) {
+  CmdResult Apply(const std::string& yaml) {
     fs::path f = dir_ / "obj.yaml";
     FILE* out = std::fopen(f.c_str(), "w");
     std::fputs(yaml.c_str(), out);
@@ -96,9 +80,9 @@ spec:
 }
 
 TEST_F(RolloutStatusTest, DeploymentRolloutStatusFollowsTheRollout) {
-  Cmd a = Apply(DeploymentYaml("nginx:1"));
+  CmdResult a = Apply(DeploymentYaml("nginx:1"));
   ASSERT_EQ(a.rc, 0) << a.out;
-  Cmd s = Kubectl("rollout status deployment/web --timeout=60s");
+  CmdResult s = Kubectl("rollout status deployment/web --timeout=60s");
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("deployment \"web\" successfully rolled out"), std::string::npos) << s.out;
   // A changed template: a new ReplicaSet; rollout status waits for it and says so.
@@ -107,10 +91,10 @@ TEST_F(RolloutStatusTest, DeploymentRolloutStatusFollowsTheRollout) {
   s = Kubectl("rollout status deployment/web --timeout=60s");
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("successfully rolled out"), std::string::npos) << s.out;
-  Cmd rs = Kubectl("get rs -l app=web -o jsonpath='{range .items[*]}{.spec.replicas}{\" \"}{end}'");
+  CmdResult rs = Kubectl("get rs -l app=web -o jsonpath='{range .items[*]}{.spec.replicas}{\" \"}{end}'");
   EXPECT_EQ(rs.rc, 0) << rs.out;
   EXPECT_TRUE(rs.out == "0 3 " || rs.out == "3 0 ") << rs.out;
-  Cmd hist = Kubectl("rollout history deployment/web");
+  CmdResult hist = Kubectl("rollout history deployment/web");
   EXPECT_EQ(hist.rc, 0) << hist.out;
   EXPECT_NE(hist.out.find("2 "), std::string::npos) << hist.out;
 }
@@ -119,19 +103,19 @@ TEST_F(RolloutStatusTest, DeploymentThatCannotFitTimesOut) {
   // 20 GPUs per pod: nothing fits; rollout status must not claim success.
   std::string y = DeploymentYaml("nginx:1");
   y.replace(y.find("\"1\"}, limits: {nvidia.com/gpu: \"1\"}"), 35, "\"20\"}, limits: {nvidia.com/gpu: \"20\"}");
-  Cmd a = Apply(y);
+  CmdResult a = Apply(y);
   ASSERT_EQ(a.rc, 0) << a.out;
-  Cmd s = Kubectl("rollout status deployment/web --timeout=3s");
+  CmdResult s = Kubectl("rollout status deployment/web --timeout=3s");
   EXPECT_NE(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("Waiting for deployment \"web\" rollout to finish: 0 of 3 updated replicas are available"),
             std::string::npos)
       << s.out;
-  Cmd pods = Kubectl("get pods -l app=web -o jsonpath='{.items[0].status.conditions[0].message}'");
+  CmdResult pods = Kubectl("get pods -l app=web -o jsonpath='{.items[0].status.conditions[0].message}'");
   EXPECT_NE(pods.out.find("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), std::string::npos) << pods.out;
 }
 
 TEST_F(RolloutStatusTest, DaemonSetRolloutStatus) {
-  Cmd a = Apply(R"(apiVersion: apps/v1
+  CmdResult a = Apply(R"(apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent, namespace: default}
 spec:
@@ -143,10 +127,10 @@ spec:
       containers: [{name: agent, image: agent:1}]
 )");
   ASSERT_EQ(a.rc, 0) << a.out;
-  Cmd s = Kubectl("rollout status daemonset/agent --timeout=60s");
+  CmdResult s = Kubectl("rollout status daemonset/agent --timeout=60s");
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("daemon set \"agent\" successfully rolled out"), std::string::npos) << s.out;
-  Cmd get = Kubectl("get ds agent --no-headers");
+  CmdResult get = Kubectl("get ds agent --no-headers");
   // NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE
   std::string cols;
   for (char c : get.out) {

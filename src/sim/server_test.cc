@@ -1,6 +1,7 @@
 // SimServer over real loopback HTTP: CRUD, conflicts, selectors, paging, watch (bookmarks,
 // 410), patches, eviction with PDBs, discovery, fault injection.
 #include "sim/server.h"
+#include "sim/test_util.h"
 
 #include <httplib.h>
 
@@ -24,16 +25,6 @@ struct Resp {
   std::string raw;
   std::string retry_after;
 };
-
-template <typename F>
-bool WaitFor(F f, std::chrono::milliseconds limit = 20s) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
 
 class SimServerTest : public ::testing::Test {
  protected:
