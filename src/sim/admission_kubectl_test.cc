@@ -3,12 +3,12 @@
 // with the schema defaults), priorities from classes, and the shipped agent-own-node policy
 // refusing an agent token's write to another node. Skipped when the client is absent.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "sim/server.h"
 #include "sim/test_util.h"

@@ -2,9 +2,8 @@
 // affinity, Unschedulable, Events), workload status and rollouts, garbage collection, node
 // leases and lifecycle, taint eviction, and a start-up without surplus pods. World state
 // only: what the API shows, waited for with a deadline.
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <map>
@@ -14,8 +13,8 @@
 #include "sim/controllers.h"
 #include "sim/population.h"
 #include "sim/server.h"
-#include "sim/test_util.h"
 #include "sim/test_objects.h"
+#include "sim/test_util.h"
 
 namespace gg::sim {
 namespace {

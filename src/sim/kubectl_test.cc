@@ -1,14 +1,14 @@
 // Real clients against the simulator: kubectl 1.32 (get, label, cordon, taint, drain,
 // apply CRD + CR) and the Python kubernetes client. Skipped when the client is absent.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "sim/server.h"
 #include "sim/test_util.h"

@@ -2,11 +2,11 @@
 // it reads observedGeneration, updated/ready/available counts and the Progressing condition,
 // so it finishes only when the simulated rollout really has. Skipped without kubectl.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "sim/server.h"
 #include "sim/test_util.h"
@@ -47,8 +47,8 @@ class RolloutStatusTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   CmdResult Kubectl(const std::string& args) {
-    return RunCmd("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() + " HOME=" + dir_.string() +
-               " timeout 120 /usr/bin/kubectl " + args);
+    return RunCmd("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() +
+                  " HOME=" + dir_.string() + " timeout 120 /usr/bin/kubectl " + args);
   }
   CmdResult Apply(const std::string& yaml) {
     fs::path f = dir_ / "obj.yaml";
@@ -91,7 +91,8 @@ TEST_F(RolloutStatusTest, DeploymentRolloutStatusFollowsTheRollout) {
   s = Kubectl("rollout status deployment/web --timeout=60s");
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("successfully rolled out"), std::string::npos) << s.out;
-  CmdResult rs = Kubectl("get rs -l app=web -o jsonpath='{range .items[*]}{.spec.replicas}{\" \"}{end}'");
+  CmdResult rs =
+      Kubectl("get rs -l app=web -o jsonpath='{range .items[*]}{.spec.replicas}{\" \"}{end}'");
   EXPECT_EQ(rs.rc, 0) << rs.out;
   EXPECT_TRUE(rs.out == "0 3 " || rs.out == "3 0 ") << rs.out;
   CmdResult hist = Kubectl("rollout history deployment/web");
@@ -110,7 +111,8 @@ TEST_F(RolloutStatusTest, DeploymentThatCannotFitTimesOut) {
   EXPECT_NE(s.out.find("Waiting for deployment \"web\" rollout to finish: 0 of 3 updated replicas are available"),
             std::string::npos)
       << s.out;
-  CmdResult pods = Kubectl("get pods -l app=web -o jsonpath='{.items[0].status.conditions[0].message}'");
+  CmdResult pods =
+      Kubectl("get pods -l app=web -o jsonpath='{.items[0].status.conditions[0].message}'");
   EXPECT_NE(pods.out.find("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), std::string::npos) << pods.out;
 }
 

@@ -1,17 +1,17 @@
 // SimServer over real loopback HTTP: CRUD, conflicts, selectors, paging, watch (bookmarks,
 // 410), patches, eviction with PDBs, discovery, fault injection.
 #include "sim/server.h"
-#include "sim/test_util.h"
-
-#include <httplib.h>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
+
+#include "sim/test_util.h"
 
 namespace gg::sim {
 namespace {
