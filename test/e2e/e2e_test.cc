@@ -317,19 +317,20 @@ void E2E::RunFatalXid() {
   ASSERT_TRUE(Eventually([&] { return client_->Get(k8s::kGpuNodeHealths, "", "dgx-3").ok(); }, 60s))
       << Logs();
 
-  // The Xid 79 node gets our taint, a cordon and the GPUHealthy=False condition.
+  // The Xid 79 node gets our taint, a cordon and the GPUHealthy=False condition. The taint and
+  // cordon (spec) and the condition (status subresource) are two writes, as with any controller,
+  // so a reader may see one before the other: wait for the whole state.
   ASSERT_TRUE(Eventually(
       [&] {
         auto n = GetNode("dgx-4");
-        return n.ok() && n->unschedulable && n->FindTaint(api::kTaintKey) != nullptr;
+        if (!n.ok() || !n->unschedulable || n->FindTaint(api::kTaintKey) == nullptr) return false;
+        const k8s::NodeCondition* c = n->FindCondition(api::kConditionType);
+        return c != nullptr && c->status == "False";
       },
       60s))
       << Logs();
   auto n = GetNode("dgx-4");
   ASSERT_TRUE(n.ok());
-  const k8s::NodeCondition* cond = n->FindCondition(api::kConditionType);
-  ASSERT_NE(cond, nullptr);
-  EXPECT_EQ(cond->status, "False");
   EXPECT_EQ(n->FindTaint(api::kTaintKey)->effect, "NoSchedule");
 
   // Its GPU pods are evicted (the PDB paces the inference ones).
