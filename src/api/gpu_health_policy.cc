@@ -370,6 +370,14 @@ void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddEr
   if (spec.recovery.healthy_for < Duration::zero()) {
     add("spec.recovery.healthyFor", "must not be negative");
   }
+  const QuarantineSpec& q = spec.recovery.quarantine;
+  if (q.after < 0 || q.after > kQuarantineAfterMax) {
+    add("spec.recovery.quarantine.after",
+        "must be between 0 (never quarantine) and " + std::to_string(kQuarantineAfterMax));
+  }
+  if (q.after > 0 && q.within <= Duration::zero()) {
+    add("spec.recovery.quarantine.within", "must be positive");
+  }
 }
 
 void ValidateSafety(const SafetySpec& s, const AddError& add) {

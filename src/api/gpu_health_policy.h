@@ -162,9 +162,18 @@ struct RemediationSpec {
   std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
   friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
 };
+// Repeat offenders: a node fenced `after` times within `within` stays fenced (quarantined)
+// until released by hand. after 0: never.
+struct QuarantineSpec {
+  int after = 3;
+  Duration within = std::chrono::hours(24);
+  friend bool operator==(const QuarantineSpec&, const QuarantineSpec&) = default;
+};
+inline constexpr int kQuarantineAfterMax = 10;  // the record keeps the last 10 fence times
 struct RecoverySpec {
   bool automatic = true;
   Duration healthy_for = std::chrono::minutes(10);
+  QuarantineSpec quarantine;
   friend bool operator==(const RecoverySpec&, const RecoverySpec&) = default;
 };
 struct SafetySpec {

@@ -49,6 +49,10 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     obj->policy = std::move(policy);
     policies_[obj->meta.name] = std::move(obj);
   }
+  void DeletePolicy(const std::string& name) {
+    std::scoped_lock lock(mu_);
+    policies_.erase(name);
+  }
   // Makes every later write fail with `s` (OkStatus() to heal).
   void FailWrites(Status s) {
     std::scoped_lock lock(mu_);
