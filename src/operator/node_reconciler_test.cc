@@ -418,7 +418,9 @@ TEST(NodeReconciler, UngovernedNodeWithAFaultyReportStaysFenced) {
   ASSERT_TRUE(w.Pass("gpu-1").ok());
   EXPECT_FALSE(w.drains.Running("gpu-1")) << "no policy asks for the drain any more";
   w.clock.Advance(std::chrono::hours(2));
-  w.Report("gpu-1", true);  // Xid 79 again: unhealthy under the built-in rules
+  auto lost = api::testing::HealthyReport("gpu-1", w.clock.Now(), 8);
+  lost.gpus[2].lost = true;  // a GPU still lost: unhealthy under the built-in level rules
+  w.cluster.PutReport("gpu-1", lost);
   ASSERT_TRUE(w.Pass("gpu-1").ok());
   EXPECT_TRUE(w.Node("gpu-1")->unschedulable);
   EXPECT_TRUE(w.OurTaint("gpu-1"));
@@ -454,6 +456,7 @@ TEST(NodeReconciler, RepeatOffenderIsQuarantinedUntilReleased) {
   EXPECT_EQ(w.recorder.Count(events::kNodeQuarantined, "gpu-1"), 1);
   EXPECT_EQ(w.Record("gpu-1")->fences.size(), 3u);
   EXPECT_TRUE(w.Record("gpu-1")->quarantined);
+  EXPECT_EQ(w.index.StateCounts()["Quarantined"], 1) << "gpu_guardian_nodes_quarantined";
   // `kubectl gpu-guardian release` writes PlanRelease's change; the operator then leaves it.
   k8s::Node n = *w.Node("gpu-1");
   remediation::NodeView view;
@@ -474,6 +477,7 @@ TEST(NodeReconciler, RepeatOffenderIsQuarantinedUntilReleased) {
   EXPECT_FALSE(w.Record("gpu-1")->quarantined);
   EXPECT_EQ(w.Record("gpu-1")->released_reason, "GPU replaced");
   EXPECT_TRUE(w.Record("gpu-1")->fences.empty()) << "a release forgets the fence history";
+  EXPECT_EQ(w.index.StateCounts()["Quarantined"], 0);
 }
 
 TEST(NodeReconciler, GoneNodeCancelsItsDrain) {

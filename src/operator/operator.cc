@@ -221,6 +221,8 @@ struct Operator::Impl {
 
   void RegisterGaugeCallbacks() {
     metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
+    metrics.nodes_quarantined.SetCallback(
+        [this] { return static_cast<double>(index.StateCounts()["Quarantined"]); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       std::string s = state;
       metrics.nodes_by_state.WithLabels({s}).SetCallback(
@@ -419,6 +421,7 @@ Operator::Operator(k8s::RestClient& client, Clock& clock, metrics::Registry& reg
 Operator::~Operator() {
   if (impl_) {
     impl_->metrics.drains_in_progress.SetCallback(nullptr);
+    impl_->metrics.nodes_quarantined.SetCallback(nullptr);
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       impl_->metrics.nodes_by_state.WithLabels({state}).SetCallback(nullptr);
     }

@@ -11,14 +11,16 @@ bool ExcludedByLabel(std::optional<std::string_view> value) { return value == "t
 
 namespace {
 
-// What judges a fenced node no valid policy selects: the built-in rules and the recovery
-// settings recorded when it was fenced (the policy's own may be gone). It starts nothing:
-// Unknown does nothing and an Unhealthy verdict only holds.
+// What judges a fenced node no valid policy selects: the built-in level rules (GPU lost or
+// missing, ECC, remapped rows, ...: the GPUs' state now; Xid rules are left out, their windows
+// are history the deleted policy chose) and the recovery settings recorded when it was fenced.
+// It starts nothing: Unknown does nothing and an Unhealthy verdict only holds.
 std::shared_ptr<const api::GpuHealthPolicy> UngovernedPolicy(
     const std::optional<RemediationRecord>& rec) {
   auto p = std::make_shared<api::GpuHealthPolicy>();
   p->name = rec && !rec->policy.empty() ? rec->policy : "none";
   p->spec = api::DefaultPolicySpec();
+  std::erase_if(p->spec.rules, [](const api::Rule& r) { return r.xid.has_value(); });
   p->spec.unknown.action = api::Action::kNone;
   if (rec) {
     p->spec.recovery.healthy_for = rec->healthy_for.value_or(p->spec.recovery.healthy_for);
