@@ -263,6 +263,8 @@ TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
        "set linksDownAbove or errorsAbove"},
       {"catch-all drain step not last", R"({"remediation":{"drain":{"order":[{},{"priorityBelow":10}]}}})",
        "spec.remediation.drain.order", "a step without priorityBelow (the rest) must be the last one"},
+      {"quarantine within 0s", R"({"recovery":{"quarantine":{"after":3,"within":"0s"}}})",
+       "spec.recovery.quarantine", "quarantine.within must be positive"},
   };
   for (const auto& c : cases) {
     json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUHealthPolicy"},
