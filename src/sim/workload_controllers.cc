@@ -207,8 +207,10 @@ std::string DaemonPodNode(const json& p) {
 
 // Sets status field `k` to v, or drops it when v is 0 (the API omits zero counts).
 void SetOpt(json& st, const char* k, long v) {
-  if (v) st[k] = v;
-  else st.erase(k);
+  if (v)
+    st[k] = v;
+  else
+    st.erase(k);
 }
 
 // What one Deployment sync works from: the Deployment's spec read once, its ReplicaSets
@@ -267,8 +269,8 @@ class WorkloadController {
   bool Available(const PodRec& r, long min_ready, std::string_view owner_uid);
   // Writes.
   void PatchStatus(const std::shared_ptr<const ResourceInfo>& ri, const json& obj, json status);
-  void CreatePod(const json& owner, const std::string& kind, const json& tmpl_in, const std::string& node,
-                 const std::string& hash_label, const std::string& hash);
+  void CreatePod(const json& owner, const std::string& kind, const json& tmpl_in,
+                 const std::string& node, const std::string& hash_label, const std::string& hash);
   void DeletePod(const std::string& key);
   // ReplicaSet.
   void SyncReplicaSet(const std::string& uid);
@@ -369,23 +371,27 @@ bool WorkloadController::Available(const PodRec& r, long min_ready, std::string_
   auto need = ctl_.Scaled(std::chrono::milliseconds(min_ready * 1000));
   auto since = core_.clock().Now() - *r.ready_since;
   if (since >= need) return true;
-  wake_.emplace(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::milliseconds>(need - since) +
+  wake_.emplace(std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::milliseconds>(need - since) +
                     std::chrono::milliseconds(10),
                 std::string(owner_uid));
   return false;
 }
 
-void WorkloadController::PatchStatus(const std::shared_ptr<const ResourceInfo>& ri, const json& obj, json status) {
+void WorkloadController::PatchStatus(const std::shared_ptr<const ResourceInfo>& ri, const json& obj,
+                                     json status) {
   json old = obj.value("status", json::object());
   if (old == status) return;
   for (const auto& [k, v] : old.items())
     if (!status.contains(k)) status[k] = nullptr;  // a merge patch removes only what it nulls
-  core_.Patch(Target{ri, obj["metadata"].value("namespace", ""), obj["metadata"].value("name", ""), "status"},
+  core_.Patch(Target{ri, obj["metadata"].value("namespace", ""), obj["metadata"].value("name", ""),
+                     "status"},
               "application/merge-patch+json", {{"status", status}}, WriteOpts{});
 }
 
 void WorkloadController::CreatePod(const json& owner, const std::string& kind, const json& tmpl_in,
-                                   const std::string& node, const std::string& hash_label, const std::string& hash) {
+                                   const std::string& node, const std::string& hash_label,
+                                   const std::string& hash) {
   const json& md = owner["metadata"];
   std::string ns = md.value("namespace", ""), name = md.value("name", "");
   json tmpl = tmpl_in;
@@ -403,7 +409,8 @@ void WorkloadController::CreatePod(const json& owner, const std::string& kind, c
       if (tmpl["metadata"].contains(k)) pmd[k] = tmpl["metadata"][k];
   }
   if (!hash_label.empty()) pmd["labels"][hash_label] = hash;
-  if (kind == "DaemonSet") pmd["labels"]["pod-template-generation"] = std::to_string(Generation(owner));
+  if (kind == "DaemonSet")
+    pmd["labels"]["pod-template-generation"] = std::to_string(Generation(owner));
   json spec = tmpl.value("spec", json::object());
   if (!node.empty()) {
     AddDaemonTolerations(spec);
@@ -416,8 +423,8 @@ void WorkloadController::CreatePod(const json& owner, const std::string& kind, c
 
 void WorkloadController::DeletePod(const std::string& key) {
   auto slash = key.find('/');
-  auto r = core_.Delete(Target{pods_ri_, key.substr(0, slash), key.substr(slash + 1), ""}, json::object(),
-                        WriteOpts{});
+  auto r = core_.Delete(Target{pods_ri_, key.substr(0, slash), key.substr(slash + 1), ""},
+                        json::object(), WriteOpts{});
   auto it = pod_recs_.find(key);
   if (it == pod_recs_.end()) return;
   if (r.ok() && r.obj.is_object() && r.obj["metadata"].contains("deletionTimestamp")) {
@@ -447,7 +454,8 @@ void WorkloadController::ScaleReplicaSetPods(const std::string& uid, const json&
     if (pod_recs_[k].active) active.push_back(k);
   long have = static_cast<long>(active.size());
   json tmpl = rs.contains("spec") ? rs["spec"].value("template", json::object()) : json::object();
-  for (long i = have; i < want && i - have < 500; ++i) CreatePod(rs, "ReplicaSet", tmpl, "", "", "");
+  for (long i = have; i < want && i - have < 500; ++i)
+    CreatePod(rs, "ReplicaSet", tmpl, "", "", "");
   if (have <= want) return;
   // Least useful first: unscheduled, pending, not ready, newest.
   std::sort(active.begin(), active.end(), [&](const std::string& a, const std::string& b) {
@@ -464,7 +472,8 @@ void WorkloadController::ScaleReplicaSetPods(const std::string& uid, const json&
 // Status as of the pods this loop knows (including what it just created or deleted).
 void WorkloadController::UpdateReplicaSetStatus(const std::string& uid, const json& rs) {
   long replicas = 0, labeled = 0, ready = 0, avail = 0;
-  json tmpl_labels = rs.contains("spec") && rs["spec"].contains("template") && rs["spec"]["template"].contains("metadata")
+  json tmpl_labels = rs.contains("spec") && rs["spec"].contains("template") &&
+                             rs["spec"]["template"].contains("metadata")
                          ? rs["spec"]["template"]["metadata"].value("labels", json::object())
                          : json::object();
   for (const auto& k : pods_of_[uid]) {
@@ -472,7 +481,8 @@ void WorkloadController::UpdateReplicaSetStatus(const std::string& uid, const js
     if (!r.active) continue;
     ++replicas;
     bool all = true;
-    for (const auto& [lk, lv] : tmpl_labels.items()) all &= r.labels.contains(lk) && r.labels[lk] == lv;
+    for (const auto& [lk, lv] : tmpl_labels.items())
+      all &= r.labels.contains(lk) && r.labels[lk] == lv;
     labeled += all;
     ready += r.ready;
     avail += Available(r, MinReadySeconds(rs), uid);
@@ -512,8 +522,8 @@ void WorkloadController::SyncDaemonSet(const std::string& uid) {
 }
 
 // One node: counts it, and creates the pod it should run or deletes the ones it should not.
-void WorkloadController::SyncDaemonNode(DaemonSync& s, const json& ds, const std::string& node, const NodeRec& nr,
-                                        std::vector<std::string>& mine) {
+void WorkloadController::SyncDaemonNode(DaemonSync& s, const json& ds, const std::string& node,
+                                        const NodeRec& nr, std::vector<std::string>& mine) {
   bool selected = NodeSelectorMatches(s.pod_like["spec"], nr.match);
   bool should_run = selected && !FirstUntolerated(nr.taints, s.tols, {"NoSchedule", "NoExecute"});
   bool may_continue = selected && !FirstUntolerated(nr.taints, s.tols, {"NoExecute"});
@@ -534,8 +544,9 @@ void WorkloadController::SyncDaemonNode(DaemonSync& s, const json& ds, const std
     return;
   }
   if (mine.size() > 1) {  // keep the oldest
-    std::sort(mine.begin(), mine.end(),
-              [&](const std::string& a, const std::string& b) { return pod_recs_[a].created < pod_recs_[b].created; });
+    std::sort(mine.begin(), mine.end(), [&](const std::string& a, const std::string& b) {
+      return pod_recs_[a].created < pod_recs_[b].created;
+    });
     for (std::size_t i = 1; i < mine.size(); ++i) DeletePod(mine[i]);
     mine.resize(1);
   }
@@ -546,8 +557,10 @@ void WorkloadController::SyncDaemonNode(DaemonSync& s, const json& ds, const std
     s.avail += is_avail;
     // Up to date: the current template's hash, or (as the real controller also accepts)
     // the DaemonSet generation the pod was made from.
-    if (r.hash == s.hash || r.template_generation == std::to_string(Generation(ds))) ++s.updated;
-    else s.old_on.push_back(mine[0]);
+    if (r.hash == s.hash || r.template_generation == std::to_string(Generation(ds)))
+      ++s.updated;
+    else
+      s.old_on.push_back(mine[0]);
   }
 }
 
@@ -596,8 +609,9 @@ void WorkloadController::ScaleReplicaSet(const std::string& rs_uid, long n) {
   auto it = replicasets_.find(rs_uid);
   if (it == replicasets_.end() || Replicas(it->second) == n) return;
   const json& rs = it->second;
-  auto r = core_.Patch(Target{rs_ri_, rs["metadata"].value("namespace", ""), rs["metadata"].value("name", ""), ""},
-                       "application/merge-patch+json", {{"spec", {{"replicas", n}}}}, WriteOpts{});
+  auto r = core_.Patch(
+      Target{rs_ri_, rs["metadata"].value("namespace", ""), rs["metadata"].value("name", ""), ""},
+      "application/merge-patch+json", {{"spec", {{"replicas", n}}}}, WriteOpts{});
   if (r.ok() && r.obj.is_object()) it->second = r.obj;  // seen at once, like an assumed write
 }
 
@@ -640,24 +654,30 @@ DeploySync WorkloadController::ReadDeployment(const std::string& duid, const jso
   json tmpl_nohash = WithoutHash(s.tmpl);
   for (const auto& u : rs_of_[duid])
     if (auto it = replicasets_.find(u); it != replicasets_.end())
-      s.owned.emplace_back(
-          it->second["metadata"].value("creationTimestamp", "") + it->second["metadata"].value("name", ""), u);
+      s.owned.emplace_back(it->second["metadata"].value("creationTimestamp", "") +
+                               it->second["metadata"].value("name", ""),
+                           u);
   std::sort(s.owned.begin(), s.owned.end());
   for (const auto& [order, u] : s.owned) {
     const json& rs = replicasets_[u];
     json rt = rs.contains("spec") ? rs["spec"].value("template", json::object()) : json::object();
-    if (s.new_uid.empty() && WithoutHash(rt) == tmpl_nohash) s.new_uid = u;
-    else s.olds.push_back(u);
+    if (s.new_uid.empty() && WithoutHash(rt) == tmpl_nohash)
+      s.new_uid = u;
+    else
+      s.olds.push_back(u);
   }
   s.deleting = md.contains("deletionTimestamp");
   s.paused = s.spec.value("paused", false);
   const json& spec = s.spec;
-  s.strategy = spec.contains("strategy") ? spec["strategy"].value("type", "RollingUpdate") : "RollingUpdate";
-  json ru = spec.contains("strategy") && spec["strategy"].contains("rollingUpdate") ? spec["strategy"]["rollingUpdate"]
-                                                                                   : json::object();
+  s.strategy =
+      spec.contains("strategy") ? spec["strategy"].value("type", "RollingUpdate") : "RollingUpdate";
+  json ru = spec.contains("strategy") && spec["strategy"].contains("rollingUpdate")
+                ? spec["strategy"]["rollingUpdate"]
+                : json::object();
   bool rolling = s.strategy == "RollingUpdate";
   s.surge = rolling ? IntOrPercent(ru.value("maxSurge", json("25%")), s.replicas, true, 1) : 0;
-  s.unavail = rolling ? IntOrPercent(ru.value("maxUnavailable", json("25%")), s.replicas, false, 0) : 0;
+  s.unavail =
+      rolling ? IntOrPercent(ru.value("maxUnavailable", json("25%")), s.replicas, false, 0) : 0;
   if (rolling && s.surge == 0 && s.unavail == 0) s.unavail = 1;
   s.now = core_.NowRfc3339();
   s.conds = d.contains("status") ? d["status"].value("conditions", json::array()) : json::array();
@@ -670,8 +690,10 @@ long WorkloadController::NextRevision(const std::vector<std::string>& olds) {
   for (const auto& u : olds) {
     const json& rs = replicasets_[u];
     try {
-      revision = std::max(revision, std::stol(rs["metadata"].value("annotations", json::object())
-                                                  .value("deployment.kubernetes.io/revision", "0")));
+      revision =
+          std::max(revision, std::stol(rs["metadata"]
+                                           .value("annotations", json::object())
+                                           .value("deployment.kubernetes.io/revision", "0")));
     } catch (...) {
     }
   }
@@ -702,9 +724,10 @@ bool WorkloadController::CreateNewReplicaSet(DeploySync& s, const json& d) {
               {{"name", s.name + "-" + hash},
                {"namespace", s.ns},
                {"labels", rs_tmpl["metadata"]["labels"]},
-               {"annotations", {{"deployment.kubernetes.io/revision", revision},
-                                {"deployment.kubernetes.io/desired-replicas", std::to_string(s.replicas)},
-                                {"deployment.kubernetes.io/max-replicas", std::to_string(s.replicas + s.surge)}}},
+               {"annotations",
+                {{"deployment.kubernetes.io/revision", revision},
+                 {"deployment.kubernetes.io/desired-replicas", std::to_string(s.replicas)},
+                 {"deployment.kubernetes.io/max-replicas", std::to_string(s.replicas + s.surge)}}},
                {"ownerReferences",
                 {{{"apiVersion", "apps/v1"},
                   {"kind", "Deployment"},
@@ -712,8 +735,11 @@ bool WorkloadController::CreateNewReplicaSet(DeploySync& s, const json& d) {
                   {"uid", s.duid},
                   {"controller", true},
                   {"blockOwnerDeletion", true}}}}}},
-             {"spec", {{"replicas", start}, {"minReadySeconds", MinReadySeconds(d)}, {"selector", sel},
-                       {"template", rs_tmpl}}}};
+             {"spec",
+              {{"replicas", start},
+               {"minReadySeconds", MinReadySeconds(d)},
+               {"selector", sel},
+               {"template", rs_tmpl}}}};
   auto r = core_.Create(Target{rs_ri_, s.ns, "", ""}, std::move(rs), WriteOpts{});
   if (!r.ok()) return false;
   s.new_uid = r.obj["metadata"].value("uid", "");
@@ -721,10 +747,11 @@ bool WorkloadController::CreateNewReplicaSet(DeploySync& s, const json& d) {
   rs_of_[s.duid].insert(s.new_uid);
   rs_owner_[s.new_uid] = s.duid;
   s.new_name = r.obj["metadata"].value("name", "");
-  SetCondition(s.conds, "Progressing", "True", "NewReplicaSetCreated", "Created new replica set \"" + s.new_name + "\"",
-               s.now, true);
+  SetCondition(s.conds, "Progressing", "True", "NewReplicaSetCreated",
+               "Created new replica set \"" + s.new_name + "\"", s.now, true);
   core_.Patch(Target{deploy_ri_, s.ns, s.name, ""}, "application/merge-patch+json",
-              {{"metadata", {{"annotations", {{"deployment.kubernetes.io/revision", revision}}}}}}, WriteOpts{});
+              {{"metadata", {{"annotations", {{"deployment.kubernetes.io/revision", revision}}}}}},
+              WriteOpts{});
   return true;
 }
 
@@ -733,7 +760,8 @@ void WorkloadController::RolloutRecreate(DeploySync& s) {
   bool old_running = false;
   for (const auto& u : s.olds) {
     ScaleReplicaSet(u, 0);
-    for (const auto& k : pods_of_[u]) old_running |= pod_recs_[k].active || pod_recs_[k].phase == "Running";
+    for (const auto& k : pods_of_[u])
+      old_running |= pod_recs_[k].active || pod_recs_[k].phase == "Running";
   }
   if (!old_running) ScaleReplicaSet(s.new_uid, s.replicas);
 }
@@ -746,7 +774,8 @@ void WorkloadController::ReconcileNewReplicaSet(DeploySync& s) {
   } else if (new_have < s.replicas) {
     long max_total = s.replicas + s.surge;
     long cur = SpecSum(s.olds) + new_have;
-    if (cur < max_total) ScaleReplicaSet(s.new_uid, std::min(new_have + (max_total - cur), s.replicas));
+    if (cur < max_total)
+      ScaleReplicaSet(s.new_uid, std::min(new_have + (max_total - cur), s.replicas));
   }
 }
 
@@ -791,10 +820,12 @@ void WorkloadController::CleanupHistory(const DeploySync& s) {
   long limit = s.spec.value("revisionHistoryLimit", 10L);
   std::vector<std::string> idle;
   for (const auto& u : s.olds)
-    if (Replicas(replicasets_[u]) == 0 && StatusInt(replicasets_[u], "replicas") == 0) idle.push_back(u);
+    if (Replicas(replicasets_[u]) == 0 && StatusInt(replicasets_[u], "replicas") == 0)
+      idle.push_back(u);
   for (long i = 0; i + limit < static_cast<long>(idle.size()); ++i) {
     const json& rs = replicasets_[idle[i]];
-    core_.Delete(Target{rs_ri_, s.ns, rs["metadata"].value("name", ""), ""}, json::object(), WriteOpts{});
+    core_.Delete(Target{rs_ri_, s.ns, rs["metadata"].value("name", ""), ""}, json::object(),
+                 WriteOpts{});
   }
 }
 
@@ -808,17 +839,19 @@ void WorkloadController::UpdateDeploymentStatus(DeploySync& s, const json& d) {
     avail += StatusInt(rs, "availableReplicas");
     spec_total += Replicas(rs);
   }
-  if (!s.new_uid.empty() && replicasets_.count(s.new_uid)) updated = StatusInt(replicasets_[s.new_uid], "replicas");
+  if (!s.new_uid.empty() && replicasets_.count(s.new_uid))
+    updated = StatusInt(replicasets_[s.new_uid], "replicas");
   long min_available = s.replicas - s.unavail;
   if (avail >= min_available)
-    SetCondition(s.conds, "Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.",
-                 s.now, true);
+    SetCondition(s.conds, "Available", "True", "MinimumReplicasAvailable",
+                 "Deployment has minimum availability.", s.now, true);
   else
     SetCondition(s.conds, "Available", "False", "MinimumReplicasUnavailable",
                  "Deployment does not have minimum availability.", s.now, true);
   if (!s.new_name.empty()) {
     bool complete = updated == s.replicas && avail == s.replicas && st_replicas == s.replicas &&
-                    (!s.new_uid.empty() && StatusInt(replicasets_[s.new_uid], "availableReplicas") == s.replicas);
+                    (!s.new_uid.empty() &&
+                     StatusInt(replicasets_[s.new_uid], "availableReplicas") == s.replicas);
     UpdateProgressing(s, complete);
   }
   // Keep the conditions in the order the real controller writes them.
@@ -860,7 +893,8 @@ void WorkloadController::UpdateProgressing(DeploySync& s, bool complete) {
                  "ReplicaSet \"" + s.new_name + "\" has timed out progressing.", s.now, true);
   } else if (since && !s.paused) {
     auto left = limit - elapsed;
-    wake_.emplace(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::milliseconds>(left) +
+    wake_.emplace(std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::milliseconds>(left) +
                       std::chrono::milliseconds(50),
                   s.duid);
   }
@@ -936,13 +970,17 @@ void WorkloadController::PopNodes() {
     json n = json::parse(e.obj->json, nullptr, false);
     if (!n.is_object()) continue;
     NodeRec nr;
-    nr.match = {{"metadata", {{"name", e.obj->name}, {"labels", n["metadata"].value("labels", json::object())}}}};
+    nr.match = {
+        {"metadata",
+         {{"name", e.obj->name}, {"labels", n["metadata"].value("labels", json::object())}}}};
     nr.taints = NodeTaints(n);
     auto it = node_recs_.find(e.obj->name);
-    bool same = it != node_recs_.end() && it->second.match == nr.match && it->second.taints.size() == nr.taints.size() &&
-                std::equal(nr.taints.begin(), nr.taints.end(), it->second.taints.begin(), [](const Taint& a, const Taint& b) {
-                  return a.key == b.key && a.value == b.value && a.effect == b.effect;
-                });
+    bool same = it != node_recs_.end() && it->second.match == nr.match &&
+                it->second.taints.size() == nr.taints.size() &&
+                std::equal(nr.taints.begin(), nr.taints.end(), it->second.taints.begin(),
+                           [](const Taint& a, const Taint& b) {
+                             return a.key == b.key && a.value == b.value && a.effect == b.effect;
+                           });
     if (!same) nodes_changed = true;
     node_recs_[e.obj->name] = std::move(nr);
   }
@@ -1001,7 +1039,8 @@ void WorkloadController::Run(std::stop_token stop) {
       DirtyOwner(uid);
       if (deployments_.count(uid)) dirty_deploy_.insert(uid);
     }
-    if ((dirty_rs_.empty() && dirty_ds_.empty() && dirty_deploy_.empty()) || now - last_ < std::chrono::milliseconds(100))
+    if ((dirty_rs_.empty() && dirty_ds_.empty() && dirty_deploy_.empty()) ||
+        now - last_ < std::chrono::milliseconds(100))
       continue;
     last_ = now;
     SyncDirty();
@@ -1010,8 +1049,6 @@ void WorkloadController::Run(std::stop_token stop) {
 
 }  // namespace
 
-void Controllers::WorkloadLoop(std::stop_token stop) {
-  WorkloadController(core_, *this).Run(stop);
-}
+void Controllers::WorkloadLoop(std::stop_token stop) { WorkloadController(core_, *this).Run(stop); }
 
 }  // namespace gg::sim
