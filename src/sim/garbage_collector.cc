@@ -51,7 +51,6 @@ bool HasFinalizer(const json& md, const std::string& f) {
   return false;
 }
 
-
 // The owners of an object sorted by what they mean for it.
 struct OwnerSort {
   std::vector<std::string> solid;     // present (or of a kind we do not know): keep the object
@@ -67,7 +66,8 @@ class GarbageCollector {
       : core_(core),
         pods_ri_(core.registry().Find("", "v1", "pods")),
         nodes_ri_(core.registry().Find("", "v1", "nodes")),
-        quarantine_(std::max(ctl.Scaled(std::chrono::milliseconds(40000)), std::chrono::milliseconds(500))) {}
+        quarantine_(std::max(ctl.Scaled(std::chrono::milliseconds(40000)),
+                             std::chrono::milliseconds(500))) {}
 
   void Run(std::stop_token stop);
 
@@ -83,7 +83,8 @@ class GarbageCollector {
   void RefreshWatches(SteadyTime now);
   bool PopWatch(const std::string& storage, StoreWatch& w, SteadyTime now);
   void OnNodeEvent(const WatchEvent& e, SteadyTime now);
-  void OnObject(const WatchEvent& e, const std::shared_ptr<const ResourceInfo>& ri, bool is_pods, SteadyTime now);
+  void OnObject(const WatchEvent& e, const std::shared_ptr<const ResourceInfo>& ri, bool is_pods,
+                SteadyTime now);
   void CollectPods(SteadyTime now);
   void DeleteOrphanPod(const std::string& uid);
 
@@ -125,12 +126,14 @@ void GarbageCollector::RemoveFinalizer(const std::string& uid, const std::string
   json patch = {{"metadata",
                  {{"resourceVersion", cur.obj["metadata"].value("resourceVersion", "")},
                   {"finalizers", fins.empty() ? json(nullptr) : fins}}}};
-  core_.Patch(Target{item.ri, item.ns, item.name, ""}, "application/merge-patch+json", patch, WriteOpts{});
+  core_.Patch(Target{item.ri, item.ns, item.name, ""}, "application/merge-patch+json", patch,
+              WriteOpts{});
 }
 
 // Rewrites a dependant's ownerReferences without `drop` (uids); unblock: set
 // blockOwnerDeletion false on the refs to those uids instead.
-void GarbageCollector::EditOwnerRefs(const std::string& uid, const std::set<std::string>& drop, bool unblock) {
+void GarbageCollector::EditOwnerRefs(const std::string& uid, const std::set<std::string>& drop,
+                                     bool unblock) {
   auto it = items_.find(uid);
   if (it == items_.end()) return;
   const Item& item = it->second;
@@ -146,7 +149,8 @@ void GarbageCollector::EditOwnerRefs(const std::string& uid, const std::set<std:
   json patch = {{"metadata",
                  {{"resourceVersion", cur.obj["metadata"].value("resourceVersion", "")},
                   {"ownerReferences", refs.empty() ? json(nullptr) : refs}}}};
-  core_.Patch(Target{item.ri, item.ns, item.name, ""}, "application/merge-patch+json", patch, WriteOpts{});
+  core_.Patch(Target{item.ri, item.ns, item.name, ""}, "application/merge-patch+json", patch,
+              WriteOpts{});
 }
 
 // Whether the owner `ref` of an object in namespace `ns` exists with that uid; nullopt when
@@ -193,14 +197,17 @@ OwnerSort GarbageCollector::SortOwners(const Item& item) {
       continue;
     }
     auto oi = items_.find(o.uid);
-    if (oi != items_.end() && oi->second.deleting && oi->second.foreground && o.block) s.waiting.push_back(o.uid);
-    else s.solid.push_back(o.uid);
+    if (oi != items_.end() && oi->second.deleting && oi->second.foreground && o.block)
+      s.waiting.push_back(o.uid);
+    else
+      s.solid.push_back(o.uid);
   }
   return s;
 }
 
 // An object with no live owner left is deleted, with the propagation its finalizers ask for.
-void GarbageCollector::DeleteOwnerless(const std::string& uid, const Item& item, const OwnerSort& owners) {
+void GarbageCollector::DeleteOwnerless(const std::string& uid, const Item& item,
+                                       const OwnerSort& owners) {
   std::string policy = "Background";
   if (!owners.waiting.empty() && dependents_.count(uid)) {
     policy = "Foreground";
@@ -209,8 +216,10 @@ void GarbageCollector::DeleteOwnerless(const std::string& uid, const Item& item,
   auto cur = core_.Get(Target{item.ri, item.ns, item.name, ""});
   if (cur.ok()) {
     const json& md = cur.obj["metadata"];
-    if (HasFinalizer(md, "orphan")) policy = "Orphan";
-    else if (HasFinalizer(md, "foregroundDeletion")) policy = "Foreground";
+    if (HasFinalizer(md, "orphan"))
+      policy = "Orphan";
+    else if (HasFinalizer(md, "foregroundDeletion"))
+      policy = "Foreground";
   }
   core_.Delete(Target{item.ri, item.ns, item.name, ""},
                {{"propagationPolicy", policy}, {"preconditions", {{"uid", uid}}}}, WriteOpts{});
@@ -267,8 +276,8 @@ void GarbageCollector::OnNodeEvent(const WatchEvent& e, SteadyTime now) {
 
 // One object's change into the graph: its owners, whether and how it is being deleted, and
 // (pods) its node.
-void GarbageCollector::OnObject(const WatchEvent& e, const std::shared_ptr<const ResourceInfo>& ri, bool is_pods,
-                                SteadyTime now) {
+void GarbageCollector::OnObject(const WatchEvent& e, const std::shared_ptr<const ResourceInfo>& ri,
+                                bool is_pods, SteadyTime now) {
   const std::string& uid = e.obj->uid;
   if (is_pods)
     if (auto it = items_.find(uid); it != items_.end() && !it->second.node.empty()) {
@@ -352,11 +361,15 @@ void GarbageCollector::DeleteOrphanPod(const std::string& uid) {
   orphan_pods_.erase(uid);
   const Item& item = items_[uid];
   if (core_.Get(Target{nodes_ri_, "", item.node, ""}).ok()) return;
-  core_.Patch(Target{pods_ri_, item.ns, item.name, "status"}, "application/strategic-merge-patch+json",
+  core_.Patch(Target{pods_ri_, item.ns, item.name, "status"},
+              "application/strategic-merge-patch+json",
               {{"status",
                 {{"conditions",
-                  {{{"type", "DisruptionTarget"}, {"status", "True"}, {"reason", "DeletionByPodGC"},
-                    {"message", "PodGC: node no longer exists"}, {"lastTransitionTime", core_.NowRfc3339()}}}}}}},
+                  {{{"type", "DisruptionTarget"},
+                    {"status", "True"},
+                    {"reason", "DeletionByPodGC"},
+                    {"message", "PodGC: node no longer exists"},
+                    {"lastTransitionTime", core_.NowRfc3339()}}}}}}},
               WriteOpts{});
   core_.Delete(Target{pods_ri_, item.ns, item.name, ""},
                {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", uid}}}}, WriteOpts{});
