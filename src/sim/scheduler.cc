@@ -125,14 +125,18 @@ namespace {
 // What the scheduler knows of a node from its object.
 SchedNode ReadSchedNode(const std::string& name, const json& n) {
   SchedNode sn;
-  sn.match = {{"metadata", {{"name", name}, {"labels", n["metadata"].value("labels", json::object())}}}};
+  sn.match = {
+      {"metadata", {{"name", name}, {"labels", n["metadata"].value("labels", json::object())}}}};
   sn.taints = NodeTaints(n);
-  sn.unschedulable = n.contains("spec") && n["spec"].is_object() && n["spec"].value("unschedulable", false);
+  sn.unschedulable =
+      n.contains("spec") && n["spec"].is_object() && n["spec"].value("unschedulable", false);
   const json* alloc = nullptr;
   if (n.contains("status") && n["status"].is_object()) {
     const json& st = n["status"];
-    if (st.contains("allocatable") && st["allocatable"].is_object()) alloc = &st["allocatable"];
-    else if (st.contains("capacity") && st["capacity"].is_object()) alloc = &st["capacity"];
+    if (st.contains("allocatable") && st["allocatable"].is_object())
+      alloc = &st["allocatable"];
+    else if (st.contains("capacity") && st["capacity"].is_object())
+      alloc = &st["capacity"];
   }
   if (alloc)
     for (const auto& [r, q] : alloc->items())
@@ -292,15 +296,18 @@ bool Scheduler::DuePass(SteadyTime now) {
 
 // Nodes that pass the filters, visited round-robin from where the last pod stopped until
 // enough are found; `reasons`: one per reason instance on the others, for the histogram.
-std::vector<std::string> Scheduler::FindFeasible(const PendingPod& pp, std::vector<std::string>& reasons) {
+std::vector<std::string> Scheduler::FindFeasible(const PendingPod& pp,
+                                                 std::vector<std::string>& reasons) {
   const std::size_t total = order_.size();
   std::vector<std::string> feasible;
   std::size_t visited = 0;
   for (; visited < total && feasible.size() < want_feasible_; ++visited) {
     const std::string& name = order_[(next_start_ + visited) % total];
     auto why = Filter(pp, node_map_[name], used_[name]);
-    if (why.empty()) feasible.push_back(name);
-    else reasons.insert(reasons.end(), why.begin(), why.end());
+    if (why.empty())
+      feasible.push_back(name);
+    else
+      reasons.insert(reasons.end(), why.begin(), why.end());
   }
   if (total > 0) next_start_ = (next_start_ + visited) % total;
   return feasible;
@@ -325,19 +332,21 @@ std::string Scheduler::PreemptionMessage(const PendingPod& pp) {
 
 // PodScheduled=False and a FailedScheduling Event when the message changes; otherwise the
 // Event's series is bumped now and then.
-void Scheduler::ReportUnschedulable(PendingPod& pp, const std::vector<std::string>& reasons, SteadyTime now) {
+void Scheduler::ReportUnschedulable(PendingPod& pp, const std::vector<std::string>& reasons,
+                                    SteadyTime now) {
   const json& pod = pp.pod;
   std::string ns = pod["metadata"].value("namespace", ""), name = pod["metadata"].value("name", "");
   const std::size_t total = order_.size();
   std::string msg = UnschedulableMessage(total, reasons);
   if (total > 0) msg += PreemptionMessage(pp);
   if (msg != pp.last_message) {
-    json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
-                 {"message", msg}, {"lastProbeTime", nullptr}, {"lastTransitionTime", core_.NowRfc3339()}};
+    json cond = {{"type", "PodScheduled"},    {"status", "False"},
+                 {"reason", "Unschedulable"}, {"message", msg},
+                 {"lastProbeTime", nullptr},  {"lastTransitionTime", core_.NowRfc3339()}};
     core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
                 {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
-    pp.event_name = internal::RecordEvent(core_, pod, "Warning", "FailedScheduling", "Scheduling", msg,
-                                          kSchedulerName, instance_);
+    pp.event_name = internal::RecordEvent(core_, pod, "Warning", "FailedScheduling", "Scheduling",
+                                          msg, kSchedulerName, instance_);
     pp.event_count = 1;
     pp.event_bumped = now;
     pp.last_message = msg;
@@ -359,7 +368,8 @@ std::string Scheduler::ChooseNode(const PendingPod& pp, const std::vector<std::s
     for (const auto& t : n.taints) {
       if (t.effect != "PreferNoSchedule") continue;
       bool ok = false;
-      for (const auto& tol : pp.tols) ok |= (tol.effect.empty() || tol.effect == "PreferNoSchedule") && tol.Tolerates(t);
+      for (const auto& tol : pp.tols)
+        ok |= (tol.effect.empty() || tol.effect == "PreferNoSchedule") && tol.Tolerates(t);
       if (!ok) prefer[i]++;
     }
     prefer_max = std::max(prefer_max, prefer[i]);
@@ -376,13 +386,17 @@ std::string Scheduler::ChooseNode(const PendingPod& pp, const std::vector<std::s
       if (a == n.allocatable.end() || a->second <= 0) continue;
       auto q = pp.req.find(r);
       std::int64_t after = u[r] + (q == pp.req.end() ? 0 : q->second);
-      least += std::max<double>(0, static_cast<double>(a->second - after) * 100.0 / static_cast<double>(a->second));
+      least += std::max<double>(
+          0, static_cast<double>(a->second - after) * 100.0 / static_cast<double>(a->second));
       ++counted;
     }
-    double score = (counted ? least / counted : 0) +
-                   2.0 * (aff_max > 0 ? static_cast<double>(aff[i]) * 100.0 / static_cast<double>(aff_max) : 0) +
-                   3.0 * (prefer_max > 0 ? 100.0 - static_cast<double>(prefer[i]) * 100.0 / static_cast<double>(prefer_max)
-                                         : 100.0);
+    double score =
+        (counted ? least / counted : 0) +
+        2.0 *
+            (aff_max > 0 ? static_cast<double>(aff[i]) * 100.0 / static_cast<double>(aff_max) : 0) +
+        3.0 * (prefer_max > 0 ? 100.0 - static_cast<double>(prefer[i]) * 100.0 /
+                                            static_cast<double>(prefer_max)
+                              : 100.0);
     if (score > best) {
       best = score;
       chosen = feasible[i];
@@ -401,13 +415,16 @@ void Scheduler::Bind(const std::string& key, const PendingPod& pp, const std::st
   if (!r.ok()) return;
   Assign(key, chosen, pp.req);  // assumed until the watch confirms it
   if (!pp.last_message.empty()) {
-    json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastProbeTime", nullptr},
+    json cond = {{"type", "PodScheduled"},
+                 {"status", "True"},
+                 {"lastProbeTime", nullptr},
                  {"lastTransitionTime", core_.NowRfc3339()}};
     core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
                 {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
   }
   internal::RecordEvent(core_, r.obj.is_object() ? r.obj : pod, "Normal", "Scheduled", "Binding",
-                        "Successfully assigned " + ns + "/" + name + " to " + chosen, kSchedulerName, instance_);
+                        "Successfully assigned " + ns + "/" + name + " to " + chosen,
+                        kSchedulerName, instance_);
 }
 
 // One pass over the pods worth trying (all of them after a node or capacity change).
@@ -453,8 +470,6 @@ void Scheduler::Run(std::stop_token stop) {
 
 }  // namespace
 
-void Controllers::SchedulerLoop(std::stop_token stop) {
-  Scheduler(core_).Run(stop);
-}
+void Controllers::SchedulerLoop(std::stop_token stop) { Scheduler(core_).Run(stop); }
 
 }  // namespace gg::sim
