@@ -431,10 +431,7 @@ void Controllers::DeviceTaintEvictionLoop(std::stop_token stop) {
       }
     }
     dirty.clear();
-    std::vector<std::string> fire;
-    for (const auto& [key, at] : scheduled)
-      if (at <= now) fire.push_back(key);
-    for (const auto& key : fire) evict(key);
+    for (const auto& key : internal::DueKeys(scheduled, now)) evict(key);
   }
 }
 
