@@ -129,16 +129,20 @@ class NodeHeartbeat {
 void NodeHeartbeat::Renew(const std::string& node, const Beat& b) {
   std::string now = internal::FormatMicroTime(core_.clock().Now());
   Target t{leases_ri_, kLeaseNs, node, ""};
-  auto r = core_.Patch(t, "application/merge-patch+json", {{"spec", {{"renewTime", now}}}}, WriteOpts{});
+  auto r =
+      core_.Patch(t, "application/merge-patch+json", {{"spec", {{"renewTime", now}}}}, WriteOpts{});
   if (r.ok() || r.err->code != 404) return;
-  json lease = {
-      {"apiVersion", "coordination.k8s.io/v1"},
-      {"kind", "Lease"},
-      {"metadata",
-       {{"name", node},
-        {"namespace", kLeaseNs},
-        {"ownerReferences", {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", b.uid}}}}}},
-      {"spec", {{"holderIdentity", node}, {"leaseDurationSeconds", kNodeLeaseDuration.count()}, {"renewTime", now}}}};
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata",
+                 {{"name", node},
+                  {"namespace", kLeaseNs},
+                  {"ownerReferences",
+                   {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", b.uid}}}}}},
+                {"spec",
+                 {{"holderIdentity", node},
+                  {"leaseDurationSeconds", kNodeLeaseDuration.count()},
+                  {"renewTime", now}}}};
   core_.Create(Target{leases_ri_, kLeaseNs, "", ""}, std::move(lease), WriteOpts{});
 }
 
@@ -146,13 +150,18 @@ void NodeHeartbeat::PostReady(const std::string& node) {
   std::string now = core_.NowRfc3339();
   json conds = json::array();
   const std::tuple<const char*, const char*, const char*, const char*> mine[] = {
-      {"MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"},
+      {"MemoryPressure", "False", "KubeletHasSufficientMemory",
+       "kubelet has sufficient memory available"},
       {"DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"},
       {"PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
       {"Ready", "True", "KubeletReady", "kubelet is posting ready status"}};
   for (const auto& [type, status, reason, message] : mine)
-    conds.push_back({{"type", type}, {"status", status}, {"reason", reason}, {"message", message},
-                     {"lastHeartbeatTime", now}, {"lastTransitionTime", now}});
+    conds.push_back({{"type", type},
+                     {"status", status},
+                     {"reason", reason},
+                     {"message", message},
+                     {"lastHeartbeatTime", now},
+                     {"lastTransitionTime", now}});
   core_.Patch(Target{nodes_ri_, "", node, "status"}, "application/strategic-merge-patch+json",
               {{"status", {{"conditions", conds}}}}, WriteOpts{});
 }
@@ -175,7 +184,8 @@ void NodeHeartbeat::OnNode(const WatchEvent& e, SteadyTime now) {
   if (added) {
     // A new kubelet registers its Lease at once; renewals are spread over the interval.
     if (!b.stopped) Renew(e.obj->name, b);
-    auto offset = std::chrono::milliseconds(NameHash(e.obj->name) % std::max<long long>(1, interval_.count()));
+    auto offset = std::chrono::milliseconds(NameHash(e.obj->name) %
+                                            std::max<long long>(1, interval_.count()));
     b.next = now + offset + interval_ / 2;
     due_.emplace(b.next, e.obj->name);
   } else if (was_stopped && !b.stopped) {
@@ -208,7 +218,8 @@ void NodeHeartbeat::Run(std::stop_token stop) {
   StoreWatch nodes(core_.store(), nodes_ri_->storage);
   auto ns_ri = core_.registry().Find("", "v1", "namespaces");
   core_.Create(Target{ns_ri, "", "", ""},
-               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kLeaseNs}}}}, WriteOpts{});
+               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kLeaseNs}}}},
+               WriteOpts{});
   while (!stop.stop_requested()) {
     std::deque<WatchEvent> evs;
     nodes.Pop(evs, kPoll);
@@ -227,7 +238,8 @@ class NodeLifecycle {
         leases_ri_(core.registry().Find("coordination.k8s.io", "v1", "leases")),
         pods_ri_(core.registry().Find("", "v1", "pods")),
         grace_(std::max(ctl.Scaled(kNodeMonitorGracePeriod), kMinNodeMonitorGrace)),
-        monitor_period_(std::clamp(ctl.Scaled(std::chrono::milliseconds(5000)), std::chrono::milliseconds(50),
+        monitor_period_(std::clamp(ctl.Scaled(std::chrono::milliseconds(5000)),
+                                   std::chrono::milliseconds(50),
                                    std::chrono::milliseconds(5000))) {}
 
   void Run(std::stop_token stop);
@@ -259,13 +271,15 @@ void NodeLifecycle::SyncTaints(const std::string& name) {
   if (it == health_.end()) return;
   const json& node = it->second.node;
   auto wanted = WantedTaints(node);
-  json taints =
-      node.contains("spec") && node["spec"].is_object() ? node["spec"].value("taints", json::array()) : json::array();
+  json taints = node.contains("spec") && node["spec"].is_object()
+                    ? node["spec"].value("taints", json::array())
+                    : json::array();
   json next = json::array();
   bool changed = false;
   for (const auto& t : taints) {
     std::string key = t.value("key", ""), effect = t.value("effect", "");
-    if (Managed(key) && std::find(wanted.begin(), wanted.end(), std::make_pair(key, effect)) == wanted.end()) {
+    if (Managed(key) &&
+        std::find(wanted.begin(), wanted.end(), std::make_pair(key, effect)) == wanted.end()) {
       changed = true;
       continue;
     }
@@ -295,10 +309,13 @@ void NodeLifecycle::MarkUnknown(const std::string& name) {
   std::string now = core_.NowRfc3339();
   json conds = json::array();
   bool any = false;
-  if (node.contains("status") && node["status"].contains("conditions") && node["status"]["conditions"].is_array())
+  if (node.contains("status") && node["status"].contains("conditions") &&
+      node["status"]["conditions"].is_array())
     for (auto c : node["status"]["conditions"]) {
       std::string type = c.value("type", "");
-      if (type != "Ready" && type != "MemoryPressure" && type != "DiskPressure" && type != "PIDPressure") continue;
+      if (type != "Ready" && type != "MemoryPressure" && type != "DiskPressure" &&
+          type != "PIDPressure")
+        continue;
       any |= type == "Ready";
       if (c.value("status", "") == "Unknown") continue;
       c["status"] = "Unknown";
@@ -308,8 +325,11 @@ void NodeLifecycle::MarkUnknown(const std::string& name) {
       conds.push_back(std::move(c));
     }
   if (!any)
-    conds.push_back({{"type", "Ready"}, {"status", "Unknown"}, {"reason", "NodeStatusNeverUpdated"},
-                     {"message", "Kubelet never posted node status."}, {"lastHeartbeatTime", nullptr},
+    conds.push_back({{"type", "Ready"},
+                     {"status", "Unknown"},
+                     {"reason", "NodeStatusNeverUpdated"},
+                     {"message", "Kubelet never posted node status."},
+                     {"lastHeartbeatTime", nullptr},
                      {"lastTransitionTime", now}});
   if (conds.empty()) return;
   core_.Patch(Target{nodes_ri_, "", name, "status"}, "application/strategic-merge-patch+json",
@@ -322,21 +342,24 @@ void NodeLifecycle::MarkPodsNotReady(const std::string& name, const std::string&
   std::vector<std::pair<std::string, std::string>> on_node;
   {
     std::scoped_lock lock(core_.store().mu());
-    core_.store().ForEachLocked(pods_ri_->storage, "", "", [&](const std::string&, const ObjPtr& o) {
-      if (o->json.find(name) == std::string::npos) return true;  // cheap pre-filter
-      json p = json::parse(o->json, nullptr, false);
-      if (p.is_object() && Str(p, {"spec", "nodeName"}) == name && internal::PodReady(p))
-        on_node.emplace_back(o->ns, o->name);
-      return true;
-    });
+    core_.store().ForEachLocked(
+        pods_ri_->storage, "", "", [&](const std::string&, const ObjPtr& o) {
+          if (o->json.find(name) == std::string::npos) return true;  // cheap pre-filter
+          json p = json::parse(o->json, nullptr, false);
+          if (p.is_object() && Str(p, {"spec", "nodeName"}) == name && internal::PodReady(p))
+            on_node.emplace_back(o->ns, o->name);
+          return true;
+        });
   }
   for (const auto& [ns, pod] : on_node)
-    core_.Patch(
-        Target{pods_ri_, ns, pod, "status"}, "application/strategic-merge-patch+json",
-        {{"status",
-          {{"conditions",
-            {{{"type", "Ready"}, {"status", "False"}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now}}}}}}},
-        WriteOpts{});
+    core_.Patch(Target{pods_ri_, ns, pod, "status"}, "application/strategic-merge-patch+json",
+                {{"status",
+                  {{"conditions",
+                    {{{"type", "Ready"},
+                      {"status", "False"},
+                      {"lastProbeTime", nullptr},
+                      {"lastTransitionTime", now}}}}}}},
+                WriteOpts{});
 }
 
 // Node changes are what it reacts to at once.
@@ -453,7 +476,9 @@ void TaintEviction::Evict(const std::string& key) {
   if (it == pod_recs_.end()) return;
   auto slash = key.find('/');
   std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
-  json cond = {{"type", "DisruptionTarget"}, {"status", "True"}, {"reason", "DeletionByTaintManager"},
+  json cond = {{"type", "DisruptionTarget"},
+               {"status", "True"},
+               {"reason", "DeletionByTaintManager"},
                {"message", "Taint manager: deleting due to NoExecute taint"},
                {"lastTransitionTime", core_.NowRfc3339()}};
   core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
@@ -461,7 +486,8 @@ void TaintEviction::Evict(const std::string& key) {
   auto r = core_.Delete(Target{pods_ri_, ns, name, ""}, json::object(), WriteOpts{});
   if (r.ok())
     internal::RecordEvent(core_, it->second.pod, "Normal", "TaintManagerEviction", "Delete",
-                          "Marking for deletion Pod " + key, "taint-eviction-controller", "taint-eviction-controller");
+                          "Marking for deletion Pod " + key, "taint-eviction-controller",
+                          "taint-eviction-controller");
   Forget(key);
 }
 
@@ -477,7 +503,8 @@ void TaintEviction::PopNodes() {
         if (t.effect == "NoExecute") ne.push_back(std::move(t));
     }
     auto& cur = no_execute_[e.obj->name];
-    bool same = cur.size() == ne.size() && std::equal(cur.begin(), cur.end(), ne.begin(), [](const Taint& a, const Taint& b) {
+    bool same = cur.size() == ne.size() &&
+                std::equal(cur.begin(), cur.end(), ne.begin(), [](const Taint& a, const Taint& b) {
                   return a.key == b.key && a.value == b.value;
                 });
     if (same) continue;
@@ -537,7 +564,9 @@ void TaintEviction::Reschedule(const std::string& key, SteadyTime now) {
     for (const auto& tol : it->second.tols) {
       if (!tol.Tolerates(t)) continue;
       ok = true;
-      if (tol.seconds) min_seconds = std::min(min_seconds.value_or(*tol.seconds), std::max<std::int64_t>(0, *tol.seconds));
+      if (tol.seconds)
+        min_seconds =
+            std::min(min_seconds.value_or(*tol.seconds), std::max<std::int64_t>(0, *tol.seconds));
     }
     all &= ok;
   }
@@ -567,16 +596,10 @@ void TaintEviction::Run(std::stop_token stop) {
 
 }  // namespace
 
-void Controllers::NodeHeartbeatLoop(std::stop_token stop) {
-  NodeHeartbeat(core_, *this).Run(stop);
-}
+void Controllers::NodeHeartbeatLoop(std::stop_token stop) { NodeHeartbeat(core_, *this).Run(stop); }
 
-void Controllers::NodeLifecycleLoop(std::stop_token stop) {
-  NodeLifecycle(core_, *this).Run(stop);
-}
+void Controllers::NodeLifecycleLoop(std::stop_token stop) { NodeLifecycle(core_, *this).Run(stop); }
 
-void Controllers::TaintEvictionLoop(std::stop_token stop) {
-  TaintEviction(core_, *this).Run(stop);
-}
+void Controllers::TaintEvictionLoop(std::stop_token stop) { TaintEviction(core_, *this).Run(stop); }
 
 }  // namespace gg::sim
