@@ -224,8 +224,9 @@ std::shared_ptr<const ResourceInfo> FindDra(Registry& reg, const char* resource)
 // per pod when it is due for eviction.
 class DeviceTaintEviction {
  public:
-  DeviceTaintEviction(ApiCore& core, const Controllers& ctl, std::shared_ptr<const ResourceInfo> pods_ri,
-                      const ResourceInfo& rules_ri, const ResourceInfo& slices_ri, const ResourceInfo& claims_ri)
+  DeviceTaintEviction(ApiCore& core, const Controllers& ctl,
+                      std::shared_ptr<const ResourceInfo> pods_ri, const ResourceInfo& rules_ri,
+                      const ResourceInfo& slices_ri, const ResourceInfo& claims_ri)
       : core_(core),
         ctl_(ctl),
         pods_ri_(std::move(pods_ri)),
@@ -253,10 +254,10 @@ class DeviceTaintEviction {
   const Controllers& ctl_;
   std::shared_ptr<const ResourceInfo> pods_ri_;
   StoreWatch pods_, claims_, slices_, rules_;
-  std::map<std::string, SliceRec> slice_recs_;                  // slice name -> record
-  std::map<std::string, RuleRec> rule_recs_;                    // NoExecute rules by name
-  std::map<std::string, ClaimRec> claim_recs_;                  // "ns/name" of allocated claims
-  std::map<std::string, PodRec> pod_recs_;                      // "ns/name" of scheduled active pods with claims
+  std::map<std::string, SliceRec> slice_recs_;  // slice name -> record
+  std::map<std::string, RuleRec> rule_recs_;    // NoExecute rules by name
+  std::map<std::string, ClaimRec> claim_recs_;  // "ns/name" of allocated claims
+  std::map<std::string, PodRec> pod_recs_;      // "ns/name" of scheduled active pods with claims
   std::map<std::string, std::set<std::string>> pods_of_claim_;  // claim key -> pod keys
   std::map<std::string, WallTime> first_seen_;  // taint source -> when first seen (no timeAdded)
   std::map<std::string, WallTime> scheduled_;   // pod key -> eviction due
@@ -290,7 +291,8 @@ std::vector<const DeviceTaint*> DeviceTaintEviction::TaintsOf(const AllocatedDev
   }
   for (const auto& [_, r] : rule_recs_) {
     if (r.selects_nothing) continue;
-    if ((r.driver && *r.driver != d.driver) || (r.pool && *r.pool != d.pool) || (r.device && *r.device != d.device))
+    if ((r.driver && *r.driver != d.driver) || (r.pool && *r.pool != d.pool) ||
+        (r.device && *r.device != d.device))
       continue;
     out.push_back(&r.taint);
   }
@@ -339,7 +341,8 @@ void DeviceTaintEviction::Evict(const std::string& key) {
                {"lastTransitionTime", core_.NowRfc3339()}};
   core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
               {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
-  auto r = core_.Delete(Target{pods_ri_, ns, name, ""}, {{"preconditions", {{"uid", it->second.uid}}}}, WriteOpts{});
+  auto r = core_.Delete(Target{pods_ri_, ns, name, ""},
+                        {{"preconditions", {{"uid", it->second.uid}}}}, WriteOpts{});
   if (r.ok())
     internal::RecordEvent(core_, it->second.pod, "Normal", "DeviceTaintManagerEviction", "Delete",
                           "Marking for deletion", "device-taint-eviction-controller",
@@ -456,7 +459,7 @@ void DeviceTaintEviction::Reschedule(const std::string& key, WallTime now) {
   std::optional<WallTime> due;
   for (const auto& c : it->second.claims) {
     auto cit = claim_recs_.find(NsOf(key) + "/" + c);
-    if (cit == claim_recs_.end()) continue;                           // not allocated
+    if (cit == claim_recs_.end()) continue;                          // not allocated
     if (!cit->second.reserved_uids.count(it->second.uid)) continue;  // not this pod's
     auto at = ClaimDue(cit->second, now);
     if (at && (!due || *at < *due)) due = at;
