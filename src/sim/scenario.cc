@@ -120,7 +120,8 @@ Status ValidateTaints(const YAML::Node& t) {
 Status ValidateNodes(const YAML::Node& nodes, std::set<std::string>& node_names) {
   if (!nodes.IsSequence()) return Err(nodes, "nodes must be a list");
   for (const auto& n : nodes) {
-    GG_RETURN_IF_ERROR(CheckKeys(n, {"name", "gpus", "product", "labels", "taints", "unschedulable", "count"}, "node"));
+    GG_RETURN_IF_ERROR(CheckKeys(
+        n, {"name", "gpus", "product", "labels", "taints", "unschedulable", "count"}, "node"));
     GG_RETURN_IF_ERROR(CheckName(n, "node"));
     GG_RETURN_IF_ERROR(CheckInt(n, "gpus", 0, 64, "node"));
     GG_RETURN_IF_ERROR(CheckInt(n, "count", 1, 100000, "node"));
@@ -129,7 +130,8 @@ Status ValidateNodes(const YAML::Node& nodes, std::set<std::string>& node_names)
     if (YAML::Node t = n["taints"]) GG_RETURN_IF_ERROR(ValidateTaints(t));
     std::string name = n["name"].Scalar();
     if (YAML::Node c = n["count"]) {
-      for (long long i = 0; i < c.as<long long>(); ++i) node_names.insert(name + "-" + std::to_string(i));
+      for (long long i = 0; i < c.as<long long>(); ++i)
+        node_names.insert(name + "-" + std::to_string(i));
     } else if (!node_names.insert(name).second) {
       return Err(n["name"], "duplicate node \"" + name + "\"");
     }
@@ -138,8 +140,12 @@ Status ValidateNodes(const YAML::Node& nodes, std::set<std::string>& node_names)
 }
 
 // One workload; `names` holds the namespace/name of those before it.
-Status ValidateWorkload(const YAML::Node& w, std::set<std::string>& names, const std::set<std::string>& node_names) {
-  GG_RETURN_IF_ERROR(CheckKeys(w, {"name", "kind", "namespace", "replicas", "gpus", "priorityClassName", "priority", "nodes", "labels", "pdb"}, "workload"));
+Status ValidateWorkload(const YAML::Node& w, std::set<std::string>& names,
+                        const std::set<std::string>& node_names) {
+  GG_RETURN_IF_ERROR(CheckKeys(w,
+                               {"name", "kind", "namespace", "replicas", "gpus",
+                                "priorityClassName", "priority", "nodes", "labels", "pdb"},
+                               "workload"));
   GG_RETURN_IF_ERROR(CheckName(w, "workload"));
   GG_RETURN_IF_ERROR(CheckInt(w, "replicas", 0, 1000000, "workload"));
   GG_RETURN_IF_ERROR(CheckInt(w, "gpus", 0, 64, "workload"));
@@ -152,7 +158,8 @@ Status ValidateWorkload(const YAML::Node& w, std::set<std::string>& names, const
       return Err(k, "workload.kind must be Deployment, Job, DaemonSet or ReplicaSet");
   }
   if (YAML::Node ns = w["namespace"]) {
-    if (!ns.IsScalar() || !IsDns1123Label(ns.Scalar()).empty()) return Err(ns, "workload.namespace must be a DNS label");
+    if (!ns.IsScalar() || !IsDns1123Label(ns.Scalar()).empty())
+      return Err(ns, "workload.namespace must be a DNS label");
   }
   std::string key = (w["namespace"] ? w["namespace"].Scalar() : "ml") + "/" + w["name"].Scalar();
   if (!names.insert(key).second) return Err(w["name"], "duplicate workload \"" + key + "\"");
@@ -160,12 +167,15 @@ Status ValidateWorkload(const YAML::Node& w, std::set<std::string>& names, const
     if (!ns.IsSequence()) return Err(ns, "workload.nodes must be a list of node names");
     for (const auto& n : ns)
       if (!n.IsScalar() || !node_names.count(n.Scalar()))
-        return Err(n, "workload.nodes: unknown node \"" + (n.IsScalar() ? n.Scalar() : std::string("?")) + "\"");
+        return Err(n, "workload.nodes: unknown node \"" +
+                          (n.IsScalar() ? n.Scalar() : std::string("?")) + "\"");
   }
   if (YAML::Node p = w["pdb"]) {
     GG_RETURN_IF_ERROR(CheckKeys(p, {"minAvailable", "maxUnavailable"}, "pdb"));
-    if (p["minAvailable"] && p["maxUnavailable"]) return Err(p, "pdb: minAvailable and maxUnavailable cannot be both set");
-    if (!p["minAvailable"] && !p["maxUnavailable"]) return Err(p, "pdb needs minAvailable or maxUnavailable");
+    if (p["minAvailable"] && p["maxUnavailable"])
+      return Err(p, "pdb: minAvailable and maxUnavailable cannot be both set");
+    if (!p["minAvailable"] && !p["maxUnavailable"])
+      return Err(p, "pdb needs minAvailable or maxUnavailable");
   }
   return OkStatus();
 }
@@ -266,12 +276,13 @@ class ScenarioEmitter {
   Status EmitPopulation(const json& p);
   Status ExpandNodes(const json& n);
   Status EmitWorkload(const json& w);
-  StatusOr<WorkloadOwner> EmitController(const json& w, const std::string& kind, const json& labels, const json& tmpl);
+  StatusOr<WorkloadOwner> EmitController(const json& w, const std::string& kind, const json& labels,
+                                         const json& tmpl);
   std::vector<NodeSlot*> Candidates(const json& w, const std::string& kind);
-  json MakePod(const WorkloadOwner& owner, int r, const std::string& ns, const json& labels, const json& tmpl,
-               const std::string& kind);
-  void PlacePods(const json& w, const std::string& kind, const WorkloadOwner& owner, const json& labels,
-                 const json& tmpl);
+  json MakePod(const WorkloadOwner& owner, int r, const std::string& ns, const json& labels,
+               const json& tmpl, const std::string& kind);
+  void PlacePods(const json& w, const std::string& kind, const WorkloadOwner& owner,
+                 const json& labels, const json& tmpl);
   Status AddPdb(const json& w, const std::string& ns);
 
   const Scenario& sc_;
@@ -281,7 +292,8 @@ class ScenarioEmitter {
   int next_index_ = 0;
   std::vector<NodeSlot> slots_;
   std::vector<json> node_objs_;
-  std::vector<std::pair<std::string, std::pair<int, std::string>>> slices_;  // node -> (gpus, product)
+  std::vector<std::pair<std::string, std::pair<int, std::string>>>
+      slices_;  // node -> (gpus, product)
   std::vector<json> pods_;
   std::vector<json> pdbs_;
 };
@@ -328,7 +340,8 @@ Status ScenarioEmitter::ExpandNodes(const json& n) {
     bool schedulable = n.value("unschedulable", json(false)) != true;
     bool tainted = false;
     if (taints.is_array())
-      for (const auto& t : taints) tainted |= t.is_object() && t.value("effect", "") != "PreferNoSchedule";
+      for (const auto& t : taints)
+        tainted |= t.is_object() && t.value("effect", "") != "PreferNoSchedule";
     slots_.push_back({name, schedulable ? gpus : -1, next_index_++, 0, tainted});
     node_objs_.push_back(std::move(node));
     slices_.push_back({name, {gpus, product}});
@@ -340,13 +353,15 @@ Status ScenarioEmitter::ExpandNodes(const json& n) {
 json WorkloadTemplate(const json& w, const std::string& kind, const json& labels) {
   int gpus = Int(w, "gpus", 0);
   std::string pc = Str(w, "priorityClassName");
-  json container = {{"name", "main"}, {"image", "nvcr.io/nvidia/pytorch:25.01-py3"},
+  json container = {{"name", "main"},
+                    {"image", "nvcr.io/nvidia/pytorch:25.01-py3"},
                     {"resources", {{"requests", {{"cpu", "1"}}}}}};
   if (gpus > 0) {
     container["resources"]["requests"]["nvidia.com/gpu"] = std::to_string(gpus);
     container["resources"]["limits"] = {{"nvidia.com/gpu", std::to_string(gpus)}};
   }
-  json pod_spec = {{"containers", {container}}, {"terminationGracePeriodSeconds", 30},
+  json pod_spec = {{"containers", {container}},
+                   {"terminationGracePeriodSeconds", 30},
                    {"restartPolicy", kind == "Job" ? "OnFailure" : "Always"}};
   if (!pc.empty()) pod_spec["priorityClassName"] = pc;
   if (kind == "DaemonSet") pod_spec["tolerations"] = {{{"operator", "Exists"}}};
@@ -354,19 +369,23 @@ json WorkloadTemplate(const json& w, const std::string& kind, const json& labels
 }
 
 // The controller (and a Deployment's ReplicaSet); returns what the pods are owned by.
-StatusOr<WorkloadOwner> ScenarioEmitter::EmitController(const json& w, const std::string& kind, const json& labels,
-                                                        const json& tmpl) {
+StatusOr<WorkloadOwner> ScenarioEmitter::EmitController(const json& w, const std::string& kind,
+                                                        const json& labels, const json& tmpl) {
   std::string name = Str(w, "name");
   std::string ns = Str(w, "namespace", "ml");
   int replicas = Int(w, "replicas", 1);
   std::string uid = DeterministicUid(kind + "/" + ns + "/" + name, sc_.seed);
-  json ctrl = {{"apiVersion", kind == "Job" ? "batch/v1" : "apps/v1"}, {"kind", kind},
-               {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}, {"generation", 1}, {"labels", labels}}},
-               {"spec", {{"selector", {{"matchLabels", {{"app", name}}}}}, {"template", tmpl}}}};
+  json ctrl = {
+      {"apiVersion", kind == "Job" ? "batch/v1" : "apps/v1"},
+      {"kind", kind},
+      {"metadata",
+       {{"name", name}, {"namespace", ns}, {"uid", uid}, {"generation", 1}, {"labels", labels}}},
+      {"spec", {{"selector", {{"matchLabels", {{"app", name}}}}}, {"template", tmpl}}}};
   if (kind == "Deployment" || kind == "ReplicaSet") ctrl["spec"]["replicas"] = replicas;
   if (kind == "Job") ctrl["spec"]["parallelism"] = replicas, ctrl["spec"]["completions"] = replicas;
   GG_RETURN_IF_ERROR(Emit(ctrl));
-  std::string owner_kind = kind, owner_name = name, owner_uid = uid, owner_api = Str(ctrl, "apiVersion");
+  std::string owner_kind = kind, owner_name = name, owner_uid = uid,
+              owner_api = Str(ctrl, "apiVersion");
   if (kind == "Deployment") {
     owner_kind = "ReplicaSet";
     owner_name = name + "-" + DeterministicUid(name, sc_.seed).substr(0, 10);
@@ -375,12 +394,16 @@ StatusOr<WorkloadOwner> ScenarioEmitter::EmitController(const json& w, const std
     rs["kind"] = "ReplicaSet";
     rs["metadata"]["name"] = owner_name;
     rs["metadata"]["uid"] = owner_uid;
-    rs["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", name},
-                                          {"uid", uid}, {"controller", true}, {"blockOwnerDeletion", true}}};
+    rs["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                          {"kind", "Deployment"},
+                                          {"name", name},
+                                          {"uid", uid},
+                                          {"controller", true},
+                                          {"blockOwnerDeletion", true}}};
     GG_RETURN_IF_ERROR(Emit(rs));
   }
-  json owner = {{"apiVersion", owner_api}, {"kind", owner_kind}, {"name", owner_name}, {"uid", owner_uid},
-                {"controller", true}, {"blockOwnerDeletion", true}};
+  json owner = {{"apiVersion", owner_api}, {"kind", owner_kind}, {"name", owner_name},
+                {"uid", owner_uid},        {"controller", true}, {"blockOwnerDeletion", true}};
   return WorkloadOwner{owner_name, owner};
 }
 
@@ -400,15 +423,18 @@ std::vector<NodeSlot*> ScenarioEmitter::Candidates(const json& w, const std::str
 }
 
 // Replica r of a workload, not yet placed.
-json ScenarioEmitter::MakePod(const WorkloadOwner& owner, int r, const std::string& ns, const json& labels,
-                              const json& tmpl, const std::string& kind) {
+json ScenarioEmitter::MakePod(const WorkloadOwner& owner, int r, const std::string& ns,
+                              const json& labels, const json& tmpl, const std::string& kind) {
   // The UUID's tail: FNV's high bits barely change with the last byte of the key, so the
   // head of the UUID repeats for replicas 0..9.
   std::string puid = DeterministicUid(owner.name + "#" + std::to_string(r), sc_.seed);
   std::string pname = owner.name + "-" + puid.substr(puid.size() - 5);
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = {{"name", pname}, {"namespace", ns}, {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc_.seed)},
-                     {"labels", labels}, {"ownerReferences", {owner.ref}}};
+  pod["metadata"] = {{"name", pname},
+                     {"namespace", ns},
+                     {"uid", DeterministicUid("Pod/" + ns + "/" + pname, sc_.seed)},
+                     {"labels", labels},
+                     {"ownerReferences", {owner.ref}}};
   pod["spec"] = tmpl["spec"];
   if (kind == "DaemonSet") {  // the hash of the template as stored: with its pod defaults
     json stored = tmpl;
@@ -422,8 +448,8 @@ json ScenarioEmitter::MakePod(const WorkloadOwner& owner, int r, const std::stri
 
 // The workload's pods, placed round-robin where their GPUs fit (a DaemonSet: one per
 // candidate node); a pod that fits nowhere stays Pending.
-void ScenarioEmitter::PlacePods(const json& w, const std::string& kind, const WorkloadOwner& owner, const json& labels,
-                                const json& tmpl) {
+void ScenarioEmitter::PlacePods(const json& w, const std::string& kind, const WorkloadOwner& owner,
+                                const json& labels, const json& tmpl) {
   std::string ns = Str(w, "namespace", "ml");
   int gpus = Int(w, "gpus", 0);
   std::vector<NodeSlot*> candidates = Candidates(w, kind);
@@ -449,8 +475,10 @@ void ScenarioEmitter::PlacePods(const json& w, const std::string& kind, const Wo
         conds.push_back({{"type", t}, {"status", "True"}});
       pod["status"] = {{"phase", "Running"}, {"conditions", conds}};
     } else {
-      pod["status"] = {{"phase", "Pending"},
-                       {"conditions", {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}}}};
+      pod["status"] = {
+          {"phase", "Pending"},
+          {"conditions",
+           {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}}}};
     }
     pods_.push_back(std::move(pod));
   }
@@ -461,12 +489,17 @@ Status ScenarioEmitter::AddPdb(const json& w, const std::string& ns) {
   std::string name = Str(w, "name");
   int replicas = Int(w, "replicas", 1);
   json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"}};
-  pdb["metadata"] = {{"name", name + "-pdb"}, {"namespace", ns}, {"generation", 1},
+  pdb["metadata"] = {{"name", name + "-pdb"},
+                     {"namespace", ns},
+                     {"generation", 1},
                      {"uid", DeterministicUid("PodDisruptionBudget/" + ns + "/" + name, sc_.seed)}};
   pdb["spec"] = w["pdb"];
   pdb["spec"]["selector"] = {{"matchLabels", {{"app", name}}}};
-  auto st = ComputePdbStatus(pdb, pods_, [replicas](const json&, std::string_view) -> std::optional<int> { return replicas; });
-  if (!st.ok()) return InvalidArgumentError("scenario: workload " + name + ": pdb: " + st.status().message());
+  auto st = ComputePdbStatus(
+      pdb, pods_,
+      [replicas](const json&, std::string_view) -> std::optional<int> { return replicas; });
+  if (!st.ok())
+    return InvalidArgumentError("scenario: workload " + name + ": pdb: " + st.status().message());
   pdbs_.push_back(ApplyPdbStatus(pdb, *st, "2026-01-01T00:00:00Z"));
   return OkStatus();
 }
@@ -477,13 +510,17 @@ Status ScenarioEmitter::EmitWorkload(const json& w) {
   std::string name = Str(w, "name");
   std::string kind = Str(w, "kind", "Deployment");
   std::string ns = Str(w, "namespace", "ml");
-  GG_RETURN_IF_ERROR(Emit({{"apiVersion", "v1"}, {"kind", "Namespace"},
-                           {"metadata", {{"name", ns}, {"uid", DeterministicUid("Namespace/" + ns, sc_.seed)}}}}));
+  GG_RETURN_IF_ERROR(
+      Emit({{"apiVersion", "v1"},
+            {"kind", "Namespace"},
+            {"metadata", {{"name", ns}, {"uid", DeterministicUid("Namespace/" + ns, sc_.seed)}}}}));
   std::string pc = Str(w, "priorityClassName");
   if (!pc.empty())
-    GG_RETURN_IF_ERROR(Emit({{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"},
-                             {"metadata", {{"name", pc}, {"uid", DeterministicUid("PriorityClass/" + pc, sc_.seed)}}},
-                             {"value", Int(w, "priority", 1000)}}));
+    GG_RETURN_IF_ERROR(Emit(
+        {{"apiVersion", "scheduling.k8s.io/v1"},
+         {"kind", "PriorityClass"},
+         {"metadata", {{"name", pc}, {"uid", DeterministicUid("PriorityClass/" + pc, sc_.seed)}}},
+         {"value", Int(w, "priority", 1000)}}));
   json labels = {{"app", name}};
   const json extra_labels = w.value("labels", json::object());
   for (auto it = extra_labels.begin(); it != extra_labels.end(); ++it) labels[it.key()] = *it;
@@ -504,7 +541,9 @@ Status ScenarioEmitter::Run() {
   for (auto& p : pods_) GG_RETURN_IF_ERROR(Emit(std::move(p)));
   if (sc_.dra)
     for (const auto& [node, gp] : slices_)
-      if (gp.first > 0) GG_RETURN_IF_ERROR(Emit(MakeResourceSlice(node, gp.first, gp.second, sc_.kube_version, sc_.seed)));
+      if (gp.first > 0)
+        GG_RETURN_IF_ERROR(
+            Emit(MakeResourceSlice(node, gp.first, gp.second, sc_.kube_version, sc_.seed)));
   for (const auto& o : doc.value("objects", json::array())) GG_RETURN_IF_ERROR(Emit(o));
   return OkStatus();
 }
