@@ -131,13 +131,13 @@ std::vector<ResourceInfo> ControlResources() {
     r.has_generation = true;
     out.push_back(r);
   }
-  out.push_back(R("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole",
-               false));
+  out.push_back(
+      R("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false));
   out.push_back(R("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
-               "ClusterRoleBinding", false));
+                  "ClusterRoleBinding", false));
   out.push_back(R("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true));
-  out.push_back(R("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding",
-               true));
+  out.push_back(
+      R("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true));
   // Reviews: POSTed, evaluated, answered, never stored (create is their only verb).
   for (auto [group, res, kind, ns] :
        std::vector<std::tuple<std::string, std::string, std::string, bool>>{
@@ -152,7 +152,7 @@ std::vector<ResourceInfo> ControlResources() {
     out.push_back(r);
   }
   out.push_back(R("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
-               false, {"pc"}));
+                  false, {"pc"}));
   // ValidatingAdmissionPolicy: admissionregistration.k8s.io/v1, GA (served by default) since
   // 1.30, so in every release we simulate; enforced by sim/vap.h.
   auto p = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
@@ -178,7 +178,8 @@ std::vector<ResourceInfo> DraResources(int minor) {
   dra_versions.push_back("v1beta1");
   if (minor < 33) dra_versions = {"v1beta1"};
   for (const auto& v : dra_versions) {
-    out.push_back(R("resource.k8s.io", v, "resourceslices", "resourceslice", "ResourceSlice", false));
+    out.push_back(
+        R("resource.k8s.io", v, "resourceslices", "resourceslice", "ResourceSlice", false));
     auto c = R("resource.k8s.io", v, "resourceclaims", "resourceclaim", "ResourceClaim", true);
     c.status_subresource = true;
     c.has_generation = true;
