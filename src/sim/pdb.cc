@@ -67,7 +67,8 @@ bool Deleting(const json& pod) {
 
 // status.disruptedPods, keeping the entries whose pod is selected, is not being deleted and
 // was disrupted less than 2 minutes before `now` (when known).
-std::map<std::string, std::string> KeptDisruptedPods(const json& pdb, const std::vector<const json*>& selected,
+std::map<std::string, std::string> KeptDisruptedPods(const json& pdb,
+                                                     const std::vector<const json*>& selected,
                                                      std::optional<WallTime> now) {
   std::map<std::string, const json*> by_name;
   for (const json* p : selected) by_name[Str(*p, {"metadata", "name"})] = p;
@@ -87,7 +88,8 @@ std::map<std::string, std::string> KeptDisruptedPods(const json& pdb, const std:
 // The pods the budget expects: the sum of the scale of the selected pods' controllers (or,
 // without a scale lookup, their pod counts). Pods without a controller go to
 // st.unmanaged_pods; a controller the lookup cannot find sets st.sync_failure.
-StatusOr<int> ExpectedScale(const std::vector<const json*>& selected, const ScaleLookup& scale, PdbStatus& st) {
+StatusOr<int> ExpectedScale(const std::vector<const json*>& selected, const ScaleLookup& scale,
+                            PdbStatus& st) {
   std::map<std::string, int> per_controller;  // uid -> scale
   std::map<std::string, int> pod_counts;
   for (const json* p : selected) {

@@ -507,7 +507,9 @@ json DeviceTaintRuleSchema(std::string_view kube_version) {
 namespace gg::sim {
 namespace {
 
-const json& At(const json& obj, std::initializer_list<const char*> keys) { return JsonAt(obj, keys); }
+const json& At(const json& obj, std::initializer_list<const char*> keys) {
+  return JsonAt(obj, keys);
+}
 
 std::string S(const json& v) { return v.is_string() ? v.get<std::string>() : ""; }
 
