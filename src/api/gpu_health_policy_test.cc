@@ -310,6 +310,15 @@ TEST(PolicyDeviceLevel, DecodesEncodesAndValidates) {
   }
 }
 
+// The spec after encoding it in a policy and decoding that again.
+StatusOr<GpuHealthPolicySpec> ThroughTheCodec(const GpuHealthPolicySpec& spec) {
+  GpuHealthPolicy p;
+  p.name = "p";
+  p.spec = spec;
+  GG_ASSIGN_OR_RETURN(GpuHealthPolicy back, DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p)));
+  return back.spec;
+}
+
 TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
   auto spec = DecodeGpuHealthPolicySpec(R"({"recovery": {"healthyFor": "5m"}})");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -319,12 +328,9 @@ TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->recovery.quarantine, (QuarantineSpec{5, std::chrono::hours(6)}));
   EXPECT_EQ(set->recovery.healthy_for, std::chrono::minutes(10)) << "siblings keep defaults";
-  GpuHealthPolicy p;
-  p.name = "q";
-  p.spec = *set;
-  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
+  auto back = ThroughTheCodec(*set);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->spec.recovery, set->recovery);
+  EXPECT_EQ(back->recovery, set->recovery);
 
   auto bad = DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": "3"}}})");
   ASSERT_FALSE(bad.ok());

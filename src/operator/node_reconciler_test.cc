@@ -100,6 +100,14 @@ struct World {
   bool OurTaint(const std::string& name) {
     return Node(name)->FindTaint(api::kTaintKey) != nullptr;
   }
+  // gpu-1 with Xid 79 under Policy(action), after the pass that fences it.
+  void FenceUnder(api::Action action, bool admin_cordoned = false) {
+    AddNode("gpu-1", admin_cordoned);
+    Report("gpu-1", true);
+    cluster.PutPolicy(Policy(action));
+    Start();
+    ASSERT_TRUE(Pass("gpu-1").ok());
+  }
   std::string Condition(const std::string& name) {
     const auto* c = Node(name)->FindCondition(api::kConditionType);
     return c ? c->status : "";
@@ -322,11 +330,7 @@ TEST(NodeReconciler, FailedWriteChangesNothingAndIsRetried) {
 
 TEST(NodeReconciler, ExcludingANodeReleasesOurFencesAndStopsItsDrain) {
   World w;
-  w.AddNode("gpu-1");
-  w.Report("gpu-1", true);
-  w.cluster.PutPolicy(Policy(api::Action::kDrain));
-  w.Start();
-  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  w.FenceUnder(api::Action::kDrain);
   ASSERT_TRUE(w.drains.Running("gpu-1"));
   ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
   k8s::Node n = *w.Node("gpu-1");
@@ -347,11 +351,7 @@ TEST(NodeReconciler, ExcludingANodeReleasesOurFencesAndStopsItsDrain) {
 
 TEST(NodeReconciler, ExcludingLeavesAnAdminCordonAlone) {
   World w;
-  w.AddNode("gpu-1", /*unschedulable=*/true);
-  w.Report("gpu-1", true);
-  w.cluster.PutPolicy(Policy(api::Action::kCordon));
-  w.Start();
-  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  w.FenceUnder(api::Action::kCordon, /*admin_cordoned=*/true);
   ASSERT_TRUE(w.OurTaint("gpu-1"));
   k8s::Node n = *w.Node("gpu-1");
   n.meta.labels.Set(api::kExcludeLabel, "true");
@@ -408,11 +408,7 @@ TEST(NodeReconciler, UngovernedNodeIsReleasedAfterTheRecordedHealthyFor) {
 
 TEST(NodeReconciler, UngovernedNodeWithAFaultyReportStaysFenced) {
   World w;
-  w.AddNode("gpu-1");
-  w.Report("gpu-1", true);
-  w.cluster.PutPolicy(Policy(api::Action::kDrain));
-  w.Start();
-  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  w.FenceUnder(api::Action::kDrain);
   ASSERT_TRUE(w.drains.Running("gpu-1"));
   w.cluster.DeletePolicy("default");
   ASSERT_TRUE(w.Pass("gpu-1").ok());

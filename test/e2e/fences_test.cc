@@ -44,30 +44,15 @@ spec:
   safety: {maxUnhealthy: "50%"}
 )";
 
-// Lost from 1 s to 14 s.
-constexpr char kLostThenBack[] = R"(gpus: 8
-product: NVIDIA H100 80GB HBM3
-timeline:
-  - {at: 1s, gpu: 2, xid: 79}
-  - {at: 1s, gpu: 2, lost: true}
-  - {at: 14s, gpu: 2, clear: true}
-)";
-
-// Lost for good.
-constexpr char kLost[] = R"(gpus: 8
-product: NVIDIA H100 80GB HBM3
-timeline:
-  - {at: 1s, gpu: 2, lost: true}
-)";
-
-// Three short faults, each over (window + healthyFor) before the next.
-constexpr char kFlapping[] = R"(gpus: 8
-product: NVIDIA H100 80GB HBM3
-timeline:
-  - {at: 1s, gpu: 5, xid: 79}
-  - {at: 13s, gpu: 5, xid: 79}
-  - {at: 25s, gpu: 5, xid: 79}
-)";
+// Agent fault scripts (flow YAML): lost from 1 s to 14 s; lost for good; three short faults,
+// each over (window + healthyFor) before the next.
+constexpr char kLostThenBack[] =
+    "{gpus: 8, timeline: [{at: 1s, gpu: 2, xid: 79}, {at: 1s, gpu: 2, lost: true},"
+    " {at: 14s, gpu: 2, clear: true}]}";
+constexpr char kLost[] = "{gpus: 8, timeline: [{at: 1s, gpu: 2, lost: true}]}";
+constexpr char kFlapping[] =
+    "{gpus: 8, timeline: [{at: 1s, gpu: 5, xid: 79}, {at: 13s, gpu: 5, xid: 79},"
+    " {at: 25s, gpu: 5, xid: 79}]}";
 
 bool Until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
   const auto end = Clk::now() + limit;
