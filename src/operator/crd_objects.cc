@@ -47,8 +47,8 @@ StatusOr<NodeHealthObject> FromJson(const json& obj, NodeHealthObject*) {
   if (st != obj.end() && st->is_object()) {
     auto s = api::DecodeGpuNodeHealthStatus(st->dump());
     if (s.ok()) {
-      out.status = std::move(s).value();
-      if (out.status->node_name.empty()) out.status->node_name = out.meta.name;
+      if (s->node_name.empty()) s->node_name = out.meta.name;
+      out.SetStatus(*s);
     } else {
       out.decode_error = s.status().message();
     }
