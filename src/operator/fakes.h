@@ -38,7 +38,7 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     std::scoped_lock lock(mu_);
     auto obj = std::make_shared<NodeHealthObject>();
     obj->meta.name = node;
-    obj->status = std::move(status);
+    obj->SetStatus(status);
     reports_[node] = std::move(obj);
   }
   void PutPolicy(api::GpuHealthPolicy policy) {
