@@ -196,6 +196,13 @@ Status DecodeSelector(const element& e, const std::string& path, LabelSelector* 
                });
 }
 
+Status DecodeDrainStep(const element& item, const std::string& path, DrainStep* s) {
+  object o;
+  GG_RETURN_IF_ERROR(AsObject(item, path, &o));
+  GG_RETURN_IF_ERROR(OptField(o, "priorityBelow", path, &s->priority_below, AsInt<int32_t>));
+  return OptField(o, "podSelector", path, &s->pod_selector, DecodeSelector);
+}
+
 Status DecodeRule(const element& e, const std::string& path, Rule* r) {
   object o;
   GG_RETURN_IF_ERROR(AsObject(e, path, &o));
@@ -328,15 +335,11 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
       DrainSpec& d = rem.drain;
       GG_RETURN_IF_ERROR(Field(dobj, "scope", dp, &d.scope,
                                EnumDecoder<DrainScope>(ParseDrainScope, "GPUPods, AllPods")));
-      GG_RETURN_IF_ERROR(Field(
-          dobj, "order", dp, &d.order,
-          [](const element& e, const std::string& op, std::vector<DrainStep>* v) {
-            return AsList(e, op, v, [](const element& item, const std::string& ip, DrainStep* s) {
-              object io;
-              GG_RETURN_IF_ERROR(AsObject(item, ip, &io));
-              return OptField(io, "priorityBelow", ip, &s->priority_below, AsInt<int32_t>);
-            });
-          }));
+      GG_RETURN_IF_ERROR(
+          Field(dobj, "order", dp, &d.order,
+                [](const element& e, const std::string& op, std::vector<DrainStep>* v) {
+                  return AsList(e, op, v, DecodeDrainStep);
+                }));
       GG_RETURN_IF_ERROR(
           OptField(dobj, "gracePeriodSeconds", dp, &d.grace_period_seconds, AsInt64));
       GG_RETURN_IF_ERROR(Field(dobj, "timeout", dp, &d.timeout, AsDuration));
@@ -466,20 +469,24 @@ json EncodeRule(const Rule& r) {
   return j;
 }
 
-json EncodeSpec(const GpuHealthPolicySpec& s) {
-  json j;
+json EncodeSelector(const LabelSelector& s) {
   json sel = json::object();
-  if (!s.node_selector.match_labels.empty()) sel["matchLabels"] = s.node_selector.match_labels;
-  if (!s.node_selector.match_expressions.empty()) {
+  if (!s.match_labels.empty()) sel["matchLabels"] = s.match_labels;
+  if (!s.match_expressions.empty()) {
     json exprs = json::array();
-    for (const auto& r : s.node_selector.match_expressions) {
+    for (const auto& r : s.match_expressions) {
       json e = {{"key", r.key}, {"operator", r.op}};
       if (!r.values.empty()) e["values"] = r.values;
       exprs.push_back(e);
     }
     sel["matchExpressions"] = exprs;
   }
-  j["nodeSelector"] = sel;
+  return sel;
+}
+
+json EncodeSpec(const GpuHealthPolicySpec& s) {
+  json j;
+  j["nodeSelector"] = EncodeSelector(s.node_selector);
   json rules = json::array();
   for (const auto& r : s.rules) rules.push_back(EncodeRule(r));
   j["rules"] = rules;
@@ -490,6 +497,7 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
   for (const auto& st : d.order) {
     json o = json::object();
     if (st.priority_below) o["priorityBelow"] = *st.priority_below;
+    if (st.pod_selector) o["podSelector"] = EncodeSelector(*st.pod_selector);
     order.push_back(o);
   }
   json drain = {{"scope", std::string(DrainScopeName(d.scope))},

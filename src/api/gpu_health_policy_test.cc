@@ -356,3 +356,74 @@ TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
 
 }  // namespace
 }  // namespace gg::api
+
+namespace gg::api {
+namespace {
+
+TEST(PolicyDrainOrder, PodSelectorStagesDecodeEncodeAndValidate) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"remediation": {"drain": {"order": [
+      {"podSelector": {"matchLabels": {"workload": "batch"}}},
+      {"podSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["dev"]}]},
+       "priorityBelow": 500},
+      {"priorityBelow": 1000}, {}]}}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& order = spec->remediation.drain.order;
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[0].pod_selector->match_labels.at("workload"), "batch");
+  EXPECT_FALSE(order[0].priority_below);
+  EXPECT_EQ(order[1].priority_below, 500);
+  EXPECT_EQ(order[1].pod_selector->match_expressions[0].values, std::vector<std::string>{"dev"});
+  EXPECT_FALSE(order[2].pod_selector);
+  EXPECT_TRUE(order[3].MatchesAll());
+  EXPECT_TRUE(ValidatePolicySpec(*spec).empty()) << ValidationStatus(ValidatePolicySpec(*spec));
+  GpuHealthPolicy p;
+  p.name = "order";
+  p.spec = *spec;
+  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->spec.remediation.drain, spec->remediation.drain);
+  // An empty selector ({}) matches every pod but is a selector stage, not "the rest".
+  auto empty_sel =
+      DecodeGpuHealthPolicySpec(R"({"remediation":{"drain":{"order":[{"podSelector":{}}]}}})");
+  ASSERT_TRUE(empty_sel.ok());
+  EXPECT_TRUE(empty_sel->remediation.drain.order[0].pod_selector.has_value());
+
+  auto bad_type =
+      DecodeGpuHealthPolicySpec(R"({"remediation":{"drain":{"order":[{"podSelector":[]}]}}})");
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.status().message().find(
+                "spec.remediation.drain.order[0].podSelector: expected object"),
+            std::string::npos)
+      << bad_type.status();
+}
+
+TEST(PolicyDrainOrder, ValidationNamesTheStage) {
+  GpuHealthPolicySpec spec = DefaultPolicySpec();
+  LabelSelector bad;
+  bad.match_expressions = {{"workload", "In", {}}};
+  // The catch-all in the middle; a selector with a broken expression; priority going down.
+  spec.remediation.drain.order = {DrainStep{2000, std::nullopt}, DrainStep{},
+                                  DrainStep{std::nullopt, bad}, DrainStep{1000, std::nullopt}};
+  auto errs = ValidatePolicySpec(spec);
+  auto has = [&](const std::string& path, const std::string& needle) {
+    for (const auto& e : errs) {
+      if (e.path == path && e.message.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("spec.remediation.drain.order[1]",
+                  "priorityBelow or podSelector (the rest) must be last"));
+  EXPECT_TRUE(has("spec.remediation.drain.order[2].podSelector.matchExpressions[0].values",
+                  "must not be empty"));
+  EXPECT_TRUE(has("spec.remediation.drain.order[3].priorityBelow", "must increase"));
+  EXPECT_EQ(errs.size(), 3u) << ValidationStatus(errs);
+  // Selector stages may come in any order and mix with priorities.
+  LabelSelector batch;
+  batch.match_labels["workload"] = "batch";
+  spec.remediation.drain.order = {DrainStep{std::nullopt, batch}, DrainStep{1000, std::nullopt},
+                                  DrainStep{500, batch}, DrainStep{}};
+  EXPECT_TRUE(ValidatePolicySpec(spec).empty()) << ValidationStatus(ValidatePolicySpec(spec));
+}
+
+}  // namespace
+}  // namespace gg::api

@@ -216,7 +216,7 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
   }
   if (change.forget_drain) d_.drains.Forget(name);
   if (!change.drain) return result;
-  remediation::DrainSpec spec = ToDrainSpec(change.drain->spec);
+  remediation::DrainJob spec(change.drain->spec);
   if (!change.drain->gpu_uuids.empty() && !d_.drains.Running(name)) {
     // Device-level: evict only the pods holding a fenced GPU (their claims' allocations).
     // No new pod can be allocated a tainted GPU, so the set taken at the start is complete.
