@@ -32,18 +32,9 @@ namespace gg::sim {
 using nlohmann::json;
 using internal::ControllerUid;
 using internal::FirstUntolerated;
-using internal::kPoll;
-using internal::NodeSelectorMatches;
-using internal::NodeTaints;
-using internal::PodActive;
-using internal::PodReady;
-using internal::PodTerminal;
-using internal::PodTolerations;
 using internal::SteadyTime;
-using internal::StoreWatch;
 using internal::Str;
 using internal::Taint;
-using internal::Toleration;
 
 namespace {
 
@@ -234,7 +225,7 @@ struct DeploySync {
 struct DaemonSync {
   std::string uid, hash;
   json tmpl, pod_like;
-  std::vector<Toleration> tols;
+  std::vector<internal::Toleration> tols;
   long min_ready = 0;
   bool deleting = false;
   long desired = 0, current = 0, misscheduled = 0, ready = 0, updated = 0, avail = 0;
@@ -306,7 +297,7 @@ class WorkloadController {
   ApiCore& core_;
   const Controllers& ctl_;
   std::shared_ptr<const ResourceInfo> pods_ri_, nodes_ri_, ds_ri_, rs_ri_, deploy_ri_;
-  StoreWatch pods_, nodes_, dss_, rss_, deploys_;
+  internal::StoreWatch pods_, nodes_, dss_, rss_, deploys_;
 
   std::map<std::string, json> deployments_, replicasets_, daemonsets_;  // uid -> object
   std::map<std::string, std::set<std::string>> rs_of_;    // deployment uid -> its ReplicaSets' uids
@@ -347,9 +338,9 @@ void WorkloadController::RecordPod(const std::string& key, const json& p, std::u
   r.rv = rv;
   r.node = DaemonPodNode(p);
   r.bound = !Str(p, {"spec", "nodeName"}).empty();
-  r.active = PodActive(p);
+  r.active = internal::PodActive(p);
   r.phase = Str(p, {"status", "phase"});
-  bool ready = PodReady(p);
+  bool ready = internal::PodReady(p);
   if (ready) {
     auto t = internal::ParseTime(internal::ConditionTransition(p, "Ready"));
     r.ready_since = t ? *t : core_.clock().Now();
@@ -509,7 +500,7 @@ void WorkloadController::SyncDaemonSet(const std::string& uid) {
   s.hash = PodTemplateHash(s.tmpl);
   s.pod_like = {{"spec", s.tmpl.value("spec", json::object())}};
   AddDaemonTolerations(s.pod_like["spec"]);
-  s.tols = PodTolerations(s.pod_like);
+  s.tols = internal::PodTolerations(s.pod_like);
   s.min_ready = MinReadySeconds(ds);
   std::map<std::string, std::vector<std::string>> by_node;  // node -> active pod keys
   for (const auto& k : pods_of_[uid]) {
@@ -524,7 +515,7 @@ void WorkloadController::SyncDaemonSet(const std::string& uid) {
 // One node: counts it, and creates the pod it should run or deletes the ones it should not.
 void WorkloadController::SyncDaemonNode(DaemonSync& s, const json& ds, const std::string& node,
                                         const NodeRec& nr, std::vector<std::string>& mine) {
-  bool selected = NodeSelectorMatches(s.pod_like["spec"], nr.match);
+  bool selected = internal::NodeSelectorMatches(s.pod_like["spec"], nr.match);
   bool should_run = selected && !FirstUntolerated(nr.taints, s.tols, {"NoSchedule", "NoExecute"});
   bool may_continue = selected && !FirstUntolerated(nr.taints, s.tols, {"NoExecute"});
   if (should_run) ++s.desired;
@@ -973,7 +964,7 @@ void WorkloadController::PopNodes() {
     nr.match = {
         {"metadata",
          {{"name", e.obj->name}, {"labels", n["metadata"].value("labels", json::object())}}}};
-    nr.taints = NodeTaints(n);
+    nr.taints = internal::NodeTaints(n);
     auto it = node_recs_.find(e.obj->name);
     bool same = it != node_recs_.end() && it->second.match == nr.match &&
                 it->second.taints.size() == nr.taints.size() &&
@@ -991,7 +982,7 @@ void WorkloadController::PopNodes() {
 // Pods (the loop's wait): a pod's change makes its owner dirty.
 void WorkloadController::PopPods() {
   std::deque<WatchEvent> evs;
-  if (!pods_.Pop(evs, kPoll)) {
+  if (!pods_.Pop(evs, internal::kPoll)) {
     pod_recs_.clear();
     pods_of_.clear();
   }
