@@ -25,11 +25,11 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::SteadyTime;
 using internal::StoreWatch;
 using internal::Str;
 using internal::Taint;
+using nlohmann::json;
 
 namespace {
 

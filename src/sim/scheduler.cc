@@ -18,7 +18,6 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::FirstUntolerated;
 using internal::kPoll;
 using internal::NodeSelectorMatches;
@@ -29,6 +28,7 @@ using internal::Resources;
 using internal::SteadyTime;
 using internal::Str;
 using internal::Taint;
+using nlohmann::json;
 
 namespace {
 

@@ -29,12 +29,12 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::ControllerUid;
 using internal::FirstUntolerated;
 using internal::SteadyTime;
 using internal::Str;
 using internal::Taint;
+using nlohmann::json;
 
 namespace {
 
