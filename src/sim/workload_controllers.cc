@@ -287,9 +287,7 @@ class WorkloadController {
   void UpdateDeploymentStatus(DeploySync& s, const json& d);
   void UpdateProgressing(DeploySync& s, bool complete);
   // Watch events into the cache.
-  void PopDeployments();
   void PopReplicaSets();
-  void PopDaemonSets();
   void PopNodes();
   void PopPods();
   void SyncDirty();
@@ -893,17 +891,18 @@ void WorkloadController::UpdateProgressing(DeploySync& s, bool complete) {
 
 // ---- The loop ----
 
-void WorkloadController::PopDeployments() {
+// One watch's events into a cache of objects by uid; each one seen is dirty.
+void PopObjects(internal::StoreWatch& watch, std::map<std::string, json>& objects, std::set<std::string>& dirty) {
   std::deque<WatchEvent> evs;
-  if (!deploys_.Pop(evs, std::chrono::milliseconds(0))) deployments_.clear();
+  if (!watch.Pop(evs, std::chrono::milliseconds(0))) objects.clear();
   for (const auto& e : evs) {
-    dirty_deploy_.insert(e.obj->uid);
+    dirty.insert(e.obj->uid);
     if (e.type == EventType::kDeleted) {
-      deployments_.erase(e.obj->uid);
+      objects.erase(e.obj->uid);
       continue;
     }
     json o = json::parse(e.obj->json, nullptr, false);
-    if (o.is_object()) deployments_[e.obj->uid] = std::move(o);
+    if (o.is_object()) objects[e.obj->uid] = std::move(o);
   }
 }
 
@@ -931,20 +930,6 @@ void WorkloadController::PopReplicaSets() {
       dirty_deploy_.insert(d);
     }
     replicasets_[uid] = std::move(o);
-  }
-}
-
-void WorkloadController::PopDaemonSets() {
-  std::deque<WatchEvent> evs;
-  if (!dss_.Pop(evs, std::chrono::milliseconds(0))) daemonsets_.clear();
-  for (const auto& e : evs) {
-    dirty_ds_.insert(e.obj->uid);
-    if (e.type == EventType::kDeleted) {
-      daemonsets_.erase(e.obj->uid);
-      continue;
-    }
-    json o = json::parse(e.obj->json, nullptr, false);
-    if (o.is_object()) daemonsets_[e.obj->uid] = std::move(o);
   }
 }
 
@@ -1018,9 +1003,9 @@ void WorkloadController::SyncDirty() {
 
 void WorkloadController::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
-    PopDeployments();
+    PopObjects(deploys_, deployments_, dirty_deploy_);
     PopReplicaSets();
-    PopDaemonSets();
+    PopObjects(dss_, daemonsets_, dirty_ds_);
     PopNodes();
     PopPods();
     auto now = std::chrono::steady_clock::now();
