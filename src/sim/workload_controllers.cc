@@ -892,7 +892,8 @@ void WorkloadController::UpdateProgressing(DeploySync& s, bool complete) {
 // ---- The loop ----
 
 // One watch's events into a cache of objects by uid; each one seen is dirty.
-void PopObjects(internal::StoreWatch& watch, std::map<std::string, json>& objects, std::set<std::string>& dirty) {
+void PopObjects(internal::StoreWatch& watch, std::map<std::string, json>& objects,
+                std::set<std::string>& dirty) {
   std::deque<WatchEvent> evs;
   if (!watch.Pop(evs, std::chrono::milliseconds(0))) objects.clear();
   for (const auto& e : evs) {
