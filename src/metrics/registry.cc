@@ -27,16 +27,25 @@ void Counter::Inc(double v) {
   value_.fetch_add(v, std::memory_order_relaxed);
 }
 
+Gauge::~Gauge() { delete callback_.load(); }
+
 void Gauge::SetCallback(std::function<double()> fn) {
-  std::scoped_lock lock(callback_mu_);
-  callback_ = std::move(fn);
-  has_callback_.store(static_cast<bool>(callback_), std::memory_order_release);
+  Callback* c = callback_.load(std::memory_order_acquire);
+  if (!c) {
+    if (!fn) return;
+    auto fresh = std::make_unique<Callback>();
+    if (callback_.compare_exchange_strong(c, fresh.get(), std::memory_order_acq_rel)) {
+      c = fresh.release();
+    }  // else another SetCallback won: `c` is its Callback
+  }
+  std::scoped_lock lock(c->mu);  // waits for a scrape running the old callback
+  c->fn = std::move(fn);
 }
 
 double Gauge::Value() const {
-  if (has_callback_.load(std::memory_order_acquire)) {
-    std::scoped_lock lock(callback_mu_);
-    if (callback_) return callback_();
+  if (Callback* c = callback_.load(std::memory_order_acquire)) {
+    std::scoped_lock lock(c->mu);
+    if (c->fn) return c->fn();
   }
   return value_.load(std::memory_order_relaxed);
 }
