@@ -216,6 +216,9 @@ struct Operator::Impl {
     dopts.max_backoff = config.eviction_backoff_max;
     dopts.on_eviction = [this](std::string_view r) { metrics.evictions.WithLabels({r}).Inc(); };
     dopts.log = log.WithName("drainer");
+    // Refused evictions are retried when their budget allows again (watched while leading).
+    budgets = std::make_unique<PdbBudgets>(client, clock, InformerOpts());
+    dopts.budgets = budgets.get();
     drainer = std::make_unique<remediation::Drainer>(*pod_api, clock, dopts);
     drains = std::make_unique<DrainRunner>(
         *drainer, [this](const std::string& n) { node_queue.Add(n, Priority::kUrgent); },
@@ -224,6 +227,8 @@ struct Operator::Impl {
 
   void RegisterGaugeCallbacks() {
     metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
+    metrics.nodes_quarantined.SetCallback(
+        [this] { return static_cast<double>(index.StateCounts()["Quarantined"]); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       std::string s = state;
       metrics.nodes_by_state.WithLabels({s}).SetCallback(
@@ -253,6 +258,9 @@ struct Operator::Impl {
   // Runnables beside the controllers: stopping drains when leadership ends, and trimming
   // the allocator after the initial sync.
   void MakeRunnables() {
+    budget_watch = std::make_unique<runtime::StartStopRunnable>(
+        "pdb-watch", [this] { budgets->Start(); }, [this] { budgets->Stop(); },
+        /*needs_leader_election=*/true);
     drain_stopper = std::make_unique<runtime::FuncRunnable>(
         "drains",
         [this](std::stop_token stop) {
@@ -369,6 +377,7 @@ struct Operator::Impl {
     mgr.Add(*node_controller);
     mgr.Add(*policy_controller);
     mgr.Add(*drain_stopper);
+    mgr.Add(*budget_watch);
     mgr.Add(*memory_trimmer);
     manager = &mgr;
     Status s = mgr.Run(stop);
@@ -401,6 +410,7 @@ struct Operator::Impl {
   std::unique_ptr<RestPolicyStatusWriter> status_writer;
   std::unique_ptr<remediation::RestPodApi> pod_api;
   std::unique_ptr<DraClient> dra;
+  std::unique_ptr<PdbBudgets> budgets;  // before the drainer and drains that use it
   std::unique_ptr<remediation::Drainer> drainer;
   std::unique_ptr<DrainRunner> drains;
   std::unique_ptr<NodeReconciler> node_reconciler;
@@ -408,6 +418,7 @@ struct Operator::Impl {
   std::unique_ptr<runtime::Controller> node_controller;
   std::unique_ptr<runtime::Controller> policy_controller;
   std::unique_ptr<runtime::FuncRunnable> drain_stopper;
+  std::unique_ptr<runtime::StartStopRunnable> budget_watch;
   std::unique_ptr<runtime::FuncRunnable> memory_trimmer;
   std::atomic<runtime::Manager*> manager{nullptr};
   Status init_status;
@@ -422,6 +433,7 @@ Operator::Operator(k8s::RestClient& client, Clock& clock, metrics::Registry& reg
 Operator::~Operator() {
   if (impl_) {
     impl_->metrics.drains_in_progress.SetCallback(nullptr);
+    impl_->metrics.nodes_quarantined.SetCallback(nullptr);
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       impl_->metrics.nodes_by_state.WithLabels({state}).SetCallback(nullptr);
     }
