@@ -197,7 +197,8 @@ Registry::Entry* Registry::Find(std::string_view name) const {
 }
 
 Registry::Entry* Registry::Declared(const std::string& name, MetricType type,
-                                    const std::vector<std::string>& label_names, bool* valid) const {
+                                    const std::vector<std::string>& label_names,
+                                    bool* valid) const {
   *valid = *valid && IsValidMetricName(name);
   if (!*valid) return nullptr;
   Entry* e = Find(name);
@@ -220,7 +221,8 @@ CounterFamily& Registry::AddCounter(std::string name, std::string help,
   ValidHelp(help, name);
   std::scoped_lock lock(mu_);
   bool valid = std::all_of(label_names.begin(), label_names.end(), IsValidLabelName);
-  if (Entry* found = Declared(name, MetricType::kCounter, label_names, &valid)) return *found->counter;
+  if (Entry* found = Declared(name, MetricType::kCounter, label_names, &valid))
+    return *found->counter;
   auto e = std::make_unique<Entry>();
   e->type = MetricType::kCounter;
   e->label_names = label_names;

@@ -75,19 +75,23 @@ TEST(PackedReport, HeartbeatOnlyChangeIsSameFactsBytes) {
   auto b = a;
   b.observed_at += seconds(300);
   b.heartbeat_time += seconds(300);
-  EXPECT_TRUE(PackedReport::Pack(a, "gpu-node-1").SameFactsBytes(PackedReport::Pack(b, "gpu-node-1")));
+  EXPECT_TRUE(
+      PackedReport::Pack(a, "gpu-node-1").SameFactsBytes(PackedReport::Pack(b, "gpu-node-1")));
   b.gpus[1].retired_pages_dbe = 2;
-  EXPECT_FALSE(PackedReport::Pack(a, "gpu-node-1").SameFactsBytes(PackedReport::Pack(b, "gpu-node-1")));
+  EXPECT_FALSE(
+      PackedReport::Pack(a, "gpu-node-1").SameFactsBytes(PackedReport::Pack(b, "gpu-node-1")));
   EXPECT_FALSE(PackedReport().SameFactsBytes(PackedReport()));
 }
 
 TEST(PackedReport, EightGpuReportIsSmall) {
-  auto s = api::testing::HealthyReport("gpu-node-00001", At(1'790'000'000), 8, [](const std::string&, int i) {
-    return "GPU-0123abcd-4567-89ef-0123-4567890000" + std::to_string(10 + i);
-  });
+  auto s = api::testing::HealthyReport(
+      "gpu-node-00001", At(1'790'000'000), 8, [](const std::string&, int i) {
+        return "GPU-0123abcd-4567-89ef-0123-4567890000" + std::to_string(10 + i);
+      });
   auto p = PackedReport::Pack(s, "gpu-node-00001");
   EXPECT_LT(p.size(), 300u) << "a healthy 8-GPU report packs to a few hundred bytes";
-  EXPECT_EQ(api::EncodeGpuNodeHealthStatus(p.Unpack("gpu-node-00001")), api::EncodeGpuNodeHealthStatus(s));
+  EXPECT_EQ(api::EncodeGpuNodeHealthStatus(p.Unpack("gpu-node-00001")),
+            api::EncodeGpuNodeHealthStatus(s));
 }
 
 }  // namespace
