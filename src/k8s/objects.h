@@ -58,8 +58,8 @@ class LabelMap {
   struct Interned;  // objects.cc
 
  private:
-  struct Rep;  // objects.cc: a reference count and the entries (each holds one reference)
-  Rep* Unique();  // rep_ owned by this map alone (allocated or copied as needed)
+  struct Rep;           // objects.cc: a reference count and the entries (each holds one reference)
+  Rep* Unique();        // rep_ owned by this map alone (allocated or copied as needed)
   Rep* rep_ = nullptr;  // null = empty
 };
 
