@@ -231,9 +231,10 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
     // then watches from the list's resourceVersion), so a change made in between is in the
     // list, not the stream: change a label every 2 s until the stream shows one.
     if (i % 20 == 19) {
-      ASSERT_TRUE(sim_->MergePatch("/api/v1/nodes/gpu-node-1",
-                                   json{{"metadata", {{"labels", {{"test/tick", std::to_string(i)}}}}}})
-                      .ok());
+      ASSERT_TRUE(
+          sim_->MergePatch("/api/v1/nodes/gpu-node-1",
+                           json{{"metadata", {{"labels", {{"test/tick", std::to_string(i)}}}}}})
+              .ok());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::ifstream in(wfile);
