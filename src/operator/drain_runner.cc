@@ -15,7 +15,7 @@ DrainRunner::DrainRunner(remediation::Drainer& drainer,
 
 DrainRunner::~DrainRunner() { StopAll(); }
 
-DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediation::DrainSpec& spec,
+DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediation::DrainJob& spec,
                                        WallTime deadline) {
   std::scoped_lock lock(mu_);
   auto it = jobs_.find(node);

@@ -31,7 +31,7 @@ class DrainStarter {
   enum class Start { kStarted, kRunning, kFinished, kNoCapacity };
   virtual ~DrainStarter() = default;
   // Starts a drain for `node` unless one is running or a finished one was not forgotten.
-  virtual Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+  virtual Start Ensure(const std::string& node, const remediation::DrainJob& spec,
                        WallTime deadline) = 0;
   // The finished drain's result; nullopt while running or when none ran.
   virtual std::optional<remediation::DrainResult> Result(const std::string& node) const = 0;
@@ -49,7 +49,7 @@ class DrainRunner final : public DrainStarter {
               Logger log = Logger().WithName("drains"));
   ~DrainRunner();  // cancels and joins everything
 
-  Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+  Start Ensure(const std::string& node, const remediation::DrainJob& spec,
                WallTime deadline) override;
   std::optional<remediation::DrainResult> Result(const std::string& node) const override;
   void Forget(const std::string& node) override;

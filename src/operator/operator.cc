@@ -75,8 +75,9 @@ bool NodeSpecOrRecordChanged(const k8s::Node& a, const k8s::Node& b) {
 // or one that does not decode (→ Unknown). Threshold-only faults in a report first seen at
 // start-up (no Xid, no lost GPU) are reconciled in the normal lane; later changes are urgent.
 bool ReportMayNeedAction(const NodeHealthObject& r) {
-  if (!r.status) return true;
-  const auto& s = *r.status;
+  auto unpacked = r.Unpacked();
+  if (!unpacked) return true;
+  const auto& s = *unpacked;
   if (!s.xids.empty()) return true;
   if (s.expected_gpus > 0 && s.gpus.size() != static_cast<std::size_t>(s.expected_gpus)) return true;
   for (const auto& g : s.gpus) {
@@ -89,10 +90,12 @@ bool ReportMayNeedAction(const NodeHealthObject& r) {
 }
 
 // Facts changed (not only observedAt/heartbeatTime), or decodability changed.
+// A heartbeat (only the timestamps moved) is told from the packed bytes without unpacking.
 bool ReportFactsChanged(const NodeHealthObject& a, const NodeHealthObject& b) {
-  if (a.status.has_value() != b.status.has_value()) return true;
-  if (!a.status) return a.decode_error != b.decode_error;
-  return !api::SameFacts(*a.status, *b.status);
+  if (a.HasStatus() != b.HasStatus()) return true;
+  if (!a.HasStatus()) return a.decode_error != b.decode_error;
+  if (a.packed.SameFactsBytes(b.packed)) return false;
+  return !api::SameFacts(*a.Unpacked(), *b.Unpacked());
 }
 
 bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
@@ -224,6 +227,8 @@ struct Operator::Impl {
 
   void RegisterGaugeCallbacks() {
     metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
+    metrics.nodes_quarantined.SetCallback(
+        [this] { return static_cast<double>(index.StateCounts()["Quarantined"]); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       std::string s = state;
       metrics.nodes_by_state.WithLabels({s}).SetCallback(
@@ -428,6 +433,7 @@ Operator::Operator(k8s::RestClient& client, Clock& clock, metrics::Registry& reg
 Operator::~Operator() {
   if (impl_) {
     impl_->metrics.drains_in_progress.SetCallback(nullptr);
+    impl_->metrics.nodes_quarantined.SetCallback(nullptr);
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       impl_->metrics.nodes_by_state.WithLabels({state}).SetCallback(nullptr);
     }

@@ -54,13 +54,13 @@ std::size_t Drainer::StageOf(const k8s::Pod& pod, const std::vector<DrainStage>&
   for (std::size_t i = 0; i < order.size(); ++i) {
     const DrainStage& st = order[i];
     if (st.priority_below && !(prio < *st.priority_below)) continue;
-    if (st.selector && !st.selector->Matches(pod.meta.labels)) continue;
+    if (st.pod_selector && !st.pod_selector->Matches(pod.meta.labels)) continue;
     return i;
   }
   return order.size();
 }
 
-std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainSpec& spec) {
+std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainJob& spec) {
   if (pod.IsFinished()) return "finished";
   if (pod.ControllerKind() == "DaemonSet") return "daemonset";
   if (pod.IsMirror()) return "mirror";
@@ -71,7 +71,7 @@ std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainSpec& spec)
   return "";
 }
 
-std::string Drainer::Unevictable(const k8s::Pod& pod, const DrainSpec& spec) {
+std::string Drainer::Unevictable(const k8s::Pod& pod, const DrainJob& spec) {
   if (pod.meta.deletion_timestamp) return "";  // already going: just wait for it
   if (!spec.force && pod.meta.Controller() == nullptr) {
     return "pod has no controller (set drain.force to evict it)";
@@ -123,7 +123,7 @@ struct Attempt {
 class DrainRun {
  public:
   DrainRun(PodApi& api, Clock& clock, const DrainerOptions& opts, std::string_view node,
-           const DrainSpec& spec, WallTime deadline)
+           const DrainJob& spec, WallTime deadline)
       : api_(api), clock_(clock), opts_(opts), node_(node), spec_(spec), deadline_(deadline) {}
 
   DrainResult Run(std::stop_token stop);
@@ -157,7 +157,7 @@ class DrainRun {
   Clock& clock_;
   const DrainerOptions& opts_;
   std::string_view node_;
-  const DrainSpec& spec_;
+  const DrainJob& spec_;
   WallTime deadline_;
   DrainResult res_;
   std::map<std::string, Tracked> tracked_;  // by pod UID
@@ -404,7 +404,7 @@ DrainResult DrainRun::Run(std::stop_token stop) {
 
 }  // namespace
 
-DrainResult Drainer::Drain(std::string_view node, const DrainSpec& spec, WallTime deadline,
+DrainResult Drainer::Drain(std::string_view node, const DrainJob& spec, WallTime deadline,
                            std::stop_token stop) {
   return DrainRun(api_, clock_, opts_, node, spec, deadline).Run(stop);
 }

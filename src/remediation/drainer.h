@@ -24,6 +24,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api/gpu_health_policy.h"
@@ -38,19 +39,14 @@ namespace gg::remediation {
 // The policy's scope (api::DrainScope): GPU pods only, or every pod.
 using DrainScope = api::DrainScope;
 
-// One step of the eviction order. A pod belongs to the first stage it matches; an empty
-// stage ({}) matches every pod; pods matching no stage form an implicit last stage.
-struct DrainStage {
-  std::optional<std::int32_t> priority_below;  // pod priority (0 when unset) < this
-  std::optional<k8s::LabelSelector> selector;  // pod labels
-};
+// One step of the eviction order: the policy's own type (priorityBelow and/or podSelector).
+using DrainStage = api::DrainStep;
 
-struct DrainSpec {
-  DrainScope scope = DrainScope::kGpuPods;
-  std::vector<DrainStage> order;
-  std::optional<std::int64_t> grace_period_seconds;  // unset: the pod's own
-  bool delete_empty_dir_data = true;
-  bool force = false;  // also evict pods without a controller
+// One drain: the policy's drain settings (api::DrainSpec; its timeout becomes the deadline
+// passed to Drain), narrowed for a device-level drain.
+struct DrainJob : api::DrainSpec {
+  DrainJob() = default;
+  explicit DrainJob(api::DrainSpec policy) : api::DrainSpec(std::move(policy)) {}
   // Device-level (DRA) drain: only these pods (UIDs of the pods holding a fenced GPU through
   // their ResourceClaims); every other pod on the node is out of scope.
   std::optional<std::set<std::string>> pod_uids;
@@ -134,7 +130,7 @@ class Drainer {
   // Runs until the pods in scope are gone (Done), `deadline` (wall clock, Blocked) or `stop`
   // (Cancelled). Pods that will never be evicted under `spec` (no controller without force,
   // emptyDir without delete_empty_dir_data) make the result Blocked as soon as the rest is done.
-  DrainResult Drain(std::string_view node, const DrainSpec& spec, WallTime deadline,
+  DrainResult Drain(std::string_view node, const DrainJob& spec, WallTime deadline,
                     std::stop_token stop);
 
   // Pure helpers (exposed for tests).
@@ -142,9 +138,9 @@ class Drainer {
   static std::size_t StageOf(const k8s::Pod& pod, const std::vector<DrainStage>& order);
   // Empty when the pod is to be evicted; else why not ("daemonset", "mirror", "finished",
   // "out-of-scope").
-  static std::string_view SkipReason(const k8s::Pod& pod, const DrainSpec& spec);
+  static std::string_view SkipReason(const k8s::Pod& pod, const DrainJob& spec);
   // Non-empty when the pod is in scope but must not be evicted under `spec`.
-  static std::string Unevictable(const k8s::Pod& pod, const DrainSpec& spec);
+  static std::string Unevictable(const k8s::Pod& pod, const DrainJob& spec);
 
  private:
   PodApi& api_;

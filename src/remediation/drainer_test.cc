@@ -214,7 +214,7 @@ TEST(DrainerTest, EvictsGpuPodsSkipsDaemonSetMirrorFinishedAndCpuPods) {
   api.Add(claim);
 
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;
   EXPECT_EQ(r.evicted, 3);
   EXPECT_EQ(api.Names(), (std::set<std::string>{"agent-x", "plugin-x", "static-x", "job-done",
@@ -227,7 +227,7 @@ TEST(DrainerTest, AllPodsScopeEvictsCpuPodsToo) {
   api.Add(MakePod("cpu-1", "n1", 0));
   api.Add(MakePod("agent-x", "n1", 0, "DaemonSet"));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainSpec spec;
+  DrainJob spec;
   spec.scope = DrainScope::kAllPods;
   EXPECT_EQ(d.Drain("n1", spec, Far(), {}).state, DrainState::kDone);
   EXPECT_EQ(api.Names(), (std::set<std::string>{"agent-x"}));
@@ -239,7 +239,7 @@ TEST(DrainerTest, LowPriorityStageGoesBeforeLatencyCritical) {
   api.Add(MakePod("batch-2", "n1", 1, "ReplicaSet", std::nullopt));
   api.Add(MakePod("infer-1", "n1", 1, "ReplicaSet", 100000));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainSpec spec;
+  DrainJob spec;
   spec.order = {DrainStage{1000, std::nullopt}, DrainStage{}};
   DrainResult r = d.Drain("n1", spec, Far(), {});
   ASSERT_EQ(r.state, DrainState::kDone);
@@ -268,7 +268,7 @@ TEST(DrainerTest, PdbRefusalsBackOffAndFinishWithinBudget) {
   for (int i = 0; i < 4; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
   api.SetBudget("infer", 1);
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;
   EXPECT_EQ(r.evicted, 4);
   for (auto& [uid, n] : api.Evictions()) EXPECT_EQ(n, 1) << uid;
@@ -358,7 +358,7 @@ TEST(DrainerTest, TimeoutIsBlockedAndNamesPodsAndPdb) {
   api.Add(MakePod("train-0", "n1", 1));
   api.SetBudget("infer", 0);
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, RealClock::Default().Now() + 300ms, {});
+  DrainResult r = d.Drain("n1", DrainJob{}, RealClock::Default().Now() + 300ms, {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   ASSERT_EQ(r.blocking.size(), 1u);
   EXPECT_NE(r.blocking[0].find("ml/infer-0"), std::string::npos);
@@ -373,7 +373,7 @@ TEST(DrainerTest, ResumedDrainDoesNotReEvictTerminatingPods) {
   api.Add(going);
   api.Add(MakePod("train-1", "n1", 1));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone);
   EXPECT_EQ(r.evicted, 1);
   EXPECT_EQ(r.waited_terminating, 1);
@@ -387,7 +387,7 @@ TEST(DrainerTest, WaitsForTerminationBeforeDone) {
   api.Add(MakePod("train-0", "n1", 1));
   api.SetKubeletStalled(true);
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, RealClock::Default().Now() + 200ms, {});
+  DrainResult r = d.Drain("n1", DrainJob{}, RealClock::Default().Now() + 200ms, {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   ASSERT_EQ(r.blocking.size(), 1u);
   EXPECT_NE(r.blocking[0].find("terminating"), std::string::npos);
@@ -399,10 +399,10 @@ TEST(DrainerTest, UnreplicatedPodNeedsForce) {
   api.Add(MakePod("bare", "n1", 1, ""));
   api.Add(MakePod("train-0", "n1", 1));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   EXPECT_EQ(api.Names(), (std::set<std::string>{"bare"}));
-  DrainSpec force;
+  DrainJob force;
   force.force = true;
   EXPECT_EQ(d.Drain("n1", force, Far(), {}).state, DrainState::kDone);
   EXPECT_TRUE(api.Names().empty());
@@ -418,7 +418,7 @@ TEST(DrainerTest, StopCancels) {
     std::this_thread::sleep_for(50ms);
     src.request_stop();
   });
-  EXPECT_EQ(d.Drain("n1", DrainSpec{}, Far(), src.get_token()).state, DrainState::kCancelled);
+  EXPECT_EQ(d.Drain("n1", DrainJob{}, Far(), src.get_token()).state, DrainState::kCancelled);
 }
 
 TEST(DrainerTest, ManyPodsEvictedConcurrentlyOnce) {
@@ -430,7 +430,7 @@ TEST(DrainerTest, ManyPodsEvictedConcurrentlyOnce) {
     if (r == kEvictionSuccess) ++ok;
   };
   Drainer d(api, RealClock::Default(), o);
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone);
   EXPECT_EQ(ok.load(), 200);
   for (auto& [uid, n] : api.Evictions()) EXPECT_EQ(n, 1);
@@ -452,7 +452,7 @@ TEST(DrainerTest, DeviceLevelDrainEvictsOnlyTheHoldersOfTheBadGpu) {
   api.Add(good);
   api.Add(MakePod("train-1", "n1", 4));  // a device-plugin GPU pod: not holding the DRA device
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainSpec spec;
+  DrainJob spec;
   spec.pod_uids = std::set<std::string>{"uid-holds-bad"};
   DrainResult r = d.Drain("n1", spec, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;
