@@ -3,12 +3,11 @@
 // without ever opening a WATCH. World state only: the Node's taint and cordon, and the
 // simulator's request counters.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
-#include <thread>
-
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/gpu_node_health.h"
 #include "common/clock.h"
@@ -24,7 +23,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-
 
 json Report(const std::string& node, bool xid) { return OneGpuReport(node, xid); }
 
@@ -55,7 +53,8 @@ double Requests(sim::SimServer& srv, const std::string& verb) {
 }
 
 TEST(OperatorPollTest, FencesFromAReportWithoutEverWatching) {
-  auto s = sim::StartGuardianFleet({"gpu-a", "gpu-b"}, [](const std::string& n) { return Report(n, false); });
+  auto s = sim::StartGuardianFleet({"gpu-a", "gpu-b"},
+                                   [](const std::string& n) { return Report(n, false); });
   ASSERT_TRUE(s.ok()) << s.status();
   sim::SimServer& srv = **s;
   const json policy = XidCordonPolicy();
