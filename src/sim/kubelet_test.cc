@@ -157,7 +157,9 @@ TEST(KubeletReadiness, ReadyAfterTheReadinessProbesInitialDelay) {
   ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", probed).ok());
   ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", Pod("plain", node)).ok());
   ASSERT_TRUE(WaitFor([&] { return ready("plain") == "True" && !ready("probed").empty(); }));
-  if (std::chrono::steady_clock::now() - t0 < 1200ms) EXPECT_EQ(ready("probed"), "False");
+  if (std::chrono::steady_clock::now() - t0 < 1200ms) {
+    EXPECT_EQ(ready("probed"), "False");
+  }
   ASSERT_TRUE(WaitFor([&] { return ready("probed") == "True"; }));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 1400ms);
   auto g = sim.Get("/api/v1/namespaces/default/pods/probed");
