@@ -40,6 +40,21 @@ bool KeepProjectAnnotation(std::string_view key) {
   return key.starts_with("gpuguardian.io/") || key == kMirrorPodAnnotation;
 }
 
+// Conditions kept in the projection: Ready and GPUHealthy whole; any other (another
+// detector's, for nodeCondition rules) without message and heartbeat; the kubelet's pressure
+// conditions only while they are not False (their state on every healthy node).
+bool KeepNodeCondition(NodeCondition& c) {
+  if (c.type == "Ready" || c.type == "GPUHealthy") return true;
+  if (c.status == "False" && (c.type == "MemoryPressure" || c.type == "DiskPressure" ||
+                              c.type == "PIDPressure" || c.type == "NetworkUnavailable")) {
+    return false;
+  }
+  c.message.clear();
+  c.message.shrink_to_fit();
+  c.last_heartbeat_time.reset();
+  return true;
+}
+
 Status DecodeNode(od::object& obj, Node* n) {
   return ForFields(obj, "Node", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &n->meta, &KeepProjectAnnotation);
@@ -83,7 +98,7 @@ Status DecodeNode(od::object& obj, Node* n) {
               }
               return OkStatus();
             }));
-            if (c.type == "Ready" || c.type == "GPUHealthy") n->conditions.push_back(std::move(c));
+            if (KeepNodeCondition(c)) n->conditions.push_back(std::move(c));
             return OkStatus();
           });
         }

@@ -107,7 +107,8 @@ struct Node {
   ObjectMeta meta;
   bool unschedulable = false;
   std::vector<Taint> taints;
-  // Only the conditions the operator reads: "Ready" and "GPUHealthy".
+  // "Ready" and "GPUHealthy" whole; other types without message and heartbeat (the kubelet's
+  // MemoryPressure, DiskPressure, PIDPressure and NetworkUnavailable only while not False).
   std::vector<NodeCondition> conditions;
   std::int64_t gpu_capacity = 0;     // status.capacity["nvidia.com/gpu"]
   std::int64_t gpu_allocatable = 0;  // status.allocatable["nvidia.com/gpu"]
