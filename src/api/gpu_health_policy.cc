@@ -357,6 +357,9 @@ void ValidateNodeCondition(const NodeConditionMatcher& m, const std::string& p,
       add(p + ".status", m.type + " is False on every healthy node; match True or Unknown");
     }
   }
+  if (m.type == "Ready" && m.status == "True") {
+    add(p + ".status", "Ready is True on every healthy node; match False or Unknown");
+  }
 }
 
 void ValidateRules(const std::vector<Rule>& rules, const AddError& add) {
@@ -419,6 +422,14 @@ void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddEr
 
   if (spec.recovery.healthy_for < Duration::zero()) {
     add("spec.recovery.healthyFor", "must not be negative");
+  }
+  const QuarantineSpec& q = spec.recovery.quarantine;
+  if (q.after < 0 || q.after > kQuarantineAfterMax) {
+    add("spec.recovery.quarantine.after",
+        "must be between 0 (never quarantine) and " + std::to_string(kQuarantineAfterMax));
+  }
+  if (q.after > 0 && q.within <= Duration::zero()) {
+    add("spec.recovery.quarantine.within", "must be positive");
   }
 }
 

@@ -126,8 +126,8 @@ struct NodeConditionMatcher {
   std::string status = "True";  // True | False | Unknown
   friend bool operator==(const NodeConditionMatcher&, const NodeConditionMatcher&) = default;
 };
-// The kubelet's own conditions whose normal status is False; the operator's Node cache keeps
-// them only while they are not False, so a rule cannot ask for them to be False.
+// The kubelet's own conditions whose healthy status is False (Ready's is True); the operator's
+// Node cache keeps them only while they are not in that state, so no rule may ask for it.
 inline constexpr const char* kKubeletPressureConditions[] = {"MemoryPressure", "DiskPressure",
                                                              "PIDPressure", "NetworkUnavailable"};
 
@@ -196,9 +196,18 @@ struct RemediationSpec {
   std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
   friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
 };
+// Repeat offenders: a node fenced `after` times within `within` stays fenced (quarantined)
+// until released by hand. after 0: never.
+struct QuarantineSpec {
+  int after = 3;
+  Duration within = std::chrono::hours(24);
+  friend bool operator==(const QuarantineSpec&, const QuarantineSpec&) = default;
+};
+inline constexpr int kQuarantineAfterMax = 10;  // the record keeps the last 10 fence times
 struct RecoverySpec {
   bool automatic = true;
   Duration healthy_for = std::chrono::minutes(10);
+  QuarantineSpec quarantine;
   friend bool operator==(const RecoverySpec&, const RecoverySpec&) = default;
 };
 struct SafetySpec {

@@ -307,6 +307,21 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
                EnumDecoder<Action>(ParseAction, "None, Event, Taint, Cordon, Drain"));
 }
 
+// spec.recovery onto the defaults in `r` (absent fields keep them).
+Status DecodeRecovery(const element& e, const std::string& p, RecoverySpec* r) {
+  object so;
+  GG_RETURN_IF_ERROR(AsObject(e, p, &so));
+  GG_RETURN_IF_ERROR(Field(so, "automatic", p, &r->automatic, AsBool));
+  GG_RETURN_IF_ERROR(Field(so, "healthyFor", p, &r->healthy_for, AsDuration));
+  element qe;
+  if (!Find(so, "quarantine", &qe)) return OkStatus();
+  const std::string qp = p + ".quarantine";
+  object qo;
+  GG_RETURN_IF_ERROR(AsObject(qe, qp, &qo));
+  GG_RETURN_IF_ERROR(Field(qo, "after", qp, &r->quarantine.after, AsInt<int>));
+  return Field(qo, "within", qp, &r->quarantine.within, AsDuration);
+}
+
 Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPolicySpec* spec) {
   object o;
   GG_RETURN_IF_ERROR(AsObject(e, path, &o));
@@ -364,12 +379,7 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
                                                             "None, NoSchedule, NoExecute")));
     GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
   }
-  if (Find(o, "recovery", &sub)) {
-    std::string p = path + ".recovery";
-    GG_RETURN_IF_ERROR(AsObject(sub, p, &so));
-    GG_RETURN_IF_ERROR(Field(so, "automatic", p, &spec->recovery.automatic, AsBool));
-    GG_RETURN_IF_ERROR(Field(so, "healthyFor", p, &spec->recovery.healthy_for, AsDuration));
-  }
+  GG_RETURN_IF_ERROR(Field(o, "recovery", path, &spec->recovery, DecodeRecovery));
   if (Find(o, "safety", &sub)) {
     std::string p = path + ".safety";
     GG_RETURN_IF_ERROR(AsObject(sub, p, &so));
@@ -535,7 +545,10 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceTaintEffect", std::string(DeviceTaintEffectName(s.remediation.device_taint_effect))},
       {"deviceDriver", s.remediation.device_driver}};
   j["recovery"] = {{"automatic", s.recovery.automatic},
-                   {"healthyFor", Dur(s.recovery.healthy_for)}};
+                   {"healthyFor", Dur(s.recovery.healthy_for)},
+                   {"quarantine",
+                    {{"after", s.recovery.quarantine.after},
+                     {"within", Dur(s.recovery.quarantine.within)}}}};
   json safety = json::object();
   if (s.safety.max_unhealthy.percent) {
     safety["maxUnhealthy"] = s.safety.max_unhealthy.ToString();

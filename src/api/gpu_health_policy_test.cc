@@ -310,6 +310,50 @@ TEST(PolicyDeviceLevel, DecodesEncodesAndValidates) {
   }
 }
 
+// The spec after encoding it in a policy and decoding that again.
+StatusOr<GpuHealthPolicySpec> ThroughTheCodec(const GpuHealthPolicySpec& spec) {
+  GpuHealthPolicy p;
+  p.name = "p";
+  p.spec = spec;
+  GG_ASSIGN_OR_RETURN(GpuHealthPolicy back, DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p)));
+  return back.spec;
+}
+
+TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"recovery": {"healthyFor": "5m"}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->recovery.quarantine.after, 3) << "conservative default: 3 fences ...";
+  EXPECT_EQ(spec->recovery.quarantine.within, std::chrono::hours(24)) << "... within 24h";
+  auto set = DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": 5, "within": "6h"}}})");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->recovery.quarantine, (QuarantineSpec{5, std::chrono::hours(6)}));
+  EXPECT_EQ(set->recovery.healthy_for, std::chrono::minutes(10)) << "siblings keep defaults";
+  auto back = ThroughTheCodec(*set);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->recovery, set->recovery);
+
+  auto bad = DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": "3"}}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("recovery.quarantine.after"), std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": 3}})").ok());
+  EXPECT_FALSE(DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"within": "a day"}}})").ok());
+
+  for (auto [after, within, field] :
+       {std::tuple{-1, Duration(std::chrono::hours(1)), "spec.recovery.quarantine.after"},
+        std::tuple{11, Duration(std::chrono::hours(1)), "spec.recovery.quarantine.after"},
+        std::tuple{3, Duration::zero(), "spec.recovery.quarantine.within"}}) {
+    GpuHealthPolicySpec s = DefaultPolicySpec();
+    s.recovery.quarantine = {after, within};
+    auto errs = ValidatePolicySpec(s);
+    ASSERT_EQ(errs.size(), 1u) << after;
+    EXPECT_EQ(errs[0].path, field);
+  }
+  GpuHealthPolicySpec off = DefaultPolicySpec();
+  off.recovery.quarantine = {0, Duration::zero()};
+  EXPECT_TRUE(ValidatePolicySpec(off).empty()) << "after 0 turns it off; within is then moot";
+}
+
 }  // namespace
 }  // namespace gg::api
 
@@ -419,6 +463,7 @@ TEST(PolicyNodeCondition, DecodesEncodesAndValidates) {
       {{"GPUHealthy", "False"}, "spec.rules[0].nodeCondition.type", "operator's own verdict"},
       {{"GPUXidError", "true"}, "spec.rules[0].nodeCondition.status", "True, False or Unknown"},
       {{"MemoryPressure", "False"}, "spec.rules[0].nodeCondition.status", "healthy node"},
+      {{"Ready", "True"}, "spec.rules[0].nodeCondition.status", "healthy node"},
   };
   for (const auto& c : cases) {
     GpuHealthPolicySpec s = DefaultPolicySpec();

@@ -40,15 +40,18 @@ bool KeepProjectAnnotation(std::string_view key) {
   return key.starts_with("gpuguardian.io/") || key == kMirrorPodAnnotation;
 }
 
-// Conditions kept in the projection: Ready and GPUHealthy whole; any other (another
-// detector's, for nodeCondition rules) without message and heartbeat; the kubelet's pressure
-// conditions only while they are not False (their state on every healthy node).
+// Conditions kept in the projection: our GPUHealthy whole; any other (another detector's, for
+// nodeCondition rules) without message and heartbeat, except the kubelet's Ready and pressure
+// conditions in their healthy state (Ready=True, the others False), which every node carries.
+bool KubeletConditionHealthy(const NodeCondition& c) {
+  if (c.type == "Ready") return c.status == "True";
+  return c.status == "False" && (c.type == "MemoryPressure" || c.type == "DiskPressure" ||
+                                 c.type == "PIDPressure" || c.type == "NetworkUnavailable");
+}
+
 bool KeepNodeCondition(NodeCondition& c) {
-  if (c.type == "Ready" || c.type == "GPUHealthy") return true;
-  if (c.status == "False" && (c.type == "MemoryPressure" || c.type == "DiskPressure" ||
-                              c.type == "PIDPressure" || c.type == "NetworkUnavailable")) {
-    return false;
-  }
+  if (c.type == "GPUHealthy") return true;
+  if (KubeletConditionHealthy(c)) return false;
   c.message.clear();
   c.message.shrink_to_fit();
   c.last_heartbeat_time.reset();

@@ -15,7 +15,7 @@ namespace {
 // error: a report that cannot be read (→ Unknown).
 StatusOr<api::GpuNodeHealthStatus> ReadReport(const ClusterView& view, const k8s::Node& node) {
   if (auto obj = view.Report(node.meta.name)) {
-    if (obj->status) return *obj->status;
+    if (auto s = obj->Unpacked()) return *std::move(s);
     if (!obj->decode_error.empty()) return InvalidArgumentError(obj->decode_error);
   }
   if (auto a = node.meta.annotations.Get(api::kHealthAnnotation)) {

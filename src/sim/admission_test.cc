@@ -263,6 +263,8 @@ TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
        "set linksDownAbove or errorsAbove"},
       {"catch-all drain step not last", R"({"remediation":{"drain":{"order":[{},{"priorityBelow":10}]}}})",
        "spec.remediation.drain.order", "a step without priorityBelow (the rest) must be the last one"},
+      {"quarantine within 0s", R"({"recovery":{"quarantine":{"after":3,"within":"0s"}}})",
+       "spec.recovery.quarantine", "quarantine.within must be positive"},
   };
   for (const auto& c : cases) {
     json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUHealthPolicy"},
@@ -312,6 +314,10 @@ TEST(CrdAdmission, SignalAndDrainOrderRulesBite) {
       {"kubelet pressure condition False",
        R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"DiskPressure","status":"False"}}]})",
        "spec.rules[0].nodeCondition", "False on every healthy node"},
+      {"Ready (True by default)", R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"Ready"}}]})",
+       "spec.rules[0].nodeCondition", "Ready is True on every healthy node"},
+      {"Ready False", R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"Ready","status":"False"}}]})",
+       "", ""},
       {"nodeCondition and power in one rule",
        R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"X"},"power":{}}]})",
        "spec.rules[0]", "exactly one matcher per rule"},
