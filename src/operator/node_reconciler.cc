@@ -92,6 +92,9 @@ remediation::NodeInput NodeReconciler::ReadInput(
     }
   }
   in.report = ReadReport(d_.view, node);
+  for (const k8s::NodeCondition& c : node.conditions) {
+    in.node_conditions.push_back({c.type, c.status, c.reason, c.last_transition_time});
+  }
   in.drain = ToOutcome(d_.drains.Result(node.meta.name));
   return in;
 }

@@ -83,15 +83,25 @@ struct Verdict {
   std::vector<std::string> MatchedRules() const;  // distinct fired rule names (action >= Event)
 };
 
-// `report`: nullopt when the node has no report.
+// One Node condition (status.conditions[]) as nodeCondition rules see it.
+struct NodeConditionFact {
+  std::string type;
+  std::string status;  // True | False | Unknown
+  std::string reason;
+  std::optional<WallTime> last_transition_time;
+  friend bool operator==(const NodeConditionFact&, const NodeConditionFact&) = default;
+};
+
+// `report`: nullopt when the node has no report. `node_conditions`: the Node's conditions
+// (nodeCondition rules; evaluated, like every rule, only with a readable, fresh report).
 Verdict Evaluate(const api::GpuHealthPolicy& policy,
                  const std::optional<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
-                 WallTime now);
+                 WallTime now, const std::vector<NodeConditionFact>& node_conditions = {});
 // Same, from a decode result: NotFound -> no report; any other error -> garbage (Unknown,
 // reason InvalidReport, the error in the message).
 Verdict EvaluateReport(const api::GpuHealthPolicy& policy,
                        const StatusOr<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
-                       WallTime now);
+                       WallTime now, const std::vector<NodeConditionFact>& node_conditions = {});
 
 // Precedence when several policies select one node: the most severe action wins; on equal
 // action Unhealthy > Unknown > Healthy; then the lexicographically smallest policy name.

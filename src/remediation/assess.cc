@@ -100,7 +100,7 @@ Assessment Assess(const NodeInput& in, WallTime now) {
         prior = it->second;
       }
     }
-    policy::Verdict v = policy::EvaluateReport(*p, in.report, prior, now);
+    policy::Verdict v = policy::EvaluateReport(*p, in.report, prior, now, in.node_conditions);
     a.memories[p->name] = v.memory;
     a.states[p->name] = v.state;
     verdicts.push_back(std::move(v));

@@ -173,6 +173,7 @@ struct NodeInput {
   // a report that cannot be read (-> Unknown).
   StatusOr<api::GpuNodeHealthStatus> report = NotFoundError("no report");
   std::vector<const api::GpuHealthPolicy*> policies;  // valid policies selecting the node
+  std::vector<policy::NodeConditionFact> node_conditions;  // for nodeCondition rules
   std::optional<DrainOutcome> drain;                  // the drain runner's finished outcome, if any
 };
 
