@@ -603,7 +603,127 @@ struct PathParser {
     if (!Eat(q)) return std::nullopt;
     return out;
   }
+  void Spaces() {
+    while (i < s.size() && s[i] == ' ') ++i;
+  }
 };
+
+using Nodes = std::vector<const json*>;
+
+// ".key" or ".*" (every member or element); false when neither follows the dot.
+bool DotStep(PathParser& ps, const Nodes& cur, Nodes& next) {
+  std::string key = ps.Ident();
+  if (key.empty()) {
+    if (!ps.Eat('*')) return false;
+    for (const json* c : cur)
+      if (c->is_object() || c->is_array())
+        for (const auto& v : *c) next.push_back(&v);
+    return true;
+  }
+  for (const json* c : cur)
+    if (c->is_object())
+      if (auto it = c->find(key); it != c->end()) next.push_back(&*it);
+  return true;
+}
+
+// A filter "(@.a.b == lit)" or "!=" after "[?": the field path, the operator, the literal
+// (quoted string or JSON).
+struct Filter {
+  std::vector<std::string> fields;
+  bool neq = false;
+  json lit;
+};
+
+bool ParseFilter(PathParser& ps, Filter* f) {
+  if (!ps.Eat('(') || !ps.Eat('@')) return false;
+  while (ps.Eat('.')) {
+    std::string field = ps.Ident();
+    if (field.empty()) return false;
+    f->fields.push_back(field);
+  }
+  ps.Spaces();
+  if (ps.Eat('=')) {
+    if (!ps.Eat('=')) return false;
+  } else if (ps.Eat('!')) {
+    if (!ps.Eat('=')) return false;
+    f->neq = true;
+  } else {
+    return false;
+  }
+  ps.Spaces();
+  if (auto q = ps.Quoted()) {
+    f->lit = *q;
+  } else {
+    std::size_t b = ps.i;
+    while (ps.i < ps.s.size() && ps.s[ps.i] != ')') ++ps.i;
+    f->lit = json::parse(Trim(ps.s.substr(b, ps.i - b)), nullptr, false);
+    if (f->lit.is_discarded()) return false;
+  }
+  ps.Spaces();
+  return ps.Eat(')') && ps.Eat(']');
+}
+
+// The elements of arrays in `cur` whose field path compares to the literal as asked
+// (numbers by value).
+void ApplyFilter(const Filter& f, const Nodes& cur, Nodes& next) {
+  for (const json* c : cur) {
+    if (!c->is_array()) continue;
+    for (const auto& el : *c) {
+      const json* v = &el;
+      for (const auto& field : f.fields) {
+        if (!v->is_object() || !v->contains(field)) {
+          v = nullptr;
+          break;
+        }
+        v = &(*v)[field];
+      }
+      if (!v) continue;
+      bool eq = (v->is_number() && f.lit.is_number()) ? v->get<double>() == f.lit.get<double>() : *v == f.lit;
+      if (eq != f.neq) next.push_back(&el);
+    }
+  }
+}
+
+// "[N]" or "[-N]" (from the end) after "[".
+bool IndexStep(PathParser& ps, const Nodes& cur, Nodes& next) {
+  std::size_t b = ps.i;
+  bool neg = ps.Eat('-');
+  while (ps.i < ps.s.size() && std::isdigit(static_cast<unsigned char>(ps.s[ps.i]))) ++ps.i;
+  if (ps.i == b + (neg ? 1 : 0) || !ps.Eat(']')) return false;
+  long idx = std::stol(std::string(ps.s.substr(b, ps.i - 1 - b)));
+  for (const json* c : cur) {
+    if (!c->is_array()) continue;
+    long n = static_cast<long>(c->size());
+    long k = idx < 0 ? n + idx : idx;
+    if (k >= 0 && k < n) next.push_back(&(*c)[static_cast<std::size_t>(k)]);
+  }
+  return true;
+}
+
+// After "[": ['key'], [*], [?(filter)] or [index].
+bool BracketStep(PathParser& ps, const Nodes& cur, Nodes& next) {
+  if (auto q = ps.Quoted()) {
+    if (!ps.Eat(']')) return false;
+    for (const json* c : cur)
+      if (c->is_object())
+        if (auto it = c->find(*q); it != c->end()) next.push_back(&*it);
+    return true;
+  }
+  if (ps.Eat('*')) {
+    if (!ps.Eat(']')) return false;
+    for (const json* c : cur)
+      if (c->is_array())
+        for (const auto& v : *c) next.push_back(&v);
+    return true;
+  }
+  if (ps.Eat('?')) {
+    Filter f;
+    if (!ParseFilter(ps, &f)) return false;
+    ApplyFilter(f, cur, next);
+    return true;
+  }
+  return IndexStep(ps, cur, next);
+}
 
 }  // namespace
 
@@ -614,103 +734,16 @@ StatusOr<std::vector<const json*>> JsonPathFind(const json& doc, std::string_vie
   if (sv.size() >= 2 && sv.front() == '{' && sv.back() == '}') sv = sv.substr(1, sv.size() - 2);
   PathParser ps{sv};
   ps.Eat('$');
-  auto bad = [&] {
-    return InvalidArgumentError("unsupported JSONPath " + std::string(path) + " at offset " +
-                                std::to_string(ps.i));
-  };
-  std::vector<const json*> cur = {&doc};
+  Nodes cur = {&doc};
   while (ps.i < sv.size()) {
-    std::vector<const json*> next;
-    if (ps.Eat('.')) {
-      std::string key = ps.Ident();
-      if (key.empty()) {
-        if (ps.Eat('*')) {
-          for (const json* c : cur)
-            if (c->is_object() || c->is_array())
-              for (const auto& v : *c) next.push_back(&v);
-          cur = std::move(next);
-          continue;
-        }
-        return bad();
-      }
-      for (const json* c : cur)
-        if (c->is_object())
-          if (auto it = c->find(key); it != c->end()) next.push_back(&*it);
-    } else if (ps.Eat('[')) {
-      if (auto q = ps.Quoted()) {
-        if (!ps.Eat(']')) return bad();
-        for (const json* c : cur)
-          if (c->is_object())
-            if (auto it = c->find(*q); it != c->end()) next.push_back(&*it);
-      } else if (ps.Eat('*')) {
-        if (!ps.Eat(']')) return bad();
-        for (const json* c : cur)
-          if (c->is_array())
-            for (const auto& v : *c) next.push_back(&v);
-      } else if (ps.Eat('?')) {
-        // [?(@.a.b == "v")]
-        if (!ps.Eat('(') || !ps.Eat('@')) return bad();
-        std::vector<std::string> fields;
-        while (ps.Eat('.')) {
-          std::string f = ps.Ident();
-          if (f.empty()) return bad();
-          fields.push_back(f);
-        }
-        while (ps.i < sv.size() && sv[ps.i] == ' ') ++ps.i;
-        bool neq = false;
-        if (ps.Eat('=')) {
-          if (!ps.Eat('=')) return bad();
-        } else if (ps.Eat('!')) {
-          if (!ps.Eat('=')) return bad();
-          neq = true;
-        } else {
-          return bad();
-        }
-        while (ps.i < sv.size() && sv[ps.i] == ' ') ++ps.i;
-        json lit;
-        if (auto q = ps.Quoted()) {
-          lit = *q;
-        } else {
-          std::size_t b = ps.i;
-          while (ps.i < sv.size() && sv[ps.i] != ')') ++ps.i;
-          lit = json::parse(Trim(sv.substr(b, ps.i - b)), nullptr, false);
-          if (lit.is_discarded()) return bad();
-        }
-        while (ps.i < sv.size() && sv[ps.i] == ' ') ++ps.i;
-        if (!ps.Eat(')') || !ps.Eat(']')) return bad();
-        for (const json* c : cur) {
-          if (!c->is_array()) continue;
-          for (const auto& el : *c) {
-            const json* v = &el;
-            for (const auto& f : fields) {
-              if (!v->is_object() || !v->contains(f)) {
-                v = nullptr;
-                break;
-              }
-              v = &(*v)[f];
-            }
-            if (!v) continue;
-            bool eq = (v->is_number() && lit.is_number()) ? v->get<double>() == lit.get<double>()
-                                                          : *v == lit;
-            if (eq != neq) next.push_back(&el);
-          }
-        }
-      } else {
-        std::size_t b = ps.i;
-        bool neg = ps.Eat('-');
-        while (ps.i < sv.size() && std::isdigit(static_cast<unsigned char>(sv[ps.i]))) ++ps.i;
-        if (ps.i == b + (neg ? 1 : 0) || !ps.Eat(']')) return bad();
-        long idx = std::stol(std::string(sv.substr(b, ps.i - 1 - b)));
-        for (const json* c : cur) {
-          if (!c->is_array()) continue;
-          long n = static_cast<long>(c->size());
-          long k = idx < 0 ? n + idx : idx;
-          if (k >= 0 && k < n) next.push_back(&(*c)[static_cast<std::size_t>(k)]);
-        }
-      }
-    } else {
-      return bad();
-    }
+    Nodes next;
+    bool ok = false;
+    if (ps.Eat('.'))
+      ok = DotStep(ps, cur, next);
+    else if (ps.Eat('['))
+      ok = BracketStep(ps, cur, next);
+    if (!ok)
+      return InvalidArgumentError("unsupported JSONPath " + std::string(path) + " at offset " + std::to_string(ps.i));
     cur = std::move(next);
   }
   return cur;
