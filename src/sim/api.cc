@@ -499,11 +499,12 @@ namespace {
 
 // The update's resourceVersion against the stored one: a mismatch is a conflict, and a custom
 // resource's PUT must carry one.
-std::optional<ApiError> CheckUpdateResourceVersion(const Target& t, const Obj& old, const json& next,
-                                                   bool from_patch) {
+std::optional<ApiError> CheckUpdateResourceVersion(const Target& t, const Obj& old,
+                                                   const json& next, bool from_patch) {
   const auto& ri = *t.ri;
   std::string want_rv = next["metadata"].value("resourceVersion", "");
-  if (!want_rv.empty() && want_rv != std::to_string(old.rv)) return ConflictErr(ri.resource, ri.group, t.name);
+  if (!want_rv.empty() && want_rv != std::to_string(old.rv))
+    return ConflictErr(ri.resource, ri.group, t.name);
   if (want_rv.empty() && ri.custom && !from_patch)
     return InvalidErr(ri.kind, ri.group, t.name,
                       {{"FieldValueInvalid", "Invalid value: 0: must be specified for an update",
@@ -533,8 +534,8 @@ void KeepStatusSplit(const Target& t, const json& old_j, json& next) {
 void KeepServerMetadata(const ResourceInfo& ri, json& old_j, json& next) {
   json& md = next["metadata"];
   const json& omd = old_j["metadata"];
-  for (const char* k :
-       {"uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace"}) {
+  for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
+                        "deletionGracePeriodSeconds", "generation", "name", "namespace"}) {
     if (omd.contains(k))
       md[k] = omd[k];
     else
@@ -547,20 +548,23 @@ void KeepServerMetadata(const ResourceInfo& ri, json& old_j, json& next) {
 }  // namespace
 
 // The allocated ClusterIP survives a PUT that leaves it out, and may not change.
-std::optional<ApiError> ApiCore::KeepServiceClusterIp(const Target& t, const json& old_j, json& next) const {
+std::optional<ApiError> ApiCore::KeepServiceClusterIp(const Target& t, const json& old_j,
+                                                      json& next) const {
   const auto& ri = *t.ri;
-  if (!ri.group.empty() || ri.resource != "services" || t.sub == "status" || !next.contains("spec") ||
-      !next["spec"].is_object() || !old_j.contains("spec"))
+  if (!ri.group.empty() || ri.resource != "services" || t.sub == "status" ||
+      !next.contains("spec") || !next["spec"].is_object() || !old_j.contains("spec"))
     return std::nullopt;
   json& spec = next["spec"];
   const json& ospec = old_j["spec"];
   for (const char* k : {"clusterIP", "clusterIPs"})
     if (!spec.contains(k) && ospec.contains(k)) spec[k] = ospec[k];
-  if (ospec.value("clusterIP", "") != "" && spec.value("clusterIP", "") != ospec.value("clusterIP", "") &&
+  if (ospec.value("clusterIP", "") != "" &&
+      spec.value("clusterIP", "") != ospec.value("clusterIP", "") &&
       spec.value("type", "ClusterIP") != "ExternalName")
     return InvalidErr("Service", "", t.name,
                       {{"FieldValueInvalid",
-                        "Invalid value: []string{\"" + spec.value("clusterIP", "") + "\"}: may not change once set",
+                        "Invalid value: []string{\"" + spec.value("clusterIP", "") +
+                            "\"}: may not change once set",
                         "spec.clusterIPs[0]"}});
   DefaultService(next);
   return std::nullopt;
@@ -579,10 +583,13 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   json old_j = old_parsed ? std::move(*old_parsed) : json::parse(old->json);
   if (ri.storage == "events" && ri.group == "events.k8s.io" && next.value("apiVersion", "") != "v1")
     next = EventsV1ToCoreEvent(next);
-  if (!next.is_object()) return finish(ApiResult::Err(BadRequestErr("the body of the request must be a JSON object")));
-  if (!next.contains("metadata") || !next["metadata"].is_object()) next["metadata"] = json::object();
+  if (!next.is_object())
+    return finish(ApiResult::Err(BadRequestErr("the body of the request must be a JSON object")));
+  if (!next.contains("metadata") || !next["metadata"].is_object())
+    next["metadata"] = json::object();
   if (check_rv)
-    if (auto e = CheckUpdateResourceVersion(t, *old, next, from_patch)) return finish(ApiResult::Err(*e));
+    if (auto e = CheckUpdateResourceVersion(t, *old, next, from_patch))
+      return finish(ApiResult::Err(*e));
   KeepStatusSplit(t, old_j, next);
   ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (auto e = KeepServiceClusterIp(t, old_j, next)) return finish(ApiResult::Err(*e));
@@ -632,8 +639,10 @@ ApiResult ApiCore::Update(const Target& t, json body, const WriteOpts& o) {
 namespace {
 
 // The patch types served for `ri`; an unknown one is 415, a non-object body (but JSON patch) 400.
-std::optional<ApiError> CheckPatchType(const ResourceInfo& ri, const std::string& ct, const json& patch) {
-  if (ct == "application/strategic-merge-patch+json" && ri.custom) return UnsupportedMediaTypeErr(ct);
+std::optional<ApiError> CheckPatchType(const ResourceInfo& ri, const std::string& ct,
+                                       const json& patch) {
+  if (ct == "application/strategic-merge-patch+json" && ri.custom)
+    return UnsupportedMediaTypeErr(ct);
   if (ct != "application/json-patch+json" && ct != "application/merge-patch+json" &&
       ct != "application/apply-patch+yaml" && ct != "application/strategic-merge-patch+json")
     return UnsupportedMediaTypeErr(ct);
@@ -659,33 +668,38 @@ PreparedUpdate Done(ApiError e) {
 }  // namespace
 
 // Server-side apply onto the stored object `cur`: the apply records its own managedFields entry.
-PreparedUpdate ApiCore::ApplyPatchUpdate(const Target& t, const ObjPtr& old, json& cur, const json& patch,
-                                         const WriteOpts& o, bool same_view) {
+PreparedUpdate ApiCore::ApplyPatchUpdate(const Target& t, const ObjPtr& old, json& cur,
+                                         const json& patch, const WriteOpts& o, bool same_view) {
   const auto& ri = *t.ri;
   std::string want_rv = patch.contains("metadata") && patch["metadata"].is_object()
                             ? patch["metadata"].value("resourceVersion", "")
                             : "";
-  if (!want_rv.empty() && want_rv != std::to_string(old->rv)) return Done(ConflictErr(ri.resource, ri.group, t.name));
-  ManagerInfo who{o.field_manager, ri.ApiVersion(), t.sub == "status" ? "status" : "", NowRfc3339()};
+  if (!want_rv.empty() && want_rv != std::to_string(old->rv))
+    return Done(ConflictErr(ri.resource, ri.group, t.name));
+  ManagerInfo who{o.field_manager, ri.ApiVersion(), t.sub == "status" ? "status" : "",
+                  NowRfc3339()};
   auto applied = ServerSideApply(cur, patch, TypeFor(ri), who, o.force, ri.kind, ri.group);
   if (applied.err) return Done(*applied.err);
   WriteOpts untracked = o;
   untracked.field_manager.clear();  // the apply recorded its own entry
-  return PrepareUpdate(t, old, std::move(applied.object), untracked, true, true, same_view ? &cur : nullptr);
+  return PrepareUpdate(t, old, std::move(applied.object), untracked, true, true,
+                       same_view ? &cur : nullptr);
 }
 
 // The update a patch of content type `ct` makes of the stored object `old`.
-PreparedUpdate ApiCore::PatchUpdate(const Target& t, const std::string& ct, const json& patch, const WriteOpts& o,
-                                    const ObjPtr& old) {
+PreparedUpdate ApiCore::PatchUpdate(const Target& t, const std::string& ct, const json& patch,
+                                    const WriteOpts& o, const ObjPtr& old) {
   const auto& ri = *t.ri;
   const bool same_view = old->api_version == ri.ApiVersion();
   json cur = json::parse(same_view ? old->json : Render(*old, ri));
-  if (ct == "application/apply-patch+yaml") return ApplyPatchUpdate(t, old, cur, patch, o, same_view);
+  if (ct == "application/apply-patch+yaml")
+    return ApplyPatchUpdate(t, old, cur, patch, o, same_view);
   StatusOr<json> next = InvalidArgumentError("unsupported patch type");
   if (ct == "application/json-patch+json") {
     next = ApplyJsonPatch(cur, patch);
     if (!next.ok() && IsJsonPatchTestFailure(next.status()))
-      return Done(InvalidErr(ri.kind, ri.group, t.name, {{"FieldValueInvalid", next.status().message(), ""}}));
+      return Done(InvalidErr(ri.kind, ri.group, t.name,
+                             {{"FieldValueInvalid", next.status().message(), ""}}));
   } else if (ct == "application/strategic-merge-patch+json") {
     next = ApplyStrategicMergePatch(cur, patch, ri.kind);
   } else {
@@ -783,7 +797,8 @@ void ApiCore::MaybeFinishNamespaceLocked(const std::string& ns) {
 namespace {
 
 // DeleteOptions.preconditions: the uid and resourceVersion the caller expects.
-std::optional<ApiError> CheckDeletePreconditions(const Target& t, const Obj& old, const json& delete_options) {
+std::optional<ApiError> CheckDeletePreconditions(const Target& t, const Obj& old,
+                                                 const json& delete_options) {
   const auto& ri = *t.ri;
   if (!delete_options.is_object() || !delete_options.contains("preconditions") ||
       !delete_options["preconditions"].is_object())
@@ -791,8 +806,8 @@ std::optional<ApiError> CheckDeletePreconditions(const Target& t, const Obj& old
   const auto& pre = delete_options["preconditions"];
   if (pre.contains("uid") && pre["uid"].is_string() && pre["uid"] != old.uid)
     return ConflictErrMsg(ri.resource, ri.group, t.name,
-                          "Precondition failed: UID in precondition: " + pre["uid"].get<std::string>() +
-                              ", UID in object meta: " + old.uid);
+                          "Precondition failed: UID in precondition: " +
+                              pre["uid"].get<std::string>() + ", UID in object meta: " + old.uid);
   if (pre.contains("resourceVersion") && pre["resourceVersion"].is_string() &&
       pre["resourceVersion"] != std::to_string(old.rv))
     return ConflictErrMsg(ri.resource, ri.group, t.name,
@@ -823,7 +838,8 @@ bool IsCoreResource(const ResourceInfo& ri, const char* resource) {
 
 // Namespace deletion is two-phase: Terminating now; the namespace controller deletes the
 // content, then removes the `kubernetes` finalizer and the namespace goes.
-ApiResult ApiCore::TerminateNamespaceLocked(const Target& t, const ObjPtr& old, json j, const WriteOpts& o) {
+ApiResult ApiCore::TerminateNamespaceLocked(const Target& t, const ObjPtr& old, json j,
+                                            const WriteOpts& o) {
   const auto& ri = *t.ri;
   json& md = j["metadata"];
   if (md.contains("deletionTimestamp"))
@@ -843,17 +859,19 @@ ApiResult ApiCore::TerminateNamespaceLocked(const Target& t, const ObjPtr& old, 
       content.push_back(p);
       return true;
     });
-    for (const auto& p : content) DeleteLocked(Target{ri2, t.name, p->name, ""}, json::object(), WriteOpts{}, false);
+    for (const auto& p : content)
+      DeleteLocked(Target{ri2, t.name, p->name, ""}, json::object(), WriteOpts{}, false);
   }
   MaybeFinishNamespaceLocked(t.name);
-  if (auto now = store_.GetLocked(ri.storage, t.Key())) return ApiResult{std::nullopt, json::parse(now->json), 200};
+  if (auto now = store_.GetLocked(ri.storage, t.Key()))
+    return ApiResult{std::nullopt, json::parse(now->json), 200};
   return r;
 }
 
 // A running pod's graceful deletion: deletionTimestamp at the end of its grace period (a
 // shorter one than already set wins); the kubelet finishes it. nullopt when the pod goes now.
-std::optional<ApiResult> ApiCore::GracefulPodDeleteLocked(const Target& t, const ObjPtr& old, json& j,
-                                                          const json& delete_options) {
+std::optional<ApiResult> ApiCore::GracefulPodDeleteLocked(const Target& t, const ObjPtr& old,
+                                                          json& j, const json& delete_options) {
   long grace = PodGraceSeconds(j, delete_options);
   std::string phase = j.contains("status") ? j["status"].value("phase", "") : "";
   std::string node = j.contains("spec") ? j["spec"].value("nodeName", "") : "";
@@ -861,7 +879,8 @@ std::optional<ApiResult> ApiCore::GracefulPodDeleteLocked(const Target& t, const
   if (!running || grace <= 0) return std::nullopt;
   json& md = j["metadata"];
   long cur = md.value("deletionGracePeriodSeconds", -1L);
-  if (md.contains("deletionTimestamp") && cur >= 0 && cur <= grace) return ApiResult{std::nullopt, std::move(j), 200};
+  if (md.contains("deletionTimestamp") && cur >= 0 && cur <= grace)
+    return ApiResult{std::nullopt, std::move(j), 200};
   md["deletionTimestamp"] = FormatRfc3339(clock_.Now() + std::chrono::seconds(grace));
   md["deletionGracePeriodSeconds"] = grace;
   return CommitLocked(t, old, std::move(j), false);
@@ -883,7 +902,8 @@ void ApiCore::RemoveNamespaceContentLocked(const std::string& ns) {
 // A CustomResourceDefinition's removal: its custom resources go and the kind is no longer served.
 void ApiCore::RemoveCrdLocked(const std::string& name, const json& crd) {
   std::string group = crd["spec"].value("group", "");
-  std::string plural = crd["spec"].contains("names") ? crd["spec"]["names"].value("plural", "") : "";
+  std::string plural =
+      crd["spec"].contains("names") ? crd["spec"]["names"].value("plural", "") : "";
   std::string storage = group + "/" + plural;
   if (auto ri2 = registry_.FindByStorage(storage)) {
     std::vector<ObjPtr> doomed;
@@ -904,7 +924,8 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
   json j = json::parse(Render(*old, ri));
   if (auto e = AdmitDelete(t, j, o)) return ApiResult::Err(*e);
   if (auto e = CheckDeletePreconditions(t, *old, delete_options)) return ApiResult::Err(*e);
-  if (!immediate && IsCoreResource(ri, "namespaces")) return TerminateNamespaceLocked(t, old, std::move(j), o);
+  if (!immediate && IsCoreResource(ri, "namespaces"))
+    return TerminateNamespaceLocked(t, old, std::move(j), o);
   if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
   json& md = j["metadata"];
   // Foreground / Orphan propagation: the garbage collector finishes the deletion.

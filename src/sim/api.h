@@ -8,14 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "sim/api_error.h"
@@ -217,8 +216,9 @@ class ApiCore {
   std::set<std::string> ServedOpenApiPaths() const;
   // ListPieces' steps: wait for a resourceVersion not reached yet, scan the collection.
   std::optional<ApiError> WaitForResourceVersion(std::uint64_t want);
-  std::optional<ApiError> ScanList(const Target& t, const LabelSelector& ls, const FieldSelector& fs,
-                                   ListScan* s, std::vector<ObjPtr>* items);
+  std::optional<ApiError> ScanList(const Target& t, const LabelSelector& ls,
+                                   const FieldSelector& fs, ListScan* s,
+                                   std::vector<ObjPtr>* items);
   ApiResponse StartWatch(const ApiRequest& req, const Target& t);
   ApiResult CommitLocked(const Target& t, const ObjPtr& old, nlohmann::json next, bool dry_run,
                          PendingObj* pending = nullptr);

@@ -192,13 +192,16 @@ namespace {
 
 // labelSelector and fieldSelector of a list or watch, the field selector checked against the
 // fields `ri` supports.
-std::optional<ApiError> ParseSelectors(const ResourceInfo& ri, const std::map<std::string, std::string>& q,
-                                       std::optional<LabelSelector>* ls, std::optional<FieldSelector>* fs) {
+std::optional<ApiError> ParseSelectors(const ResourceInfo& ri,
+                                       const std::map<std::string, std::string>& q,
+                                       std::optional<LabelSelector>* ls,
+                                       std::optional<FieldSelector>* fs) {
   auto l = LabelSelector::Parse(Q(q, "labelSelector"));
   if (!l.ok()) return BadRequestErr("unable to parse requirement: " + l.status().message());
   auto f = FieldSelector::Parse(Q(q, "fieldSelector"));
   if (!f.ok()) return BadRequestErr(f.status().message());
-  if (auto st = f->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced); !st.ok())
+  if (auto st = f->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
+      !st.ok())
     return BadRequestErr(st.message());
   *ls = std::move(*l);
   *fs = std::move(*f);
@@ -214,20 +217,23 @@ std::optional<ApiError> ValidateResourceVersionMatch(const std::map<std::string,
                       {{"FieldValueForbidden", "Forbidden: " + msg, "resourceVersionMatch"}});
   };
   if (rvm != "Exact" && rvm != "NotOlderThan")
-    return InvalidErr("ListOptions", "meta.k8s.io", "",
-                      {{"FieldValueNotSupported",
-                        "Unsupported value: \"" + rvm + "\": supported values: \"Exact\", \"NotOlderThan\"",
-                        "resourceVersionMatch"}});
-  if (rvs.empty()) return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided");
-  if (!Q(q, "continue").empty()) return forbidden("resourceVersionMatch is forbidden when continue is provided");
+    return InvalidErr(
+        "ListOptions", "meta.k8s.io", "",
+        {{"FieldValueNotSupported",
+          "Unsupported value: \"" + rvm + "\": supported values: \"Exact\", \"NotOlderThan\"",
+          "resourceVersionMatch"}});
+  if (rvs.empty())
+    return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided");
+  if (!Q(q, "continue").empty())
+    return forbidden("resourceVersionMatch is forbidden when continue is provided");
   if (rvm == "Exact" && rvs == "0")
     return forbidden("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
   return std::nullopt;
 }
 
 ApiError InvalidResourceVersion(const std::string& rvs) {
-  return BadRequestErr("resourceVersion: Invalid value: \"" + rvs + "\": strconv.ParseUint: parsing \"" +
-                       rvs + "\": invalid syntax");
+  return BadRequestErr("resourceVersion: Invalid value: \"" + rvs +
+                       "\": strconv.ParseUint: parsing \"" + rvs + "\": invalid syntax");
 }
 
 // The store key a continue token starts after.
@@ -237,7 +243,8 @@ std::optional<ApiError> ParseContinue(const std::string& cont, std::string* afte
   json cj = dec.ok() ? json::parse(*dec, nullptr, false) : json();
   if (!cj.is_object() || !cj.contains("start"))
     return BadRequestErr(
-        "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+        "continue key is not valid: incorrect encoded start resourceVersion (version "
+        "meta.k8s.io/v1)");
   *after = cj.value("start", "");
   return std::nullopt;
 }
@@ -265,13 +272,15 @@ std::string ListTail(const ListScan& s) {
 
 // A resourceVersion the store has not reached: the apiserver waits up to 3 s for it.
 std::optional<ApiError> ApiCore::WaitForResourceVersion(std::uint64_t want) {
-  for (int i = 0; i < 60 && store_.rv() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 60 && store_.rv() < want; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::uint64_t cur = store_.rv();
   if (cur >= want) return std::nullopt;
   ApiError e;
   e.code = 504;
   e.reason = "Timeout";
-  e.message = "Too large resource version: " + std::to_string(want) + ", current: " + std::to_string(cur);
+  e.message =
+      "Too large resource version: " + std::to_string(want) + ", current: " + std::to_string(cur);
   e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
   e.retry_after_seconds = 1;
   return e;
@@ -279,8 +288,9 @@ std::optional<ApiError> ApiCore::WaitForResourceVersion(std::uint64_t want) {
 
 // The matching objects of `t`'s collection after s->after, up to s->limit, rendered for its
 // version; s->rv is the list's resourceVersion.
-std::optional<ApiError> ApiCore::ScanList(const Target& t, const LabelSelector& ls, const FieldSelector& fs,
-                                          ListScan* s, std::vector<ObjPtr>* items) {
+std::optional<ApiError> ApiCore::ScanList(const Target& t, const LabelSelector& ls,
+                                          const FieldSelector& fs, ListScan* s,
+                                          std::vector<ObjPtr>* items) {
   const auto& ri = *t.ri;
   std::scoped_lock lock(store_.mu());
   s->rv = store_.RvLocked();
@@ -447,7 +457,8 @@ ApiResponse ApiCore::OpenApiIndex() const {
     std::string f = e.path().filename().string();
     std::string key = OpenApiFileKey(f);
     if (key.empty() || !served.count(key)) continue;
-    std::string hash = DocumentHash(std::hash<std::string>{}(f) ^ static_cast<std::size_t>(e.file_size(ec)));
+    std::string hash =
+        DocumentHash(std::hash<std::string>{}(f) ^ static_cast<std::size_t>(e.file_size(ec)));
     paths[key] = {{"serverRelativeURL", "/openapi/v3/" + key + "?hash=" + hash}};
   }
   for (const auto& [gv, doc] : CrdOpenApiDocuments()) {

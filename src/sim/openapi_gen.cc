@@ -148,14 +148,16 @@ json ListSchema(const ResourceInfo& ri, const std::string& name) {
 
 // The paths of one custom resource: its collection (and, namespaced, across namespaces), an
 // object, and its status when status is a subresource.
-void AddCrdPaths(const ResourceInfo& ri, const std::string& name, const std::string& list_name, json& paths) {
+void AddCrdPaths(const ResourceInfo& ri, const std::string& name, const std::string& list_name,
+                 json& paths) {
   std::string base = "/apis/" + ri.group + "/" + ri.version + "/";
   std::string coll = base + (ri.namespaced ? "namespaces/{namespace}/" : "") + ri.resource;
   json scope_params = json::array();
   if (ri.namespaced)
-    scope_params.push_back(
-        Param("namespace", "path", "string", true, "object name and auth scope, such as for teams and projects"));
-  json pretty = Param("pretty", "query", "string", false, "If 'true', then the output is pretty printed.");
+    scope_params.push_back(Param("namespace", "path", "string", true,
+                                 "object name and auth scope, such as for teams and projects"));
+  json pretty =
+      Param("pretty", "query", "string", false, "If 'true', then the output is pretty printed.");
   const std::string& id_kind = ri.kind;
   json cparams = scope_params;
   cparams.push_back(pretty);
@@ -163,8 +165,9 @@ void AddCrdPaths(const ResourceInfo& ri, const std::string& name, const std::str
                  {"get", Op("list", "list" + id_kind, ri, list_name, false)},
                  {"post", Op("post", "create" + id_kind, ri, name, true)}};
   if (ri.namespaced)
-    paths[base + ri.resource] = {{"parameters", json::array({pretty})},
-                                 {"get", Op("list", "list" + id_kind + "ForAllNamespaces", ri, list_name, false)}};
+    paths[base + ri.resource] = {
+        {"parameters", json::array({pretty})},
+        {"get", Op("list", "list" + id_kind + "ForAllNamespaces", ri, list_name, false)}};
   json oparams = scope_params;
   oparams.push_back(Param("name", "path", "string", true, ("name of the " + ri.kind).c_str()));
   oparams.push_back(pretty);
@@ -179,10 +182,11 @@ void AddCrdPaths(const ResourceInfo& ri, const std::string& name, const std::str
                              {"patch", Op("patch", "patch" + id_kind, ri, name, true)},
                              {"delete", Op("delete", "delete" + id_kind, ri, name, false)}};
   if (ri.status_subresource)
-    paths[coll + "/{name}/status"] = {{"parameters", oparams_w},
-                                      {"get", Op("get", "read" + id_kind + "Status", ri, name, false)},
-                                      {"put", Op("put", "replace" + id_kind + "Status", ri, name, true)},
-                                      {"patch", Op("patch", "patch" + id_kind + "Status", ri, name, true)}};
+    paths[coll + "/{name}/status"] = {
+        {"parameters", oparams_w},
+        {"get", Op("get", "read" + id_kind + "Status", ri, name, false)},
+        {"put", Op("put", "replace" + id_kind + "Status", ri, name, true)},
+        {"patch", Op("patch", "patch" + id_kind + "Status", ri, name, true)}};
 }
 
 // The meta.k8s.io schemas referenced, transitively, from the built-in documents.

@@ -352,7 +352,8 @@ StatusOr<json> DecodeProtobufMessage(std::string_view bytes, std::string_view me
   const auto* table = Table(&err);
   if (!table) return err;
   auto it = table->find(message);
-  if (it == table->end()) return UnimplementedError("no protobuf description of " + std::string(message));
+  if (it == table->end())
+    return UnimplementedError("no protobuf description of " + std::string(message));
   const Message& m = it->second;
   json out = json::object();
   Reader r(bytes);
@@ -362,7 +363,8 @@ StatusOr<json> DecodeProtobufMessage(std::string_view bytes, std::string_view me
     GG_RETURN_IF_ERROR(ReadField(r, message, &num, &raw));
     auto fit = m.find(num);
     if (fit == m.end())
-      return InvalidArgumentError("unknown field number " + std::to_string(num) + " in " + std::string(message));
+      return InvalidArgumentError("unknown field number " + std::to_string(num) + " in " +
+                                  std::string(message));
     const Field& f = fit->second;
     if (f.type.rfind("map<", 0) == 0) {
       GG_RETURN_IF_ERROR(DecodeMapEntry(raw, f, message, out));

@@ -701,7 +701,8 @@ void ValidatePdb(const json& obj, std::vector<StatusCause>& out) {
   const json& min_av = At(obj, {"spec", "minAvailable"});
   const json& max_un = At(obj, {"spec", "maxUnavailable"});
   if (!min_av.is_null() && !max_un.is_null())
-    out.push_back(InvalidCause("spec", obj.value("spec", json()), "minAvailable and maxUnavailable cannot be both set"));
+    out.push_back(InvalidCause("spec", obj.value("spec", json()),
+                               "minAvailable and maxUnavailable cannot be both set"));
   ValidateIntOrPercent(min_av, "spec.minAvailable", out);
   ValidateIntOrPercent(max_un, "spec.maxUnavailable", out);
   const json& sel = At(obj, {"spec", "selector"});
@@ -711,7 +712,8 @@ void ValidatePdb(const json& obj, std::vector<StatusCause>& out) {
   }
   std::string p = S(At(obj, {"spec", "unhealthyPodEvictionPolicy"}));
   if (!p.empty() && p != "IfHealthyBudget" && p != "AlwaysAllow")
-    out.push_back(NotSupportedCause("spec.unhealthyPodEvictionPolicy", p, {"IfHealthyBudget", "AlwaysAllow"}));
+    out.push_back(NotSupportedCause("spec.unhealthyPodEvictionPolicy", p,
+                                    {"IfHealthyBudget", "AlwaysAllow"}));
 }
 
 void ValidateLease(const json& obj, std::vector<StatusCause>& out) {
@@ -730,10 +732,14 @@ std::vector<std::string> DeviceTaintEffects(std::string_view kube_version) {
   return effects;
 }
 
-void ValidateDeviceTaintRule(const json& obj, std::string_view kube_version, std::vector<StatusCause>& out) {
+void ValidateDeviceTaintRule(const json& obj, std::string_view kube_version,
+                             std::vector<StatusCause>& out) {
   const json& taint = At(obj, {"spec", "taint"});
-  if (!taint.is_object()) out.push_back(RequiredCause("spec.taint"));
-  else ValidateTaints(json::array({taint}), "spec.taint", DeviceTaintEffects(kube_version), false, out);
+  if (!taint.is_object())
+    out.push_back(RequiredCause("spec.taint"));
+  else
+    ValidateTaints(json::array({taint}), "spec.taint", DeviceTaintEffects(kube_version), false,
+                   out);
   for (auto& c : out)
     if (c.field.rfind("spec.taint[0]", 0) == 0) c.field = "spec.taint" + c.field.substr(13);
 }
@@ -749,18 +755,25 @@ void ValidateResourceSlice(const json& obj, std::string_view version, std::strin
   if (!devs.is_array()) return;
   bool any_taints = false;
   for (size_t i = 0; i < devs.size(); ++i) {
-    const json& taints = version == "v1beta1" ? At(devs[i], {"basic", "taints"}) : At(devs[i], {"taints"});
-    std::string p = "spec.devices[" + std::to_string(i) + "]" + (version == "v1beta1" ? ".basic" : "") + ".taints";
+    const json& taints =
+        version == "v1beta1" ? At(devs[i], {"basic", "taints"}) : At(devs[i], {"taints"});
+    std::string p = "spec.devices[" + std::to_string(i) + "]" +
+                    (version == "v1beta1" ? ".basic" : "") + ".taints";
     if (taints.is_array() && !taints.empty()) any_taints = true;
     if (taints.is_array() && taints.size() > 16)
-      out.push_back({"FieldValueTooMany", "Too many: " + std::to_string(taints.size()) + ": must have at most 16 items", p});
+      out.push_back({"FieldValueTooMany",
+                     "Too many: " + std::to_string(taints.size()) + ": must have at most 16 items",
+                     p});
     ValidateTaints(taints, p, effects, false, out);
-    if (S(At(devs[i], {"name"})).empty()) out.push_back(RequiredCause("spec.devices[" + std::to_string(i) + "].name"));
+    if (S(At(devs[i], {"name"})).empty())
+      out.push_back(RequiredCause("spec.devices[" + std::to_string(i) + "].name"));
   }
   size_t limit = any_taints ? 64 : 128;
   if (devs.size() > limit)
-    out.push_back({"FieldValueTooMany", "Too many: " + std::to_string(devs.size()) + ": must have at most " +
-                                            std::to_string(limit) + " items", "spec.devices"});
+    out.push_back({"FieldValueTooMany",
+                   "Too many: " + std::to_string(devs.size()) + ": must have at most " +
+                       std::to_string(limit) + " items",
+                   "spec.devices"});
 }
 
 void ValidateWorkload(const json& obj, bool is_create, std::vector<StatusCause>& out) {

@@ -222,7 +222,8 @@ void ValidateMetaName(const json& md, NameRule rule, std::vector<StatusCause>& o
   auto gen = MetaString(md, "generateName");
   if (gen && !gen->empty()) check_name("metadata.generateName", *gen, true);
   if (!name || name->empty()) {
-    if (!gen || gen->empty()) out.push_back(RequiredCause("metadata.name", "name or generateName is required"));
+    if (!gen || gen->empty())
+      out.push_back(RequiredCause("metadata.name", "name or generateName is required"));
   } else {
     check_name("metadata.name", *name, false);
   }
@@ -232,7 +233,8 @@ void ValidateMetaName(const json& md, NameRule rule, std::vector<StatusCause>& o
 void ValidateMetaNamespace(const json& md, bool namespaced, std::vector<StatusCause>& out) {
   auto ns = MetaString(md, "namespace");
   if (!namespaced) {
-    if (ns && !ns->empty()) out.push_back(ForbiddenCause("metadata.namespace", "not allowed on this type"));
+    if (ns && !ns->empty())
+      out.push_back(ForbiddenCause("metadata.namespace", "not allowed on this type"));
   } else if (!ns || ns->empty()) {
     out.push_back(RequiredCause("metadata.namespace"));
   } else if (*ns == "\x01") {
@@ -248,12 +250,14 @@ void ValidateLabels(const json& labels, std::vector<StatusCause>& out) {
     return;
   }
   for (auto l = labels.begin(); l != labels.end(); ++l) {
-    for (auto& e : IsQualifiedName(l.key())) out.push_back(InvalidCause("metadata.labels", l.key(), e));
+    for (auto& e : IsQualifiedName(l.key()))
+      out.push_back(InvalidCause("metadata.labels", l.key(), e));
     if (!l->is_string()) {
       out.push_back(InvalidCause("metadata.labels", *l, "must be a string"));
       continue;
     }
-    for (auto& e : IsValidLabelValue(l->get<std::string>())) out.push_back(InvalidCause("metadata.labels", *l, e));
+    for (auto& e : IsValidLabelValue(l->get<std::string>()))
+      out.push_back(InvalidCause("metadata.labels", *l, e));
   }
 }
 
@@ -268,9 +272,12 @@ void ValidateAnnotations(const json& annotations, std::vector<StatusCause>& out)
     std::string lower = a.key();
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    for (auto& e : IsQualifiedName(lower)) out.push_back(InvalidCause("metadata.annotations", a.key(), e));
-    total += a.key().size() + (a->is_string() ? a->get_ref<const std::string&>().size() : a->dump().size());
-    if (!a->is_string()) out.push_back(InvalidCause("metadata.annotations", *a, "must be a string"));
+    for (auto& e : IsQualifiedName(lower))
+      out.push_back(InvalidCause("metadata.annotations", a.key(), e));
+    total += a.key().size() +
+             (a->is_string() ? a->get_ref<const std::string&>().size() : a->dump().size());
+    if (!a->is_string())
+      out.push_back(InvalidCause("metadata.annotations", *a, "must be a string"));
   }
   if (total > kTotalAnnotationSizeLimitBytes)
     out.push_back(TooLongCause("metadata.annotations", kTotalAnnotationSizeLimitBytes));
@@ -315,9 +322,12 @@ std::vector<StatusCause> ValidateObjectMeta(const json& md, bool namespaced, Nam
   ValidateMetaName(md, rule, out);
   ValidateMetaNamespace(md, namespaced, out);
   if (auto it = md.find("labels"); it != md.end() && !it->is_null()) ValidateLabels(*it, out);
-  if (auto it = md.find("annotations"); it != md.end() && !it->is_null()) ValidateAnnotations(*it, out);
-  if (auto it = md.find("finalizers"); it != md.end() && it->is_array()) ValidateFinalizers(*it, out);
-  if (auto it = md.find("ownerReferences"); it != md.end() && it->is_array()) ValidateOwnerReferences(*it, out);
+  if (auto it = md.find("annotations"); it != md.end() && !it->is_null())
+    ValidateAnnotations(*it, out);
+  if (auto it = md.find("finalizers"); it != md.end() && it->is_array())
+    ValidateFinalizers(*it, out);
+  if (auto it = md.find("ownerReferences"); it != md.end() && it->is_array())
+    ValidateOwnerReferences(*it, out);
   return out;
 }
 
@@ -434,13 +444,14 @@ Status ParseSingleValue(Lexer& lx, Requirement& r) {
 Status ValidateValues(const Requirement& r) {
   for (size_t i = 0; i < r.values.size(); ++i) {
     if (r.op == SelOp::kGt || r.op == SelOp::kLt) {
-      if (!ParseInt(r.values[i])) return ReqError("for 'Gt', 'Lt' operators, the value must be an integer");
+      if (!ParseInt(r.values[i]))
+        return ReqError("for 'Gt', 'Lt' operators, the value must be an integer");
       continue;
     }
     auto errs = IsValidLabelValue(r.values[i]);
     if (!errs.empty())
-      return ReqError("values[" + std::to_string(i) + "][" + r.key + "]: Invalid value: " + json(r.values[i]).dump() +
-                      ": " + Join(errs, "; "));
+      return ReqError("values[" + std::to_string(i) + "][" + r.key +
+                      "]: Invalid value: " + json(r.values[i]).dump() + ": " + Join(errs, "; "));
   }
   return OkStatus();
 }
@@ -509,8 +520,10 @@ StatusOr<LabelSelector> LabelSelector::Parse(std::string_view s) {
     sel.reqs_.push_back(std::move(*r));
     auto [t5, l5] = lx.Next();
     if (t5 == Tok::kEnd) break;
-    if (t5 != Tok::kComma) return InvalidArgumentError("found '" + l5 + "', expected: ',' or 'end of string'");
-    if (lx.Peek().first == Tok::kEnd) return InvalidArgumentError("found '', expected: identifier after ','");
+    if (t5 != Tok::kComma)
+      return InvalidArgumentError("found '" + l5 + "', expected: ',' or 'end of string'");
+    if (lx.Peek().first == Tok::kEnd)
+      return InvalidArgumentError("found '', expected: identifier after ','");
   }
   return sel;
 }

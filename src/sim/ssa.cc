@@ -464,9 +464,11 @@ ApiError ApplyConflictError(const Conflicts& conflicts, const json& entries, std
   e.group = std::string(group);
   e.name = name;
   for (const auto& [i, p] : conflicts)
-    e.causes.push_back({"FieldManagerConflict", "conflict with " + PrintManager(entries[i]), FieldPathString(p)});
+    e.causes.push_back(
+        {"FieldManagerConflict", "conflict with " + PrintManager(entries[i]), FieldPathString(p)});
   if (conflicts.size() == 1) {
-    e.message = "Apply failed with 1 conflict: conflict with " + PrintManager(entries[conflicts[0].first]) + ": " +
+    e.message = "Apply failed with 1 conflict: conflict with " +
+                PrintManager(entries[conflicts[0].first]) + ": " +
                 FieldPathString(conflicts[0].second);
     return e;
   }
@@ -475,7 +477,8 @@ ApiError ApplyConflictError(const Conflicts& conflicts, const json& entries, std
     if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
   std::string msg;
   for (std::size_t i : order) {
-    msg += (msg.empty() ? "" : "\n") + std::string("conflicts with ") + PrintManager(entries[i]) + ":";
+    msg +=
+        (msg.empty() ? "" : "\n") + std::string("conflicts with ") + PrintManager(entries[i]) + ":";
     for (const auto& [j, p] : conflicts)
       if (j == i) msg += "\n- " + FieldPathString(p);
   }
@@ -486,14 +489,15 @@ ApiError ApplyConflictError(const Conflicts& conflicts, const json& entries, std
 // Fields this manager applied before and dropped now go, unless someone else owns them.
 // Shallowest first: a dropped list item goes whole (its key fields with it), and what was
 // under it is then gone already; a field under a kept item goes on its own.
-void RemoveDroppedFields(const std::vector<FieldSet>& sets, std::size_t mine, const FieldSet& applied,
-                         json& merged) {
+void RemoveDroppedFields(const std::vector<FieldSet>& sets, std::size_t mine,
+                         const FieldSet& applied, json& merged) {
   FieldSet others;
   for (std::size_t i = 0; i < sets.size(); ++i)
     if (i != mine) others.insert(sets[i].begin(), sets[i].end());
   FieldSet dropped = Minus(Minus(sets[mine], applied), others);
   std::vector<FieldPath> order(dropped.begin(), dropped.end());
-  std::stable_sort(order.begin(), order.end(), [](const FieldPath& a, const FieldPath& b) { return a.size() < b.size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const FieldPath& a, const FieldPath& b) { return a.size() < b.size(); });
   for (const auto& p : order) RemoveAt(merged, p);
 }
 
@@ -528,7 +532,8 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
       if (sets[i].count(p)) conflicts.emplace_back(i, p);
   }
   if (!conflicts.empty() && !force) {
-    out.err = ApplyConflictError(conflicts, entries, kind, group, live["metadata"].value("name", ""));
+    out.err =
+        ApplyConflictError(conflicts, entries, kind, group, live["metadata"].value("name", ""));
     return out;
   }
   for (const auto& [i, p] : conflicts) sets[i].erase(p);  // forced: ownership moves

@@ -388,11 +388,13 @@ using Columns = std::vector<json>;
 
 // A custom resource's additionalPrinterColumns (Age without any).
 Columns CustomResourceColumns(const ResourceInfo& ri) {
-  if (!ri.printer_columns.is_array() || ri.printer_columns.empty()) return {Col("Age", "date", 0, kAgeDoc)};
+  if (!ri.printer_columns.is_array() || ri.printer_columns.empty())
+    return {Col("Age", "date", 0, kAgeDoc)};
   Columns cols;
   for (const auto& c : ri.printer_columns) {
     std::string desc = c.value("description", "");
-    if (desc.empty()) desc = "Custom resource definition column (in JSONPath format): " + c.value("jsonPath", "");
+    if (desc.empty())
+      desc = "Custom resource definition column (in JSONPath format): " + c.value("jsonPath", "");
     cols.push_back({{"name", c.value("name", "")},
                     {"type", c.value("type", "string")},
                     {"format", c.value("format", "")},
@@ -404,84 +406,139 @@ Columns CustomResourceColumns(const ResourceInfo& ri) {
 
 Columns CoreColumns(const std::string& r) {
   if (r == "nodes")
-    return {Col("Status", "string", 0, "The status of the node"),
-            Col("Roles", "string", 0, "The roles of the node"), AgeCol(),
-            Col("Version", "string", 0, "Kubelet Version reported by the node."),
-            Col("Internal-IP", "string", 1, "List of addresses reachable to the node. Queried from cloud provider, if available."),
-            Col("External-IP", "string", 1, "List of addresses reachable to the node. Queried from cloud provider, if available."),
-            Col("OS-Image", "string", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
-            Col("Kernel-Version", "string", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
-            Col("Container-Runtime", "string", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).")};
+    return {
+        Col("Status", "string", 0, "The status of the node"),
+        Col("Roles", "string", 0, "The roles of the node"),
+        AgeCol(),
+        Col("Version", "string", 0, "Kubelet Version reported by the node."),
+        Col("Internal-IP", "string", 1,
+            "List of addresses reachable to the node. Queried from cloud provider, if available."),
+        Col("External-IP", "string", 1,
+            "List of addresses reachable to the node. Queried from cloud provider, if available."),
+        Col("OS-Image", "string", 1,
+            "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 "
+            "(wheezy))."),
+        Col("Kernel-Version", "string", 1,
+            "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
+        Col("Container-Runtime", "string", 1,
+            "ContainerRuntime Version reported by the node through runtime remote API (e.g. "
+            "containerd://1.4.2).")};
   if (r == "pods")
-    return {Col("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
+    return {Col("Ready", "string", 0,
+                "The aggregate readiness state of this pod for accepting traffic."),
             Col("Status", "string", 0, "The aggregate status of the containers in this pod."),
-            Col("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+            Col("Restarts", "string", 0,
+                "The number of times the containers in this pod have been restarted and when the "
+                "last container in this pod has restarted."),
             AgeCol(),
-            Col("IP", "string", 1, "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
-            Col("Node", "string", 1, "NodeName is a request to schedule this pod onto a specific node."),
-            Col("Nominated Node", "string", 1, "nominatedNodeName is set only when this pod preempts other pods on the node."),
-            Col("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness.")};
-  if (r == "namespaces") return {Col("Status", "string", 0, "The status of the namespace"), AgeCol()};
-  if (r == "configmaps") return {Col("Data", "string", 0, "Data contains the configuration data."), AgeCol()};
+            Col("IP", "string", 1,
+                "IP address allocated to the pod. Routable at least within the cluster. Empty if "
+                "not yet allocated."),
+            Col("Node", "string", 1,
+                "NodeName is a request to schedule this pod onto a specific node."),
+            Col("Nominated Node", "string", 1,
+                "nominatedNodeName is set only when this pod preempts other pods on the node."),
+            Col("Readiness Gates", "string", 1,
+                "If specified, all readiness gates will be evaluated for pod readiness.")};
+  if (r == "namespaces")
+    return {Col("Status", "string", 0, "The status of the namespace"), AgeCol()};
+  if (r == "configmaps")
+    return {Col("Data", "string", 0, "Data contains the configuration data."), AgeCol()};
   return {};
 }
 
 // Events have no Name column first: theirs is last, at priority 1.
 Columns EventColumns() {
-  return {Col("Last Seen", "string", 0, "The last time this event was observed."),
-          Col("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future."),
-          Col("Reason", "string", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-          Col("Object", "string", 0, "The object this Event is about."),
-          Col("Subobject", "string", 1, "The subobject (fieldPath) this Event is about."),
-          Col("Source", "string", 1, "The component reporting this event."),
-          Col("Message", "string", 0, "A human-readable description of the status of this operation."),
-          Col("First Seen", "string", 1, "The time at which the event was first recorded."),
-          Col("Count", "integer", 1, "The number of times this event has occurred."),
-          Col("Name", "string", 1, kNameDoc, "name")};
+  return {
+      Col("Last Seen", "string", 0, "The last time this event was observed."),
+      Col("Type", "string", 0,
+          "Type of this event (Normal, Warning), new types could be added in the future."),
+      Col("Reason", "string", 0,
+          "This should be a short, machine understandable string that gives the reason for the "
+          "transition into the object's current status."),
+      Col("Object", "string", 0, "The object this Event is about."),
+      Col("Subobject", "string", 1, "The subobject (fieldPath) this Event is about."),
+      Col("Source", "string", 1, "The component reporting this event."),
+      Col("Message", "string", 0, "A human-readable description of the status of this operation."),
+      Col("First Seen", "string", 1, "The time at which the event was first recorded."),
+      Col("Count", "integer", 1, "The number of times this event has occurred."),
+      Col("Name", "string", 1, kNameDoc, "name")};
 }
 
 Columns AppsColumns(const std::string& r) {
   if (r == "deployments")
     return {Col("Ready", "string", 0, "Number of the pod with ready state"),
-            Col("Up-to-date", "string", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-            Col("Available", "string", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
-            AgeCol(), Col("Containers", "string", 1, "Names of each container in the template."),
-            Col("Images", "string", 1, "Images referenced by each container in the template."),
-            Col("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.")};
-  if (r == "daemonsets")
-    return {Col("Desired", "integer", 0, "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod)."),
-            Col("Current", "integer", 0, "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod."),
-            Col("Ready", "integer", 0, "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition."),
-            Col("Up-to-date", "integer", 0, "The total number of nodes that are running updated daemon pod"),
-            Col("Available", "integer", 0, "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)"),
-            Col("Node Selector", "string", 0, "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node."),
-            AgeCol(), Col("Containers", "string", 1, "Names of each container in the template."),
-            Col("Images", "string", 1, "Images referenced by each container in the template."),
-            Col("Selector", "string", 1, "A label query over pods that are managed by the daemon set.")};
-  if (r == "replicasets")
-    return {Col("Desired", "integer", 0, "Replicas is the number of desired pods."),
-            Col("Current", "integer", 0, "Replicas is the most recently observed number of replicas."),
-            Col("Ready", "integer", 0, "The number of ready replicas for this replica set."), AgeCol(),
+            Col("Up-to-date", "string", 0,
+                "Total number of non-terminated pods targeted by this deployment that have the "
+                "desired template spec."),
+            Col("Available", "string", 0,
+                "Total number of available pods (ready for at least minReadySeconds) targeted by "
+                "this deployment."),
+            AgeCol(),
             Col("Containers", "string", 1, "Names of each container in the template."),
             Col("Images", "string", 1, "Images referenced by each container in the template."),
-            Col("Selector", "string", 1, "Selector is a label query over pods that should match the replica count.")};
+            Col("Selector", "string", 1,
+                "Label selector for pods. Existing ReplicaSets whose pods are selected by this "
+                "will be the ones affected by this deployment.")};
+  if (r == "daemonsets")
+    return {
+        Col("Desired", "integer", 0,
+            "The total number of nodes that should be running the daemon pod (including nodes "
+            "correctly running the daemon pod)."),
+        Col("Current", "integer", 0,
+            "The number of nodes that are running at least 1 daemon pod and are supposed to run "
+            "the daemon pod."),
+        Col("Ready", "integer", 0,
+            "numberReady is the number of nodes that should be running the daemon pod and have one "
+            "or more of the daemon pod running with a Ready Condition."),
+        Col("Up-to-date", "integer", 0,
+            "The total number of nodes that are running updated daemon pod"),
+        Col("Available", "integer", 0,
+            "The number of nodes that should be running the daemon pod and have one or more of the "
+            "daemon pod running and available (ready for at least spec.minReadySeconds)"),
+        Col("Node Selector", "string", 0,
+            "NodeSelector is a selector which must be true for the pod to fit on a node. Selector "
+            "which must match a node's labels for the pod to be scheduled on that node."),
+        AgeCol(),
+        Col("Containers", "string", 1, "Names of each container in the template."),
+        Col("Images", "string", 1, "Images referenced by each container in the template."),
+        Col("Selector", "string", 1,
+            "A label query over pods that are managed by the daemon set.")};
+  if (r == "replicasets")
+    return {
+        Col("Desired", "integer", 0, "Replicas is the number of desired pods."),
+        Col("Current", "integer", 0, "Replicas is the most recently observed number of replicas."),
+        Col("Ready", "integer", 0, "The number of ready replicas for this replica set."),
+        AgeCol(),
+        Col("Containers", "string", 1, "Names of each container in the template."),
+        Col("Images", "string", 1, "Images referenced by each container in the template."),
+        Col("Selector", "string", 1,
+            "Selector is a label query over pods that should match the replica count.")};
   return {};
 }
 
 Columns OtherBuiltinColumns(const ResourceInfo& ri) {
   const std::string& r = ri.resource;
   if (ri.group == "coordination.k8s.io" && r == "leases")
-    return {Col("Holder", "string", 0, "holderIdentity contains the identity of the holder of a current lease."),
+    return {Col("Holder", "string", 0,
+                "holderIdentity contains the identity of the holder of a current lease."),
             AgeCol()};
   if (ri.group == "policy" && r == "poddisruptionbudgets")
-    return {Col("Min Available", "string", 0, "The minimum number of pods that must be available simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\"."),
-            Col("Max Unavailable", "string", 0, "The maximum number of pods that may be unavailable simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\"."),
-            Col("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
+    return {Col("Min Available", "string", 0,
+                "The minimum number of pods that must be available simultaneously.  This can be "
+                "either an integer or a string specifying a percentage, e.g. \"28%\"."),
+            Col("Max Unavailable", "string", 0,
+                "The maximum number of pods that may be unavailable simultaneously.  This can be "
+                "either an integer or a string specifying a percentage, e.g. \"28%\"."),
+            Col("Allowed Disruptions", "integer", 0,
+                "Calculated number of pods that may be disrupted at this time."),
             AgeCol()};
   if (ri.group == "resource.k8s.io" && r == "resourceslices")
-    return {Col("Node", "string", 0, "nodeName is the name of the node which provides the resources."),
-            Col("Driver", "string", 0, "driver is the name of the DRA driver which provides the resources."),
-            Col("Pool", "string", 0, "pool is the name of the pool of resources."), AgeCol()};
+    return {
+        Col("Node", "string", 0, "nodeName is the name of the node which provides the resources."),
+        Col("Driver", "string", 0,
+            "driver is the name of the DRA driver which provides the resources."),
+        Col("Pool", "string", 0, "pool is the name of the pool of resources."), AgeCol()};
   return {};
 }
 
@@ -678,7 +735,8 @@ void ApplyFilter(const Filter& f, const Nodes& cur, Nodes& next) {
         v = &(*v)[field];
       }
       if (!v) continue;
-      bool eq = (v->is_number() && f.lit.is_number()) ? v->get<double>() == f.lit.get<double>() : *v == f.lit;
+      bool eq = (v->is_number() && f.lit.is_number()) ? v->get<double>() == f.lit.get<double>()
+                                                      : *v == f.lit;
       if (eq != f.neq) next.push_back(&el);
     }
   }
@@ -743,7 +801,8 @@ StatusOr<std::vector<const json*>> JsonPathFind(const json& doc, std::string_vie
     else if (ps.Eat('['))
       ok = BracketStep(ps, cur, next);
     if (!ok)
-      return InvalidArgumentError("unsupported JSONPath " + std::string(path) + " at offset " + std::to_string(ps.i));
+      return InvalidArgumentError("unsupported JSONPath " + std::string(path) + " at offset " +
+                                  std::to_string(ps.i));
     cur = std::move(next);
   }
   return cur;
