@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/time_util.h"
+#include "sim/json_path.h"
 #include "sim/registry.h"
 
 namespace gg::sim {
@@ -26,25 +27,13 @@ std::string Lower(std::string s) {
   return s;
 }
 
-const json& At(const json& j, std::initializer_list<const char*> path) {
-  static const json kNull;
-  const json* cur = &j;
-  for (const char* p : path) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(p);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
-
 std::string Str(const json& j, std::initializer_list<const char*> path) {
-  const json& v = At(j, path);
+  const json& v = JsonAt(j, path);
   return v.is_string() ? v.get<std::string>() : std::string();
 }
 
 std::int64_t Int(const json& j, std::initializer_list<const char*> path) {
-  const json& v = At(j, path);
+  const json& v = JsonAt(j, path);
   return v.is_number() ? v.get<std::int64_t>() : 0;
 }
 
@@ -86,8 +75,8 @@ json AgeCol() { return Col("Age", "string", 0, kAgeDoc); }
 // The templates' container names and images, joined by ",".
 std::pair<std::string, std::string> ContainersAndImages(const json& pod_spec) {
   std::string names, images;
-  for (const auto& c : At(pod_spec, {"containers"}).is_array() ? pod_spec["containers"]
-                                                                : json::array()) {
+  for (const auto& c :
+       JsonAt(pod_spec, {"containers"}).is_array() ? pod_spec["containers"] : json::array()) {
     if (!names.empty()) names += ",";
     if (!images.empty()) images += ",";
     names += Str(c, {"name"});
@@ -107,7 +96,7 @@ std::string FormatSelector(const json& sel) {
     for (const auto& e : sel["matchExpressions"]) {
       std::string key = Str(e, {"key"}), op = Str(e, {"operator"});
       std::vector<std::string> vals;
-      for (const auto& v : At(e, {"values"}).is_array() ? e["values"] : json::array())
+      for (const auto& v : JsonAt(e, {"values"}).is_array() ? e["values"] : json::array())
         if (v.is_string()) vals.push_back(v.get<std::string>());
       std::string joined;
       for (const auto& v : vals) joined += (joined.empty() ? "" : ",") + v;
@@ -141,17 +130,17 @@ std::string IntOrString(const json& v) {
 
 json NodeCells(const json& o, WallTime now) {
   std::vector<std::string> status;
-  for (const auto& c : At(o, {"status", "conditions"}).is_array() ? o["status"]["conditions"]
-                                                                   : json::array()) {
+  for (const auto& c :
+       JsonAt(o, {"status", "conditions"}).is_array() ? o["status"]["conditions"] : json::array()) {
     if (Str(c, {"type"}) != "Ready") continue;
     status = {Str(c, {"status"}) == "True" ? "Ready" : "NotReady"};
   }
   if (status.empty()) status.push_back("Unknown");
-  if (At(o, {"spec", "unschedulable"}) == true) status.push_back("SchedulingDisabled");
+  if (JsonAt(o, {"spec", "unschedulable"}) == true) status.push_back("SchedulingDisabled");
   std::string st;
   for (const auto& s : status) st += (st.empty() ? "" : ",") + s;
   std::set<std::string> roles;
-  const json& labels = At(o, {"metadata", "labels"});
+  const json& labels = JsonAt(o, {"metadata", "labels"});
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       const std::string prefix = "node-role.kubernetes.io/";
@@ -163,8 +152,8 @@ json NodeCells(const json& o, WallTime now) {
   std::string role_s;
   for (const auto& r : roles) role_s += (role_s.empty() ? "" : ",") + r;
   auto addr = [&](const char* type) {
-    for (const auto& a : At(o, {"status", "addresses"}).is_array() ? o["status"]["addresses"]
-                                                                    : json::array())
+    for (const auto& a :
+         JsonAt(o, {"status", "addresses"}).is_array() ? o["status"]["addresses"] : json::array())
       if (Str(a, {"type"}) == type) return Str(a, {"address"});
     return std::string("<none>");
   };
@@ -181,8 +170,8 @@ json NodeCells(const json& o, WallTime now) {
 }
 
 json PodCells(const json& o, WallTime now) {
-  const json& cs = At(o, {"status", "containerStatuses"});
-  std::int64_t total = At(o, {"spec", "containers"}).is_array()
+  const json& cs = JsonAt(o, {"status", "containerStatuses"});
+  std::int64_t total = JsonAt(o, {"spec", "containers"}).is_array()
                            ? static_cast<std::int64_t>(o["spec"]["containers"].size())
                            : 0;
   std::int64_t ready = 0, restarts = 0;
@@ -199,26 +188,27 @@ json PodCells(const json& o, WallTime now) {
         reason = waiting;
       } else if (!term.empty()) {
         reason = term;
-      } else if (At(c, {"state", "terminated"}).is_object()) {
+      } else if (JsonAt(c, {"state", "terminated"}).is_object()) {
         std::int64_t sig = Int(c, {"state", "terminated", "signal"});
         reason = sig ? "Signal:" + std::to_string(sig)
                      : "ExitCode:" + std::to_string(Int(c, {"state", "terminated", "exitCode"}));
-      } else if (c.value("ready", false) && At(c, {"state", "running"}).is_object()) {
+      } else if (c.value("ready", false) && JsonAt(c, {"state", "running"}).is_object()) {
         running = true;
         ++ready;
       }
     }
   }
   if (reason == "Completed" && running) reason = "Running";
-  if (At(o, {"metadata", "deletionTimestamp"}).is_string())
+  if (JsonAt(o, {"metadata", "deletionTimestamp"}).is_string())
     reason = Str(o, {"status", "reason"}) == "NodeLost" ? "Unknown" : "Terminating";
   std::string gates = "<none>";
-  const json& rg = At(o, {"spec", "readinessGates"});
+  const json& rg = JsonAt(o, {"spec", "readinessGates"});
   if (rg.is_array() && !rg.empty()) {
     std::int64_t ok = 0;
     for (const auto& g : rg)
-      for (const auto& c : At(o, {"status", "conditions"}).is_array() ? o["status"]["conditions"]
-                                                                       : json::array())
+      for (const auto& c : JsonAt(o, {"status", "conditions"}).is_array()
+                               ? o["status"]["conditions"]
+                               : json::array())
         if (Str(c, {"type"}) == Str(g, {"conditionType"}) && Str(c, {"status"}) == "True") ++ok;
     gates = std::to_string(ok) + "/" + std::to_string(rg.size());
   }
@@ -239,7 +229,7 @@ json EventCells(const json& o, WallTime now) {
                                                          : micro_since("firstTimestamp");
   std::string last = Str(o, {"lastTimestamp"}).empty() ? first : micro_since("lastTimestamp");
   std::int64_t count = Int(o, {"count"});
-  if (At(o, {"series"}).is_object()) {
+  if (JsonAt(o, {"series"}).is_object()) {
     last = Since(Str(o, {"series", "lastObservedTime"}), now);
     count = Int(o, {"series", "count"});
   } else if (count == 0) {
@@ -587,14 +577,14 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
   } else if (core && r == "configmaps") {
     std::int64_t n = 0;
     for (const char* f : {"data", "binaryData"})
-      if (At(o, {f}).is_object()) n += static_cast<std::int64_t>(o[f].size());
+      if (JsonAt(o, {f}).is_object()) n += static_cast<std::int64_t>(o[f].size());
     extend({n, age});
   } else if (ri.group == "coordination.k8s.io" && r == "leases") {
     extend({Str(o, {"spec", "holderIdentity"}), age});
   } else if (ri.group == "apps" && (r == "deployments" || r == "daemonsets" || r == "replicasets")) {
-    auto [names, images] = ContainersAndImages(At(o, {"spec", "template", "spec"}));
-    std::string sel = FormatSelector(At(o, {"spec", "selector"}));
-    const json& rep = At(o, {"spec", "replicas"});
+    auto [names, images] = ContainersAndImages(JsonAt(o, {"spec", "template", "spec"}));
+    std::string sel = FormatSelector(JsonAt(o, {"spec", "selector"}));
+    const json& rep = JsonAt(o, {"spec", "replicas"});
     std::int64_t want = rep.is_number() ? rep.get<std::int64_t>() : 1;
     if (r == "deployments") {
       extend({std::to_string(Int(o, {"status", "readyReplicas"})) + "/" + std::to_string(want),
@@ -604,15 +594,15 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
       extend({Int(o, {"status", "desiredNumberScheduled"}),
               Int(o, {"status", "currentNumberScheduled"}), Int(o, {"status", "numberReady"}),
               Int(o, {"status", "updatedNumberScheduled"}), Int(o, {"status", "numberAvailable"}),
-              FormatLabels(At(o, {"spec", "template", "spec", "nodeSelector"})), age, names, images,
-              sel});
+              FormatLabels(JsonAt(o, {"spec", "template", "spec", "nodeSelector"})), age, names,
+              images, sel});
     } else {
       extend({want, Int(o, {"status", "replicas"}), Int(o, {"status", "readyReplicas"}), age, names,
               images, sel});
     }
   } else if (ri.group == "policy" && r == "poddisruptionbudgets") {
-    extend({IntOrString(At(o, {"spec", "minAvailable"})),
-            IntOrString(At(o, {"spec", "maxUnavailable"})),
+    extend({IntOrString(JsonAt(o, {"spec", "minAvailable"})),
+            IntOrString(JsonAt(o, {"spec", "maxUnavailable"})),
             Int(o, {"status", "disruptionsAllowed"}), age});
   } else if (ri.group == "resource.k8s.io" && r == "resourceslices") {
     std::string node = Str(o, {"spec", "nodeName"});
@@ -626,7 +616,7 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
   } else if (inc == IncludeObject::kMetadata) {
     row["object"] = {{"kind", "PartialObjectMetadata"},
                      {"apiVersion", "meta.k8s.io/v1"},
-                     {"metadata", At(view_obj, {"metadata"})}};
+                     {"metadata", JsonAt(view_obj, {"metadata"})}};
   }
   return row;
 }
