@@ -34,7 +34,7 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
       drains(r.AddCounter("gpu_guardian_drains_total",
                           "Finished drains by result (Done, Blocked, Cancelled).", {"result"})) {
   for (auto action : {"taint", "cordon", "drain", "untaint", "uncordon", "event", "device_taint",
-                      "device_untaint"}) {
+                      "device_untaint", "claim_status", "claim_status_clear"}) {
     for (auto result : {kResultSuccess, kResultFailure, kResultDryRun, kResultBraked, kResultSkipped}) {
       remediations.WithLabels({action, result});
     }

@@ -11,6 +11,7 @@
 #include "common/time_util.h"
 #include "sim/admission.h"
 #include "sim/api_util.h"
+#include "sim/claim_status.h"
 #include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
@@ -495,6 +496,28 @@ ApiResult ApiCore::OptimisticUpdate(const Target& t,
   }
 }
 
+namespace {
+
+// A write of the status subresource changes status only; a write of the main resource of a
+// type with a status subresource leaves status as it was.
+void SplitStatus(const Target& t, const json& old_j, json& next) {
+  if (t.sub == "status") {
+    json merged = old_j;
+    if (next.contains("status"))
+      merged["status"] = next["status"];
+    else
+      merged.erase("status");
+    next = std::move(merged);
+  } else if (t.ri->status_subresource) {
+    if (old_j.contains("status"))
+      next["status"] = old_j["status"];
+    else
+      next.erase("status");
+  }
+}
+
+}  // namespace
+
 PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json next,
                                       const WriteOpts& o, bool check_rv, bool from_patch,
                                       json* old_parsed) {
@@ -520,19 +543,9 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
           {{"FieldValueInvalid", "Invalid value: 0: must be specified for an update",
             "metadata.resourceVersion"}})));
   }
-  if (t.sub == "status") {
-    json merged = old_j;
-    if (next.contains("status"))
-      merged["status"] = next["status"];
-    else
-      merged.erase("status");
-    next = std::move(merged);
-  } else if (ri.status_subresource) {
-    if (old_j.contains("status"))
-      next["status"] = old_j["status"];
-    else
-      next.erase("status");
-  }
+  SplitStatus(t, old_j, next);
+  if (auto e = AdmitClaimStatus(t, opts_.kube_version, authorizer_.get(), from_patch, old_j, next, o))
+    return finish(ApiResult::Err(*e));
   ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&
       next["spec"].is_object() && old_j.contains("spec")) {
