@@ -24,11 +24,13 @@ def functions(path):
         # Column 0, or a member defined inside a class body (indented 2, outside any function).
         indent = '  ' if line.startswith('  ') and not line.startswith('   ') else ''
         body = line[len(indent):]
-        if body and not NOT_FN.match(body) and '(' in body:
+        # A deeper-indented line is inside something else (e.g. a constructor's initializer
+        # list), never the start of a definition.
+        if body and not body[0].isspace() and not NOT_FN.match(body) and '(' in body:
             # gather the signature until '{' or ';'
             j = i
             sig = line
-            while '{' not in sig and ';' not in sig and j < i + 8 and j + 1 < len(lines):
+            while '{' not in sig and ';' not in sig and j < i + 30 and j + 1 < len(lines):
                 j += 1
                 sig += ' ' + lines[j].strip()
             if sig.rstrip().endswith('{') and '=' not in sig.split('(')[0]:

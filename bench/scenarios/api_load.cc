@@ -6,7 +6,8 @@
 // (build/bin) in a child process, so its RSS, CPU and bytes read are its own (/proc/PID).
 // N nodes (~14 KB each) with a healthy GPUNodeHealth report each; "agents" in this process
 // write straight into the sim's store (not over HTTP, so the sim's request counters are the
-// operator's alone): a heartbeat per node every 5 simulated minutes (the agent's default) and
+// operator's alone): a heartbeat per node every 5 simulated minutes (the agent's default; as
+// the agent does, a patch of status.heartbeatTime alone, the report left as it is) and
 // random report changes (a GPU temperature, N/1000 per simulated second), none of which fences.
 // Time is scaled: `--time-scale X` runs X simulated seconds per wall second, heartbeats and
 // the poll interval (30 s / X) alike, so `--sim-minutes 10` at X=10 takes 60 s of wall time.
@@ -26,6 +27,7 @@
 #include "bench/scenarios/populate.h"
 #include "bench/scenarios/proc.h"
 #include "common/log.h"
+#include "common/time_util.h"
 #include "sim/population.h"
 #include "sim/server.h"
 
@@ -75,7 +77,7 @@ class Agents {
           continue;
         }
         if (done_hb < hb_due) {
-          Write(bench::NodeName(spec_, hb_next % n_), 40);
+          Heartbeat(bench::NodeName(spec_, hb_next % n_));
           hb_next += threads;
           ++done_hb;
           hb.fetch_add(1);
@@ -97,6 +99,11 @@ class Agents {
   }
 
  private:
+  void Heartbeat(const std::string& node) {
+    json hb = {{"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+    auto r = srv_.MergePatch(std::string(bench::kReportsPath) + "/" + node, hb);
+    if (!r.ok()) std::fprintf(stderr, "heartbeat %s: %s\n", node.c_str(), r.status().ToString().c_str());
+  }
   void Write(const std::string& node, int temperature) {
     auto st = json::parse(api::EncodeGpuNodeHealthStatus(bench::AgentReport(node, false, temperature)));
     auto r = srv_.MergePatch(std::string(bench::kReportsPath) + "/" + node, {{"status", st}});

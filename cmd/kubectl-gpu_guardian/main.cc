@@ -1,4 +1,4 @@
-// kubectl gpu-guardian: status | explain NODE | timeline (see src/cli/plugin.h).
+// kubectl gpu-guardian: status | explain NODE | timeline | release NODE (see src/cli/plugin.h).
 #include <unistd.h>
 
 #include <iostream>

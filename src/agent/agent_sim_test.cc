@@ -200,12 +200,43 @@ TEST_F(AgentSimTest, HeartbeatRewritesUnchangedReport) {
   StartAgent(c);
   ASSERT_TRUE(WaitFor([&] { return GnhTemp() == 45; }));
   // A change write (e.g. expectedGPUs learned from the Node) may come first; wait for a write
-  // the publisher counts as a heartbeat, and check it moved heartbeatTime.
-  const std::string hb = Gnh()["status"]["heartbeatTime"];
+  // the publisher counts as a heartbeat, and check it moved heartbeatTime and only that: the
+  // facts and their observedAt stay as the last change wrote them.
   ASSERT_TRUE(WaitFor(
-      [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) >= 1; }));
-  ASSERT_TRUE(WaitFor([&] { return Gnh()["status"]["heartbeatTime"] != hb; }));
+      [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"change"}) >= 1; }));
+  const double hb0 = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
+  ASSERT_TRUE(WaitFor([&] {
+    return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb0;
+  }));
+  const json before = Gnh()["status"];
+  ASSERT_TRUE(WaitFor([&] {
+    return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb0 + 1;
+  }));
+  ASSERT_TRUE(WaitFor([&] { return Gnh()["status"]["heartbeatTime"] != before["heartbeatTime"]; }));
+  json after = Gnh()["status"];
+  EXPECT_EQ(after["observedAt"], before["observedAt"]);
+  after["heartbeatTime"] = before["heartbeatTime"];
+  EXPECT_EQ(after, before);
   EXPECT_EQ(GnhTemp(), 45);
+}
+
+// Someone else changed the report since the agent wrote it: the heartbeat's precondition
+// fails and the agent writes its whole report again instead of renewing a report it did not
+// write.
+TEST_F(AgentSimTest, HeartbeatAfterAForeignChangeRewritesTheWholeReport) {
+  WriteFile(45);
+  auto c = Config();
+  c.publish = {"resource"};
+  c.heartbeat = 400ms;
+  StartAgent(c);
+  ASSERT_TRUE(WaitFor([&] { return GnhTemp() == 45; }));
+  json g = Gnh();
+  g["status"]["gpus"][0]["temperatureC"] = 12;
+  g["metadata"].erase("resourceVersion");
+  ASSERT_TRUE(sim_->MergePatch(kGnhPath, {{"status", g["status"]}}).ok());
+  ASSERT_EQ(GnhTemp(), 12);
+  ASSERT_TRUE(WaitFor([&] { return GnhTemp() == 45; })) << Gnh().dump();
+  EXPECT_EQ(registry_.Value("gpu_guardian_agent_publishes_total", {"error"}), 0);
 }
 
 TEST_F(AgentSimTest, ApiOutageThenRecoveryPublishesLatestState) {

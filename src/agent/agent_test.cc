@@ -282,6 +282,13 @@ TEST(ResourceWriter, Bodies) {
   EXPECT_EQ(obj["metadata"]["ownerReferences"][0]["kind"], "Node");
   EXPECT_EQ(obj["metadata"]["ownerReferences"][0]["uid"], "uid-1");
   EXPECT_FALSE(obj.contains("status"));
+  // A heartbeat carries the time and the precondition, nothing of the report.
+  const WallTime t = WallTime(std::chrono::seconds(1'767'225'600)) + std::chrono::microseconds(5);
+  auto hb = nlohmann::json::parse(ResourceWriter::HeartbeatPatchBody(t, "42"));
+  EXPECT_EQ(hb, nlohmann::json::parse(
+                    R"({"metadata":{"resourceVersion":"42"},
+                        "status":{"heartbeatTime":"2026-01-01T00:00:00.000005Z"}})"));
+  EXPECT_LT(ResourceWriter::HeartbeatPatchBody(t, "42").size(), 100u);
 }
 
 TEST(FakeGpuUuid, Shape) {

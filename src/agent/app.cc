@@ -83,7 +83,26 @@ StatusOr<std::unique_ptr<AgentApp>> AgentApp::Create(AgentConfig config, Clock& 
 }
 
 Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_override) {
-  // Classification overrides: flags, then the device plugin's environment variables.
+  GG_RETURN_IF_ERROR(MakeClassifier());
+  // API client: not needed for --once --print.
+  const bool publishing = !(config_.once && config_.print) && !config_.publish.empty();
+  if (publishing) GG_RETURN_IF_ERROR(MakeClient(client_override));
+  const int expected = ReadExpectedGpus();
+  metrics_ = std::make_unique<AgentMetrics>(registry_, config_.node_name);
+  AgentOptions ao;
+  ao.node_name = config_.node_name;
+  ao.agent_version = std::string(AgentVersion());
+  ao.expected_gpus = expected;
+  ao.xid_ring_size = config_.xid_ring_size;
+  ao.rebuild_interval = config_.sweep_interval;
+  agent_ = std::make_unique<Agent>(ao, clock_, metrics_.get(), log_);
+  GG_RETURN_IF_ERROR(MakeSources(nvml_override, expected));
+  if (publishing && !config_.once) MakePublishers();
+  return OkStatus();
+}
+
+// Classification overrides: flags, then the device plugin's environment variables.
+Status AgentApp::MakeClassifier() {
   gpu::XidOverrides overrides;
   GG_RETURN_IF_ERROR(overrides.AddIgnoreList(config_.xid_ignore).WithContext("--xid-ignore"));
   GG_RETURN_IF_ERROR(overrides.AddCriticalList(config_.xid_critical).WithContext("--xid-critical"));
@@ -97,53 +116,43 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
     for (const auto& s : skipped) log_.Warn("ignoring malformed Xid in DP_* env", {{"token", s}});
   }
   classifier_ = std::make_unique<gpu::XidClassifier>(overrides);
+  return OkStatus();
+}
 
-  // API client: not needed for --once --print.
-  const bool publishing = !(config_.once && config_.print) && !config_.publish.empty();
-  if (publishing) {
-    if (client_override != nullptr) {
-      client_ = client_override;
-    } else {
-      auto cfg = k8s::ResolveConfig(config_.kubeconfig, config_.server);
-      if (!cfg.ok()) return cfg.status().WithContext("API server configuration");
-      // The publisher owns retries (jittered backoff, newest report); one attempt per write
-      // and a bounded request time keep SIGTERM prompt when the API server is unreachable.
-      cfg->timeout = std::min(cfg->timeout, std::chrono::milliseconds(10000));
-      k8s::RestClientOptions ro;
-      ro.max_attempts = 1;
-      auto client = k8s::RestClient::Create(*cfg, clock_, ro);
-      if (!client.ok()) return client.status().WithContext("API client");
-      owned_client_ = std::move(client).value();
-      client_ = owned_client_.get();
-    }
+Status AgentApp::MakeClient(k8s::RestClient* client_override) {
+  if (client_override != nullptr) {
+    client_ = client_override;
+    return OkStatus();
   }
+  auto cfg = k8s::ResolveConfig(config_.kubeconfig, config_.server);
+  if (!cfg.ok()) return cfg.status().WithContext("API server configuration");
+  // The publisher owns retries (jittered backoff, newest report); one attempt per write
+  // and a bounded request time keep SIGTERM prompt when the API server is unreachable.
+  cfg->timeout = std::min(cfg->timeout, std::chrono::milliseconds(10000));
+  k8s::RestClientOptions ro;
+  ro.max_attempts = 1;
+  auto client = k8s::RestClient::Create(*cfg, clock_, ro);
+  if (!client.ok()) return client.status().WithContext("API client");
+  owned_client_ = std::move(client).value();
+  client_ = owned_client_.get();
+  return OkStatus();
+}
 
-  int expected = 0;
-  if (client_ != nullptr) {
-    auto cap = ReadNodeGpuCapacity(*client_, config_.node_name);
-    if (cap.ok()) {
-      expected = *cap;
-    } else {
-      // Not fatal: the API may be down at boot; the report then says expectedGPUs 0.
-      log_.Warn("cannot read the Node's nvidia.com/gpu capacity",
-                {{"error", cap.status().ToString()}});
-    }
-  }
+// The Node's nvidia.com/gpu capacity; 0 without a client or when the API is down at boot
+// (not fatal: the report then says expectedGPUs 0 until the writer learns it).
+int AgentApp::ReadExpectedGpus() {
+  if (client_ == nullptr) return 0;
+  auto cap = ReadNodeGpuCapacity(*client_, config_.node_name);
+  if (cap.ok()) return *cap;
+  log_.Warn("cannot read the Node's nvidia.com/gpu capacity", {{"error", cap.status().ToString()}});
+  return 0;
+}
 
-  metrics_ = std::make_unique<AgentMetrics>(registry_, config_.node_name);
-  AgentOptions ao;
-  ao.node_name = config_.node_name;
-  ao.agent_version = std::string(AgentVersion());
-  ao.expected_gpus = expected;
-  ao.xid_ring_size = config_.xid_ring_size;
-  ao.rebuild_interval = config_.sweep_interval;
-  agent_ = std::make_unique<Agent>(ao, clock_, metrics_.get(), log_);
-
+Status AgentApp::MakeSources(gpu::NvmlApi* nvml_override, int expected) {
   NvmlSourceOptions no;
   no.sweep_interval = config_.sweep_interval;
   no.collector.expected_gpus = expected;
   no.collector.call_deadline = config_.nvml_deadline;
-
   std::map<std::string, std::unique_ptr<Source>> made;
   NvmlSource* gpu_source = nullptr;  // PCI -> UUID for kmsg
   for (const auto& name : config_.sources) {
@@ -170,39 +179,41 @@ Status AgentApp::Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_overr
       made[name] = std::make_unique<FileSource>(clock_, fo);
     }
   }
-  if (std::find(config_.sources.begin(), config_.sources.end(), "kmsg") != config_.sources.end()) {
-    KmsgSourceOptions ko;
-    ko.path = config_.kmsg_path;
-    ko.from_boot = config_.kmsg_from_boot;
-    PciResolver resolver;
-    if (gpu_source != nullptr) {
-      resolver = [gpu_source](uint32_t d, uint32_t b, uint32_t dev) {
-        return gpu_source->UuidForPci(d, b, dev);
-      };
-    }
-    made["kmsg"] = std::make_unique<KmsgSource>(clock_, *classifier_, ko, std::move(resolver));
-  }
+  if (std::find(config_.sources.begin(), config_.sources.end(), "kmsg") != config_.sources.end())
+    made["kmsg"] = MakeKmsgSource(gpu_source);
   for (const auto& name : config_.sources) agent_->AddSource(std::move(made[name]));
-
-  if (publishing && !config_.once) {
-    PublisherOptions po;
-    po.debounce = config_.debounce;
-    po.heartbeat = config_.heartbeat;
-    for (const auto& mode : config_.publish) {
-      std::unique_ptr<ReportWriter> w;
-      if (mode == "resource") {
-        auto rw = std::make_unique<ResourceWriter>(*client_, config_.node_name, log_);
-        Agent* agent = agent_.get();
-        rw->OnNodeCapacity([agent](int n) { agent->SetExpectedGpus(n); });
-        w = std::move(rw);
-      } else {
-        w = std::make_unique<AnnotationWriter>(*client_, config_.node_name);
-      }
-      agent_->AddPublisher(
-          std::make_unique<Publisher>(std::move(w), clock_, po, metrics_.get(), log_));
-    }
-  }
   return OkStatus();
+}
+
+std::unique_ptr<Source> AgentApp::MakeKmsgSource(NvmlSource* gpu_source) {
+  KmsgSourceOptions ko;
+  ko.path = config_.kmsg_path;
+  ko.from_boot = config_.kmsg_from_boot;
+  PciResolver resolver;
+  if (gpu_source != nullptr) {
+    resolver = [gpu_source](uint32_t d, uint32_t b, uint32_t dev) {
+      return gpu_source->UuidForPci(d, b, dev);
+    };
+  }
+  return std::make_unique<KmsgSource>(clock_, *classifier_, ko, std::move(resolver));
+}
+
+void AgentApp::MakePublishers() {
+  PublisherOptions po;
+  po.debounce = config_.debounce;
+  po.heartbeat = config_.heartbeat;
+  for (const auto& mode : config_.publish) {
+    std::unique_ptr<ReportWriter> w;
+    if (mode == "resource") {
+      auto rw = std::make_unique<ResourceWriter>(*client_, config_.node_name, log_);
+      Agent* agent = agent_.get();
+      rw->OnNodeCapacity([agent](int n) { agent->SetExpectedGpus(n); });
+      w = std::move(rw);
+    } else {
+      w = std::make_unique<AnnotationWriter>(*client_, config_.node_name);
+    }
+    agent_->AddPublisher(std::make_unique<Publisher>(std::move(w), clock_, po, metrics_.get(), log_));
+  }
 }
 
 int AgentApp::RunOnce(std::ostream& out) {

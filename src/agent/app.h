@@ -23,6 +23,8 @@
 
 namespace gg::agent {
 
+class NvmlSource;
+
 // The agent's version as written into reports (the CMake project version).
 std::string_view AgentVersion();
 
@@ -92,6 +94,12 @@ class AgentApp {
  private:
   AgentApp(AgentConfig config, Clock& clock, metrics::Registry& registry, Logger log);
   Status Wire(gpu::NvmlApi* nvml_override, k8s::RestClient* client_override);
+  Status MakeClassifier();
+  Status MakeClient(k8s::RestClient* client_override);
+  int ReadExpectedGpus();
+  Status MakeSources(gpu::NvmlApi* nvml_override, int expected);
+  std::unique_ptr<Source> MakeKmsgSource(NvmlSource* gpu_source);
+  void MakePublishers();
 
   AgentConfig config_;
   Clock& clock_;

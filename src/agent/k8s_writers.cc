@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/time_util.h"
 #include "k8s/codec.h"
 #include "k8s/errors.h"
 #include "k8s/resource.h"
@@ -20,6 +21,14 @@ std::string DumpJson(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// metadata.resourceVersion of a written object ("" when the body says nothing usable).
+std::string ResourceVersionOf(const std::string& body) {
+  Json j = Json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) return "";
+  const Json& rv = j["metadata"].value("resourceVersion", Json());
+  return rv.is_string() ? rv.get<std::string>() : "";
+}
+
 }  // namespace
 
 ResourceWriter::ResourceWriter(k8s::RestClient& client, std::string node_name, Logger log)
@@ -32,6 +41,13 @@ std::string ResourceWriter::StatusPatchBody(const api::GpuNodeHealthStatus& repo
     if (!status.contains(key)) status[key] = nullptr;
   Json body = Json::object();
   body["status"] = std::move(status);
+  return DumpJson(body);
+}
+
+std::string ResourceWriter::HeartbeatPatchBody(WallTime heartbeat_time,
+                                              const std::string& resource_version) {
+  Json body = {{"metadata", {{"resourceVersion", resource_version}}},
+               {"status", {{"heartbeatTime", FormatRfc3339Micro(heartbeat_time)}}}};
   return DumpJson(body);
 }
 
@@ -79,17 +95,35 @@ Status ResourceWriter::Write(const api::GpuNodeHealthStatus& report) {
   k8s::WriteOptions wo;
   wo.field_manager = kFieldManager;
   const std::string body = StatusPatchBody(report);
+  written_rv_.clear();
   auto r =
       client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge, body, "status", wo);
-  if (r.ok()) return OkStatus();
-  if (IsNotFound(r.status())) {
+  if (!r.ok() && IsNotFound(r.status())) {
     // Deleted behind our back (or by garbage collection): create again and retry once.
     exists_ = false;
     GG_RETURN_IF_ERROR(EnsureObject());
     r = client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge, body, "status", wo);
-    if (r.ok()) return OkStatus();
   }
-  return r.status().WithContext("writing GPUNodeHealth status");
+  if (!r.ok()) return r.status().WithContext("writing GPUNodeHealth status");
+  written_rv_ = ResourceVersionOf(*r);
+  return OkStatus();
+}
+
+Status ResourceWriter::Heartbeat(const api::GpuNodeHealthStatus& report) {
+  if (!exists_ || written_rv_.empty()) return Write(report);
+  k8s::WriteOptions wo;
+  wo.field_manager = kFieldManager;
+  auto r = client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge,
+                         HeartbeatPatchBody(report.heartbeat_time, written_rv_), "status", wo);
+  if (r.ok()) {
+    written_rv_ = ResourceVersionOf(*r);
+    return OkStatus();
+  }
+  // Changed (a conflict) or deleted since our last write: only the whole report is sure to
+  // leave the object saying what we know.
+  if (k8s::IsConflict(r.status()) || IsNotFound(r.status())) return Write(report);
+  written_rv_.clear();  // unsure what landed: the next heartbeat writes the whole report
+  return r.status().WithContext("renewing GPUNodeHealth heartbeatTime");
 }
 
 AnnotationWriter::AnnotationWriter(k8s::RestClient& client, std::string node_name)

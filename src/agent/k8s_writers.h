@@ -1,7 +1,10 @@
 // The two publish modes as ReportWriters over the k8s RestClient, plus the Node look-up the
 // agent does at start (nvidia.com/gpu capacity = expected GPU count).
 //   resource:   cluster-scoped GPUNodeHealth/<node> (ownerReference -> Node, uid fetched),
-//               created when missing, then `status` written by merge patch on /status.
+//               created when missing, then `status` written by merge patch on /status; a
+//               heartbeat patches only status.heartbeatTime, with the resourceVersion of our
+//               last write as precondition (anything else changed the object since: the
+//               whole report is written again).
 //   annotation: Node annotation gpuguardian.io/health = compact {"v":1,...} (merge patch).
 #pragma once
 
@@ -25,7 +28,10 @@ class ResourceWriter final : public ReportWriter {
   void OnNodeCapacity(std::function<void(int)> fn) { on_capacity_ = std::move(fn); }
   std::string_view Mode() const override { return "resource"; }
   Status Write(const api::GpuNodeHealthStatus& report) override;
+  Status Heartbeat(const api::GpuNodeHealthStatus& report) override;
 
+  // The heartbeat's patch: {"metadata":{"resourceVersion":rv},"status":{"heartbeatTime":t}}.
+  static std::string HeartbeatPatchBody(WallTime heartbeat_time, const std::string& resource_version);
   // The body of the status patch: {"status": <report>} with explicit nulls for top-level
   // fields the report omits, so a merge patch clears them instead of keeping stale values.
   static std::string StatusPatchBody(const api::GpuNodeHealthStatus& report);
@@ -39,6 +45,7 @@ class ResourceWriter final : public ReportWriter {
   std::string node_;
   Logger log_;
   bool exists_ = false;
+  std::string written_rv_;  // resourceVersion after our last successful write ("" unknown)
   std::function<void(int)> on_capacity_;
 };
 

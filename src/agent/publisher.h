@@ -2,8 +2,10 @@
 // collectors never block on the API server. Offer() drops the report into a latest-value
 // slot. A report whose facts changed (api::SameFacts) is written at once if the last write
 // was at least `debounce` ago, else at the end of that window (bursts coalesce into one
-// write); an unchanged report is written only as a heartbeat every `heartbeat`. Failed
-// writes are retried with jittered exponential backoff, always with the newest report.
+// write); an unchanged report is only renewed as a heartbeat every `heartbeat` (the writer
+// sends just the new heartbeatTime where it can, so an unchanged fleet costs the API server
+// and its watchers a few bytes, not the report). Failed writes are retried with jittered
+// exponential backoff, always with the newest report.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "k8s/backoff.h"
 
 namespace gg::agent {
 
@@ -31,6 +34,9 @@ class ReportWriter {
   // Writes the report (heartbeat_time already stamped). Transient errors are retried by the
   // publisher; the writer only has to leave itself ready for another attempt.
   virtual Status Write(const api::GpuNodeHealthStatus& report) = 0;
+  // Renews the freshness of the facts last written (`report` has the same facts and a new
+  // heartbeat_time). By default the whole report again.
+  virtual Status Heartbeat(const api::GpuNodeHealthStatus& report) { return Write(report); }
 };
 
 struct PublisherOptions {
@@ -67,7 +73,18 @@ class Publisher {
   std::string_view mode() const { return writer_->Mode(); }
 
  private:
+  // What the loop is to write now (nothing: how long to wait).
+  struct Due {
+    std::optional<api::GpuNodeHealthStatus> report;
+    bool heartbeat = false;
+    bool have_changed_at = false;
+    MonoTime changed_at{};
+    Duration wait{};
+  };
   void Loop(std::stop_token stop);
+  Due NextDue(MonoTime now);
+  void OnWriteFailed(const Status& st, MonoTime done);
+  void OnWritten(const Due& due, MonoTime done);
 
   std::unique_ptr<ReportWriter> writer_;
   Clock& clock_;
@@ -81,6 +98,16 @@ class Publisher {
   bool has_change_ = false;  // an offered report's facts differ from the written ones
   MonoTime changed_at_{};    // when that unwritten change appeared
   Stats stats_;
+
+  // The loop thread's own state. Failure logging: the first failure of a run, a different
+  // error, or every kRepeatLogInterval while it lasts; the recovery once.
+  k8s::Backoff backoff_;
+  bool wrote_ = false, retrying_ = false;
+  MonoTime last_write_{};  // last successful write (when wrote_)
+  MonoTime retry_at_{};    // after a failure, not before this (when retrying_)
+  uint64_t failures_in_row_ = 0, failures_unlogged_ = 0;
+  MonoTime failing_since_{}, last_fail_log_{};
+  std::string last_logged_error_;
   std::jthread thread_;
 };
 

@@ -236,10 +236,10 @@ namespace {
 
 using AddError = std::function<void(std::string path, std::string msg)>;
 
-void ValidateSelector(const LabelSelector& selector, const AddError& add) {
+void ValidateSelector(const LabelSelector& selector, const std::string& path, const AddError& add) {
   for (size_t i = 0; i < selector.match_expressions.size(); ++i) {
     const auto& req = selector.match_expressions[i];
-    std::string p = "spec.nodeSelector.matchExpressions[" + std::to_string(i) + "]";
+    std::string p = path + ".matchExpressions[" + std::to_string(i) + "]";
     if (req.key.empty()) add(p + ".key", "must not be empty");
     if (req.op == "In" || req.op == "NotIn") {
       if (req.values.empty()) add(p + ".values", "must not be empty for operator " + req.op);
@@ -338,22 +338,35 @@ void ValidateRules(const std::vector<Rule>& rules, const AddError& add) {
   }
 }
 
+// Stages: the catch-all ({}) last; priority-only stages in increasing priorityBelow (a later
+// one below an earlier one could never hold a pod). Selector stages may come in any order.
+void ValidateDrainOrder(const std::vector<DrainStep>& order, const AddError& add) {
+  std::optional<int32_t> prev;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const DrainStep& st = order[i];
+    std::string p = "spec.remediation.drain.order[" + std::to_string(i) + "]";
+    if (st.MatchesAll()) {
+      if (i + 1 != order.size()) {
+        add(p, "a step without priorityBelow or podSelector (the rest) must be last");
+      }
+      continue;
+    }
+    if (st.pod_selector) {
+      ValidateSelector(*st.pod_selector, p + ".podSelector", add);
+      continue;
+    }
+    if (prev && *st.priority_below <= *prev) {
+      add(p + ".priorityBelow", "must increase from step to step");
+    }
+    prev = st.priority_below;
+  }
+}
+
 void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddError& add) {
   if (spec.unknown.after <= Duration::zero()) add("spec.unknown.after", "must be positive");
 
   const DrainSpec& d = spec.remediation.drain;
-  std::optional<int32_t> prev;
-  for (size_t i = 0; i < d.order.size(); ++i) {
-    std::string p = "spec.remediation.drain.order[" + std::to_string(i) + "]";
-    if (!d.order[i].priority_below) {
-      if (i + 1 != d.order.size()) add(p, "a step without priorityBelow (the rest) must be last");
-      continue;
-    }
-    if (prev && *d.order[i].priority_below <= *prev) {
-      add(p + ".priorityBelow", "must increase from step to step");
-    }
-    prev = d.order[i].priority_below;
-  }
+  ValidateDrainOrder(d.order, add);
   if (d.grace_period_seconds && *d.grace_period_seconds < 0) {
     add("spec.remediation.drain.gracePeriodSeconds", "must not be negative");
   }
@@ -369,6 +382,14 @@ void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddEr
 
   if (spec.recovery.healthy_for < Duration::zero()) {
     add("spec.recovery.healthyFor", "must not be negative");
+  }
+  const QuarantineSpec& q = spec.recovery.quarantine;
+  if (q.after < 0 || q.after > kQuarantineAfterMax) {
+    add("spec.recovery.quarantine.after",
+        "must be between 0 (never quarantine) and " + std::to_string(kQuarantineAfterMax));
+  }
+  if (q.after > 0 && q.within <= Duration::zero()) {
+    add("spec.recovery.quarantine.within", "must be positive");
   }
 }
 
@@ -395,7 +416,7 @@ std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
   AddError add = [&errs](std::string path, std::string msg) {
     errs.push_back({std::move(path), std::move(msg)});
   };
-  ValidateSelector(spec.node_selector, add);
+  ValidateSelector(spec.node_selector, "spec.nodeSelector", add);
   ValidateRules(spec.rules, add);
   ValidateRemediationAndRecovery(spec, add);
   ValidateSafety(spec.safety, add);

@@ -139,8 +139,13 @@ struct UnknownSpec {
   friend bool operator==(const UnknownSpec&, const UnknownSpec&) = default;
 };
 
-struct DrainStep {  // one stage of the eviction order; empty = everything left
-  std::optional<int32_t> priority_below;
+// One stage of the eviction order. A pod belongs to the first stage whose every set condition
+// holds; an empty stage ({}) matches every pod left and must be last; pods matching no stage
+// form an implicit last stage. The drainer (remediation/drainer.h) uses this type as is.
+struct DrainStep {
+  std::optional<int32_t> priority_below;      // pod priority (0 when unset) < this
+  std::optional<LabelSelector> pod_selector;  // pod labels
+  bool MatchesAll() const { return !priority_below && !pod_selector; }
   friend bool operator==(const DrainStep&, const DrainStep&) = default;
 };
 struct DrainSpec {
@@ -165,9 +170,18 @@ struct RemediationSpec {
   bool claim_status = false;
   friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
 };
+// Repeat offenders: a node fenced `after` times within `within` stays fenced (quarantined)
+// until released by hand. after 0: never.
+struct QuarantineSpec {
+  int after = 3;
+  Duration within = std::chrono::hours(24);
+  friend bool operator==(const QuarantineSpec&, const QuarantineSpec&) = default;
+};
+inline constexpr int kQuarantineAfterMax = 10;  // the record keeps the last 10 fence times
 struct RecoverySpec {
   bool automatic = true;
   Duration healthy_for = std::chrono::minutes(10);
+  QuarantineSpec quarantine;
   friend bool operator==(const RecoverySpec&, const RecoverySpec&) = default;
 };
 struct SafetySpec {

@@ -196,6 +196,13 @@ Status DecodeSelector(const element& e, const std::string& path, LabelSelector* 
                });
 }
 
+Status DecodeDrainStep(const element& item, const std::string& path, DrainStep* s) {
+  object o;
+  GG_RETURN_IF_ERROR(AsObject(item, path, &o));
+  GG_RETURN_IF_ERROR(OptField(o, "priorityBelow", path, &s->priority_below, AsInt<int32_t>));
+  return OptField(o, "podSelector", path, &s->pod_selector, DecodeSelector);
+}
+
 Status DecodeRule(const element& e, const std::string& path, Rule* r) {
   object o;
   GG_RETURN_IF_ERROR(AsObject(e, path, &o));
@@ -276,6 +283,21 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
                EnumDecoder<Action>(ParseAction, "None, Event, Taint, Cordon, Drain"));
 }
 
+// spec.recovery onto the defaults in `r` (absent fields keep them).
+Status DecodeRecovery(const element& e, const std::string& p, RecoverySpec* r) {
+  object so;
+  GG_RETURN_IF_ERROR(AsObject(e, p, &so));
+  GG_RETURN_IF_ERROR(Field(so, "automatic", p, &r->automatic, AsBool));
+  GG_RETURN_IF_ERROR(Field(so, "healthyFor", p, &r->healthy_for, AsDuration));
+  element qe;
+  if (!Find(so, "quarantine", &qe)) return OkStatus();
+  const std::string qp = p + ".quarantine";
+  object qo;
+  GG_RETURN_IF_ERROR(AsObject(qe, qp, &qo));
+  GG_RETURN_IF_ERROR(Field(qo, "after", qp, &r->quarantine.after, AsInt<int>));
+  return Field(qo, "within", qp, &r->quarantine.within, AsDuration);
+}
+
 Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPolicySpec* spec) {
   object o;
   GG_RETURN_IF_ERROR(AsObject(e, path, &o));
@@ -313,15 +335,11 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
       DrainSpec& d = rem.drain;
       GG_RETURN_IF_ERROR(Field(dobj, "scope", dp, &d.scope,
                                EnumDecoder<DrainScope>(ParseDrainScope, "GPUPods, AllPods")));
-      GG_RETURN_IF_ERROR(Field(
-          dobj, "order", dp, &d.order,
-          [](const element& e, const std::string& op, std::vector<DrainStep>* v) {
-            return AsList(e, op, v, [](const element& item, const std::string& ip, DrainStep* s) {
-              object io;
-              GG_RETURN_IF_ERROR(AsObject(item, ip, &io));
-              return OptField(io, "priorityBelow", ip, &s->priority_below, AsInt<int32_t>);
-            });
-          }));
+      GG_RETURN_IF_ERROR(
+          Field(dobj, "order", dp, &d.order,
+                [](const element& e, const std::string& op, std::vector<DrainStep>* v) {
+                  return AsList(e, op, v, DecodeDrainStep);
+                }));
       GG_RETURN_IF_ERROR(
           OptField(dobj, "gracePeriodSeconds", dp, &d.grace_period_seconds, AsInt64));
       GG_RETURN_IF_ERROR(Field(dobj, "timeout", dp, &d.timeout, AsDuration));
@@ -338,12 +356,7 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
     GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
     GG_RETURN_IF_ERROR(Field(so, "claimStatus", p, &rem.claim_status, AsBool));
   }
-  if (Find(o, "recovery", &sub)) {
-    std::string p = path + ".recovery";
-    GG_RETURN_IF_ERROR(AsObject(sub, p, &so));
-    GG_RETURN_IF_ERROR(Field(so, "automatic", p, &spec->recovery.automatic, AsBool));
-    GG_RETURN_IF_ERROR(Field(so, "healthyFor", p, &spec->recovery.healthy_for, AsDuration));
-  }
+  GG_RETURN_IF_ERROR(Field(o, "recovery", path, &spec->recovery, DecodeRecovery));
   if (Find(o, "safety", &sub)) {
     std::string p = path + ".safety";
     GG_RETURN_IF_ERROR(AsObject(sub, p, &so));
@@ -457,20 +470,24 @@ json EncodeRule(const Rule& r) {
   return j;
 }
 
-json EncodeSpec(const GpuHealthPolicySpec& s) {
-  json j;
+json EncodeSelector(const LabelSelector& s) {
   json sel = json::object();
-  if (!s.node_selector.match_labels.empty()) sel["matchLabels"] = s.node_selector.match_labels;
-  if (!s.node_selector.match_expressions.empty()) {
+  if (!s.match_labels.empty()) sel["matchLabels"] = s.match_labels;
+  if (!s.match_expressions.empty()) {
     json exprs = json::array();
-    for (const auto& r : s.node_selector.match_expressions) {
+    for (const auto& r : s.match_expressions) {
       json e = {{"key", r.key}, {"operator", r.op}};
       if (!r.values.empty()) e["values"] = r.values;
       exprs.push_back(e);
     }
     sel["matchExpressions"] = exprs;
   }
-  j["nodeSelector"] = sel;
+  return sel;
+}
+
+json EncodeSpec(const GpuHealthPolicySpec& s) {
+  json j;
+  j["nodeSelector"] = EncodeSelector(s.node_selector);
   json rules = json::array();
   for (const auto& r : s.rules) rules.push_back(EncodeRule(r));
   j["rules"] = rules;
@@ -481,6 +498,7 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
   for (const auto& st : d.order) {
     json o = json::object();
     if (st.priority_below) o["priorityBelow"] = *st.priority_below;
+    if (st.pod_selector) o["podSelector"] = EncodeSelector(*st.pod_selector);
     order.push_back(o);
   }
   json drain = {{"scope", std::string(DrainScopeName(d.scope))},
@@ -498,7 +516,10 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceDriver", s.remediation.device_driver},
       {"claimStatus", s.remediation.claim_status}};
   j["recovery"] = {{"automatic", s.recovery.automatic},
-                   {"healthyFor", Dur(s.recovery.healthy_for)}};
+                   {"healthyFor", Dur(s.recovery.healthy_for)},
+                   {"quarantine",
+                    {{"after", s.recovery.quarantine.after},
+                     {"within", Dur(s.recovery.quarantine.within)}}}};
   json safety = json::object();
   if (s.safety.max_unhealthy.percent) {
     safety["maxUnhealthy"] = s.safety.max_unhealthy.ToString();

@@ -310,5 +310,120 @@ TEST(PolicyDeviceLevel, DecodesEncodesAndValidates) {
   }
 }
 
+// The spec after encoding it in a policy and decoding that again.
+StatusOr<GpuHealthPolicySpec> ThroughTheCodec(const GpuHealthPolicySpec& spec) {
+  GpuHealthPolicy p;
+  p.name = "p";
+  p.spec = spec;
+  GG_ASSIGN_OR_RETURN(GpuHealthPolicy back, DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p)));
+  return back.spec;
+}
+
+TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"recovery": {"healthyFor": "5m"}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->recovery.quarantine.after, 3) << "conservative default: 3 fences ...";
+  EXPECT_EQ(spec->recovery.quarantine.within, std::chrono::hours(24)) << "... within 24h";
+  auto set = DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": 5, "within": "6h"}}})");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->recovery.quarantine, (QuarantineSpec{5, std::chrono::hours(6)}));
+  EXPECT_EQ(set->recovery.healthy_for, std::chrono::minutes(10)) << "siblings keep defaults";
+  auto back = ThroughTheCodec(*set);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->recovery, set->recovery);
+
+  auto bad = DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": "3"}}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("recovery.quarantine.after"), std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": 3}})").ok());
+  EXPECT_FALSE(DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"within": "a day"}}})").ok());
+
+  for (auto [after, within, field] :
+       {std::tuple{-1, Duration(std::chrono::hours(1)), "spec.recovery.quarantine.after"},
+        std::tuple{11, Duration(std::chrono::hours(1)), "spec.recovery.quarantine.after"},
+        std::tuple{3, Duration::zero(), "spec.recovery.quarantine.within"}}) {
+    GpuHealthPolicySpec s = DefaultPolicySpec();
+    s.recovery.quarantine = {after, within};
+    auto errs = ValidatePolicySpec(s);
+    ASSERT_EQ(errs.size(), 1u) << after;
+    EXPECT_EQ(errs[0].path, field);
+  }
+  GpuHealthPolicySpec off = DefaultPolicySpec();
+  off.recovery.quarantine = {0, Duration::zero()};
+  EXPECT_TRUE(ValidatePolicySpec(off).empty()) << "after 0 turns it off; within is then moot";
+}
+
+}  // namespace
+}  // namespace gg::api
+
+namespace gg::api {
+namespace {
+
+TEST(PolicyDrainOrder, PodSelectorStagesDecodeEncodeAndValidate) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"remediation": {"drain": {"order": [
+      {"podSelector": {"matchLabels": {"workload": "batch"}}},
+      {"podSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["dev"]}]},
+       "priorityBelow": 500},
+      {"priorityBelow": 1000}, {}]}}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& order = spec->remediation.drain.order;
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[0].pod_selector->match_labels.at("workload"), "batch");
+  EXPECT_FALSE(order[0].priority_below);
+  EXPECT_EQ(order[1].priority_below, 500);
+  EXPECT_EQ(order[1].pod_selector->match_expressions[0].values, std::vector<std::string>{"dev"});
+  EXPECT_FALSE(order[2].pod_selector);
+  EXPECT_TRUE(order[3].MatchesAll());
+  EXPECT_TRUE(ValidatePolicySpec(*spec).empty()) << ValidationStatus(ValidatePolicySpec(*spec));
+  GpuHealthPolicy p;
+  p.name = "order";
+  p.spec = *spec;
+  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->spec.remediation.drain, spec->remediation.drain);
+  // An empty selector ({}) matches every pod but is a selector stage, not "the rest".
+  auto empty_sel =
+      DecodeGpuHealthPolicySpec(R"({"remediation":{"drain":{"order":[{"podSelector":{}}]}}})");
+  ASSERT_TRUE(empty_sel.ok());
+  EXPECT_TRUE(empty_sel->remediation.drain.order[0].pod_selector.has_value());
+
+  auto bad_type =
+      DecodeGpuHealthPolicySpec(R"({"remediation":{"drain":{"order":[{"podSelector":[]}]}}})");
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.status().message().find(
+                "spec.remediation.drain.order[0].podSelector: expected object"),
+            std::string::npos)
+      << bad_type.status();
+}
+
+TEST(PolicyDrainOrder, ValidationNamesTheStage) {
+  GpuHealthPolicySpec spec = DefaultPolicySpec();
+  LabelSelector bad;
+  bad.match_expressions = {{"workload", "In", {}}};
+  // The catch-all in the middle; a selector with a broken expression; priority going down.
+  spec.remediation.drain.order = {DrainStep{2000, std::nullopt}, DrainStep{},
+                                  DrainStep{std::nullopt, bad}, DrainStep{1000, std::nullopt}};
+  auto errs = ValidatePolicySpec(spec);
+  auto has = [&](const std::string& path, const std::string& needle) {
+    for (const auto& e : errs) {
+      if (e.path == path && e.message.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("spec.remediation.drain.order[1]",
+                  "priorityBelow or podSelector (the rest) must be last"));
+  EXPECT_TRUE(has("spec.remediation.drain.order[2].podSelector.matchExpressions[0].values",
+                  "must not be empty"));
+  EXPECT_TRUE(has("spec.remediation.drain.order[3].priorityBelow", "must increase"));
+  EXPECT_EQ(errs.size(), 3u) << ValidationStatus(errs);
+  // Selector stages may come in any order and mix with priorities.
+  LabelSelector batch;
+  batch.match_labels["workload"] = "batch";
+  spec.remediation.drain.order = {DrainStep{std::nullopt, batch}, DrainStep{1000, std::nullopt},
+                                  DrainStep{500, batch}, DrainStep{}};
+  EXPECT_TRUE(ValidatePolicySpec(spec).empty()) << ValidationStatus(ValidatePolicySpec(spec));
+}
+
 }  // namespace
 }  // namespace gg::api

@@ -171,68 +171,49 @@ Status ParseSourceState(std::string_view s, const std::string& path, SourceState
   return OkStatus();
 }
 
-Status DecodeGpu(Elem elem, const std::string& path, GpuStatus* g) {
-  Obj o;
-  if (elem.get_object().get(o) != simdjson::SUCCESS) return TypeError(path, "object");
-  GG_RETURN_IF_ERROR(ReadInt(o, "index", path, &g->index));
-  GG_RETURN_IF_ERROR(ReadString(o, "uuid", path, &g->uuid));
-  GG_RETURN_IF_ERROR(ReadString(o, "name", path, &g->name));
-  GG_RETURN_IF_ERROR(ReadString(o, "serial", path, &g->serial));
-  GG_RETURN_IF_ERROR(ReadString(o, "pciBusId", path, &g->pci_bus_id));
-  GG_RETURN_IF_ERROR(ReadBool(o, "lost", path, &g->lost));
-  GG_RETURN_IF_ERROR(ReadBool(o, "migEnabled", path, &g->mig_enabled));
-  {
-    Elem e;
-    if (Lookup(o, "migPendingEnabled", &e)) {
-      bool b = false;
-      if (e.get_bool().get(b) != simdjson::SUCCESS)
-        return TypeError(Join(path, "migPendingEnabled"), "boolean");
-      g->mig_pending_enabled = b;
-    }
+Status DecodeMigDevices(Obj o, const std::string& path, GpuStatus* g) {
+  Arr migs;
+  bool found = false;
+  GG_RETURN_IF_ERROR(ReadArray(o, "migDevices", path, kMaxMigDevices, &migs, &found));
+  if (!found) return OkStatus();
+  size_t i = 0;
+  for (Elem m : migs) {
+    const std::string p = path + ".migDevices[" + std::to_string(i) + "]";
+    Obj mo;
+    if (m.get_object().get(mo) != simdjson::SUCCESS) return TypeError(p, "object");
+    MigDevice md;
+    GG_RETURN_IF_ERROR(ReadInt(mo, "index", p, &md.index));
+    GG_RETURN_IF_ERROR(ReadString(mo, "uuid", p, &md.uuid));
+    GG_RETURN_IF_ERROR(ReadInt(mo, "gpuInstance", p, &md.gpu_instance));
+    GG_RETURN_IF_ERROR(ReadInt(mo, "computeInstance", p, &md.compute_instance));
+    GG_RETURN_IF_ERROR(ReadString(mo, "profile", p, &md.profile));
+    GG_RETURN_IF_ERROR(ReadOptInt(mo, "memoryMiB", p, &md.memory_mib));
+    g->mig_devices.push_back(std::move(md));
+    ++i;
   }
-  {
-    Arr migs;
-    bool found_migs = false;
-    GG_RETURN_IF_ERROR(ReadArray(o, "migDevices", path, kMaxMigDevices, &migs, &found_migs));
-    if (found_migs) {
-      size_t i = 0;
-      for (Elem m : migs) {
-        const std::string p = path + ".migDevices[" + std::to_string(i) + "]";
-        Obj mo;
-        if (m.get_object().get(mo) != simdjson::SUCCESS) return TypeError(p, "object");
-        MigDevice md;
-        GG_RETURN_IF_ERROR(ReadInt(mo, "index", p, &md.index));
-        GG_RETURN_IF_ERROR(ReadString(mo, "uuid", p, &md.uuid));
-        GG_RETURN_IF_ERROR(ReadInt(mo, "gpuInstance", p, &md.gpu_instance));
-        GG_RETURN_IF_ERROR(ReadInt(mo, "computeInstance", p, &md.compute_instance));
-        GG_RETURN_IF_ERROR(ReadString(mo, "profile", p, &md.profile));
-        GG_RETURN_IF_ERROR(ReadOptInt(mo, "memoryMiB", p, &md.memory_mib));
-        g->mig_devices.push_back(std::move(md));
-        ++i;
-      }
-    }
-  }
-  GG_RETURN_IF_ERROR(ReadOptInt(o, "temperatureC", path, &g->temperature_c));
-  GG_RETURN_IF_ERROR(ReadOptInt(o, "slowdownTemperatureC", path, &g->slowdown_temperature_c));
-  GG_RETURN_IF_ERROR(ReadOptInt(o, "shutdownTemperatureC", path, &g->shutdown_temperature_c));
+  return OkStatus();
+}
+
+Status DecodeThrottleReasons(Obj o, const std::string& path, GpuStatus* g) {
   Arr reasons;
   bool found = false;
   GG_RETURN_IF_ERROR(ReadArray(o, "throttleReasons", path, kMaxThrottleReasons, &reasons, &found));
-  if (found) {
-    size_t i = 0;
-    for (Elem r : reasons) {
-      std::string_view sv;
-      if (r.get_string().get(sv) != simdjson::SUCCESS)
-        return TypeError(path + ".throttleReasons[" + std::to_string(i) + "]", "string");
-      g->throttle_reasons.emplace_back(sv);
-      ++i;
-    }
+  if (!found) return OkStatus();
+  size_t i = 0;
+  for (Elem r : reasons) {
+    std::string_view sv;
+    if (r.get_string().get(sv) != simdjson::SUCCESS)
+      return TypeError(path + ".throttleReasons[" + std::to_string(i) + "]", "string");
+    g->throttle_reasons.emplace_back(sv);
+    ++i;
   }
-  GG_RETURN_IF_ERROR(ReadOptDouble(o, "powerWatts", path, &g->power_watts));
-  GG_RETURN_IF_ERROR(ReadOptDouble(o, "powerLimitWatts", path, &g->power_limit_watts));
-  GG_RETURN_IF_ERROR(ReadBool(o, "eccEnabled", path, &g->ecc_enabled));
+  return OkStatus();
+}
 
+// The error counters: ecc, remappedRows, retiredPages, pcieReplayCount and nvlink.
+Status DecodeGpuCounters(Obj o, const std::string& path, GpuStatus* g) {
   Obj sub;
+  bool found = false;
   GG_RETURN_IF_ERROR(ReadObject(o, "ecc", path, &sub, &found));
   if (found) {
     const std::string p = path + ".ecc";
@@ -264,6 +245,35 @@ Status DecodeGpu(Elem elem, const std::string& path, GpuStatus* g) {
     GG_RETURN_IF_ERROR(ReadOptInt(sub, "linksDown", p, &g->nvlink_links_down));
     GG_RETURN_IF_ERROR(ReadOptInt(sub, "errorCount", p, &g->nvlink_error_count));
   }
+  return OkStatus();
+}
+
+Status DecodeGpu(Elem elem, const std::string& path, GpuStatus* g) {
+  Obj o;
+  if (elem.get_object().get(o) != simdjson::SUCCESS) return TypeError(path, "object");
+  GG_RETURN_IF_ERROR(ReadInt(o, "index", path, &g->index));
+  GG_RETURN_IF_ERROR(ReadString(o, "uuid", path, &g->uuid));
+  GG_RETURN_IF_ERROR(ReadString(o, "name", path, &g->name));
+  GG_RETURN_IF_ERROR(ReadString(o, "serial", path, &g->serial));
+  GG_RETURN_IF_ERROR(ReadString(o, "pciBusId", path, &g->pci_bus_id));
+  GG_RETURN_IF_ERROR(ReadBool(o, "lost", path, &g->lost));
+  GG_RETURN_IF_ERROR(ReadBool(o, "migEnabled", path, &g->mig_enabled));
+  Elem e;
+  if (Lookup(o, "migPendingEnabled", &e)) {
+    bool b = false;
+    if (e.get_bool().get(b) != simdjson::SUCCESS)
+      return TypeError(Join(path, "migPendingEnabled"), "boolean");
+    g->mig_pending_enabled = b;
+  }
+  GG_RETURN_IF_ERROR(DecodeMigDevices(o, path, g));
+  GG_RETURN_IF_ERROR(ReadOptInt(o, "temperatureC", path, &g->temperature_c));
+  GG_RETURN_IF_ERROR(ReadOptInt(o, "slowdownTemperatureC", path, &g->slowdown_temperature_c));
+  GG_RETURN_IF_ERROR(ReadOptInt(o, "shutdownTemperatureC", path, &g->shutdown_temperature_c));
+  GG_RETURN_IF_ERROR(DecodeThrottleReasons(o, path, g));
+  GG_RETURN_IF_ERROR(ReadOptDouble(o, "powerWatts", path, &g->power_watts));
+  GG_RETURN_IF_ERROR(ReadOptDouble(o, "powerLimitWatts", path, &g->power_limit_watts));
+  GG_RETURN_IF_ERROR(ReadBool(o, "eccEnabled", path, &g->ecc_enabled));
+  GG_RETURN_IF_ERROR(DecodeGpuCounters(o, path, g));
   GG_RETURN_IF_ERROR(ReadString(o, "recoveryAction", path, &g->recovery_action));
   return OkStatus();
 }

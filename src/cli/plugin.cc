@@ -1,4 +1,4 @@
-// kubectl gpu-guardian: flags anywhere → client → status | explain | timeline.
+// kubectl gpu-guardian: flags anywhere → client → status | explain | timeline | release.
 #include "cli/plugin.h"
 
 #include <yaml-cpp/yaml.h>
@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "cli/release.h"
 #include "cli/status.h"
 #include "cli/timeline.h"
 #include "common/log.h"
@@ -28,7 +29,7 @@ const std::set<std::string>& ValueFlags() {
   static const std::set<std::string> f = {
       "--kubeconfig", "--context",   "-n",         "--namespace", "--request-timeout",
       "-s",           "--server",    "-o",         "--output",    "--log-format",
-      "--log-level",  "--duration",  "--lease"};
+      "--log-level",  "--duration",  "--lease",     "--reason"};
   return f;
 }
 
@@ -126,13 +127,15 @@ struct PluginFlags {
   std::string lease = "gpu-guardian-operator";
   std::string log_format = "text", log_level = "warn", duration = "60s";
   bool no_color = false, until_recovered = false;
-  std::string node;  // explain's argument
+  std::string node;    // explain's and release's argument
+  std::string reason;  // release --reason
 };
 
 struct PluginSubcommands {
   CLI::App* status;
   CLI::App* explain;
   CLI::App* timeline;
+  CLI::App* release;
 };
 
 PluginSubcommands DefineFlags(CLI::App& app, PluginFlags& f) {
@@ -166,8 +169,13 @@ PluginSubcommands DefineFlags(CLI::App& app, PluginFlags& f) {
       ->capture_default_str();
   timeline->add_flag("--until-recovered", f.until_recovered,
                      "Stop once every fenced node has recovered");
-  for (auto* sub : {status, explain, timeline}) sub->fallthrough();
-  return {status, explain, timeline};
+  auto* release = app.add_subcommand(
+      "release", "Hand a node back now: remove gpu-guardian's taint and cordon (never an "
+                 "administrator's), lift a quarantine; recorded with the reason");
+  release->add_option("node", f.node, "Node name")->required();
+  release->add_option("--reason", f.reason, "Why the node is handed back (recorded)")->required();
+  for (auto* sub : {status, explain, timeline, release}) sub->fallthrough();
+  return {status, explain, timeline, release};
 }
 
 // Parses `args` into `app`; returns the exit code when the run ends here (help, a usage error).
@@ -296,6 +304,17 @@ int RunExplainCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& 
   return 0;
 }
 
+int RunReleaseCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f,
+                      std::ostream& out, std::ostream& err) {
+  auto text = ReleaseNode(client, f.node, f.reason, clock.Now());
+  if (!text.ok()) {
+    err << "error: " << text.status().message() << "\n";
+    return 1;
+  }
+  out << *text;
+  return 0;
+}
+
 int RunTimelineCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f, bool color,
                        std::stop_token stop, std::ostream& out, std::ostream& err) {
   auto d = ParseDuration(f.duration);
@@ -322,7 +341,7 @@ int RunTimelineCommand(k8s::RestClient& client, Clock& clock, const PluginFlags&
 }  // namespace
 
 const std::vector<std::string>& PluginCommands() {
-  static const std::vector<std::string> c = {"status", "explain", "timeline"};
+  static const std::vector<std::string> c = {"status", "explain", "timeline", "release"};
   return c;
 }
 
@@ -341,6 +360,7 @@ int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostr
   const bool color = stdout_is_tty && !flags.no_color;
   if (*cmds.status) return RunStatusCommand(*client, clock, flags, color, out, err);
   if (*cmds.explain) return RunExplainCommand(*client, clock, flags, out, err);
+  if (*cmds.release) return RunReleaseCommand(*client, clock, flags, out, err);
   return RunTimelineCommand(*client, clock, flags, color, stop, out, err);
 }
 

@@ -155,6 +155,10 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
       TrimSpace(fields[3]) != "recommended_action")
     return InvalidArgumentError(
         "xid catalog line 1: header must start with xid,name,category,recommended_action");
+  // Optional columns are found by name, so a catalog without them still parses.
+  size_t short_col = 0;
+  for (size_t i = 4; i < fields.size(); ++i)
+    if (TrimSpace(fields[i]) == "short_name") short_col = i;
   while (true) {
     record_line = line;
     if (!NextRecord(csv, pos, fields, line, bad_quote)) break;
@@ -174,6 +178,8 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
     info.category = std::string(TrimSpace(fields[2]));
     info.raw_action = std::string(TrimSpace(fields[3]));
     info.action = NormalizeCatalogAction(info.raw_action);
+    if (short_col != 0 && short_col < fields.size())
+      info.short_name = std::string(TrimSpace(fields[short_col]));
     out.entries_.push_back(std::move(info));
   }
   std::stable_sort(out.entries_.begin(), out.entries_.end(),
@@ -347,45 +353,9 @@ bool XidNeedsWholeNode(int xid, std::string_view recommended_action) {
          info->raw_action == "WORKFLOW_NVLINK_ERR";
 }
 
-// The catalog's names are the driver's constants ("ROBUST_CHANNEL_GPU_ECC_DBE - Double Bit
-// ECC Error"); these are the short forms the verdict messages use.
 std::string_view XidShortName(int xid) {
-  switch (xid) {
-    case 13:
-      return "graphics engine exception";
-    case 31:
-      return "GPU memory page fault";
-    case 43:
-      return "GPU stopped processing";
-    case 45:
-      return "preemptive cleanup";
-    case 48:
-      return "double-bit ECC error";
-    case 63:
-      return "row remapping event";
-    case 64:
-      return "row remapping failure";
-    case 68:
-      return "NVDEC0 exception";
-    case 74:
-      return "NVLink error";
-    case 79:
-      return "fallen off the bus";
-    case 92:
-      return "high single-bit ECC rate";
-    case 94:
-      return "contained memory error";
-    case 95:
-      return "uncontained memory error";
-    case 119:
-      return "GSP RPC timeout";
-    case 120:
-      return "GSP error";
-    case 154:
-      return "recovery action changed";
-    default:
-      return "";
-  }
+  const XidInfo* info = XidCatalog::Builtin().Find(xid);
+  return info == nullptr ? std::string_view() : std::string_view(info->short_name);
 }
 
 }  // namespace gg::gpu

@@ -51,6 +51,9 @@ struct XidInfo {
   std::string category;     // "pcie", "memory", "application", ... (catalog column)
   std::string raw_action;   // catalog bucket as written ("WORKFLOW_XID_48")
   XidAction action = XidAction::kUnknown;
+  // Optional `short_name` column: the short form verdict messages use ("fallen off the bus")
+  // where `name` is the driver's constant; "" when the catalog has none.
+  std::string short_name;
 };
 
 class XidCatalog {

@@ -25,6 +25,23 @@ TEST(XidCatalogTest, BuiltinTableFromCsv) {
   EXPECT_EQ(c.Find(1), nullptr);
 }
 
+// Short names come from the catalog's own `short_name` column, found by header name.
+TEST(XidCatalogTest, ShortNamesFromTheCatalog) {
+  EXPECT_EQ(XidShortName(79), "fallen off the bus");
+  EXPECT_EQ(XidShortName(48), "double-bit ECC error");
+  EXPECT_EQ(XidShortName(8), "");  // listed, no short name
+  EXPECT_EQ(XidShortName(1), "");  // not listed
+  auto c = XidCatalog::FromCsv(
+      "xid,name,category,recommended_action,short_name,source_note\n"
+      "5,X - Long,memory,RESET_GPU,short five,note\n6,Y,memory,RESET_GPU\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->Find(5)->short_name, "short five");
+  EXPECT_EQ(c->Find(6)->short_name, "");  // a short row leaves it empty
+  auto without = XidCatalog::FromCsv("xid,name,category,recommended_action\n5,X,memory,RESET_GPU\n");
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->Find(5)->short_name, "");
+}
+
 TEST(XidCatalogTest, CsvErrorsNameTheLine) {
   auto bad = XidCatalog::FromCsv("xid,name,category,recommended_action\n79,a,b,RESTART_BM\nxx,a,b,IGNORE\n");
   ASSERT_FALSE(bad.ok());

@@ -24,6 +24,11 @@ od::parser& ThreadParser() {
   return parser;
 }
 
+void ReleaseLargeThreadParser() {
+  od::parser& p = ThreadParser();
+  if (p.capacity() > kKeepParserCapacity) p = od::parser{};
+}
+
 void EnsurePadding(std::string& s) {
   if (s.capacity() < s.size() + kBodyPadding) s.reserve(s.size() + kBodyPadding);
 }
@@ -157,6 +162,7 @@ Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
       return TypeError(std::string(field) + "." + std::string(k), "string without NUL");
     }
   }
+  out->ShrinkToFit();  // cached for good: no spare capacity (49 labels grew it to 64)
   return OkStatus();
 }
 

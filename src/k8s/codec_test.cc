@@ -32,9 +32,18 @@ TEST(CodecTest, ParsesRealGceNode) {
   EXPECT_GT(node->meta.labels.size(), 40u);
   // Only annotations the operator reads are kept.
   EXPECT_TRUE(node->meta.annotations.empty());
-  ASSERT_EQ(node->conditions.size(), 1u);  // Ready only; pressure conditions dropped
-  EXPECT_EQ(node->conditions[0].type, "Ready");
-  EXPECT_EQ(node->conditions[0].status, "True");
+  // Only GPUHealthy is kept: Ready and the pressure conditions are not read by any decision
+  // (and Ready's heartbeat would make every kubelet status update a change).
+  EXPECT_TRUE(node->conditions.empty());
+  const std::string with_ours = R"({"metadata":{"name":"n"},"status":{"conditions":[
+      {"type":"Ready","status":"True","reason":"KubeletReady"},
+      {"type":"GPUHealthy","status":"False","reason":"XidError","message":"GPU 0: Xid 79"}]}})";
+  auto ours = ParseObject<Node>(with_ours);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  ASSERT_EQ(ours->conditions.size(), 1u);
+  EXPECT_EQ(ours->conditions[0].type, "GPUHealthy");
+  EXPECT_EQ(ours->conditions[0].message, "GPU 0: Xid 79");
+  EXPECT_EQ(ours->FindCondition("Ready"), nullptr);
   EXPECT_TRUE(node->meta.creation_timestamp.has_value());
   EXPECT_FALSE(node->unschedulable);
 }
@@ -353,6 +362,52 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(LabelMap::InternedEntries(), before);
+}
+
+TEST(LabelTest, CopiesShareOneArrayUntilWritten) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    LabelMap a{{"zz.cow/k1", "v1"}, {"zz.cow/k2", "v2"}, {"zz.cow/k3", "v3"}};
+    a.ShrinkToFit();
+    const std::size_t one = a.MemoryBytes() - sizeof(LabelMap);
+    EXPECT_GE(one, 3 * sizeof(void*));
+    LabelMap b = a;
+    LabelMap c;
+    c = b;
+    EXPECT_TRUE(a == b && b == c);
+    EXPECT_FALSE(b.Erase("zz.cow/absent"));  // a no-op write does not copy
+    EXPECT_TRUE(b.Erase("zz.cow/k2"));       // the first real write copies
+    EXPECT_EQ(a.size(), 3u);
+    EXPECT_EQ(c.size(), 3u);
+    EXPECT_EQ(b.size(), 2u);
+    EXPECT_EQ(a.Get("zz.cow/k2").value_or(""), "v2");
+    EXPECT_FALSE(b.Has("zz.cow/k2"));
+    c.Set("zz.cow/k1", "changed");
+    EXPECT_EQ(a.Get("zz.cow/k1").value_or(""), "v1");
+    EXPECT_EQ(c.Get("zz.cow/k1").value_or(""), "changed");
+    a.clear();
+    EXPECT_TRUE(a.empty());
+    EXPECT_EQ(c.size(), 3u);
+    EXPECT_TRUE(b.Erase("zz.cow/k1") && b.Erase("zz.cow/k3"));
+    EXPECT_TRUE(b.empty());
+    EXPECT_TRUE(b == LabelMap());
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);  // every pair released exactly once
+
+  // Copies handed to other threads and written there: each writer gets its own array.
+  LabelMap shared{{"zz.cow/shared", "v"}, {"zz.cow/x", "1"}};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([shared, t] {
+      for (int i = 0; i < 2000; ++i) {
+        LabelMap mine = shared;
+        mine.Set("zz.cow/x", std::to_string(t));
+        if (mine.Get("zz.cow/shared") != "v") std::abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(shared.Get("zz.cow/x").value_or(""), "1");
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ Status DecodeNode(od::object& obj, Node* n) {
               }
               return OkStatus();
             }));
-            if (c.type == "Ready" || c.type == "GPUHealthy") n->conditions.push_back(std::move(c));
+            if (c.type == "GPUHealthy") n->conditions.push_back(std::move(c));
             return OkStatus();
           });
         }

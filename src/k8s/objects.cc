@@ -108,31 +108,66 @@ InternTable& Table() {
 
 }  // namespace
 
-LabelMap::LabelMap(const LabelMap& o) : entries_(o.entries_) {
-  for (Interned* e : entries_) InternTable::Ref(e);
+struct LabelMap::Rep {
+  std::atomic<std::uint32_t> refs{1};
+  std::vector<Interned*> entries;
+};
+
+namespace {
+const std::vector<LabelMap::Interned*> kNoEntries;
+}  // namespace
+
+LabelMap::LabelMap(const LabelMap& o) : rep_(o.rep_) {
+  if (rep_) rep_->refs.fetch_add(1, std::memory_order_relaxed);
 }
 
 LabelMap& LabelMap::operator=(const LabelMap& o) {
-  if (this == &o) return *this;
-  for (Interned* e : o.entries_) InternTable::Ref(e);
+  if (rep_ == o.rep_) return *this;
+  if (o.rep_) o.rep_->refs.fetch_add(1, std::memory_order_relaxed);
   clear();
-  entries_ = o.entries_;
+  rep_ = o.rep_;
   return *this;
 }
 
 LabelMap& LabelMap::operator=(LabelMap&& o) noexcept {
   if (this == &o) return *this;
   clear();
-  entries_ = std::move(o.entries_);
-  o.entries_.clear();
+  rep_ = o.rep_;
+  o.rep_ = nullptr;
   return *this;
 }
 
 LabelMap::~LabelMap() { clear(); }
 
 void LabelMap::clear() {
-  for (Interned* e : entries_) Table().Unref(e);
-  entries_.clear();
+  Rep* r = rep_;
+  rep_ = nullptr;
+  if (!r || r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (Interned* e : r->entries) Table().Unref(e);
+  delete r;
+}
+
+LabelMap::Rep* LabelMap::Unique() {
+  if (!rep_) {
+    rep_ = new Rep;
+  } else if (rep_->refs.load(std::memory_order_acquire) != 1) {
+    auto* copy = new Rep;
+    copy->entries = rep_->entries;
+    for (Interned* e : copy->entries) InternTable::Ref(e);
+    clear();
+    rep_ = copy;
+  }
+  return rep_;
+}
+
+std::size_t LabelMap::size() const { return rep_ ? rep_->entries.size() : 0; }
+
+std::size_t LabelMap::MemoryBytes() const {
+  return sizeof(*this) + (rep_ ? sizeof(Rep) + rep_->entries.capacity() * sizeof(void*) : 0);
+}
+
+void LabelMap::ShrinkToFit() {
+  if (rep_ && rep_->entries.capacity() != rep_->entries.size()) Unique()->entries.shrink_to_fit();
 }
 
 std::size_t LabelMap::InternedEntries() { return Table().Entries(); }
@@ -143,7 +178,7 @@ LabelMap::LabelMap(std::initializer_list<std::pair<std::string_view, std::string
 }
 
 std::optional<std::string_view> LabelMap::Get(std::string_view key) const {
-  for (const Interned* e : entries_) {
+  for (const Interned* e : rep_ ? rep_->entries : kNoEntries) {
     if (e->key() == key) return e->value();
   }
   return std::nullopt;
@@ -166,30 +201,33 @@ bool LabelMap::Set(std::string_view key, std::string_view value) {
   buf[key.size()] = '\0';
   std::memcpy(buf + key.size() + 1, value.data(), value.size());
   Interned* e = Table().Intern({buf, n}, static_cast<std::uint32_t>(key.size()));
-  for (Interned*& cur : entries_) {
+  for (Interned*& cur : Unique()->entries) {
     if (cur->key() == key) {
       Table().Unref(cur);
       cur = e;
       return true;
     }
   }
-  entries_.push_back(e);
+  rep_->entries.push_back(e);
   return true;
 }
 
 bool LabelMap::Erase(std::string_view key) {
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+  if (!Get(key)) return false;
+  auto& entries = Unique()->entries;
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
     if ((*it)->key() == key) {
       Table().Unref(*it);
-      entries_.erase(it);
-      return true;
+      entries.erase(it);
+      break;
     }
   }
-  return false;
+  if (entries.empty()) clear();
+  return true;
 }
 
 void LabelMap::ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const {
-  for (const Interned* e : entries_) fn(e->key(), e->value());
+  for (const Interned* e : rep_ ? rep_->entries : kNoEntries) fn(e->key(), e->value());
 }
 
 std::map<std::string, std::string> LabelMap::ToMap() const {
@@ -200,10 +238,14 @@ std::map<std::string, std::string> LabelMap::ToMap() const {
 
 bool operator==(const LabelMap& a, const LabelMap& b) {
   // Interned: equal pairs are the same pointer. Usually in the same order too.
-  if (a.entries_.size() != b.entries_.size()) return false;
-  if (a.entries_ == b.entries_) return true;
-  for (const auto* e : a.entries_) {
-    if (std::find(b.entries_.begin(), b.entries_.end(), e) == b.entries_.end()) return false;
+  if (a.rep_ == b.rep_) return true;
+  if (a.size() != b.size()) return false;
+  if (a.size() == 0) return true;
+  const auto& ae = a.rep_->entries;
+  const auto& be = b.rep_->entries;
+  if (ae == be) return true;
+  for (const auto* e : ae) {
+    if (std::find(be.begin(), be.end(), e) == be.end()) return false;
   }
   return true;
 }

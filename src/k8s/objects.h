@@ -20,14 +20,16 @@ namespace gg::k8s {
 // stored once per process, reference-counted, and shared by every map that holds it. GPU
 // nodes carry ~50 labels that are the same across the fleet (GFD/NFD), so a node's labels
 // cost one pointer each instead of ~80 bytes of text. Looked up by linear scan — maps here
-// hold tens of entries and are read far more often than written. Copies share the entries;
-// a map is not synchronized (like std::map), the intern table is.
+// hold tens of entries and are read far more often than written. Copies share the array of
+// entry pointers too (copy-on-write, reference-counted): the informer's Node and the
+// operator's fleet index hold one array per node, not two. A map is not synchronized (like
+// std::map); the intern table and the shared arrays' counts are.
 class LabelMap {
  public:
   LabelMap() = default;
   LabelMap(std::initializer_list<std::pair<std::string_view, std::string_view>> init);
   LabelMap(const LabelMap& o);
-  LabelMap(LabelMap&& o) noexcept : entries_(std::move(o.entries_)) { o.entries_.clear(); }
+  LabelMap(LabelMap&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
   LabelMap& operator=(const LabelMap& o);
   LabelMap& operator=(LabelMap&& o) noexcept;
   ~LabelMap();
@@ -37,14 +39,15 @@ class LabelMap {
   // Inserts or replaces. Keys/values containing '\0' are rejected (false).
   bool Set(std::string_view key, std::string_view value);
   bool Erase(std::string_view key);
-  std::size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
+  std::size_t size() const;
+  bool empty() const { return size() == 0; }
   void clear();
   void ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const;
   std::map<std::string, std::string> ToMap() const;
-  // This map's own memory: the entry pointers. The interned text is shared (InternedBytes).
-  std::size_t MemoryBytes() const { return sizeof(*this) + entries_.capacity() * sizeof(void*); }
-  void ShrinkToFit() { entries_.shrink_to_fit(); }
+  // This map's memory: the entry pointers (shared by its copies; each copy counts them). The
+  // interned text is shared by every map (InternedBytes).
+  std::size_t MemoryBytes() const;
+  void ShrinkToFit();
   // Order-insensitive, like comparing the maps.
   friend bool operator==(const LabelMap& a, const LabelMap& b);
 
@@ -55,7 +58,9 @@ class LabelMap {
   struct Interned;  // objects.cc
 
  private:
-  std::vector<Interned*> entries_;  // each holds one reference
+  struct Rep;  // objects.cc: a reference count and the entries (each holds one reference)
+  Rep* Unique();  // rep_ owned by this map alone (allocated or copied as needed)
+  Rep* rep_ = nullptr;  // null = empty
 };
 
 struct OwnerReference {
@@ -107,7 +112,8 @@ struct Node {
   ObjectMeta meta;
   bool unschedulable = false;
   std::vector<Taint> taints;
-  // Only the conditions the operator reads: "Ready" and "GPUHealthy".
+  // Only the condition the operator reads: its own "GPUHealthy" (Ready and the pressure
+  // conditions cost ~200 bytes a node and no decision reads them).
   std::vector<NodeCondition> conditions;
   std::int64_t gpu_capacity = 0;     // status.capacity["nvidia.com/gpu"]
   std::int64_t gpu_allocatable = 0;  // status.allocatable["nvidia.com/gpu"]

@@ -187,30 +187,37 @@ Registry::Entry* Registry::Find(std::string_view name) const {
   return it == families_.end() ? nullptr : it->second.get();
 }
 
-CounterFamily& Registry::AddCounter(std::string name, std::string help,
-                                    std::vector<std::string> label_names) {
-  ValidHelp(help, name);
-  std::scoped_lock lock(mu_);
-  bool valid = IsValidMetricName(name) &&
-               std::all_of(label_names.begin(), label_names.end(), IsValidLabelName);
-  if (valid) {
-    if (Entry* e = Find(name)) {
-      if (e->type == MetricType::kCounter && e->counter && e->label_names == label_names)
-        return *e->counter;
-      valid = false;
-    }
-  }
-  auto e = std::make_unique<Entry>();
-  e->type = MetricType::kCounter;
-  e->label_names = label_names;
-  e->counter = std::make_unique<CounterFamily>(name, std::move(help), std::move(label_names));
-  CounterFamily& out = *e->counter;
+Registry::Entry* Registry::Declared(const std::string& name, MetricType type,
+                                    const std::vector<std::string>& label_names, bool* valid) const {
+  *valid = *valid && IsValidMetricName(name);
+  if (!*valid) return nullptr;
+  Entry* e = Find(name);
+  if (e && e->type == type && !e->callback && e->label_names == label_names) return e;
+  if (e) *valid = false;  // the name is taken by another type, labels or a callback
+  return nullptr;
+}
+
+void Registry::Keep(const std::string& name, std::unique_ptr<Entry> e, bool valid) {
   if (valid) {
     families_.emplace(name, std::move(e));
   } else {
     Logger().Error("invalid or conflicting metric declaration; not exposed", {{"metric", name}});
     detached_.push_back(std::move(e));
   }
+}
+
+CounterFamily& Registry::AddCounter(std::string name, std::string help,
+                                    std::vector<std::string> label_names) {
+  ValidHelp(help, name);
+  std::scoped_lock lock(mu_);
+  bool valid = std::all_of(label_names.begin(), label_names.end(), IsValidLabelName);
+  if (Entry* found = Declared(name, MetricType::kCounter, label_names, &valid)) return *found->counter;
+  auto e = std::make_unique<Entry>();
+  e->type = MetricType::kCounter;
+  e->label_names = label_names;
+  e->counter = std::make_unique<CounterFamily>(name, std::move(help), std::move(label_names));
+  CounterFamily& out = *e->counter;
+  Keep(name, std::move(e), valid);
   return out;
 }
 
@@ -218,26 +225,14 @@ GaugeFamily& Registry::AddGauge(std::string name, std::string help,
                                 std::vector<std::string> label_names) {
   ValidHelp(help, name);
   std::scoped_lock lock(mu_);
-  bool valid = IsValidMetricName(name) &&
-               std::all_of(label_names.begin(), label_names.end(), IsValidLabelName);
-  if (valid) {
-    if (Entry* e = Find(name)) {
-      if (e->type == MetricType::kGauge && e->gauge && e->label_names == label_names)
-        return *e->gauge;
-      valid = false;
-    }
-  }
+  bool valid = std::all_of(label_names.begin(), label_names.end(), IsValidLabelName);
+  if (Entry* found = Declared(name, MetricType::kGauge, label_names, &valid)) return *found->gauge;
   auto e = std::make_unique<Entry>();
   e->type = MetricType::kGauge;
   e->label_names = label_names;
   e->gauge = std::make_unique<GaugeFamily>(name, std::move(help), std::move(label_names));
   GaugeFamily& out = *e->gauge;
-  if (valid) {
-    families_.emplace(name, std::move(e));
-  } else {
-    Logger().Error("invalid or conflicting metric declaration; not exposed", {{"metric", name}});
-    detached_.push_back(std::move(e));
-  }
+  Keep(name, std::move(e), valid);
   return out;
 }
 
@@ -246,16 +241,11 @@ HistogramFamily& Registry::AddHistogram(std::string name, std::string help,
                                         std::vector<double> buckets) {
   ValidHelp(help, name);
   std::scoped_lock lock(mu_);
-  bool valid = IsValidMetricName(name) &&
-               std::all_of(label_names.begin(), label_names.end(), [](const std::string& l) {
-                 return IsValidLabelName(l) && l != "le";  // "le" is the bucket label
-               });
-  if (valid) {
-    if (Entry* e = Find(name)) {
-      if (e->type == MetricType::kHistogram && e->histogram && e->label_names == label_names)
-        return *e->histogram;
-      valid = false;
-    }
+  bool valid = std::all_of(label_names.begin(), label_names.end(), [](const std::string& l) {
+    return IsValidLabelName(l) && l != "le";  // "le" is the bucket label
+  });
+  if (Entry* found = Declared(name, MetricType::kHistogram, label_names, &valid)) {
+    return *found->histogram;
   }
   auto e = std::make_unique<Entry>();
   e->type = MetricType::kHistogram;
@@ -263,12 +253,7 @@ HistogramFamily& Registry::AddHistogram(std::string name, std::string help,
   e->histogram = std::make_unique<HistogramFamily>(name, std::move(help), std::move(label_names),
                                                    std::move(buckets));
   HistogramFamily& out = *e->histogram;
-  if (valid) {
-    families_.emplace(name, std::move(e));
-  } else {
-    Logger().Error("invalid or conflicting metric declaration; not exposed", {{"metric", name}});
-    detached_.push_back(std::move(e));
-  }
+  Keep(name, std::move(e), valid);
   return out;
 }
 

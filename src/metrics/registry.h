@@ -184,6 +184,10 @@ class Registry {
  private:
   struct Entry;
   Entry* Find(std::string_view name) const;  // requires mu_
+  // The family already declared as (name, type, labels); clears *valid on a conflict (mu_).
+  Entry* Declared(const std::string& name, MetricType type,
+                  const std::vector<std::string>& label_names, bool* valid) const;
+  void Keep(const std::string& name, std::unique_ptr<Entry> e, bool valid);  // requires mu_
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Entry>, std::less<>> families_;
   std::vector<std::unique_ptr<Entry>> detached_;

@@ -43,12 +43,13 @@ Status DecodeMeta(const json& obj, k8s::ObjectMeta* meta) {
 StatusOr<NodeHealthObject> FromJson(const json& obj, NodeHealthObject*) {
   NodeHealthObject out;
   GG_RETURN_IF_ERROR(DecodeMeta(obj, &out.meta));
+  out.meta.uid = std::string();  // read by nothing for a report: 48 bytes a node not kept
   auto st = obj.find("status");
   if (st != obj.end() && st->is_object()) {
     auto s = api::DecodeGpuNodeHealthStatus(st->dump());
     if (s.ok()) {
-      out.status = std::move(s).value();
-      if (out.status->node_name.empty()) out.status->node_name = out.meta.name;
+      if (s->node_name.empty()) s->node_name = out.meta.name;
+      out.SetStatus(*s);
     } else {
       out.decode_error = s.status().message();
     }

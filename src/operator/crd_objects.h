@@ -10,15 +10,26 @@
 #include "api/gpu_health_policy.h"
 #include "api/gpu_node_health.h"
 #include "k8s/objects.h"
+#include "operator/packed_report.h"
 #include "runtime/informer.h"
 
 namespace gg::op {
 
-// GPUNodeHealth/<node>: the agent's report.
+// GPUNodeHealth/<node>: the agent's report, its status packed (operator/packed_report.h: a
+// few hundred bytes instead of ~4 KB decoded, for every node of the fleet).
 struct NodeHealthObject {
   k8s::ObjectMeta meta;
-  std::optional<api::GpuNodeHealthStatus> status;  // absent: no status yet or undecodable
-  std::string decode_error;                        // why `status` is absent, if it failed
+  PackedReport packed;       // empty: no status yet or undecodable
+  std::string decode_error;  // why there is no status, if it failed to decode
+
+  bool HasStatus() const { return !packed.empty(); }
+  // The status as decoded; nullopt when there is none.
+  std::optional<api::GpuNodeHealthStatus> Unpacked() const {
+    if (packed.empty()) return std::nullopt;
+    return packed.Unpack(meta.name);
+  }
+  // Set meta.name first: a nodeName equal to it is stored in one byte.
+  void SetStatus(const api::GpuNodeHealthStatus& s) { packed = PackedReport::Pack(s, meta.name); }
 };
 
 // GPUHealthPolicy/<name>.

@@ -47,14 +47,14 @@ TEST(CrdObjectsTest, NodeHealthStatusDecoded) {
       R"({"metadata":{"name":"n1","resourceVersion":"7"},
           "status":{"nodeName":"n1","observedAt":"2026-01-01T00:00:00Z","gpus":[{"index":0,"uuid":"GPU-1"}]}})");
   ASSERT_TRUE(o.ok()) << o.status();
-  ASSERT_TRUE(o->status.has_value()) << o->decode_error;
-  EXPECT_EQ(o->status->gpus.size(), 1u);
+  ASSERT_TRUE(o->HasStatus()) << o->decode_error;
+  EXPECT_EQ(o->Unpacked()->gpus.size(), 1u);
   auto none = DecodeNodeHealthObject(R"({"metadata":{"name":"n2"}})");
   ASSERT_TRUE(none.ok());
-  EXPECT_FALSE(none->status.has_value());
+  EXPECT_FALSE(none->HasStatus());
   auto bad = DecodeNodeHealthObject(R"({"metadata":{"name":"n3"},"status":{"gpus":"many"}})");
   ASSERT_TRUE(bad.ok());
-  EXPECT_FALSE(bad->status.has_value());
+  EXPECT_FALSE(bad->HasStatus());
   EXPECT_FALSE(bad->decode_error.empty());
   EXPECT_FALSE(DecodeNodeHealthObject(R"({"metadata":{}})").ok());
 }

@@ -15,7 +15,7 @@ DrainRunner::DrainRunner(remediation::Drainer& drainer,
 
 DrainRunner::~DrainRunner() { StopAll(); }
 
-DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediation::DrainSpec& spec,
+DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediation::DrainJob& spec,
                                        WallTime deadline) {
   std::scoped_lock lock(mu_);
   auto it = jobs_.find(node);
@@ -96,6 +96,71 @@ void DrainRunner::StopAll() {
   }
   for (auto& [n, j] : jobs) j->thread.request_stop();
   jobs.clear();  // joins
+}
+
+PdbBudgets::PdbBudgets(k8s::RestClient& client, Clock& clock, runtime::InformerOptions options)
+    : informer_(client, k8s::kPodDisruptionBudgets, clock, std::move(options)) {
+  informer_.AddEventHandler(runtime::EventHandlers<k8s::PodDisruptionBudget>{
+      [this](const k8s::PodDisruptionBudget& p) { OnChange(p); },
+      [this](const k8s::PodDisruptionBudget&, const k8s::PodDisruptionBudget& p) { OnChange(p); },
+      [this](const k8s::PodDisruptionBudget& p) { OnDelete(p); }});
+}
+
+PdbBudgets::~PdbBudgets() { informer_.Stop(); }
+
+void PdbBudgets::OnChange(const k8s::PodDisruptionBudget& pdb) {
+  bool allows = false;
+  {
+    std::scoped_lock lock(mu_);
+    Budget& b = by_ns_[pdb.meta.namespace_][pdb.meta.name];
+    const bool same_selector = b.version != 0 && b.selector.has_value() == pdb.selector.has_value() &&
+                               (!b.selector || *b.selector == *pdb.selector);
+    if (same_selector && b.allowed == pdb.disruptions_allowed) return;  // no news for a drain
+    b.selector = pdb.selector;
+    b.allowed = pdb.disruptions_allowed;
+    b.version = ++version_;
+    allows = b.allowed > 0;
+  }
+  if (!allows) return;
+  std::scoped_lock lock(subs_mu_);
+  for (const auto& [id, fn] : subs_) fn(pdb.meta.namespace_);
+}
+
+void PdbBudgets::OnDelete(const k8s::PodDisruptionBudget& pdb) {
+  {
+    std::scoped_lock lock(mu_);
+    auto it = by_ns_.find(pdb.meta.namespace_);
+    if (it == by_ns_.end()) return;
+    it->second.erase(pdb.meta.name);
+    if (it->second.empty()) by_ns_.erase(it);
+  }
+  // One budget fewer may leave a pod unguarded: let waiting drains look again.
+  std::scoped_lock lock(subs_mu_);
+  for (const auto& [id, fn] : subs_) fn(pdb.meta.namespace_);
+}
+
+std::optional<std::vector<remediation::BudgetState>> PdbBudgets::Covering(const k8s::Pod& pod) const {
+  if (!informer_.HasSynced()) return std::nullopt;
+  std::vector<remediation::BudgetState> out;
+  std::scoped_lock lock(mu_);
+  auto it = by_ns_.find(pod.meta.namespace_);
+  if (it == by_ns_.end()) return out;
+  for (const auto& [name, b] : it->second) {
+    if (!b.selector || !b.selector->Matches(pod.meta.labels)) continue;
+    out.push_back({pod.meta.namespace_ + "/" + name, b.allowed, b.version});
+  }
+  return out;
+}
+
+std::uint64_t PdbBudgets::Subscribe(std::function<void(std::string_view ns)> fn) {
+  std::scoped_lock lock(subs_mu_);
+  subs_[++next_sub_] = std::move(fn);
+  return next_sub_;
+}
+
+void PdbBudgets::Unsubscribe(std::uint64_t id) {
+  std::scoped_lock lock(subs_mu_);
+  subs_.erase(id);
 }
 
 }  // namespace gg::op

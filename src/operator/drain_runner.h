@@ -5,6 +5,8 @@
 // "draining" does not start the drain again), and calls Forget() once its cache shows the
 // recorded outcome. A restarted operator simply calls Ensure() again; the Drainer resumes
 // from the world state.
+// PdbBudgets: the drainer's view of the PodDisruptionBudgets (a watch on policy/v1
+// poddisruptionbudgets), so a refused eviction is retried when its budget allows again.
 #pragma once
 
 #include <functional>
@@ -17,7 +19,9 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "k8s/rest_client.h"
 #include "remediation/drainer.h"
+#include "runtime/informer.h"
 
 namespace gg::op {
 
@@ -27,7 +31,7 @@ class DrainStarter {
   enum class Start { kStarted, kRunning, kFinished, kNoCapacity };
   virtual ~DrainStarter() = default;
   // Starts a drain for `node` unless one is running or a finished one was not forgotten.
-  virtual Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+  virtual Start Ensure(const std::string& node, const remediation::DrainJob& spec,
                        WallTime deadline) = 0;
   // The finished drain's result; nullopt while running or when none ran.
   virtual std::optional<remediation::DrainResult> Result(const std::string& node) const = 0;
@@ -45,7 +49,7 @@ class DrainRunner final : public DrainStarter {
               Logger log = Logger().WithName("drains"));
   ~DrainRunner();  // cancels and joins everything
 
-  Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+  Start Ensure(const std::string& node, const remediation::DrainJob& spec,
                WallTime deadline) override;
   std::optional<remediation::DrainResult> Result(const std::string& node) const override;
   void Forget(const std::string& node) override;
@@ -67,6 +71,39 @@ class DrainRunner final : public DrainStarter {
   Logger log_;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
+};
+
+// Every budget in the cluster, projected to what the drainer reads (selector, allowed), kept
+// by an informer. Until it has synced (or when RBAC forbids listing budgets) it cannot tell,
+// and the drainer falls back to its retry timer.
+class PdbBudgets final : public remediation::BudgetWatch {
+ public:
+  PdbBudgets(k8s::RestClient& client, Clock& clock, runtime::InformerOptions options = {});
+  ~PdbBudgets() override;
+  void Start() { informer_.Start(); }
+  void Stop() { informer_.Stop(); }
+  bool HasSynced() const { return informer_.HasSynced(); }
+
+  std::optional<std::vector<remediation::BudgetState>> Covering(const k8s::Pod& pod) const override;
+  std::uint64_t Subscribe(std::function<void(std::string_view ns)> fn) override;
+  void Unsubscribe(std::uint64_t id) override;
+
+ private:
+  struct Budget {
+    std::optional<k8s::LabelSelector> selector;  // null selects no pod (policy/v1)
+    std::int32_t allowed = 0;
+    std::uint64_t version = 0;
+  };
+  void OnChange(const k8s::PodDisruptionBudget& pdb);
+  void OnDelete(const k8s::PodDisruptionBudget& pdb);
+
+  runtime::Informer<k8s::PodDisruptionBudget> informer_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<std::string, Budget>> by_ns_;  // namespace -> name -> budget
+  std::uint64_t version_ = 0;
+  std::mutex subs_mu_;  // held while subscribers run: Unsubscribe waits for them
+  std::map<std::uint64_t, std::function<void(std::string_view)>> subs_;
+  std::uint64_t next_sub_ = 0;
 };
 
 }  // namespace gg::op

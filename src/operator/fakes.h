@@ -38,7 +38,7 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     std::scoped_lock lock(mu_);
     auto obj = std::make_shared<NodeHealthObject>();
     obj->meta.name = node;
-    obj->status = std::move(status);
+    obj->SetStatus(status);
     reports_[node] = std::move(obj);
   }
   void PutPolicy(api::GpuHealthPolicy policy) {
@@ -48,6 +48,10 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     obj->meta.generation = 1;
     obj->policy = std::move(policy);
     policies_[obj->meta.name] = std::move(obj);
+  }
+  void DeletePolicy(const std::string& name) {
+    std::scoped_lock lock(mu_);
+    policies_.erase(name);
   }
   // Makes every later write fail with `s` (OkStatus() to heal).
   void FailWrites(Status s) {
@@ -162,11 +166,11 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
 class FakeDrains final : public DrainStarter {
  public:
   struct Drain {
-    remediation::DrainSpec spec;
+    remediation::DrainJob spec;
     WallTime deadline{};
     std::optional<remediation::DrainResult> result;  // set by Finish()
   };
-  Start Ensure(const std::string& node, const remediation::DrainSpec& spec,
+  Start Ensure(const std::string& node, const remediation::DrainJob& spec,
                WallTime deadline) override {
     std::scoped_lock lock(mu_);
     if (auto it = drains_.find(node); it != drains_.end()) {

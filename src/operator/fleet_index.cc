@@ -20,6 +20,7 @@ constexpr std::size_t kMaxSelectors = 64;
 RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r) {
   RecordSummary s;
   if (!r || !r->Active()) return s;
+  s.quarantined = r->quarantined && !r->cancelled;
   s.policy = r->policy;
   s.started_at = r->started_at;
   s.dry_run = r->dry_run;
@@ -64,6 +65,7 @@ void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, b
       set.erase(name);
     }
   }
+  if (e.record.quarantined) quarantined_ += sign;
   if (e.excluded) {
     excluded_ += sign;
     return;
@@ -232,7 +234,8 @@ std::map<std::string, int64_t> FleetIndex::StateCounts() {
           {"Unhealthy", unhealthy_},
           {"Unknown", unknown_},
           {"Remediating", remediating_},
-          {"Excluded", excluded_}};
+          {"Excluded", excluded_},
+          {"Quarantined", quarantined_}};
 }
 
 std::size_t FleetIndex::Size() {

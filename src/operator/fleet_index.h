@@ -39,6 +39,7 @@ struct RecordSummary {
   std::optional<WallTime> started_at;
   bool draining = false;      // drain phase Running
   bool dry_run = false;
+  bool quarantined = false;  // held as a repeat offender until released by hand
   std::vector<WallTime> device_starts;  // our DeviceTaintRules (DRA), when each was created
 };
 RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r);
@@ -72,7 +73,8 @@ class FleetIndex {
   PolicyCounts CountsFor(const std::string& policy, const api::LabelSelector& selector);
   // Nodes the selector matches (names).
   std::vector<std::string> MatchingNodes(const api::LabelSelector& selector);
-  // Global gauge values: Healthy/Unhealthy/Unknown/Remediating/Excluded.
+  // Global gauge values: Healthy/Unhealthy/Unknown/Remediating/Excluded, and Quarantined
+  // (gpu_guardian_nodes_quarantined).
   std::map<std::string, int64_t> StateCounts();
   std::size_t Size();
 
@@ -103,6 +105,7 @@ class FleetIndex {
   std::unordered_map<std::string, Entry> nodes_;
   std::unordered_map<std::string, PolicyAgg> policies_;
   int64_t healthy_ = 0, unhealthy_ = 0, unknown_ = 0, remediating_ = 0, excluded_ = 0;
+  int64_t quarantined_ = 0;
   std::map<std::string, MatchCache> match_cache_;  // by selector fingerprint
 };
 

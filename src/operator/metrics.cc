@@ -32,7 +32,11 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
                                     "Drains currently running in this operator.")
                              .WithLabels({})),
       drains(r.AddCounter("gpu_guardian_drains_total",
-                          "Finished drains by result (Done, Blocked, Cancelled).", {"result"})) {
+                          "Finished drains by result (Done, Blocked, Cancelled).", {"result"})),
+      nodes_quarantined(r.AddGauge("gpu_guardian_nodes_quarantined",
+                                   "Nodes held fenced as repeat offenders "
+                                   "(recovery.quarantine) until released by hand.")
+                            .WithLabels({})) {
   for (auto action : {"taint", "cordon", "drain", "untaint", "uncordon", "event", "device_taint",
                       "device_untaint", "claim_status", "claim_status_clear"}) {
     for (auto result : {kResultSuccess, kResultFailure, kResultDryRun, kResultBraked, kResultSkipped}) {

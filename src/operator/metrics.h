@@ -35,6 +35,7 @@ struct OperatorMetrics {
   metrics::CounterFamily& evictions;              // gpu_guardian_evictions_total{result}
   metrics::Gauge& drains_in_progress;             // gpu_guardian_drains_in_progress
   metrics::CounterFamily& drains;                 // gpu_guardian_drains_total{result}
+  metrics::Gauge& nodes_quarantined;              // gpu_guardian_nodes_quarantined
 };
 
 }  // namespace gg::op

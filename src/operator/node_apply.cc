@@ -64,7 +64,8 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
   return Finish(pass, change, *result);
 }
 
-// Excluded, or no valid policy selects the node: nothing decided, nothing written.
+// Excluded, or no valid policy selects the node, and nothing of ours on it: nothing decided,
+// nothing written.
 runtime::Result NodeReconciler::ApplyNotSelected(const std::string& node,
                                                  const NodeChange& change) {
   if (change.stop_drain) d_.drains.Cancel(node);
@@ -259,7 +260,7 @@ StatusOr<runtime::Result> NodeReconciler::RunDrain(Pass& pass, const NodeChange&
   }
   if (change.forget_drain) d_.drains.Forget(name);
   if (!change.drain) return result;
-  remediation::DrainSpec spec = ToDrainSpec(change.drain->spec);
+  remediation::DrainJob spec(change.drain->spec);
   if (!change.drain->gpu_uuids.empty() && !d_.drains.Running(name)) {
     // Device-level: evict only the pods holding a fenced GPU (their claims' allocations).
     // No new pod can be allocated a tainted GPU, so the set taken at the start is complete.
@@ -304,11 +305,18 @@ runtime::Result NodeReconciler::Finish(Pass& pass, const NodeChange& change,
       result.requeue_after = std::min<Duration>(kBrakeRecheck, *retry_at - pass.now);
     }
   }
-  for (const auto& p : d_.index.SetVerdicts(
-           name, a.states, change.brake_blocked ? a.policy->name : std::string())) {
-    d_.enqueue_policy(p);
+  if (a.excluded || a.ungoverned) {
+    // No policy decides for the node: it counts under none (our release is in the index).
+    if (a.excluded) d_.index.SetExcluded(name, true);
+    for (const auto& p : d_.index.SetVerdicts(name, {}, "")) d_.enqueue_policy(p);
+    d_.metrics.ForgetNode(name);
+  } else {
+    for (const auto& p : d_.index.SetVerdicts(
+             name, a.states, change.brake_blocked ? a.policy->name : std::string())) {
+      d_.enqueue_policy(p);
+    }
+    d_.metrics.SetNodeHealth(name, policy::HealthStateName(a.verdict->state));
   }
-  d_.metrics.SetNodeHealth(name, policy::HealthStateName(a.verdict->state));
   if (change.requeue_at) {
     Duration after =
         std::max<Duration>(*change.requeue_at - pass.now, std::chrono::milliseconds(100));

@@ -16,7 +16,7 @@ namespace {
 // error: a report that cannot be read (→ Unknown).
 StatusOr<api::GpuNodeHealthStatus> ReadReport(const ClusterView& view, const k8s::Node& node) {
   if (auto obj = view.Report(node.meta.name)) {
-    if (obj->status) return *obj->status;
+    if (auto s = obj->Unpacked()) return *std::move(s);
     if (!obj->decode_error.empty()) return InvalidArgumentError(obj->decode_error);
   }
   if (auto a = node.meta.annotations.Get(api::kHealthAnnotation)) {
@@ -55,16 +55,6 @@ std::optional<remediation::DrainOutcome> ToOutcome(
 }
 
 }  // namespace
-
-remediation::DrainSpec ToDrainSpec(const api::DrainSpec& s) {
-  remediation::DrainSpec out;
-  out.scope = s.scope;
-  for (const auto& st : s.order) out.order.push_back({st.priority_below, std::nullopt});
-  out.grace_period_seconds = s.grace_period_seconds;
-  out.delete_empty_dir_data = s.delete_empty_dir_data;
-  out.force = s.force;
-  return out;
-}
 
 StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std::stop_token) {
   auto node = d_.view.Node(name);

@@ -114,7 +114,4 @@ class NodeReconciler final : public runtime::Reconciler {
   std::mutex brake_mu_;
 };
 
-// api → drainer spec.
-remediation::DrainSpec ToDrainSpec(const api::DrainSpec& spec);
-
 }  // namespace gg::op

@@ -100,6 +100,14 @@ struct World {
   bool OurTaint(const std::string& name) {
     return Node(name)->FindTaint(api::kTaintKey) != nullptr;
   }
+  // gpu-1 with Xid 79 under Policy(action), after the pass that fences it.
+  void FenceUnder(api::Action action, bool admin_cordoned = false) {
+    AddNode("gpu-1", admin_cordoned);
+    Report("gpu-1", true);
+    cluster.PutPolicy(Policy(action));
+    Start();
+    ASSERT_TRUE(Pass("gpu-1").ok());
+  }
   std::string Condition(const std::string& name) {
     const auto* c = Node(name)->FindCondition(api::kConditionType);
     return c ? c->status : "";
@@ -320,22 +328,152 @@ TEST(NodeReconciler, FailedWriteChangesNothingAndIsRetried) {
   EXPECT_EQ(w.recorder.Count(events::kNodeCordoned), 1);
 }
 
-TEST(NodeReconciler, ExcludingANodeStopsItsDrain) {
+TEST(NodeReconciler, ExcludingANodeReleasesOurFencesAndStopsItsDrain) {
   World w;
-  w.AddNode("gpu-1");
-  w.Report("gpu-1", true);
-  w.cluster.PutPolicy(Policy(api::Action::kDrain));
-  w.Start();
-  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  w.FenceUnder(api::Action::kDrain);
   ASSERT_TRUE(w.drains.Running("gpu-1"));
+  ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
   k8s::Node n = *w.Node("gpu-1");
   n.meta.labels.Set(api::kExcludeLabel, "true");
   w.cluster.PutNode(n);
-  const int writes = w.cluster.Writes();
   ASSERT_TRUE(w.Pass("gpu-1").ok());
   EXPECT_FALSE(w.drains.Running("gpu-1"));
-  EXPECT_EQ(w.cluster.Writes(), writes) << "an excluded node is never written";
-  EXPECT_TRUE(w.Node("gpu-1")->unschedulable) << "nothing is undone either";
+  EXPECT_FALSE(w.Node("gpu-1")->unschedulable) << "our cordon is released at once";
+  EXPECT_FALSE(w.OurTaint("gpu-1"));
+  EXPECT_FALSE(w.Record("gpu-1")->Active());
+  EXPECT_EQ(w.Node("gpu-1")->FindCondition(api::kConditionType)->reason, "Excluded");
+  EXPECT_EQ(w.recorder.Count(events::kNodeReleased, "gpu-1"), 1);
+  EXPECT_EQ(w.recorder.Count(events::kNodeUncordoned, "gpu-1"), 1);
+  const int writes = w.cluster.Writes();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_EQ(w.cluster.Writes(), writes) << "once released, an excluded node is never written";
+}
+
+TEST(NodeReconciler, ExcludingLeavesAnAdminCordonAlone) {
+  World w;
+  w.FenceUnder(api::Action::kCordon, /*admin_cordoned=*/true);
+  ASSERT_TRUE(w.OurTaint("gpu-1"));
+  k8s::Node n = *w.Node("gpu-1");
+  n.meta.labels.Set(api::kExcludeLabel, "true");
+  w.cluster.PutNode(n);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.OurTaint("gpu-1"));
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable) << "the administrator's cordon was never ours";
+  EXPECT_EQ(w.recorder.Count(events::kNodeUncordoned, "gpu-1"), 0);
+}
+
+// A fenced node no policy governs any more (policy deleted, or its selector edited away) is
+// held, says Ungoverned once, and is released once healthy for the recorded healthyFor.
+TEST(NodeReconciler, UngovernedNodeIsReleasedAfterTheRecordedHealthyFor) {
+  for (bool deleted : {true, false}) {
+    SCOPED_TRACE(deleted ? "policy deleted" : "selector edited");
+    World w;
+    w.AddNode("gpu-1", false, {{"pool", "a"}});
+    w.Report("gpu-1", true);
+    api::GpuHealthPolicy p = Policy(api::Action::kCordon);
+    p.spec.recovery.healthy_for = minutes(3);
+    w.cluster.PutPolicy(p);
+    w.Start();
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
+    if (deleted) {
+      w.cluster.DeletePolicy("default");
+    } else {
+      p.spec.node_selector.match_labels = {{"pool", "b"}};
+      w.cluster.PutPolicy(p);
+    }
+    w.Report("gpu-1", false);
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    EXPECT_TRUE(w.Node("gpu-1")->unschedulable) << "held until healthy for healthyFor";
+    EXPECT_TRUE(w.OurTaint("gpu-1"));
+    const auto* c = w.Node("gpu-1")->FindCondition(api::kConditionType);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->reason, "Ungoverned");
+    EXPECT_EQ(w.recorder.Count(events::kNodeUngoverned, "gpu-1"), 1) << "one Event says why";
+    w.clock.Advance(minutes(2));
+    auto r = w.Pass("gpu-1");
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(w.Node("gpu-1")->unschedulable);
+    EXPECT_GT(r->requeue_after.count(), 0) << "looked at again when healthyFor ends";
+    w.clock.Advance(minutes(1));
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    EXPECT_FALSE(w.Node("gpu-1")->unschedulable);
+    EXPECT_FALSE(w.OurTaint("gpu-1"));
+    EXPECT_FALSE(w.Record("gpu-1")->Active());
+    EXPECT_EQ(w.recorder.Count(events::kGPURecovered, "gpu-1"), 1);
+    EXPECT_EQ(w.recorder.Count(events::kNodeUngoverned, "gpu-1"), 1);
+  }
+}
+
+TEST(NodeReconciler, UngovernedNodeWithAFaultyReportStaysFenced) {
+  World w;
+  w.FenceUnder(api::Action::kDrain);
+  ASSERT_TRUE(w.drains.Running("gpu-1"));
+  w.cluster.DeletePolicy("default");
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.drains.Running("gpu-1")) << "no policy asks for the drain any more";
+  w.clock.Advance(std::chrono::hours(2));
+  auto lost = api::testing::HealthyReport("gpu-1", w.clock.Now(), 8);
+  lost.gpus[2].lost = true;  // a GPU still lost: unhealthy under the built-in level rules
+  w.cluster.PutReport("gpu-1", lost);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable);
+  EXPECT_TRUE(w.OurTaint("gpu-1"));
+  EXPECT_EQ(w.drains.started, 1) << "nothing new is started for an ungoverned node";
+}
+
+// A node fenced quarantine.after times within the window stays fenced when healthy, until a
+// `release`; the gauge counts it.
+TEST(NodeReconciler, RepeatOffenderIsQuarantinedUntilReleased) {
+  World w;
+  w.AddNode("gpu-1");
+  api::GpuHealthPolicy p = Policy(api::Action::kCordon);
+  p.spec.recovery.healthy_for = minutes(1);
+  p.spec.recovery.quarantine = {3, std::chrono::hours(1)};
+  w.cluster.PutPolicy(p);
+  w.Start();
+  for (int i = 1; i <= 3; ++i) {
+    SCOPED_TRACE("fence " + std::to_string(i));
+    w.Report("gpu-1", true);
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
+    w.clock.Advance(seconds(10));
+    w.Report("gpu-1", false);
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    w.clock.Advance(minutes(2));
+    ASSERT_TRUE(w.Pass("gpu-1").ok());
+    EXPECT_EQ(w.Node("gpu-1")->unschedulable, i == 3) << "quarantined at the third fence";
+  }
+  const auto* c = w.Node("gpu-1")->FindCondition(api::kConditionType);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->reason, "Quarantined");
+  EXPECT_EQ(c->status, "False");
+  EXPECT_EQ(w.recorder.Count(events::kNodeQuarantined, "gpu-1"), 1);
+  EXPECT_EQ(w.Record("gpu-1")->fences.size(), 3u);
+  EXPECT_TRUE(w.Record("gpu-1")->quarantined);
+  EXPECT_EQ(w.index.StateCounts()["Quarantined"], 1) << "gpu_guardian_nodes_quarantined";
+  // `kubectl gpu-guardian release` writes PlanRelease's change; the operator then leaves it.
+  k8s::Node n = *w.Node("gpu-1");
+  remediation::NodeView view;
+  view.name = "gpu-1";
+  view.unschedulable = n.unschedulable;
+  for (const auto& t : n.taints) view.taints.push_back({t.key, t.value, t.effect});
+  view.record_annotation = std::string(*n.meta.annotations.Get(api::kRemediationAnnotation));
+  remediation::NodeChange rel = remediation::PlanRelease(view, "GPU replaced", w.clock.Now());
+  ASSERT_TRUE(rel.record && rel.unschedulable && rel.remove_taint);
+  n.unschedulable = *rel.unschedulable;
+  std::erase_if(n.taints, [](const k8s::Taint& t) { return t.key == api::kTaintKey; });
+  n.meta.annotations.Set(api::kRemediationAnnotation, remediation::EncodeRecord(*rel.record));
+  w.cluster.PutNode(n);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.Node("gpu-1")->unschedulable);
+  EXPECT_FALSE(w.OurTaint("gpu-1"));
+  EXPECT_FALSE(w.Record("gpu-1")->quarantined);
+  EXPECT_EQ(w.Record("gpu-1")->released_reason, "GPU replaced");
+  EXPECT_TRUE(w.Record("gpu-1")->fences.empty()) << "a release forgets the fence history";
+  EXPECT_EQ(w.index.StateCounts()["Quarantined"], 0);
 }
 
 TEST(NodeReconciler, GoneNodeCancelsItsDrain) {

@@ -75,8 +75,9 @@ bool NodeSpecOrRecordChanged(const k8s::Node& a, const k8s::Node& b) {
 // or one that does not decode (→ Unknown). Threshold-only faults in a report first seen at
 // start-up (no Xid, no lost GPU) are reconciled in the normal lane; later changes are urgent.
 bool ReportMayNeedAction(const NodeHealthObject& r) {
-  if (!r.status) return true;
-  const auto& s = *r.status;
+  auto unpacked = r.Unpacked();
+  if (!unpacked) return true;
+  const auto& s = *unpacked;
   if (!s.xids.empty()) return true;
   if (s.expected_gpus > 0 && s.gpus.size() != static_cast<std::size_t>(s.expected_gpus)) return true;
   for (const auto& g : s.gpus) {
@@ -89,10 +90,12 @@ bool ReportMayNeedAction(const NodeHealthObject& r) {
 }
 
 // Facts changed (not only observedAt/heartbeatTime), or decodability changed.
+// A heartbeat (only the timestamps moved) is told from the packed bytes without unpacking.
 bool ReportFactsChanged(const NodeHealthObject& a, const NodeHealthObject& b) {
-  if (a.status.has_value() != b.status.has_value()) return true;
-  if (!a.status) return a.decode_error != b.decode_error;
-  return !api::SameFacts(*a.status, *b.status);
+  if (a.HasStatus() != b.HasStatus()) return true;
+  if (!a.HasStatus()) return a.decode_error != b.decode_error;
+  if (a.packed.SameFactsBytes(b.packed)) return false;
+  return !api::SameFacts(*a.Unpacked(), *b.Unpacked());
 }
 
 bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
@@ -213,6 +216,9 @@ struct Operator::Impl {
     dopts.max_backoff = config.eviction_backoff_max;
     dopts.on_eviction = [this](std::string_view r) { metrics.evictions.WithLabels({r}).Inc(); };
     dopts.log = log.WithName("drainer");
+    // Refused evictions are retried when their budget allows again (watched while leading).
+    budgets = std::make_unique<PdbBudgets>(client, clock, InformerOpts());
+    dopts.budgets = budgets.get();
     drainer = std::make_unique<remediation::Drainer>(*pod_api, clock, dopts);
     drains = std::make_unique<DrainRunner>(
         *drainer, [this](const std::string& n) { node_queue.Add(n, Priority::kUrgent); },
@@ -221,6 +227,8 @@ struct Operator::Impl {
 
   void RegisterGaugeCallbacks() {
     metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
+    metrics.nodes_quarantined.SetCallback(
+        [this] { return static_cast<double>(index.StateCounts()["Quarantined"]); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       std::string s = state;
       metrics.nodes_by_state.WithLabels({s}).SetCallback(
@@ -250,6 +258,9 @@ struct Operator::Impl {
   // Runnables beside the controllers: stopping drains when leadership ends, and trimming
   // the allocator after the initial sync.
   void MakeRunnables() {
+    budget_watch = std::make_unique<runtime::StartStopRunnable>(
+        "pdb-watch", [this] { budgets->Start(); }, [this] { budgets->Stop(); },
+        /*needs_leader_election=*/true);
     drain_stopper = std::make_unique<runtime::FuncRunnable>(
         "drains",
         [this](std::stop_token stop) {
@@ -366,6 +377,7 @@ struct Operator::Impl {
     mgr.Add(*node_controller);
     mgr.Add(*policy_controller);
     mgr.Add(*drain_stopper);
+    mgr.Add(*budget_watch);
     mgr.Add(*memory_trimmer);
     manager = &mgr;
     Status s = mgr.Run(stop);
@@ -398,6 +410,7 @@ struct Operator::Impl {
   std::unique_ptr<RestPolicyStatusWriter> status_writer;
   std::unique_ptr<remediation::RestPodApi> pod_api;
   std::unique_ptr<DraClient> dra;
+  std::unique_ptr<PdbBudgets> budgets;  // before the drainer and drains that use it
   std::unique_ptr<remediation::Drainer> drainer;
   std::unique_ptr<DrainRunner> drains;
   std::unique_ptr<NodeReconciler> node_reconciler;
@@ -405,6 +418,7 @@ struct Operator::Impl {
   std::unique_ptr<runtime::Controller> node_controller;
   std::unique_ptr<runtime::Controller> policy_controller;
   std::unique_ptr<runtime::FuncRunnable> drain_stopper;
+  std::unique_ptr<runtime::StartStopRunnable> budget_watch;
   std::unique_ptr<runtime::FuncRunnable> memory_trimmer;
   std::atomic<runtime::Manager*> manager{nullptr};
   Status init_status;
@@ -419,6 +433,7 @@ Operator::Operator(k8s::RestClient& client, Clock& clock, metrics::Registry& reg
 Operator::~Operator() {
   if (impl_) {
     impl_->metrics.drains_in_progress.SetCallback(nullptr);
+    impl_->metrics.nodes_quarantined.SetCallback(nullptr);
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
       impl_->metrics.nodes_by_state.WithLabels({state}).SetCallback(nullptr);
     }

@@ -419,6 +419,73 @@ TEST_F(OperatorSimTest, RestartMidDrainFinishesWithoutEvictingTwice) {
   }
 }
 
+// remediation.drain.order with a podSelector stage: every batch pod is gone before the first
+// inference pod is evicted. The batch PriorityClass is the higher one on purpose, so an order
+// by priority alone would evict inference first; the selector decides here.
+TEST_F(OperatorSimTest, DrainOrderBySelectorEvictsEveryBatchPodBeforeInference) {
+  for (auto [name, value] : {std::pair{"batch-high", 5000}, std::pair{"inference-low", 100}}) {
+    ASSERT_TRUE(sim_->Create("/apis/scheduling.k8s.io/v1/priorityclasses",
+                             {{"apiVersion", "scheduling.k8s.io/v1"},
+                              {"kind", "PriorityClass"},
+                              {"metadata", {{"name", name}}},
+                              {"value", value}})
+                    .ok());
+  }
+  AddNode("gpu-0");
+  // Long grace (60 s / 30 = 2 s): a batch pod stays terminating long enough to be seen.
+  for (auto [app, cls, replicas] :
+       {std::tuple{"batch", "batch-high", 3}, std::tuple{"infer", "inference-low", 2}}) {
+    json rs = sim::GpuReplicaSet(app, "ml", replicas, 60);
+    rs["spec"]["template"]["metadata"]["labels"]["workload-class"] = app;
+    rs["spec"]["template"]["spec"]["priorityClassName"] = cls;
+    ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/ml/replicasets", rs).ok());
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    return RunningNodes("batch").size() == 3 && RunningNodes("infer").size() == 2;
+  })) << Pods("batch").dump();
+  // Priority admission resolved the classes into spec.priority.
+  EXPECT_EQ(Pods("batch")[0]["spec"].value("priority", 0), 5000);
+  EXPECT_EQ(Pods("infer")[0]["spec"].value("priority", 0), 100);
+  std::set<std::string> batch_uids;
+  for (auto& p : Pods("batch")) batch_uids.insert(p["metadata"].value("uid", ""));
+  std::set<std::string> infer_uids;
+  for (auto& p : Pods("infer")) infer_uids.insert(p["metadata"].value("uid", ""));
+
+  json spec = DefaultSpec();
+  spec["remediation"]["drain"]["order"] =
+      json::parse(R"([{"podSelector": {"matchLabels": {"workload-class": "batch"}}}, {}])");
+  CreatePolicy("default", spec);
+  WriteReport("gpu-0", XidReport("gpu-0"));
+  StartOperator("op-a");
+  // Watch closely: the first time an original inference pod is terminating or gone, no
+  // original batch pod may be left.
+  std::optional<std::size_t> batch_left_at_first_inference;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::size_t batch_left = 0, infer_left = 0;
+        bool infer_evicted = false;
+        auto l = sim_->List("/api/v1/namespaces/ml/pods");
+        if (!l.ok()) return false;
+        for (auto& p : (*l)["items"]) {
+          const std::string uid = p["metadata"].value("uid", "");
+          batch_left += batch_uids.count(uid);
+          if (infer_uids.count(uid)) {
+            ++infer_left;
+            infer_evicted = infer_evicted || p["metadata"].contains("deletionTimestamp");
+          }
+        }
+        infer_evicted = infer_evicted || infer_left < infer_uids.size();
+        if (infer_evicted && !batch_left_at_first_inference)
+          batch_left_at_first_inference = batch_left;
+        return batch_left == 0 && infer_left == 0;
+      },
+      60s))
+      << Pods("batch").dump() << Pods("infer").dump();
+  ASSERT_TRUE(batch_left_at_first_inference.has_value());
+  EXPECT_EQ(*batch_left_at_first_inference, 0u) << "inference evicted while batch pods were left";
+  EXPECT_TRUE(WaitFor([&] { return !Events("NodeDrained", "gpu-0").empty(); }));
+}
+
 TEST_F(OperatorSimTest, TwoReplicasOnlyTheLeaderWrites) {
   AddNode("gpu-0");
   auto spec = DefaultSpec();

@@ -341,6 +341,99 @@ TEST(Evaluate, NoneActionRulesObserveOnly) {
   EXPECT_TRUE(v.MatchedRules().empty());
 }
 
+// A policy of just `rules` (everything else defaulted).
+api::GpuHealthPolicy PolicyWith(std::vector<api::Rule> rules) {
+  api::GpuHealthPolicy p = DefaultPolicy("signals");
+  p.spec.rules = std::move(rules);
+  return p;
+}
+
+api::Rule RuleOf(std::string name, Action action) {
+  api::Rule r;
+  r.name = std::move(name);
+  r.action = action;
+  return r;
+}
+
+TEST(Evaluate, NvlinkLinksDownPendThenFireNodeWide) {
+  auto r = Report();
+  r.gpus[2].nvlink_links_total = 18;
+  r.gpus[2].nvlink_links_down = 2;
+  // The default rule nvlink-down: linksDownAbove 0 for 5m, Taint.
+  Verdict v = Evaluate(DefaultPolicy(), r, EvalMemory{}, kNow);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  ASSERT_EQ(v.pending.size(), 1u);
+  EXPECT_EQ(v.pending[0].rule, "nvlink-down");
+  EXPECT_EQ(v.pending[0].fires_at, kNow + minutes(5));
+  v = Evaluate(DefaultPolicy(), r, v.memory, kNow + minutes(5));
+  ASSERT_EQ(v.evidence.size(), 1u);
+  EXPECT_EQ(v.action, Action::kTaint);
+  EXPECT_EQ(v.evidence[0].message, "GPU 2 (GPU-1002): NVLink links down 2 of 18 > 0");
+  EXPECT_TRUE(v.node_wide);  // the fabric is shared: never a device-level fence
+  EXPECT_EQ(v.bad_gpus, std::vector<std::string>{"GPU-1002"});
+  // Links back up: the condition no longer holds and its timer is gone.
+  r.gpus[2].nvlink_links_down = 0;
+  v = Evaluate(DefaultPolicy(), r, v.memory, kNow + minutes(6));
+  EXPECT_TRUE(v.evidence.empty());
+  EXPECT_TRUE(v.memory.matches.empty());
+}
+
+TEST(Evaluate, NvlinkErrorCountThresholdTable) {
+  api::Rule rule = RuleOf("nvlink-errors", Action::kCordon);
+  rule.nvlink = api::NvlinkMatcher{std::nullopt, 100};
+  struct Case {
+    std::optional<uint64_t> errors;
+    bool fires;
+  } cases[] = {{std::nullopt, false}, {0, false}, {100, false}, {101, true}, {1u << 31, true}};
+  for (const auto& c : cases) {
+    auto r = Report();
+    r.gpus[4].nvlink_error_count = c.errors;
+    Verdict v = Evaluate(PolicyWith({rule}), r, EvalMemory{}, kNow);
+    EXPECT_EQ(v.state == HealthState::kUnhealthy, c.fires) << c.errors.value_or(0);
+    if (!c.fires) continue;
+    ASSERT_EQ(v.evidence.size(), 1u);
+    EXPECT_EQ(v.evidence[0].message,
+              "GPU 4 (GPU-1004): NVLink errors " + std::to_string(*c.errors) + " > 100");
+    EXPECT_TRUE(v.node_wide);
+  }
+}
+
+TEST(Evaluate, RetiredPagesTable) {
+  api::Rule rule = RuleOf("retired", Action::kCordon);
+  rule.retired_pages = api::RetiredPagesMatcher{0, 10, true};  // dbe > 0, sbe > 10, pending
+  struct Case {
+    const char* what;
+    std::optional<uint32_t> dbe, sbe;
+    bool pending;
+    std::string message;  // empty: must not fire
+  } cases[] = {
+      {"pre-Ampere clean", 0, 0, false, ""},
+      {"no counters (row remapping GPU)", std::nullopt, std::nullopt, false, ""},
+      {"one DBE page", 1, 0, false, "pages retired for DBE 1 > 0"},
+      {"SBE at the threshold", 0, 10, false, ""},
+      {"SBE over the threshold", 0, 11, false, "pages retired for SBE 11 > 10"},
+      {"retirement pending", 0, 0, true, "page retirement pending"},
+      {"all at once", 2, 12, true,
+       "page retirement pending, pages retired for DBE 2 > 0, pages retired for SBE 12 > 10"},
+  };
+  for (const auto& c : cases) {
+    auto r = Report();
+    r.gpus[6].retired_pages_dbe = c.dbe;
+    r.gpus[6].retired_pages_sbe = c.sbe;
+    r.gpus[6].retired_pages_pending = c.pending;
+    Verdict v = Evaluate(PolicyWith({rule}), r, EvalMemory{}, kNow);
+    if (c.message.empty()) {
+      EXPECT_EQ(v.state, HealthState::kHealthy) << c.what << ": " << v.message;
+      continue;
+    }
+    ASSERT_EQ(v.evidence.size(), 1u) << c.what;
+    EXPECT_EQ(v.action, Action::kCordon) << c.what;
+    EXPECT_EQ(v.evidence[0].message, "GPU 6 (GPU-1006): " + c.message) << c.what;
+    EXPECT_FALSE(v.node_wide) << c.what;  // confined to the GPU: device-level may fence it
+    EXPECT_EQ(v.bad_gpus, std::vector<std::string>{"GPU-1006"}) << c.what;
+  }
+}
+
 TEST(Resolve, PrecedenceAcrossPolicies) {
   auto r = Report();
   r.gpus[2].remap_pending = true;  // default: Taint

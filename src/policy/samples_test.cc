@@ -81,7 +81,8 @@ TEST(Samples, DefaultSampleEqualsBuiltInDefault) {
 
 TEST(Samples, AllSamplesValidAndNeverDrainOnApplicationXids) {
   const WallTime now = WallTime(std::chrono::seconds(1'800'000'000));
-  for (const char* f : {"default-policy.yaml", "aggressive-training.yaml", "observe-only.yaml"}) {
+  for (const char* f : {"default-policy.yaml", "aggressive-training.yaml", "observe-only.yaml",
+                        "batch-before-inference.yaml"}) {
     api::GpuHealthPolicy p = LoadSample(f);
     Verdict v = Evaluate(p, StormReport(now), EvalMemory{}, now);
     EXPECT_LT(v.action, api::Action::kTaint) << f << ": " << v.message;
@@ -93,6 +94,17 @@ TEST(Samples, AllSamplesValidAndNeverDrainOnApplicationXids) {
   Verdict v = Evaluate(LoadSample("aggressive-training.yaml"), StormReport(now), EvalMemory{}, now);
   EXPECT_EQ(v.action, api::Action::kEvent);
   EXPECT_EQ(v.MatchedRules(), std::vector<std::string>{"app-xid-storm"});
+}
+
+TEST(Samples, BatchBeforeInferenceStagesBatchPodsFirst) {
+  api::GpuHealthPolicy p = LoadSample("batch-before-inference.yaml");
+  const auto& order = p.spec.remediation.drain.order;
+  ASSERT_EQ(order.size(), 3u);
+  ASSERT_TRUE(order[0].pod_selector.has_value());
+  EXPECT_TRUE(order[0].pod_selector->Matches({{"workload-class", "batch"}, {"app", "x"}}));
+  EXPECT_FALSE(order[0].pod_selector->Matches({{"workload-class", "inference"}}));
+  EXPECT_FALSE(order[0].priority_below.has_value());  // batch goes first whatever its priority
+  EXPECT_TRUE(order.back().MatchesAll());
 }
 
 TEST(Samples, CrdDefaultsMatchBuiltInDefaults) {

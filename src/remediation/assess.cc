@@ -19,6 +19,46 @@ bool Fenced(const std::optional<RemediationRecord>& record, const std::string& u
   return false;
 }
 
+// What judges a fenced node no valid policy selects: the built-in level rules (GPU lost or
+// missing, ECC, remapped rows, ...: the GPUs' state now; Xid rules are left out, their windows
+// are history the deleted policy chose) and the recovery settings recorded when it was fenced.
+// It starts nothing: Unknown does nothing and an Unhealthy verdict only holds.
+std::shared_ptr<const api::GpuHealthPolicy> UngovernedPolicy(
+    const std::optional<RemediationRecord>& rec) {
+  auto p = std::make_shared<api::GpuHealthPolicy>();
+  p->name = rec && !rec->policy.empty() ? rec->policy : "none";
+  p->spec = api::DefaultPolicySpec();
+  std::erase_if(p->spec.rules, [](const api::Rule& r) { return r.xid.has_value(); });
+  p->spec.unknown.action = api::Action::kNone;
+  if (rec) {
+    p->spec.recovery.healthy_for = rec->healthy_for.value_or(p->spec.recovery.healthy_for);
+    p->spec.recovery.automatic = rec->automatic_recovery;
+  }
+  return p;
+}
+
+// Evaluates the report under UngovernedPolicy, continuing the fencing policy's memory (a node
+// without one is taken as unhealthy until now, so healthyFor counts from here).
+void AssessUngoverned(const NodeInput& in, Assessment& a, WallTime now) {
+  a.ungoverned = true;
+  a.ungoverned_policy = UngovernedPolicy(a.record);
+  a.policy = a.ungoverned_policy.get();
+  policy::EvalMemory prior;
+  if (a.record) {
+    if (auto it = a.record->memory.find(a.policy->name); it != a.record->memory.end()) {
+      prior = it->second;
+    }
+  }
+  if (prior.empty()) {
+    prior.state = policy::HealthState::kUnhealthy;
+    prior.since = now;
+  }
+  policy::Verdict v = policy::EvaluateReport(*a.policy, in.report, prior, now);
+  v.action = api::Action::kNone;  // holds or releases; never fences anew
+  a.memories[a.policy->name] = v.memory;
+  a.verdict = std::move(v);
+}
+
 }  // namespace
 
 std::vector<std::string> Assessment::GpusToFence() const {
@@ -45,15 +85,26 @@ std::vector<std::string> Assessment::DevicesToMap() const {
 
 Assessment Assess(const NodeInput& in, WallTime now) {
   Assessment a;
-  // Opted out: no decisions, no writes (a running drain of ours stops).
-  if (in.exclude_label && ExcludedByLabel(std::string_view(*in.exclude_label))) {
-    a.excluded = true;
-    return a;
-  }
-  if (in.policies.empty()) return a;
   if (in.node.record_annotation) {
     auto r = DecodeRecord(*in.node.record_annotation);
     if (r.ok()) a.record = std::move(r).value();
+  }
+  const bool ours = HoldsOurs(in.node, a.record);
+  // Opted out: no decisions; what is ours is released at once (a running drain stops).
+  if (in.exclude_label && ExcludedByLabel(std::string_view(*in.exclude_label))) {
+    a.excluded = true;
+    if (ours) {
+      a.ungoverned_policy = UngovernedPolicy(a.record);
+      a.policy = a.ungoverned_policy.get();
+      a.verdict = policy::Verdict{};
+      a.verdict->policy = a.policy->name;
+      a.verdict->reason = "Excluded";
+    }
+    return a;
+  }
+  if (in.policies.empty()) {
+    if (ours) AssessUngoverned(in, a, now);
+    return a;
   }
   std::vector<policy::Verdict> verdicts;
   verdicts.reserve(in.policies.size());
@@ -80,7 +131,7 @@ Assessment Assess(const NodeInput& in, WallTime now) {
 }
 
 NodeChange Plan(const NodeInput& in, const Assessment& a, const Lookups& lookups, WallTime now) {
-  if (a.excluded) {
+  if (a.excluded && !a.verdict) {
     NodeChange out;
     out.excluded = true;
     out.stop_drain = true;
@@ -111,9 +162,15 @@ NodeChange Plan(const NodeInput& in, const Assessment& a, const Lookups& lookups
                               : "drain of node " + node + " blocked: " + folded->drain.message;
     view.record_annotation = EncodeRecord(*folded);
   }
-  NodeChange out =
-      Plan(*a.verdict, view, RemediationFor(*a.policy), lookups.brake, now, &a.memories);
+  PolicyRemediation pol = RemediationFor(*a.policy);
+  if (a.excluded) pol.governance = Governance::kExcluded;
+  if (a.ungoverned) pol.governance = Governance::kUngoverned;
+  NodeChange out = Plan(*a.verdict, view, pol, lookups.brake, now, &a.memories);
   out.forget_drain = !draining;
+  if (a.excluded) {
+    out.excluded = true;
+    out.stop_drain = true;
+  }
   if (folded) {
     if (!out.record) out.record = std::move(folded);
     out.events.push_back(std::move(drain_event));

@@ -59,6 +59,68 @@ TEST(Assess, ExcludedNodeIsNeitherEvaluatedNorChanged) {
   EXPECT_TRUE(c.Empty());
 }
 
+// Fences the node under `p` and returns it as the caches then show it.
+NodeInput Fenced(const api::GpuHealthPolicy& p, bool xid) {
+  NodeInput in = Input({&p}, true);
+  in.node = ApplyChange(in.node, Plan(in, Assess(in, kNow), Lookups{}, kNow));
+  NodeInput out = Input({}, xid);
+  out.node = in.node;
+  return out;
+}
+
+TEST(Assess, ExcludedFencedNodeIsReleasedAtOnce) {
+  auto p = Pol("default", api::Action::kDrain);
+  NodeInput in = Fenced(p, true);
+  ASSERT_TRUE(in.node.unschedulable);
+  in.policies = {&p};
+  in.exclude_label = "true";
+  Assessment a = Assess(in, kNow);
+  NodeChange c = Plan(in, a, Lookups{}, kNow);
+  EXPECT_TRUE(c.excluded);
+  EXPECT_TRUE(c.stop_drain);
+  EXPECT_EQ(c.unschedulable, std::optional(false));
+  EXPECT_TRUE(c.remove_taint);
+  ASSERT_TRUE(c.condition.has_value());
+  EXPECT_EQ(c.condition->reason, "Excluded");
+  in.node = ApplyChange(in.node, c);
+  EXPECT_TRUE(Plan(in, Assess(in, kNow), Lookups{}, kNow).Empty()) << "then nothing more";
+}
+
+TEST(Assess, UngovernedNodeIsJudgedByTheRecordedHealthyForAndNeverFencedAnew) {
+  auto p = Pol("default", api::Action::kCordon);
+  p.spec.recovery.healthy_for = std::chrono::minutes(4);
+  NodeInput in = Fenced(p, false);  // policy gone, the report healthy
+  Assessment a = Assess(in, kNow);
+  ASSERT_TRUE(a.ungoverned);
+  ASSERT_TRUE(a.verdict.has_value());
+  EXPECT_FALSE(a.MayStartFence());
+  EXPECT_EQ(a.policy->name, "default");
+  EXPECT_EQ(a.policy->spec.recovery.healthy_for, std::chrono::minutes(4));
+  NodeChange c = Plan(in, a, Lookups{}, kNow);
+  EXPECT_FALSE(c.unschedulable.has_value()) << "held";
+  ASSERT_TRUE(c.condition.has_value());
+  EXPECT_EQ(c.condition->reason, "Ungoverned");
+  EXPECT_EQ(c.events.size(), 1u);
+  in.node = ApplyChange(in.node, c);
+  for (auto [after, released] : {std::pair{std::chrono::minutes(3), false},
+                                 std::pair{std::chrono::minutes(4), true}}) {
+    NodeInput later = in;
+    later.report = api::testing::HealthyReport("node-a", kNow + after, 8);
+    NodeChange d = Plan(later, Assess(later, kNow + after), Lookups{}, kNow + after);
+    EXPECT_EQ(d.unschedulable == std::optional(false), released) << after.count() << "m";
+  }
+}
+
+TEST(Assess, UngovernedWithoutAReportHolds) {
+  auto p = Pol("default", api::Action::kCordon);
+  NodeInput in = Fenced(p, false);
+  in.report = NotFoundError("no report");
+  const WallTime later = kNow + std::chrono::hours(3);
+  NodeChange c = Plan(in, Assess(in, later), Lookups{}, later);
+  EXPECT_FALSE(c.unschedulable.has_value());
+  EXPECT_FALSE(c.remove_taint);
+}
+
 TEST(Assess, NoPolicyNoDecision) {
   NodeInput in = Input({}, true);
   Assessment a = Assess(in, kNow);

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "k8s/codec.h"
@@ -51,13 +54,13 @@ std::size_t Drainer::StageOf(const k8s::Pod& pod, const std::vector<DrainStage>&
   for (std::size_t i = 0; i < order.size(); ++i) {
     const DrainStage& st = order[i];
     if (st.priority_below && !(prio < *st.priority_below)) continue;
-    if (st.selector && !st.selector->Matches(pod.meta.labels)) continue;
+    if (st.pod_selector && !st.pod_selector->Matches(pod.meta.labels)) continue;
     return i;
   }
   return order.size();
 }
 
-std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainSpec& spec) {
+std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainJob& spec) {
   if (pod.IsFinished()) return "finished";
   if (pod.ControllerKind() == "DaemonSet") return "daemonset";
   if (pod.IsMirror()) return "mirror";
@@ -68,7 +71,7 @@ std::string_view Drainer::SkipReason(const k8s::Pod& pod, const DrainSpec& spec)
   return "";
 }
 
-std::string Drainer::Unevictable(const k8s::Pod& pod, const DrainSpec& spec) {
+std::string Drainer::Unevictable(const k8s::Pod& pod, const DrainJob& spec) {
   if (pod.meta.deletion_timestamp) return "";  // already going: just wait for it
   if (!spec.force && pod.meta.Controller() == nullptr) {
     return "pod has no controller (set drain.force to evict it)";
@@ -86,8 +89,29 @@ struct Tracked {
   std::size_t stage = 0;
   bool evicted = false;  // the server accepted our eviction (never sent again)
   int attempts = 0;
-  MonoTime next_try{};
+  MonoTime next_try{};  // the backoff timer
+  // While a budget in view allows nothing: the fallback retries max_backoff after this (the
+  // last attempt, or when the wait began).
+  bool waiting = false;
+  MonoTime wait_from{};
+  std::uint64_t budget_seen = 0;  // newest version of its budgets at the last attempt
   std::string last_error;
+};
+
+// Wakes a sleeping drain round when a budget covering a waiting pod comes to allow a
+// disruption (called on the budget watch's thread).
+struct Wake {
+  std::mutex mu;
+  bool pending = false;
+  std::stop_source* sleeper = nullptr;   // the round's sleep, while it sleeps
+  std::set<std::string> namespaces;      // of pods waiting on a budget
+
+  void Notify(std::string_view ns) {
+    std::scoped_lock lock(mu);
+    if (!namespaces.contains(std::string(ns))) return;
+    pending = true;
+    if (sleeper) sleeper->request_stop();
+  }
 };
 
 struct Attempt {
@@ -99,7 +123,7 @@ struct Attempt {
 class DrainRun {
  public:
   DrainRun(PodApi& api, Clock& clock, const DrainerOptions& opts, std::string_view node,
-           const DrainSpec& spec, WallTime deadline)
+           const DrainJob& spec, WallTime deadline)
       : api_(api), clock_(clock), opts_(opts), node_(node), spec_(spec), deadline_(deadline) {}
 
   DrainResult Run(std::stop_token stop);
@@ -110,7 +134,16 @@ class DrainRun {
   DrainResult TimedOut(const std::string& list_error);
   // Evicts the due pods of the current (lowest) stage, max_concurrent_evictions at a time.
   void EvictDue();
+  // Whether `t` is to be evicted now: its budgets allow it (and changed since a refusal), or,
+  // with no budget in view or as the fallback, its timer is due.
+  bool Due(Tracked& t, MonoTime mono, std::set<std::string>& waiting);
+  // Disruptions a budget still allows this run (its status less what we spent on that status).
+  int Room(const BudgetState& b) const;
+  void Spend(const BudgetState& b);
+  void Send(std::vector<Attempt>& batch);
   void Settled(Attempt& a, MonoTime mono);
+  // Sleeps `d` or until a budget wakes the drain; false when stopped.
+  bool Sleep(Duration d, std::stop_token stop);
   DrainResult Cancelled() {
     res_.state = DrainState::kCancelled;
     res_.message = "drain cancelled";
@@ -124,11 +157,14 @@ class DrainRun {
   Clock& clock_;
   const DrainerOptions& opts_;
   std::string_view node_;
-  const DrainSpec& spec_;
+  const DrainJob& spec_;
   WallTime deadline_;
   DrainResult res_;
   std::map<std::string, Tracked> tracked_;  // by pod UID
   std::vector<std::string> unevictable_;    // this round's pods that must not be evicted
+  // Budget key -> (the status version we spent on, evictions accepted or sent against it).
+  std::map<std::string, std::pair<std::uint64_t, int>> spent_;
+  Wake wake_;
 };
 
 std::optional<DrainResult> DrainRun::Settle(const std::vector<k8s::Pod>& pods) {
@@ -194,13 +230,76 @@ void DrainRun::EvictDue() {
   for (const auto& [uid, t] : tracked_) stage = std::min(stage, t.stage);
   const MonoTime mono = clock_.Monotonic();
   std::vector<Attempt> batch;
+  std::set<std::string> waiting;
   for (auto& [uid, t] : tracked_) {
-    if (t.stage != stage || t.evicted || t.pod.meta.deletion_timestamp || t.next_try > mono) {
-      continue;
-    }
-    batch.push_back({&t, OkStatus()});
+    if (t.stage != stage || t.evicted || t.pod.meta.deletion_timestamp) continue;
+    if (Due(t, mono, waiting)) batch.push_back({&t, OkStatus()});
+  }
+  {
+    std::scoped_lock lock(wake_.mu);
+    wake_.namespaces = std::move(waiting);
   }
   if (batch.empty()) return;
+  Send(batch);
+  const int before = res_.evicted;
+  for (Attempt& a : batch) Settled(a, mono);
+  if (res_.evicted > before) {
+    opts_.log.Info("drain progress", {{"node", node_},
+                                      {"evicted", res_.evicted},
+                                      {"left", static_cast<long long>(tracked_.size())},
+                                      {"stage", static_cast<long long>(stage)}});
+  }
+}
+
+bool DrainRun::Due(Tracked& t, MonoTime mono, std::set<std::string>& waiting) {
+  std::optional<std::vector<BudgetState>> cover;
+  if (opts_.budgets) cover = opts_.budgets->Covering(t.pod);
+  if (!cover || cover->empty()) return t.next_try <= mono;
+  int room = INT_MAX;
+  std::uint64_t newest = 0;
+  const BudgetState* tightest = &cover->front();
+  for (const BudgetState& b : *cover) {
+    if (int r = Room(b); r < room) {
+      room = r;
+      tightest = &b;
+    }
+    newest = std::max(newest, b.version);
+  }
+  // Retried early only on news: a refusal under the very status that said "allowed" means
+  // the cache lags (or the 429 was not the budget's), so that one waits for its timer.
+  if (room > 0 && (t.attempts == 0 || newest > t.budget_seen)) {
+    for (const BudgetState& b : *cover) Spend(b);
+    t.budget_seen = newest;
+    return true;
+  }
+  waiting.insert(t.pod.meta.namespace_);
+  if (t.last_error.empty()) {
+    t.last_error = "waiting for PodDisruptionBudget " + tightest->key + " to allow a disruption";
+  }
+  if (!t.waiting) {
+    t.waiting = true;
+    t.wait_from = mono;
+  }
+  return t.next_try <= mono && mono - t.wait_from >= opts_.max_backoff;  // the fallback
+}
+
+int DrainRun::Room(const BudgetState& b) const {
+  auto it = spent_.find(b.key);
+  const int spent = it != spent_.end() && it->second.first == b.version ? it->second.second : 0;
+  return b.allowed - spent;
+}
+
+void DrainRun::Spend(const BudgetState& b) {
+  auto& [version, n] = spent_[b.key];
+  if (version != b.version) {
+    version = b.version;
+    n = 0;
+  }
+  ++n;
+}
+
+// Sends the batch's evictions, max_concurrent_evictions at a time.
+void DrainRun::Send(std::vector<Attempt>& batch) {
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t i = next++; i < batch.size(); i = next++) {
@@ -214,19 +313,11 @@ void DrainRun::EvictDue() {
       std::min<std::size_t>(batch.size(), static_cast<std::size_t>(opts_.max_concurrent_evictions));
   if (n == 1) {
     work();
-  } else {
-    std::vector<std::jthread> workers;
-    workers.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) workers.emplace_back(work);
+    return;
   }
-  const int before = res_.evicted;
-  for (Attempt& a : batch) Settled(a, mono);
-  if (res_.evicted > before) {
-    opts_.log.Info("drain progress", {{"node", node_},
-                                      {"evicted", res_.evicted},
-                                      {"left", static_cast<long long>(tracked_.size())},
-                                      {"stage", static_cast<long long>(stage)}});
-  }
+  std::vector<std::jthread> workers;
+  workers.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) workers.emplace_back(work);
 }
 
 // One eviction's answer: accepted, gone already, or refused (back off per pod).
@@ -246,6 +337,7 @@ void DrainRun::Settled(Attempt& a, MonoTime mono) {
   const bool pdb = k8s::IsTooManyRequests(a.result);
   Report(pdb ? kEvictionBlocked : kEvictionError);
   ++t.attempts;
+  t.wait_from = mono;
   Duration backoff = opts_.initial_backoff;
   for (int i = 1; i < t.attempts && backoff < opts_.max_backoff; ++i) backoff *= 2;
   backoff = std::min(backoff, opts_.max_backoff);
@@ -260,7 +352,36 @@ void DrainRun::Settled(Attempt& a, MonoTime mono) {
   t.last_error = a.result.message();
 }
 
+bool DrainRun::Sleep(Duration d, std::stop_token stop) {
+  std::stop_source woken;
+  {
+    std::scoped_lock lock(wake_.mu);
+    if (wake_.pending) {
+      wake_.pending = false;
+      return !stop.stop_requested();
+    }
+    wake_.sleeper = &woken;
+  }
+  {
+    std::stop_callback link(stop, [&woken] { woken.request_stop(); });
+    (void)clock_.SleepFor(d, woken.get_token());
+  }
+  std::scoped_lock lock(wake_.mu);
+  wake_.sleeper = nullptr;
+  wake_.pending = false;
+  return !stop.stop_requested();
+}
+
 DrainResult DrainRun::Run(std::stop_token stop) {
+  std::uint64_t sub = 0;
+  if (opts_.budgets) sub = opts_.budgets->Subscribe([this](std::string_view ns) { wake_.Notify(ns); });
+  struct Unsubscribe {
+    BudgetWatch* w;
+    std::uint64_t id;
+    ~Unsubscribe() {
+      if (w) w->Unsubscribe(id);
+    }
+  } unsubscribe{opts_.budgets, sub};
   std::string list_error;
   while (true) {
     if (stop.stop_requested()) return Cancelled();
@@ -277,13 +398,13 @@ DrainResult DrainRun::Run(std::stop_token stop) {
     Duration sleep = opts_.poll_interval;
     const Duration to_deadline = deadline_ - clock_.Now();
     if (to_deadline < sleep) sleep = std::max<Duration>(to_deadline, Duration(0));
-    if (!clock_.SleepFor(sleep, stop)) return Cancelled();
+    if (!Sleep(sleep, stop)) return Cancelled();
   }
 }
 
 }  // namespace
 
-DrainResult Drainer::Drain(std::string_view node, const DrainSpec& spec, WallTime deadline,
+DrainResult Drainer::Drain(std::string_view node, const DrainJob& spec, WallTime deadline,
                            std::stop_token stop) {
   return DrainRun(api_, clock_, opts_, node, spec, deadline).Run(stop);
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace gg::remediation {
 namespace {
@@ -41,6 +42,14 @@ class FakePodApi final : public PodApi {
   void SetBudget(std::string app, int allowed) {
     std::scoped_lock lock(mu_);
     budget_[app] = allowed;
+    ++budget_version_;
+  }
+  // The budget of `app` as a watch on it would show it: (allowed, version).
+  std::optional<std::pair<int, std::uint64_t>> Budget(const std::string& app) {
+    std::scoped_lock lock(mu_);
+    auto it = budget_.find(app);
+    if (it == budget_.end()) return std::nullopt;
+    return std::make_pair(it->second, budget_version_);
   }
   void SetKubeletStalled(bool stalled) {
     std::scoped_lock lock(mu_);
@@ -55,7 +64,10 @@ class FakePodApi final : public PodApi {
       for (auto it = pods_.begin(); it != pods_.end();) {
         if (terminating_seen_.count(it->first)) {
           auto app = it->second.meta.labels.Get("app");
-          if (app && budget_.count(std::string(*app))) ++budget_[std::string(*app)];
+          if (app && budget_.count(std::string(*app))) {
+            ++budget_[std::string(*app)];
+            ++budget_version_;
+          }
           terminating_seen_.erase(it->first);
           it = pods_.erase(it);
         } else {
@@ -89,6 +101,7 @@ class FakePodApi final : public PodApi {
             .set_http_status(429);
       }
       --allowed;
+      ++budget_version_;
     }
     ++evictions_[pod.meta.uid];
     std::set<std::string> left;
@@ -127,6 +140,7 @@ class FakePodApi final : public PodApi {
   std::mutex mu_;
   std::map<std::string, k8s::Pod> pods_;
   std::map<std::string, int> budget_;
+  std::uint64_t budget_version_ = 1;
   std::set<std::string> terminating_seen_;
   std::map<std::string, int> evictions_;
   std::map<std::string, std::set<std::string>> left_at_eviction_;
@@ -142,6 +156,42 @@ DrainerOptions FastOptions() {
   o.max_backoff = 40ms;
   return o;
 }
+
+// A budget watch over FakePodApi's budgets (one "<app>-pdb" per app label). `lag` makes it
+// show a stale allowance instead (a cache behind the server).
+class FakeBudgets final : public BudgetWatch {
+ public:
+  explicit FakeBudgets(FakePodApi& api) : api_(api) {}
+  std::optional<std::vector<BudgetState>> Covering(const k8s::Pod& pod) const override {
+    auto app = pod.meta.labels.Get("app");
+    if (!app) return std::vector<BudgetState>{};
+    auto b = api_.Budget(std::string(*app));
+    if (!b) return std::vector<BudgetState>{};
+    if (stale_allowed_) return std::vector<BudgetState>{{"ml/" + std::string(*app) + "-pdb", *stale_allowed_, 1}};
+    return std::vector<BudgetState>{{"ml/" + std::string(*app) + "-pdb", b->first, b->second}};
+  }
+  std::uint64_t Subscribe(std::function<void(std::string_view)> fn) override {
+    std::scoped_lock lock(mu_);
+    subs_[++next_] = std::move(fn);
+    return next_;
+  }
+  void Unsubscribe(std::uint64_t id) override {
+    std::scoped_lock lock(mu_);
+    subs_.erase(id);
+  }
+  void Notify(std::string_view ns) {
+    std::scoped_lock lock(mu_);
+    for (auto& [id, fn] : subs_) fn(ns);
+  }
+  void ShowStale(int allowed) { stale_allowed_ = allowed; }
+
+ private:
+  FakePodApi& api_;
+  std::optional<int> stale_allowed_;
+  std::mutex mu_;
+  std::map<std::uint64_t, std::function<void(std::string_view)>> subs_;
+  std::uint64_t next_ = 0;
+};
 
 WallTime Far() { return RealClock::Default().Now() + 60s; }
 
@@ -164,7 +214,7 @@ TEST(DrainerTest, EvictsGpuPodsSkipsDaemonSetMirrorFinishedAndCpuPods) {
   api.Add(claim);
 
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;
   EXPECT_EQ(r.evicted, 3);
   EXPECT_EQ(api.Names(), (std::set<std::string>{"agent-x", "plugin-x", "static-x", "job-done",
@@ -177,7 +227,7 @@ TEST(DrainerTest, AllPodsScopeEvictsCpuPodsToo) {
   api.Add(MakePod("cpu-1", "n1", 0));
   api.Add(MakePod("agent-x", "n1", 0, "DaemonSet"));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainSpec spec;
+  DrainJob spec;
   spec.scope = DrainScope::kAllPods;
   EXPECT_EQ(d.Drain("n1", spec, Far(), {}).state, DrainState::kDone);
   EXPECT_EQ(api.Names(), (std::set<std::string>{"agent-x"}));
@@ -189,7 +239,7 @@ TEST(DrainerTest, LowPriorityStageGoesBeforeLatencyCritical) {
   api.Add(MakePod("batch-2", "n1", 1, "ReplicaSet", std::nullopt));
   api.Add(MakePod("infer-1", "n1", 1, "ReplicaSet", 100000));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainSpec spec;
+  DrainJob spec;
   spec.order = {DrainStage{1000, std::nullopt}, DrainStage{}};
   DrainResult r = d.Drain("n1", spec, Far(), {});
   ASSERT_EQ(r.state, DrainState::kDone);
@@ -218,12 +268,88 @@ TEST(DrainerTest, PdbRefusalsBackOffAndFinishWithinBudget) {
   for (int i = 0; i < 4; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
   api.SetBudget("infer", 1);
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;
   EXPECT_EQ(r.evicted, 4);
   for (auto& [uid, n] : api.Evictions()) EXPECT_EQ(n, 1) << uid;
   // Backoff, not a tight loop: refusals stay far below what spinning would produce.
   EXPECT_LT(api.Refused(), 40);
+}
+
+// A budget that frees up is used at once: the retry timer (10 s) never runs out, yet the drain
+// is done in well under it, and no eviction is sent that the budget did not allow.
+TEST(DrainerTest, RefusedEvictionRetriedWhenItsBudgetAllowsNotWhenTheTimerRunsOut) {
+  FakePodApi api;
+  for (int i = 0; i < 3; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
+  api.Add(MakePod("other-0", "n1", 1, "ReplicaSet", {}, "other"));
+  api.SetBudget("infer", 0);
+  api.SetBudget("other", 0);
+  FakeBudgets budgets(api);
+  DrainerOptions o;
+  o.poll_interval = 20ms;
+  o.initial_backoff = 10s;
+  o.max_backoff = 10s;
+  o.budgets = &budgets;
+  Drainer d(api, RealClock::Default(), o);
+  // "Replacements turn Ready": every 100 ms a budget at 0 allows one disruption again.
+  std::jthread replacements([&](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      std::this_thread::sleep_for(100ms);
+      for (const char* app : {"infer", "other"}) {
+        if (auto b = api.Budget(app); b && b->first == 0) api.SetBudget(app, 1);
+      }
+      budgets.Notify("ml");
+    }
+  });
+  const MonoTime t0 = RealClock::Default().Monotonic();
+  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  const Duration took = RealClock::Default().Monotonic() - t0;
+  EXPECT_EQ(r.state, DrainState::kDone) << r.message;
+  EXPECT_EQ(r.evicted, 4);
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(api.Refused(), 0);
+  EXPECT_TRUE(api.Names().empty());
+  for (auto& [uid, n] : api.Evictions()) EXPECT_EQ(n, 1) << uid;
+}
+
+// A cache behind the server either way still finishes on the capped fallback timer, without
+// a tight loop: it shows "allowed" while the server refuses, or "none" while the server allows.
+TEST(DrainerTest, StaleBudgetViewFallsBackToTheCappedTimer) {
+  for (int shown : {1, 0}) {
+    FakePodApi api;
+    for (int i = 0; i < 3; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
+    api.SetBudget("infer", shown == 1 ? 0 : 1);
+    FakeBudgets budgets(api);
+    budgets.ShowStale(shown);
+    DrainerOptions o = FastOptions();
+    o.budgets = &budgets;
+    Drainer d(api, RealClock::Default(), o);
+    std::jthread release([&] {
+      std::this_thread::sleep_for(150ms);
+      api.SetBudget("infer", 3);
+    });
+    DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+    EXPECT_EQ(r.state, DrainState::kDone) << "shown " << shown << ": " << r.message;
+    EXPECT_TRUE(api.Names().empty()) << "shown " << shown;
+    EXPECT_LT(api.Refused(), 40) << "shown " << shown;
+  }
+}
+
+// Past the deadline with a budget in view that never allows: Blocked, naming the budget.
+TEST(DrainerTest, TimeoutWhileWaitingOnABudgetNamesIt) {
+  FakePodApi api;
+  api.Add(MakePod("infer-0", "n1", 1, "ReplicaSet", {}, "infer"));
+  api.SetBudget("infer", 0);
+  FakeBudgets budgets(api);
+  DrainerOptions o = FastOptions();
+  o.max_backoff = 10s;
+  o.budgets = &budgets;
+  Drainer d(api, RealClock::Default(), o);
+  DrainResult r = d.Drain("n1", DrainSpec{}, RealClock::Default().Now() + 200ms, {});
+  EXPECT_EQ(r.state, DrainState::kBlocked);
+  ASSERT_EQ(r.blocking.size(), 1u);
+  EXPECT_NE(r.blocking[0].find("ml/infer-pdb"), std::string::npos) << r.blocking[0];
+  EXPECT_EQ(api.Refused(), 0);  // the budget said no: nothing was sent
 }
 
 TEST(DrainerTest, TimeoutIsBlockedAndNamesPodsAndPdb) {
@@ -232,7 +358,7 @@ TEST(DrainerTest, TimeoutIsBlockedAndNamesPodsAndPdb) {
   api.Add(MakePod("train-0", "n1", 1));
   api.SetBudget("infer", 0);
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, RealClock::Default().Now() + 300ms, {});
+  DrainResult r = d.Drain("n1", DrainJob{}, RealClock::Default().Now() + 300ms, {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   ASSERT_EQ(r.blocking.size(), 1u);
   EXPECT_NE(r.blocking[0].find("ml/infer-0"), std::string::npos);
@@ -247,7 +373,7 @@ TEST(DrainerTest, ResumedDrainDoesNotReEvictTerminatingPods) {
   api.Add(going);
   api.Add(MakePod("train-1", "n1", 1));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone);
   EXPECT_EQ(r.evicted, 1);
   EXPECT_EQ(r.waited_terminating, 1);
@@ -261,7 +387,7 @@ TEST(DrainerTest, WaitsForTerminationBeforeDone) {
   api.Add(MakePod("train-0", "n1", 1));
   api.SetKubeletStalled(true);
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, RealClock::Default().Now() + 200ms, {});
+  DrainResult r = d.Drain("n1", DrainJob{}, RealClock::Default().Now() + 200ms, {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   ASSERT_EQ(r.blocking.size(), 1u);
   EXPECT_NE(r.blocking[0].find("terminating"), std::string::npos);
@@ -273,10 +399,10 @@ TEST(DrainerTest, UnreplicatedPodNeedsForce) {
   api.Add(MakePod("bare", "n1", 1, ""));
   api.Add(MakePod("train-0", "n1", 1));
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   EXPECT_EQ(api.Names(), (std::set<std::string>{"bare"}));
-  DrainSpec force;
+  DrainJob force;
   force.force = true;
   EXPECT_EQ(d.Drain("n1", force, Far(), {}).state, DrainState::kDone);
   EXPECT_TRUE(api.Names().empty());
@@ -292,7 +418,7 @@ TEST(DrainerTest, StopCancels) {
     std::this_thread::sleep_for(50ms);
     src.request_stop();
   });
-  EXPECT_EQ(d.Drain("n1", DrainSpec{}, Far(), src.get_token()).state, DrainState::kCancelled);
+  EXPECT_EQ(d.Drain("n1", DrainJob{}, Far(), src.get_token()).state, DrainState::kCancelled);
 }
 
 TEST(DrainerTest, ManyPodsEvictedConcurrentlyOnce) {
@@ -304,7 +430,7 @@ TEST(DrainerTest, ManyPodsEvictedConcurrentlyOnce) {
     if (r == kEvictionSuccess) ++ok;
   };
   Drainer d(api, RealClock::Default(), o);
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone);
   EXPECT_EQ(ok.load(), 200);
   for (auto& [uid, n] : api.Evictions()) EXPECT_EQ(n, 1);
@@ -326,7 +452,7 @@ TEST(DrainerTest, DeviceLevelDrainEvictsOnlyTheHoldersOfTheBadGpu) {
   api.Add(good);
   api.Add(MakePod("train-1", "n1", 4));  // a device-plugin GPU pod: not holding the DRA device
   Drainer d(api, RealClock::Default(), FastOptions());
-  DrainSpec spec;
+  DrainJob spec;
   spec.pod_uids = std::set<std::string>{"uid-holds-bad"};
   DrainResult r = d.Drain("n1", spec, Far(), {});
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;

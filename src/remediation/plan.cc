@@ -84,6 +84,7 @@ class Planner {
     return rec_.tainted || rec_.cordoned || !rec_.device_taints.empty() ||
            rec_.drain.phase == DrainPhase::kRunning || (rec_.dry_run && rec_.action >= Action::kTaint);
   }
+  bool HoldsAnything() const { return rec_.Active() || NodeFenced() || OurTaint(); }
   // Records why new remediation is held back, announcing it once per distinct reason.
   void HeldBack(std::string why) {
     plan_blocked_ = true;
@@ -95,11 +96,20 @@ class Planner {
   void SetCondition();
   void LoadRecord(const std::map<std::string, policy::EvalMemory>* memories);
   void CancelOnAdminUncordon();
+  void Govern();
   void OnFault();
   void OnHealthy();
   void CloseOccurrence();
-  void Release(const std::string& why);
+  void EndOccurrence();
+  // Undo what is ours; `node_level_only`: the taint and the cordon (DRA rules and a running
+  // drain stay in the record for the operator to undo).
+  void Release(const std::string& why, bool node_level_only = false);
   void StartOccurrence();
+  void NoteFence();
+  // Nodes no policy governs (Governance other than kGoverned).
+  void OnUngoverned();
+  void OnExcluded();
+  void OnReleased();
   // The ladder: Apply() = brake checks, then dry run or the fences and the drain.
   void Apply(Action target);
   Action CheckBrake(Action target, bool device_level);
@@ -119,16 +129,29 @@ class Planner {
   std::string prev_state_;                // last announced state ("Healthy" when none)
   bool plan_blocked_ = false;
   bool drain_held_ = false;  // the brake holds back this occurrence's first drain
+  std::optional<NodeConditionView> condition_;  // set by a mode; else from the verdict
   NodeChange out_;
   std::vector<PlannedEvent> events_;
 };
 
-// The GPUHealthy condition always reflects the verdict (except in dry run: no changes).
+// The GPUHealthy condition reflects the verdict (except in dry run: no changes), or says why
+// the node is held: quarantined, or no policy governs it.
 void Planner::SetCondition() {
-  NodeConditionView want{ConditionStatus(v_.state), v_.reason,
-                         v_.message + " [policy " + v_.policy + "]"};
-  if (!pol_.dry_run && (!node_.gpu_condition || !(*node_.gpu_condition == want))) {
-    out_.condition = std::move(want);
+  std::optional<NodeConditionView> want = condition_;
+  if (!want && pol_.governance == Governance::kGoverned) {
+    want = NodeConditionView{ConditionStatus(v_.state), v_.reason,
+                             v_.message + " [policy " + v_.policy + "]"};
+    if (rec_.quarantined && rec_.Active() && !rec_.cancelled) {
+      const auto& q = pol_.recovery.quarantine;
+      want = NodeConditionView{
+          "False", "Quarantined",
+          "Node fenced " + std::to_string(q.after) + " times within " + FormatDuration(q.within) +
+              ": held until `kubectl gpu-guardian release " + node_.name + "` [policy " +
+              v_.policy + "]"};
+    }
+  }
+  if (want && !pol_.dry_run && (!node_.gpu_condition || !(*node_.gpu_condition == *want))) {
+    out_.condition = std::move(*want);
   }
 }
 
@@ -151,6 +174,8 @@ void Planner::LoadRecord(const std::map<std::string, policy::EvalMemory>* memori
     for (const auto& [name, m] : *memories) {
       if (!m.empty()) rec_.memory[name] = m;
     }
+  } else if (pol_.governance == Governance::kReleased) {
+    // a hand-back decides nothing about health: memories stay as they are
   } else if (v_.memory.empty()) {
     rec_.memory.erase(v_.policy);
   } else {
@@ -174,7 +199,7 @@ void Planner::CancelOnAdminUncordon() {
 }
 
 // Undo every change that is ours (never anything else) and forget the ownership.
-void Planner::Release(const std::string& why) {
+void Planner::Release(const std::string& why, bool node_level_only) {
   bool undone = false;
   if (rec_.tainted) {
     if (OurTaint()) {
@@ -191,6 +216,10 @@ void Planner::Release(const std::string& why) {
       undone = true;
     }
     rec_.cordoned = false;
+  }
+  if (node_level_only) {
+    if (undone) out_.ends_node_fence = true;
+    return;
   }
   for (const auto& d : rec_.device_taints) {
     DeviceTaint(false, DeviceTaintChange{d.gpu_uuid, d.effect, "", "", d.rule_name});
@@ -232,6 +261,7 @@ Action Planner::CheckBrake(Action target, bool device_level) {
     } else {
       out_.starts_node_fence = !pol_.dry_run;
       rec_.skipped.clear();
+      if (!pol_.dry_run) NoteFence();
     }
   }
   if (target >= Action::kDrain && rec_.drain.phase == DrainPhase::kNone &&
@@ -369,15 +399,47 @@ void Planner::OnFault() {
   Apply(std::max(rec_.action, v_.action));
 }
 
+// Repeat offenders: one more fence in the bounded history; fenced quarantine.after times
+// within quarantine.within, the node is held until released by hand.
+void Planner::NoteFence() {
+  rec_.fences.push_back(now_);
+  if (rec_.fences.size() > kFenceHistoryMax) {
+    rec_.fences.erase(rec_.fences.begin(),
+                      rec_.fences.end() - static_cast<std::ptrdiff_t>(kFenceHistoryMax));
+  }
+  const api::QuarantineSpec& q = pol_.recovery.quarantine;
+  if (q.after <= 0 || rec_.quarantined) return;
+  const auto recent = std::count_if(rec_.fences.begin(), rec_.fences.end(),
+                                    [&](WallTime t) { return t > now_ - q.within; });
+  if (recent < q.after) return;
+  rec_.quarantined = true;
+  rec_.quarantined_at = now_;
+  Event(events::kNodeQuarantined,
+        "Node fenced " + std::to_string(recent) + " times within " + FormatDuration(q.within) +
+            " (recovery.quarantine.after " + std::to_string(q.after) +
+            "): quarantined; it stays fenced until `kubectl gpu-guardian release " + node_.name +
+            " --reason TEXT`");
+}
+
 // Healthy for healthyFor (or a cancelled occurrence): undo ours, close the occurrence.
 void Planner::CloseOccurrence() {
   const bool fenced = NodeFenced();
-  const std::string healthy_for = FormatDuration(pol_.recovery.healthy_for);
-  Release("GPUs healthy for " + healthy_for);
+  const std::string healthy_for =
+      FormatDuration(pol_.governance == Governance::kGoverned
+                         ? pol_.recovery.healthy_for
+                         : rec_.healthy_for.value_or(pol_.recovery.healthy_for));
+  const std::string scope =
+      pol_.governance == Governance::kUngoverned ? " (no policy governs the node)" : "";
+  Release("GPUs healthy for " + healthy_for + scope);
   Event(events::kGPURecovered,
         std::string(fenced ? "GPUs healthy for " + healthy_for + "; our remediation was undone"
                            : "GPUs healthy again") +
-            " (occurrence " + rec_.occurrence + ")");
+            scope + " (occurrence " + rec_.occurrence + ")");
+  EndOccurrence();
+}
+
+// Forget the occurrence (what was ours has been released).
+void Planner::EndOccurrence() {
   rec_.occurrence.clear();
   rec_.action = Action::kNone;
   rec_.rules.clear();
@@ -390,14 +452,20 @@ void Planner::CloseOccurrence() {
   rec_.dry_run = false;
   rec_.drain = DrainRecord{};
   rec_.recovered_at = now_;
+  rec_.quarantined = false;
+  rec_.quarantined_at.reset();
+  rec_.ungoverned_since.reset();
+  rec_.healthy_for.reset();
+  rec_.automatic_recovery = true;
 }
 
 void Planner::OnHealthy() {
   if (rec_.Active()) {
-    if (v_.recovered || rec_.cancelled) {
+    if (rec_.cancelled || (v_.recovered && !rec_.quarantined)) {
       CloseOccurrence();
-    } else if (!rec_.cancelled) {
-      Apply(rec_.action);  // hysteresis: hold what we did until healthy for healthyFor
+    } else {
+      // hysteresis: hold what we did until healthy for healthyFor (quarantined: until released)
+      Apply(rec_.action);
     }
   } else if (NodeFenced()) {
     Release("re-onboarded: GPUs healthy");  // leftovers of a removed record
@@ -424,12 +492,12 @@ void Planner::FinishRecord() {
   }
 }
 
-NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memories) {
-  out_.requeue_at = v_.next_evaluation;
-  if (pol_.paused) return out_;
-  SetCondition();
-  LoadRecord(memories);
+// A policy governs the node: the verdict decides.
+void Planner::Govern() {
+  rec_.ungoverned_since.reset();
   CancelOnAdminUncordon();
+  // A hand-back (`release`) leaves our DRA rules and a running drain to us: undo them now.
+  if (rec_.Active() && rec_.cancelled) Release("remediation cancelled");
   const bool fault = v_.state == HealthState::kUnhealthy ||
                      (v_.state == HealthState::kUnknown && v_.action >= Action::kTaint);
   if (fault) {
@@ -439,6 +507,89 @@ NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memorie
   } else if (rec_.Active() && !rec_.cancelled) {
     Apply(rec_.action);  // Unknown: we cannot tell, so hold (never escalate, never undo)
   }
+  // The recovery settings the node is fenced under, for when no policy governs it any more.
+  if (rec_.Active() && !rec_.cancelled) {
+    rec_.healthy_for = pol_.recovery.healthy_for;
+    rec_.automatic_recovery = pol_.recovery.automatic;
+  }
+}
+
+// No policy selects the fenced node any more: hold our fences (no new ones, no drain) until
+// the report has been healthy for the recorded healthyFor, then release them.
+void Planner::OnUngoverned() {
+  const std::string healthy_for = FormatDuration(rec_.healthy_for.value_or(pol_.recovery.healthy_for));
+  const std::string until = rec_.quarantined ? "until released with `kubectl gpu-guardian release`"
+                            : !rec_.automatic_recovery
+                                ? "until released with `kubectl gpu-guardian release` "
+                                  "(recovery.automatic was false)"
+                                : "until the GPU report has been healthy for " + healthy_for;
+  if (!rec_.ungoverned_since) {
+    rec_.ungoverned_since = now_;
+    Event(events::kNodeUngoverned,
+          "No valid GPUHealthPolicy selects the node any more (fenced under policy " +
+              rec_.policy + "): gpu-guardian holds its fences " + until + ", then releases them");
+  }
+  if (rec_.drain.phase == DrainPhase::kRunning) {  // nobody asks for it any more
+    out_.stop_drain = true;
+    rec_.drain.phase = DrainPhase::kCancelled;
+    rec_.drain.finished_at = now_;
+  }
+  if (rec_.cancelled || (v_.recovered && !rec_.quarantined) || !HoldsAnything()) {
+    CloseOccurrence();
+    condition_ = NodeConditionView{"Unknown", "Ungoverned",
+                                   "No valid GPUHealthPolicy selects the node; gpu-guardian "
+                                   "released its fences"};
+    return;
+  }
+  condition_ = NodeConditionView{"Unknown", "Ungoverned",
+                                 "No valid GPUHealthPolicy selects the node; gpu-guardian holds "
+                                 "its fences " + until + " (report: " + v_.reason + ")"};
+}
+
+// gpuguardian.io/exclude=true: the administrator asked us to leave; undo everything of ours.
+void Planner::OnExcluded() {
+  const std::string why = "node excluded by label " + std::string(api::kExcludeLabel) + "=true";
+  Release(why);
+  Event(events::kNodeReleased, "gpu-guardian released its fences: " + why);
+  EndOccurrence();
+  condition_ = NodeConditionView{"Unknown", "Excluded",
+                                 "Node excluded by label " + std::string(api::kExcludeLabel) +
+                                     "=true: gpu-guardian released its fences and decides nothing "
+                                     "for it"};
+}
+
+// `kubectl gpu-guardian release`: hand the node back now (the record says who asked and why).
+void Planner::OnReleased() {
+  const bool leftovers =
+      !rec_.device_taints.empty() || rec_.drain.phase == DrainPhase::kRunning;
+  Release("released by kubectl gpu-guardian release: " + pol_.release_reason,
+          /*node_level_only=*/true);
+  if (rec_.Active()) {
+    rec_.cancelled = true;
+    rec_.cancelled_at = now_;
+  }
+  rec_.quarantined = false;
+  rec_.quarantined_at.reset();
+  rec_.fences.clear();
+  rec_.released_reason = pol_.release_reason;
+  rec_.released_at = now_;
+  Event(events::kNodeReleased,
+        "Node handed back by `kubectl gpu-guardian release`: " + pol_.release_reason +
+            (leftovers ? " (the operator removes its DRA device taints and stops its drain)"
+                       : ""));
+}
+
+NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memories) {
+  out_.requeue_at = v_.next_evaluation;
+  if (pol_.paused) return out_;
+  LoadRecord(memories);
+  switch (pol_.governance) {
+    case Governance::kGoverned: Govern(); break;
+    case Governance::kUngoverned: OnUngoverned(); break;
+    case Governance::kExcluded: OnExcluded(); break;
+    case Governance::kReleased: OnReleased(); break;
+  }
+  if (pol_.governance != Governance::kReleased) SetCondition();
   FinishRecord();
   out_.brake_blocked = plan_blocked_;
   out_.events = std::move(events_);
@@ -448,8 +599,34 @@ NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memorie
 }  // namespace
 
 PolicyRemediation RemediationFor(const api::GpuHealthPolicy& policy) {
-  return PolicyRemediation{policy.name, policy.spec.remediation, policy.spec.recovery,
-                           policy.spec.dry_run, policy.spec.paused};
+  return PolicyRemediation{policy.name,         policy.spec.remediation, policy.spec.recovery,
+                           policy.spec.dry_run, policy.spec.paused,      Governance::kGoverned,
+                           ""};
+}
+
+bool HoldsOurs(const NodeView& node, const std::optional<RemediationRecord>& r) {
+  for (const auto& t : node.taints) {
+    if (t.key == api::kTaintKey) return true;
+  }
+  return r && (r->Active() || r->tainted || r->cordoned || !r->device_taints.empty() ||
+               r->drain.phase == DrainPhase::kRunning || r->quarantined);
+}
+
+NodeChange PlanRelease(const NodeView& node, const std::string& reason, WallTime now) {
+  std::optional<RemediationRecord> rec;
+  if (node.record_annotation) {
+    auto dec = DecodeRecord(*node.record_annotation);
+    if (dec.ok()) rec = *dec;
+  }
+  if (!HoldsOurs(node, rec)) return NodeChange{};
+  policy::Verdict v;
+  v.policy = rec ? rec->policy : "";
+  PolicyRemediation pol;
+  pol.policy = v.policy;
+  pol.governance = Governance::kReleased;
+  pol.release_reason = reason;
+  const BrakeDecision brake = BrakeAllowAll();
+  return Planner(v, node, pol, brake, now).Run(nullptr);
 }
 
 NodeChange Plan(const policy::Verdict& verdict, const NodeView& node,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,12 +59,22 @@ struct NodeView {
   std::vector<FenceUnit> fence_units;
 };
 
+// Why Plan acts on a node no policy governs (kGoverned: a policy selects it).
+enum class Governance {
+  kGoverned,
+  kUngoverned,  // no policy selects the fenced node: hold, release once healthy (recorded settings)
+  kExcluded,    // gpuguardian.io/exclude=true: release everything of ours at once
+  kReleased,    // `kubectl gpu-guardian release`: hand the node back now
+};
+
 struct PolicyRemediation {
   std::string policy;
   api::RemediationSpec remediation;
   api::RecoverySpec recovery;
   bool dry_run = false;
   bool paused = false;
+  Governance governance = Governance::kGoverned;
+  std::string release_reason;  // kReleased: the administrator's --reason
 };
 PolicyRemediation RemediationFor(const api::GpuHealthPolicy& policy);
 
@@ -133,6 +144,17 @@ NodeChange Plan(const policy::Verdict& verdict, const NodeView& node,
                 const PolicyRemediation& policy, const BrakeDecision& brake, WallTime now,
                 const std::map<std::string, policy::EvalMemory>* memories = nullptr);
 
+// `kubectl gpu-guardian release NODE --reason TEXT`: removes our taint and our cordon now (never
+// an administrator's), ends the occurrence's remediation (cancelled: nothing more is done
+// until a new fault), lifts a quarantine and forgets the fence history, and records who asked
+// and why. DRA rules and a running drain of ours are left in the record: the operator's next
+// pass removes and stops them. An empty change when nothing of ours is on the node.
+NodeChange PlanRelease(const NodeView& node, const std::string& reason, WallTime now);
+
+// Whether the node holds anything of ours (an active occurrence, our taint, cordon, DRA rules
+// or drain), from its record (nullopt: none or unreadable) and its taints.
+bool HoldsOurs(const NodeView& node, const std::optional<RemediationRecord>& record);
+
 // The node as it would be after the change (tests, previews). Device taints and Events leave
 // no trace on the node.
 NodeView ApplyChange(const NodeView& node, const NodeChange& change);
@@ -161,6 +183,11 @@ struct NodeInput {
 // Assess: the verdict half of the decision (exclusion, Evaluate per policy, Resolve).
 struct Assessment {
   bool excluded = false;
+  // No valid policy selects the node but it holds fences of ours: `verdict` judges the report
+  // under the built-in rules and the recovery settings recorded at the fence, and `policy`
+  // points at that synthetic policy (owned by `ungoverned_policy`).
+  bool ungoverned = false;
+  std::shared_ptr<const api::GpuHealthPolicy> ungoverned_policy;
   std::optional<policy::Verdict> verdict;              // nullopt: excluded, or no policy selects it
   const api::GpuHealthPolicy* policy = nullptr;        // the winning policy
   std::map<std::string, policy::EvalMemory> memories;  // per selecting policy, to store

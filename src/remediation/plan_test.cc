@@ -491,5 +491,115 @@ TEST(PlanDeviceLevel, EscalationToNodeWideKeepsDeviceRulesUntilRecovery) {
   EXPECT_TRUE(Record(back).device_taints.empty());
 }
 
+// --- Repeat offenders, hand-backs and nodes no policy governs ---
+
+PolicyRemediation Quarantining(int after, Duration within) {
+  PolicyRemediation p = Pol();
+  p.recovery.healthy_for = minutes(1);
+  p.recovery.quarantine = {after, within};
+  return p;
+}
+
+// One fault and its recovery (healthy past healthyFor) at `t`; returns the node after both.
+NodeView FenceAndHeal(NodeView n, const PolicyRemediation& pol, WallTime t) {
+  n = ApplyChange(n, Plan(Bad(Action::kCordon), n, pol, BrakeAllowAll(), t));
+  return ApplyChange(n, Plan(Healthy(true), n, pol, BrakeAllowAll(), t + minutes(2)));
+}
+
+TEST(PlanQuarantine, ThirdFenceWithinTheWindowHoldsTheNodeUntilReleased) {
+  const PolicyRemediation pol = Quarantining(3, std::chrono::hours(1));
+  NodeView n = Node();
+  n = FenceAndHeal(n, pol, kNow);
+  n = FenceAndHeal(n, pol, kNow + minutes(10));
+  EXPECT_FALSE(n.unschedulable) << "twice is not yet a repeat offender";
+  NodeChange third = Plan(Bad(Action::kCordon), n, pol, BrakeAllowAll(), kNow + minutes(20));
+  EXPECT_TRUE(HasEvent(third, events::kNodeQuarantined));
+  EXPECT_EQ(third.condition->reason, "Quarantined");
+  EXPECT_EQ(third.condition->status, "False");
+  n = ApplyChange(n, third);
+  // Healthy for far longer than healthyFor: held, and planning again changes nothing.
+  n = Step(Healthy(true), n, pol, BrakeAllowAll(), kNow + std::chrono::hours(5));
+  EXPECT_TRUE(n.unschedulable);
+  EXPECT_NE(OurTaint(n), nullptr);
+  EXPECT_EQ(n.gpu_condition->reason, "Quarantined");
+  EXPECT_EQ(Record(n).fences.size(), 3u);
+  // The hand-back: ours undone, quarantine lifted, history forgotten, who and why recorded.
+  const auto memory_before = Record(n).memory;
+  NodeChange rel = PlanRelease(n, "GPU replaced", kNow + std::chrono::hours(6));
+  EXPECT_TRUE(HasEvent(rel, events::kNodeReleased));
+  EXPECT_TRUE(HasEvent(rel, events::kNodeUncordoned));
+  EXPECT_FALSE(rel.condition.has_value()) << "the operator writes the condition";
+  n = ApplyChange(n, rel);
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_EQ(OurTaint(n), nullptr);
+  RemediationRecord r = Record(n);
+  EXPECT_FALSE(r.quarantined);
+  EXPECT_TRUE(r.fences.empty());
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.released_reason, "GPU replaced");
+  EXPECT_EQ(r.memory, memory_before) << "a hand-back decides nothing about health";
+  // The same fault does not fence again; the occurrence closes once healthy.
+  n = Step(Bad(Action::kCordon), n, pol, BrakeAllowAll(), kNow + std::chrono::hours(6));
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_TRUE(PlanRelease(ApplyChange(n, Plan(Healthy(true), n, pol, BrakeAllowAll(),
+                                                  kNow + std::chrono::hours(7))),
+                          "again", kNow + std::chrono::hours(7))
+                  .Empty())
+      << "nothing of ours left to release";
+}
+
+TEST(PlanQuarantine, FencesOutsideTheWindowOrAfterZeroDoNotCount) {
+  NodeView n = Node();
+  const PolicyRemediation spread = Quarantining(3, minutes(30));
+  for (int i = 0; i < 4; ++i) n = FenceAndHeal(n, spread, kNow + minutes(20) * i);
+  EXPECT_FALSE(n.unschedulable) << "never three within 30m";
+  EXPECT_EQ(Record(n).fences.size(), 4u);
+  NodeView m = Node();
+  const PolicyRemediation off = Quarantining(0, minutes(30));
+  for (int i = 0; i < 12; ++i) m = FenceAndHeal(m, off, kNow + minutes(3) * i);
+  EXPECT_FALSE(m.unschedulable) << "after 0: never";
+  EXPECT_EQ(Record(m).fences.size(), kFenceHistoryMax) << "the history is bounded";
+}
+
+TEST(PlanQuarantine, DryRunFencesAreNotCounted) {
+  PolicyRemediation pol = Quarantining(1, std::chrono::hours(1));
+  pol.dry_run = true;
+  NodeView n = Step(Bad(Action::kCordon), Node(), pol);
+  EXPECT_FALSE(Record(n).quarantined);
+  EXPECT_TRUE(Record(n).fences.empty());
+}
+
+TEST(PlanRelease, LeavesAnAdminCordonAndTaintAndReportsNothingToDoOnAPlainNode) {
+  EXPECT_TRUE(PlanRelease(Node(), "why", kNow).Empty());
+  NodeView n = Node();
+  n.unschedulable = true;  // the administrator's
+  n.taints = {{"maintenance", "", "NoSchedule"}};
+  n = Step(Bad(Action::kCordon), n);
+  NodeChange rel = PlanRelease(n, "done", kNow);
+  n = ApplyChange(n, rel);
+  EXPECT_TRUE(n.unschedulable);
+  EXPECT_EQ(OurTaint(n), nullptr);
+  ASSERT_EQ(n.taints.size(), 1u);
+  EXPECT_EQ(n.taints[0].key, "maintenance");
+  EXPECT_FALSE(HasEvent(rel, events::kNodeUncordoned));
+}
+
+TEST(PlanRelease, DeviceTaintsAndDrainAreLeftForTheOperatorToUndo) {
+  PolicyRemediation pol = Pol();
+  pol.remediation.device_level = api::DeviceLevelMode::kAuto;
+  NodeView n = Node();
+  n.dra_devices = true;
+  n = ApplyChange(n, Plan(Bad(Action::kDrain, {"GPU-3"}, false), n, pol, BrakeAllowAll(), kNow));
+  ASSERT_EQ(Record(n).device_taints.size(), 1u);
+  n = ApplyChange(n, PlanRelease(n, "reseated", kNow));
+  EXPECT_EQ(Record(n).device_taints.size(), 1u);
+  // The operator's next pass (still the same fault) deletes the rule and stops the drain.
+  NodeChange next = Plan(Bad(Action::kDrain, {"GPU-3"}, false), n, pol, BrakeAllowAll(), kNow);
+  EXPECT_EQ(next.delete_device_taints.size(), 1u);
+  EXPECT_TRUE(next.stop_drain);
+  EXPECT_TRUE(next.create_device_taints.empty());
+  EXPECT_FALSE(next.drain.has_value());
+}
+
 }  // namespace
 }  // namespace gg::remediation

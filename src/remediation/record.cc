@@ -97,6 +97,34 @@ class Reader {
   std::string path_;
 };
 
+// The recorded recovery settings, the ungoverned mark, the fence history, quarantine and the
+// last manual release.
+Status DecodeRepeatFields(const Reader& rd, RemediationRecord& r) {
+  if (const json* rec = rd.Get("recovery")) {
+    if (!rec->is_object()) return rd.Err("recovery", "object");
+    Reader rr(*rec, "record.recovery");
+    std::string healthy_for;
+    GG_RETURN_IF_ERROR(rr.Str("healthyFor", &healthy_for));
+    auto d = ParseDuration(healthy_for);
+    if (!d.ok() || *d < Duration::zero()) return rr.Err("healthyFor", "duration");
+    r.healthy_for = *d;
+    GG_RETURN_IF_ERROR(rr.Bool("automatic", &r.automatic_recovery));
+  }
+  GG_RETURN_IF_ERROR(rd.Time("ungovernedSince", &r.ungoverned_since));
+  std::vector<std::string> fences;
+  GG_RETURN_IF_ERROR(rd.Strings("fences", &fences));
+  if (fences.size() > kFenceHistoryMax) return rd.Err("fences", "at most 10 times");
+  for (const auto& f : fences) {
+    auto t = ParseRfc3339(f);
+    if (!t.ok()) return rd.Err("fences", "array of RFC 3339 times");
+    r.fences.push_back(*t);
+  }
+  GG_RETURN_IF_ERROR(rd.Bool("quarantined", &r.quarantined));
+  GG_RETURN_IF_ERROR(rd.Time("quarantinedAt", &r.quarantined_at));
+  GG_RETURN_IF_ERROR(rd.Str("releasedReason", &r.released_reason));
+  return rd.Time("releasedAt", &r.released_at);
+}
+
 }  // namespace
 
 std::string EncodeRecord(const RemediationRecord& r) {
@@ -139,6 +167,20 @@ std::string EncodeRecord(const RemediationRecord& r) {
   PutTime(j, "cancelledAt", r.cancelled_at);
   if (!r.skipped.empty()) j["skipped"] = r.skipped;
   PutTime(j, "recoveredAt", r.recovered_at);
+  if (r.healthy_for) {
+    j["recovery"] = {{"healthyFor", FormatDuration(*r.healthy_for)}};
+    if (!r.automatic_recovery) j["recovery"]["automatic"] = false;
+  }
+  PutTime(j, "ungovernedSince", r.ungoverned_since);
+  if (!r.fences.empty()) {
+    json arr = json::array();
+    for (const auto& t : r.fences) arr.push_back(FormatRfc3339(t));
+    j["fences"] = arr;
+  }
+  if (r.quarantined) j["quarantined"] = true;
+  PutTime(j, "quarantinedAt", r.quarantined_at);
+  if (!r.released_reason.empty()) j["releasedReason"] = r.released_reason;
+  PutTime(j, "releasedAt", r.released_at);
   if (!r.memory.empty()) {
     json m = json::object();
     for (const auto& [name, mem] : r.memory) {
@@ -216,6 +258,7 @@ StatusOr<RemediationRecord> DecodeRecord(std::string_view text) {
   GG_RETURN_IF_ERROR(rd.Time("cancelledAt", &r.cancelled_at));
   GG_RETURN_IF_ERROR(rd.Str("skipped", &r.skipped));
   GG_RETURN_IF_ERROR(rd.Time("recoveredAt", &r.recovered_at));
+  GG_RETURN_IF_ERROR(DecodeRepeatFields(rd, r));
   if (const json* m = rd.Get("memory")) {
     if (!m->is_object()) return rd.Err("memory", "object");
     for (auto it = m->begin(); it != m->end(); ++it) {

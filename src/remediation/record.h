@@ -19,6 +19,8 @@
 namespace gg::remediation {
 
 inline constexpr int kRecordVersion = 1;
+// Fence times kept for repeat-offender detection (recovery.quarantine.after is at most this).
+inline constexpr size_t kFenceHistoryMax = 10;
 
 enum class DrainPhase { kNone, kRunning, kCompleted, kBlocked, kCancelled };
 std::string_view DrainPhaseName(DrainPhase p);  // "None" | "Running" | "Completed" | ...
@@ -73,6 +75,22 @@ struct RemediationRecord {
   std::optional<WallTime> recovered_at;  // end of the last occurrence
 
   std::map<std::string, policy::EvalMemory> memory;  // per policy name
+
+  // The recovery settings of the policy the node was last fenced under (kept up to date while
+  // a policy governs the node): a node no policy governs any more is released by them.
+  std::optional<Duration> healthy_for;
+  bool automatic_recovery = true;
+  // Set while no policy governs the fenced node (the ungoverned Event is emitted once).
+  std::optional<WallTime> ungoverned_since;
+  // When each of the last occurrences first fenced the node (oldest first, at most
+  // kFenceHistoryMax): recovery.quarantine counts them.
+  std::vector<WallTime> fences;
+  // Fenced too often: held until `kubectl gpu-guardian release` (or the exclude label).
+  bool quarantined = false;
+  std::optional<WallTime> quarantined_at;
+  // The last hand-back by `kubectl gpu-guardian release`: why, and when.
+  std::string released_reason;
+  std::optional<WallTime> released_at;
 
   bool Active() const { return !occurrence.empty(); }
   friend bool operator==(const RemediationRecord&, const RemediationRecord&) = default;

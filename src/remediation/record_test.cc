@@ -37,6 +37,14 @@ TEST(Record, RoundTrip) {
   m.since = kNow;
   m.matches = {{"hot", "GPU-1", kNow, false}};
   r.memory["default"] = m;
+  r.healthy_for = minutes(5);
+  r.automatic_recovery = false;
+  r.ungoverned_since = kNow;
+  r.fences = {kNow - minutes(90), kNow - minutes(30), kNow};
+  r.quarantined = true;
+  r.quarantined_at = kNow;
+  r.released_reason = "RMA done";
+  r.released_at = kNow - minutes(200);
   auto back = DecodeRecord(EncodeRecord(r));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, r);
@@ -57,7 +65,10 @@ TEST(Record, GarbageIsAnError) {
                           R"({"v":1,"action":"Explode"})", R"({"v":1,"tainted":"yes"})",
                           R"({"v":1,"drain":{"phase":"Sideways"}})", R"({"v":1,"startedAt":"yesterday"})",
                           R"({"v":1,"memory":{"p":{"state":7}}})", R"({"v":1,"rules":[1]})",
-                          R"({"v":1,"deviceTaints":[5]})"}) {
+                          R"({"v":1,"deviceTaints":[5]})", R"({"v":1,"recovery":{"healthyFor":"soon"}})",
+                          R"({"v":1,"recovery":7})", R"({"v":1,"fences":["noon"]})",
+                          R"({"v":1,"fences":[1,2,3,4,5,6,7,8,9,10,11]})",
+                          R"({"v":1,"quarantined":1})"}) {
     auto r = DecodeRecord(bad);
     EXPECT_FALSE(r.ok()) << bad;
   }

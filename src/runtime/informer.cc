@@ -6,6 +6,7 @@
 #include "k8s/backoff.h"
 #include "k8s/crd_hint.h"
 #include "k8s/errors.h"
+#include "k8s/json_decode.h"
 
 namespace gg::runtime {
 namespace {
@@ -87,6 +88,7 @@ Status InformerCore::ListAll(std::stop_token stop) {
                                  }
                                  return info;
                                });
+  k8s::json::ReleaseLargeThreadParser();
   if (!s.ok()) return s;
   EndRelist();
   {

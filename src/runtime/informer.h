@@ -242,6 +242,8 @@ class Informer final : public InformerCore {
  private:
   void Upsert(T&& obj, bool from_list) {
     std::string key = obj.meta.Key();
+    // Only this thread writes items_: what it reads here is still there below.
+    if (Ptr prev = GetByKey(key)) ShareUnchangedMaps(*prev, obj);
     auto fresh = std::make_shared<const T>(std::move(obj));
     Ptr old;
     {
@@ -256,6 +258,12 @@ class Informer final : public InformerCore {
     // A relist that finds an unchanged object is not an update.
     if (old && old->meta.resource_version == fresh->meta.resource_version) return;
     Dispatch(fresh.get(), old.get(), nullptr);
+  }
+  // Labels and annotations that did not change keep the cached object's arrays (LabelMap
+  // copies share them), so an update does not add a copy per node for the fleet index.
+  static void ShareUnchangedMaps(const T& prev, T& obj) {
+    if (prev.meta.labels == obj.meta.labels) obj.meta.labels = prev.meta.labels;
+    if (prev.meta.annotations == obj.meta.annotations) obj.meta.annotations = prev.meta.annotations;
   }
   // (added) new, (updated) new+old, (deleted) gone.
   void Dispatch(const T* now, const T* old, const T* gone) {

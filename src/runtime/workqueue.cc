@@ -1,5 +1,8 @@
 // WorkQueue implementation: one map of per-key state, two FIFO lanes of pointers into it
-// (urgent, normal), and a map of keys waiting for their AddAfter time (one clock timer each).
+// (urgent, normal), and the keys waiting for their AddAfter time: a map, their deadlines in
+// order and ONE clock timer for the earliest. (A timer per key cost ~200 bytes each — the
+// closure, its shared id, the clock's entry — and an operator requeues every node of the
+// fleet after each reconcile.)
 #include "runtime/workqueue.h"
 
 #include <algorithm>
@@ -7,6 +10,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,9 +45,11 @@ struct WorkQueue::Impl {
   };
   struct Waiting {
     MonoTime ready;
-    TimerId timer;
+    std::uint64_t seq;  // ties in `deadlines` go in AddAfter order
     Priority priority;
   };
+  // (ready, seq, key in `waiting`): node-based map, so the key's address is stable.
+  using Deadline = std::tuple<MonoTime, std::uint64_t, const std::string*>;
   struct Running {
     const std::string* key;
     MonoTime started;
@@ -65,6 +72,12 @@ struct WorkQueue::Impl {
   std::uint64_t next_ticket = 0;
   std::vector<Running> running;  // at most one per worker
   std::unordered_map<std::string, Waiting> waiting;
+  std::set<Deadline> deadlines;
+  std::uint64_t next_seq = 0;
+  bool timer_set = false;
+  TimerId timer = 0;
+  MonoTime timer_at{};
+  std::uint64_t timer_gen = 0;  // a callback of an older timer does nothing
   bool shutting_down = false;
 
   // Metrics; all null when no registry was given.
@@ -145,8 +158,65 @@ struct WorkQueue::Impl {
   }
 
   void CancelWaitingLocked() {
-    for (auto& [_, w] : waiting) clock.Cancel(w.timer);
+    if (timer_set) clock.Cancel(timer);
+    timer_set = false;
+    ++timer_gen;
+    deadlines.clear();
     waiting.clear();
+  }
+
+  // Requires mu. `key` waits until `ready` (earliest time kept) in `priority`'s lane.
+  void WaitLocked(const std::string& key, MonoTime ready, Priority priority,
+                  const std::weak_ptr<Impl>& self) {
+    auto it = waiting.find(key);
+    if (it != waiting.end()) {
+      priority = std::max(priority, it->second.priority);
+      // Already due sooner, or as good as (a requeue to the same wall deadline computed a few
+      // microseconds later): keep that time.
+      if (it->second.ready <= ready + kSameTime) {
+        it->second.priority = priority;
+        return;
+      }
+      deadlines.erase({it->second.ready, it->second.seq, &it->first});
+    } else {
+      it = waiting.try_emplace(key).first;
+    }
+    it->second = {ready, ++next_seq, priority};
+    deadlines.insert({ready, it->second.seq, &it->first});
+    ArmLocked(self);
+  }
+
+  // Requires mu. The one timer fires at the earliest deadline.
+  void ArmLocked(const std::weak_ptr<Impl>& self) {
+    if (deadlines.empty()) return;
+    const MonoTime first = std::get<0>(*deadlines.begin());
+    if (timer_set && timer_at <= first) return;  // fires in time; it re-arms for the rest
+    if (timer_set) clock.Cancel(timer);
+    const std::uint64_t gen = ++timer_gen;
+    timer_set = true;
+    timer_at = first;
+    // The callback holds a weak reference: a queue destroyed meanwhile makes it a no-op.
+    timer = clock.ScheduleAfter(std::max(Duration(0), first - clock.Monotonic()), [self, gen] {
+      auto impl = self.lock();
+      if (impl) impl->Fire(gen, self);
+    });
+  }
+
+  // The timer: every key whose time has come joins its lane, then the timer is re-armed.
+  void Fire(std::uint64_t gen, const std::weak_ptr<Impl>& self) {
+    std::scoped_lock lock(mu);
+    if (gen != timer_gen) return;  // superseded or cancelled
+    timer_set = false;
+    const MonoTime now = clock.Monotonic();
+    while (!deadlines.empty() && std::get<0>(*deadlines.begin()) <= now) {
+      auto w = waiting.find(*std::get<2>(*deadlines.begin()));
+      deadlines.erase(deadlines.begin());
+      const std::string key = w->first;
+      const Priority p = w->second.priority;
+      waiting.erase(w);
+      AddLocked(key, p);
+    }
+    ArmLocked(self);
   }
 
   double UnfinishedSeconds() const {
@@ -233,37 +303,7 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<P
     q.AddLocked(key, *priority);
     return;
   }
-  MonoTime ready = q.clock.Monotonic() + delay;
-  auto it = q.waiting.find(key);
-  if (it != q.waiting.end()) {
-    priority = std::max(*priority, it->second.priority);
-    // Already due sooner, or as good as (a requeue to the same wall deadline computed a few
-    // microseconds later): keep that timer.
-    if (it->second.ready <= ready + kSameTime) {
-      it->second.priority = *priority;
-      return;
-    }
-    q.clock.Cancel(it->second.timer);  // sooner: a new timer replaces it
-  } else {
-    it = q.waiting.try_emplace(key).first;
-  }
-  // The timer holds a weak reference: a queue destroyed meanwhile makes it a no-op.
-  std::weak_ptr<Impl> weak = impl_;
-  // The id is only known after ScheduleAfter returns; the callback needs q.mu (held here)
-  // before it reads it, so it always sees the id stored below.
-  auto id = std::make_shared<TimerId>(0);
-  TimerId timer = q.clock.ScheduleAfter(delay, [weak, key, id] {
-    auto impl = weak.lock();
-    if (!impl) return;
-    std::scoped_lock lock(impl->mu);
-    auto w = impl->waiting.find(key);
-    if (w == impl->waiting.end() || w->second.timer != *id) return;  // superseded
-    const Priority p = w->second.priority;
-    impl->waiting.erase(w);
-    impl->AddLocked(key, p);
-  });
-  *id = timer;
-  it->second = {ready, timer, *priority};
+  q.WaitLocked(key, q.clock.Monotonic() + delay, *priority, impl_);
 }
 
 void WorkQueue::AddRateLimited(const std::string& key) {

@@ -263,6 +263,8 @@ TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
        "set linksDownAbove or errorsAbove"},
       {"catch-all drain step not last", R"({"remediation":{"drain":{"order":[{},{"priorityBelow":10}]}}})",
        "spec.remediation.drain.order", "a step without priorityBelow (the rest) must be the last one"},
+      {"quarantine within 0s", R"({"recovery":{"quarantine":{"after":3,"within":"0s"}}})",
+       "spec.recovery.quarantine", "quarantine.within must be positive"},
   };
   for (const auto& c : cases) {
     json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUHealthPolicy"},
@@ -274,8 +276,9 @@ TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
     EXPECT_EQ(causes[0].message.rfind("Invalid value: \"", 0), 0u) << causes[0].message;
     EXPECT_NE(causes[0].message.find(c.message), std::string::npos) << c.what << ": " << causes[0].message;
   }
-  for (const char* sample : {"deploy/samples/default-policy.yaml", "deploy/samples/observe-only.yaml",
-                             "deploy/samples/aggressive-training.yaml"}) {
+  for (const char* sample :
+       {"deploy/samples/default-policy.yaml", "deploy/samples/observe-only.yaml",
+        "deploy/samples/aggressive-training.yaml", "deploy/samples/batch-before-inference.yaml"}) {
     json obj = Load(sample);
     ApplyStructuralDefaults(obj, PolicySchema());
     for (const auto& c : ValidateCelRules(obj, nullptr, PolicySchema()))

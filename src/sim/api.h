@@ -199,6 +199,15 @@ class ApiCore {
 
  private:
   ApiResponse HandleResource(const ApiRequest& req, const Target& t);
+  // HandleResource's steps: authorization, reads, deletes and writes with a body.
+  std::optional<ApiResponse> AuthorizeRequest(const ApiRequest& req, const Target& t,
+                                              const std::string& verb) const;
+  ApiResponse HandleRead(const ApiRequest& req, const Target& t, const std::string& verb,
+                         const WriteOpts& wo);
+  ApiResult DeleteRequest(const ApiRequest& req, const Target& t, const std::string& verb,
+                          const nlohmann::json& body, WriteOpts wo);
+  ApiResult WriteRequest(const ApiRequest& req, const Target& t, const std::string& verb,
+                         nlohmann::json body, WriteOpts wo);
   ApiResponse HandleDiscovery(const ApiRequest& req, bool* handled);
   ApiResponse StartWatch(const ApiRequest& req, const Target& t);
   ApiResult CommitLocked(const Target& t, const ObjPtr& old, nlohmann::json next, bool dry_run,

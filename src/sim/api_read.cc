@@ -495,142 +495,190 @@ ApiResponse ApiCore::Handle(const ApiRequest& req) {
   return r;
 }
 
-ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
-  const auto& ri = *t.ri;
-  std::string verb;
+namespace {
+
+constexpr const char* kMethodNotAllowed = "the server does not allow this method on the requested resource";
+
+ApiResponse WithVerb(ApiResponse r, const std::string& verb) {
+  r.verb = verb;
+  return r;
+}
+
+// The verb a request is authorized and counted as: its method, and for GET and DELETE whether
+// it names one object. Empty for a method the server does not serve.
+std::string RequestVerb(const ApiRequest& req, const Target& t) {
   const std::string& m = req.method;
-  if (m == "GET")
-    verb = t.name.empty() ? (ParseBoolParam(Q(req.query, "watch")) ? "watch" : "list") : "get";
-  else if (m == "POST")
-    verb = "create";
-  else if (m == "PUT")
-    verb = "update";
-  else if (m == "PATCH")
-    verb = "patch";
-  else if (m == "DELETE")
-    verb = t.name.empty() ? "deletecollection" : "delete";
-  else {
-    auto r = ErrorResponse(MethodNotAllowedErr("the server does not allow this method on the requested resource"));
-    r.verb = m;
-    return r;
+  if (m == "GET") return t.name.empty() ? (ParseBoolParam(Q(req.query, "watch")) ? "watch" : "list") : "get";
+  if (m == "POST") return "create";
+  if (m == "PUT") return "update";
+  if (m == "PATCH") return "patch";
+  if (m == "DELETE") return t.name.empty() ? "deletecollection" : "delete";
+  return "";
+}
+
+// A known method on a path that cannot take it: POST to a named object (but evictions), PUT or
+// PATCH to a collection, evictions by anything but POST, POST to a collection's subresource.
+bool MethodRefusedOnPath(const std::string& m, const Target& t) {
+  return (m == "POST" && !t.name.empty() && t.sub != "eviction") ||
+         ((m == "PUT" || m == "PATCH") && t.name.empty()) || (m != "POST" && t.sub == "eviction") ||
+         (m == "POST" && t.name.empty() && !t.sub.empty());
+}
+
+// Write options from the query: dryRun, fieldValidation, and for create, update and patch the
+// field manager and force (apply only). A refused option is the response to send.
+std::optional<ApiResponse> ParseWriteOpts(const ApiRequest& req, const std::string& verb, WriteOpts* wo) {
+  if (auto it = req.query.find("dryRun"); it != req.query.end() && verb != "get" && verb != "list" &&
+                                          verb != "watch") {
+    if (auto e = ParseDryRun(json::array({it->second}), &wo->dry_run)) return ErrorResponse(*e);
   }
-  if ((m == "POST" && !t.name.empty() && t.sub != "eviction") ||
-      ((m == "PUT" || m == "PATCH") && t.name.empty()) || (m != "POST" && t.sub == "eviction") ||
-      (m == "POST" && t.name.empty() && !t.sub.empty())) {
-    auto r = ErrorResponse(MethodNotAllowedErr("the server does not allow this method on the requested resource"));
-    r.verb = verb;
-    return r;
-  }
-  // Every authenticated user may ask about itself (the bootstrap ClusterRole
-  // system:basic-user, bound to system:authenticated).
-  const bool self_review = ri.review && ri.resource.rfind("selfsubject", 0) == 0 &&
-                           req.user != "system:anonymous";
-  if (authorizer_ && !self_review) {
-    Attributes a;
-    a.user = req.user;
-    a.groups = req.groups;
-    a.verb = verb;
-    a.api_group = ri.group;
-    a.resource = ri.resource;
-    a.subresource = t.sub;
-    a.namespace_ = t.ns;
-    a.name = t.name;
-    a.path = req.path;
-    if (!authorizer_->Authorize(a).allowed) {
-      ApiResponse r = JsonResponse(403, ForbiddenStatus(a));
-      r.verb = verb;
-      return r;
-    }
-  }
-  WriteOpts wo;
-  if (auto it = req.query.find("dryRun"); it != req.query.end() && verb != "get" &&
-                                          verb != "list" && verb != "watch") {
-    if (auto e = ParseDryRun(json::array({it->second}), &wo.dry_run)) {
-      ApiResponse r = ErrorResponse(*e);
-      r.verb = verb;
-      return r;
-    }
-  }
-  wo.strict = Q(req.query, "fieldValidation") == "Strict";
-  if (verb == "create" || verb == "update" || verb == "patch") {
-    const bool apply = MediaType(req.content_type) == "application/apply-patch+yaml";
-    auto invalid = [&](const std::string& field, const std::string& msg) {
-      ApiResponse r = ErrorResponse(InvalidErr(
-          verb == "patch" ? "PatchOptions" : verb == "create" ? "CreateOptions" : "UpdateOptions",
-          "meta.k8s.io", "", {{"FieldValueInvalid", msg, field}}));
-      r.verb = verb;
-      return r;
-    };
-    wo.field_manager = Q(req.query, "fieldManager");
-    auto force = req.query.find("force");
-    if (force != req.query.end()) {
-      if (!apply) return invalid("force", "Forbidden: may not be specified for non-apply patch");
-      wo.force = ParseBoolParam(force->second);
-    }
-    if (apply && wo.field_manager.empty())
-      return invalid("fieldManager", "Required value: is required for apply patch");
-    if (wo.field_manager.size() > 128)
-      return invalid("fieldManager", "Too long: may not be more than 128 bytes");
-    // Without fieldManager the manager is the User-Agent up to its first '/'.
-    if (wo.field_manager.empty()) {
-      wo.field_manager = req.user_agent.substr(0, req.user_agent.find('/'));
-      if (wo.field_manager.empty()) wo.field_manager = "unknown";
-    }
-  }
-  wo.user = req.user;
-  wo.groups = req.groups;
-  wo.user_extra = req.user_extra;
-  auto finish = [&](ApiResult res) {
-    ApiResponse r;
-    r.verb = verb;
-    if (!res.ok()) {
-      r = res.obj.is_object() && res.obj.contains("code") ? JsonResponse(res.err->code, res.obj)
-                                                          : ErrorResponse(*res.err);
-      if (res.err->retry_after_seconds > 0 && r.headers.empty())
-        r.headers.emplace_back("Retry-After", std::to_string(res.err->retry_after_seconds));
-      r.verb = verb;
-      return r;
-    }
-    r.code = res.code;
-    for (const auto& w : res.warnings) r.headers.emplace_back("Warning", "299 - " + nlohmann::json(w).dump());
-    // A write's result is the object just stored: send its stored JSON when it is that very
-    // state (same kind, version and resourceVersion) rather than serializing it again.
-    if (res.stored && ri.storage != "events" && res.stored->api_version == ri.ApiVersion() &&
-        res.obj.is_object() && res.obj.value("kind", "") == ri.kind &&
-        res.obj.contains("metadata") && res.obj["metadata"].is_object() &&
-        res.obj["metadata"].value("resourceVersion", "") == std::to_string(res.stored->rv)) {
-      r.body = res.stored->json;
-      return r;
-    }
-    if (ri.storage == "events" && ri.group == "events.k8s.io" && res.obj.value("apiVersion", "") == "v1")
-      res.obj = CoreEventToEventsV1(res.obj);
-    else if (res.obj.is_object() && res.obj.value("kind", "") == ri.kind)
-      res.obj["apiVersion"] = ri.ApiVersion();
-    r.body = res.obj.dump();
-    return r;
+  wo->strict = Q(req.query, "fieldValidation") == "Strict";
+  wo->user = req.user;
+  wo->groups = req.groups;
+  wo->user_extra = req.user_extra;
+  if (verb != "create" && verb != "update" && verb != "patch") return std::nullopt;
+  const bool apply = MediaType(req.content_type) == "application/apply-patch+yaml";
+  auto invalid = [&](const std::string& field, const std::string& msg) {
+    return ErrorResponse(InvalidErr(
+        verb == "patch" ? "PatchOptions" : verb == "create" ? "CreateOptions" : "UpdateOptions",
+        "meta.k8s.io", "", {{"FieldValueInvalid", msg, field}}));
   };
-  if (ri.review && verb != "create")
-    return finish(ApiResult::Err(
-        MethodNotAllowedErr("the server does not allow this method on the requested resource")));
-  if (verb == "watch") {
-    auto r = StartWatch(req, t);
+  wo->field_manager = Q(req.query, "fieldManager");
+  auto force = req.query.find("force");
+  if (force != req.query.end()) {
+    if (!apply) return invalid("force", "Forbidden: may not be specified for non-apply patch");
+    wo->force = ParseBoolParam(force->second);
+  }
+  if (apply && wo->field_manager.empty())
+    return invalid("fieldManager", "Required value: is required for apply patch");
+  if (wo->field_manager.size() > 128)
+    return invalid("fieldManager", "Too long: may not be more than 128 bytes");
+  // Without fieldManager the manager is the User-Agent up to its first '/'.
+  if (wo->field_manager.empty()) {
+    wo->field_manager = req.user_agent.substr(0, req.user_agent.find('/'));
+    if (wo->field_manager.empty()) wo->field_manager = "unknown";
+  }
+  return std::nullopt;
+}
+
+// The response to an ApiResult for a request on `ri`: its error status, or the object with
+// admission warnings as Warning headers.
+ApiResponse ResultResponse(const ResourceInfo& ri, const std::string& verb, ApiResult res) {
+  ApiResponse r;
+  r.verb = verb;
+  if (!res.ok()) {
+    r = res.obj.is_object() && res.obj.contains("code") ? JsonResponse(res.err->code, res.obj)
+                                                        : ErrorResponse(*res.err);
+    if (res.err->retry_after_seconds > 0 && r.headers.empty())
+      r.headers.emplace_back("Retry-After", std::to_string(res.err->retry_after_seconds));
     r.verb = verb;
     return r;
   }
-  // Server-side printing (kubectl get): a meta.k8s.io Table instead of the object or list.
-  std::optional<std::string> table_version;
-  IncludeObject include = IncludeObject::kMetadata;
-  if (verb == "list" || verb == "get") {
-    table_version = TableVersionFromAccept(req.accept);
-    if (table_version) {
-      auto inc = ParseIncludeObject(Q(req.query, "includeObject"));
-      if (!inc.ok()) return finish(ApiResult::Err(BadRequestErr(inc.status().message())));
-      include = *inc;
-    }
+  r.code = res.code;
+  for (const auto& w : res.warnings) r.headers.emplace_back("Warning", "299 - " + nlohmann::json(w).dump());
+  // A write's result is the object just stored: send its stored JSON when it is that very
+  // state (same kind, version and resourceVersion) rather than serializing it again.
+  if (res.stored && ri.storage != "events" && res.stored->api_version == ri.ApiVersion() &&
+      res.obj.is_object() && res.obj.value("kind", "") == ri.kind && res.obj.contains("metadata") &&
+      res.obj["metadata"].is_object() &&
+      res.obj["metadata"].value("resourceVersion", "") == std::to_string(res.stored->rv)) {
+    r.body = res.stored->json;
+    return r;
   }
+  if (ri.storage == "events" && ri.group == "events.k8s.io" && res.obj.value("apiVersion", "") == "v1")
+    res.obj = CoreEventToEventsV1(res.obj);
+  else if (res.obj.is_object() && res.obj.value("kind", "") == ri.kind)
+    res.obj["apiVersion"] = ri.ApiVersion();
+  r.body = res.obj.dump();
+  return r;
+}
+
+// The request body as JSON, from JSON, YAML or protobuf; an empty body is null.
+std::optional<ApiError> DecodeRequestBody(const ApiRequest& req, std::size_t max_bytes, json* body) {
+  if (req.body.size() > max_bytes) {
+    ApiError e;
+    e.code = 413;
+    e.reason = "RequestEntityTooLarge";
+    e.message = "Request entity too large: limit is " + std::to_string(max_bytes);
+    return e;
+  }
+  if (req.body.empty()) return std::nullopt;
+  std::string ct = MediaType(req.content_type);
+  if (ct == "application/vnd.kubernetes.protobuf") {
+    // kubectl's generators and typed clients send built-in objects as protobuf; answered in
+    // JSON (the Accept header lists it).
+    auto decoded = DecodeK8sProtobuf(req.body);
+    if (!decoded.ok()) {
+      if (decoded.status().code() == StatusCode::kUnimplemented) return UnsupportedMediaTypeErr(ct);
+      return BadRequestErr(decoded.status().message());
+    }
+    *body = std::move(*decoded);
+  } else if (ct == "application/yaml" || ct == "application/apply-patch+yaml") {
+    auto y = YamlToJson(req.body);
+    if (!y.ok()) return BadRequestErr(y.status().message());
+    *body = std::move(*y);
+  } else {
+    *body = json::parse(req.body, nullptr, false);
+    if (body->is_discarded())
+      return BadRequestErr("couldn't get version/kind; json parse error: invalid character in request body");
+  }
+  return std::nullopt;
+}
+
+// The storage layer refuses a create that carries a resourceVersion (a positive number: "0" and
+// unparseable values pass), with a bare 500 status.
+std::optional<ApiError> CreateWithResourceVersion(const json& body) {
+  if (!body.is_object() || !body.contains("metadata") || !body["metadata"].is_object())
+    return std::nullopt;
+  const auto& rv = body["metadata"].value("resourceVersion", json());
+  if (!rv.is_string()) return std::nullopt;
+  auto n = ParseUint(rv.get<std::string>());
+  if (!n || *n == 0) return std::nullopt;
+  ApiError e;
+  e.code = 500;
+  e.message = "resourceVersion should not be set on objects to be created";
+  return e;
+}
+
+}  // namespace
+
+// The authorizer's answer to a request, a 403 response when it is denied. Every authenticated
+// user may ask about itself (the bootstrap ClusterRole system:basic-user, bound to
+// system:authenticated).
+std::optional<ApiResponse> ApiCore::AuthorizeRequest(const ApiRequest& req, const Target& t,
+                                                     const std::string& verb) const {
+  const auto& ri = *t.ri;
+  const bool self_review =
+      ri.review && ri.resource.rfind("selfsubject", 0) == 0 && req.user != "system:anonymous";
+  if (!authorizer_ || self_review) return std::nullopt;
+  Attributes a;
+  a.user = req.user;
+  a.groups = req.groups;
+  a.verb = verb;
+  a.api_group = ri.group;
+  a.resource = ri.resource;
+  a.subresource = t.sub;
+  a.namespace_ = t.ns;
+  a.name = t.name;
+  a.path = req.path;
+  if (authorizer_->Authorize(a).allowed) return std::nullopt;
+  return WithVerb(JsonResponse(403, ForbiddenStatus(a)), verb);
+}
+
+// get and list, as objects or (kubectl get) as a server-side printed meta.k8s.io Table.
+ApiResponse ApiCore::HandleRead(const ApiRequest& req, const Target& t, const std::string& verb,
+                                const WriteOpts& wo) {
+  const auto& ri = *t.ri;
+  auto finish = [&](ApiResult res) { return ResultResponse(ri, verb, std::move(res)); };
+  std::optional<std::string> table_version = TableVersionFromAccept(req.accept);
+  IncludeObject include = IncludeObject::kMetadata;
+  if (table_version) {
+    auto inc = ParseIncludeObject(Q(req.query, "includeObject"));
+    if (!inc.ok()) return finish(ApiResult::Err(BadRequestErr(inc.status().message())));
+    include = *inc;
+  }
+  ApiResponse r;
+  r.verb = verb;
   if (verb == "list") {
-    ApiResponse r;
-    r.verb = verb;
     if (!table_version) {
       auto pieces = std::make_shared<ListStream>();
       auto res = ListPieces(t, req.query, pieces.get());
@@ -640,105 +688,82 @@ ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
     }
     auto res = ListBody(t, req.query, &r.body);
     if (!res.ok()) return finish(res);
-    {
-      json list = json::parse(r.body);
-      std::vector<json> items;
-      for (auto& it : list["items"]) items.push_back(std::move(it));
-      r.body = RenderTable(ri, *table_version, include, items, list["metadata"]);
-    }
+    json list = json::parse(r.body);
+    std::vector<json> items;
+    for (auto& it : list["items"]) items.push_back(std::move(it));
+    r.body = RenderTable(ri, *table_version, include, items, list["metadata"]);
     return r;
   }
-  if (t.sub == "scale" && verb == "get") return finish(ScaleRequest(t, verb, "", json(), wo));
-  if (verb == "get") {
-    auto res = Get(t);
-    if (!table_version || !res.ok()) return finish(std::move(res));
-    ApiResponse r;
-    r.verb = verb;
-    json md = {{"resourceVersion", res.obj["metadata"].value("resourceVersion", "")}};
-    if (res.obj.value("kind", "") == ri.kind) res.obj["apiVersion"] = ri.ApiVersion();
-    r.body = RenderTable(ri, *table_version, include, {res.obj}, md);
-    return r;
+  if (t.sub == "scale") return finish(ScaleRequest(t, verb, "", json(), wo));
+  auto res = Get(t);
+  if (!table_version || !res.ok()) return finish(std::move(res));
+  json md = {{"resourceVersion", res.obj["metadata"].value("resourceVersion", "")}};
+  if (res.obj.value("kind", "") == ri.kind) res.obj["apiVersion"] = ri.ApiVersion();
+  r.body = RenderTable(ri, *table_version, include, {res.obj}, md);
+  return r;
+}
+
+// delete and deletecollection: DeleteOptions from the body, gracePeriodSeconds from the query;
+// a collection is deleted object by object and answered with the list of those deleted.
+ApiResult ApiCore::DeleteRequest(const ApiRequest& req, const Target& t, const std::string& verb,
+                                 const json& body, WriteOpts wo) {
+  json opts = body.is_object() ? body : json::object();
+  if (auto e = ParseDryRun(opts.value("dryRun", json()), &wo.dry_run)) return ApiResult::Err(*e);
+  if (auto g = ParseUint(Q(req.query, "gracePeriodSeconds"))) opts["gracePeriodSeconds"] = *g;
+  if (verb == "delete") return Delete(t, opts, wo);
+  std::string list_body;
+  auto lr = ListBody(t, req.query, &list_body);
+  if (!lr.ok()) return lr;
+  json list = json::parse(list_body);
+  json deleted = json::array();
+  for (auto& item : list["items"]) {
+    Target it = t;
+    it.name = item["metadata"].value("name", "");
+    it.ns = item["metadata"].value("namespace", "");
+    auto dr = Delete(it, opts, wo);
+    if (dr.ok()) deleted.push_back(std::move(dr.obj));
   }
-  // Bodies.
-  if (req.body.size() > opts_.max_body_bytes) {
-    ApiError e;
-    e.code = 413;
-    e.reason = "RequestEntityTooLarge";
-    e.message = "Request entity too large: limit is " + std::to_string(opts_.max_body_bytes);
-    return finish(ApiResult::Err(e));
-  }
-  std::string ct = MediaType(req.content_type);
-  json body;
-  bool proto = ct == "application/vnd.kubernetes.protobuf";
-  if (proto && !req.body.empty()) {
-    // kubectl's generators and typed clients send built-in objects as protobuf; answered in
-    // JSON (the Accept header lists it).
-    auto decoded = DecodeK8sProtobuf(req.body);
-    if (!decoded.ok()) {
-      if (decoded.status().code() == StatusCode::kUnimplemented)
-        return finish(ApiResult::Err(UnsupportedMediaTypeErr(ct)));
-      return finish(ApiResult::Err(BadRequestErr(decoded.status().message())));
-    }
-    body = std::move(*decoded);
-  } else if (!req.body.empty()) {
-    if (ct == "application/yaml" || ct == "application/apply-patch+yaml") {
-      auto y = YamlToJson(req.body);
-      if (!y.ok()) return finish(ApiResult::Err(BadRequestErr(y.status().message())));
-      body = std::move(*y);
-    } else {
-      body = json::parse(req.body, nullptr, false);
-      if (body.is_discarded())
-        return finish(ApiResult::Err(BadRequestErr(
-            "couldn't get version/kind; json parse error: invalid character in request body")));
-    }
-  }
-  if (verb == "delete" || verb == "deletecollection") {
-    json opts = body.is_object() ? body : json::object();
-    if (auto e = ParseDryRun(opts.value("dryRun", json()), &wo.dry_run)) return finish(ApiResult::Err(*e));
-    if (auto g = ParseUint(Q(req.query, "gracePeriodSeconds"))) opts["gracePeriodSeconds"] = *g;
-    if (verb == "delete") return finish(Delete(t, opts, wo));
-    std::string list_body;
-    auto lr = ListBody(t, req.query, &list_body);
-    if (!lr.ok()) return finish(lr);
-    json list = json::parse(list_body);
-    json deleted = json::array();
-    for (auto& item : list["items"]) {
-      Target it = t;
-      it.name = item["metadata"].value("name", "");
-      it.ns = item["metadata"].value("namespace", "");
-      auto dr = Delete(it, opts, wo);
-      if (dr.ok()) deleted.push_back(std::move(dr.obj));
-    }
-    list["items"] = deleted;
-    return finish(ApiResult{std::nullopt, list, 200});
-  }
+  list["items"] = deleted;
+  return ApiResult{std::nullopt, list, 200};
+}
+
+// Requests with a body: create (eviction, review, scale), update and patch.
+ApiResult ApiCore::WriteRequest(const ApiRequest& req, const Target& t, const std::string& verb,
+                                json body, WriteOpts wo) {
   if (verb == "create" && t.sub == "eviction") {
     if (body.is_object() && body.contains("deleteOptions") && body["deleteOptions"].is_object())
       if (auto e = ParseDryRun(body["deleteOptions"].value("dryRun", json()), &wo.dry_run))
-        return finish(ApiResult::Err(*e));
-    return finish(Evict(t, body, wo));
+        return ApiResult::Err(*e);
+    return Evict(t, body, wo);
   }
-  if (ri.review) return finish(Review(t, std::move(body), req));
-  if (t.sub == "scale") return finish(ScaleRequest(t, verb, req.content_type, body, wo));
+  if (t.ri->review) return Review(t, std::move(body), req);
+  if (t.sub == "scale") return ScaleRequest(t, verb, req.content_type, body, wo);
   if (verb == "create") {
-    // The storage layer refuses a create that carries a resourceVersion (a positive number:
-    // "0" and unparseable values pass), with a bare 500 status.
-    if (body.is_object() && body.contains("metadata") && body["metadata"].is_object()) {
-      const auto& rv = body["metadata"].value("resourceVersion", json());
-      if (rv.is_string()) {
-        auto n = ParseUint(rv.get<std::string>());
-        if (n && *n > 0) {
-          ApiError e;
-          e.code = 500;
-          e.message = "resourceVersion should not be set on objects to be created";
-          return finish(ApiResult::Err(e));
-        }
-      }
-    }
+    if (auto e = CreateWithResourceVersion(body)) return ApiResult::Err(*e);
+    return Create(t, std::move(body), wo);
   }
-  if (verb == "create") return finish(Create(t, std::move(body), wo));
-  if (verb == "update") return finish(Update(t, std::move(body), wo));
-  return finish(Patch(t, req.content_type, body, wo));
+  if (verb == "update") return Update(t, std::move(body), wo);
+  return Patch(t, req.content_type, body, wo);
+}
+
+ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
+  const auto& ri = *t.ri;
+  const std::string verb = RequestVerb(req, t);
+  if (verb.empty()) return WithVerb(ErrorResponse(MethodNotAllowedErr(kMethodNotAllowed)), req.method);
+  if (MethodRefusedOnPath(req.method, t))
+    return WithVerb(ErrorResponse(MethodNotAllowedErr(kMethodNotAllowed)), verb);
+  if (auto denied = AuthorizeRequest(req, t, verb)) return *denied;
+  WriteOpts wo;
+  if (auto refused = ParseWriteOpts(req, verb, &wo)) return WithVerb(*refused, verb);
+  auto finish = [&](ApiResult res) { return ResultResponse(ri, verb, std::move(res)); };
+  if (ri.review && verb != "create") return finish(ApiResult::Err(MethodNotAllowedErr(kMethodNotAllowed)));
+  if (verb == "watch") return WithVerb(StartWatch(req, t), verb);
+  if (verb == "list" || verb == "get") return HandleRead(req, t, verb, wo);
+  json body;
+  if (auto e = DecodeRequestBody(req, opts_.max_body_bytes, &body)) return finish(ApiResult::Err(*e));
+  if (verb == "delete" || verb == "deletecollection")
+    return finish(DeleteRequest(req, t, verb, body, wo));
+  return finish(WriteRequest(req, t, verb, std::move(body), wo));
 }
 
 }  // namespace gg::sim

@@ -108,6 +108,15 @@ bool PodReady(const nlohmann::json& p);
 std::string ConditionTransition(const nlohmann::json& obj, const char* type);
 std::string ControllerUid(const nlohmann::json& p);
 
+// The keys whose time has come (at or before `now`), in key order.
+template <class Time>
+std::vector<std::string> DueKeys(const std::map<std::string, Time>& at, Time now) {
+  std::vector<std::string> out;
+  for (const auto& [key, when] : at)
+    if (when <= now) out.push_back(key);
+  return out;
+}
+
 // Parses RFC 3339 (with or without fraction, 'Z' only); nullopt otherwise.
 std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string& s);
 std::string FormatMicroTime(std::chrono::system_clock::time_point t);

@@ -220,6 +220,272 @@ std::shared_ptr<const ResourceInfo> FindDra(Registry& reg, const char* resource)
   return nullptr;
 }
 
+// The controller's view of slices, rules, allocated claims and the pods that use them, and
+// per pod when it is due for eviction.
+class DeviceTaintEviction {
+ public:
+  DeviceTaintEviction(ApiCore& core, const Controllers& ctl,
+                      std::shared_ptr<const ResourceInfo> pods_ri, const ResourceInfo& rules_ri,
+                      const ResourceInfo& slices_ri, const ResourceInfo& claims_ri)
+      : core_(core),
+        ctl_(ctl),
+        pods_ri_(std::move(pods_ri)),
+        pods_(core.store(), pods_ri_->storage),
+        claims_(core.store(), claims_ri.storage),
+        slices_(core.store(), slices_ri.storage),
+        rules_(core.store(), rules_ri.storage) {}
+
+  void Run(std::stop_token stop);
+
+ private:
+  static std::string NsOf(const std::string& key) { return key.substr(0, key.find('/')); }
+  void ForgetPod(const std::string& key);
+  void AllDirty();
+  std::vector<const DeviceTaint*> TaintsOf(const AllocatedDevice& d);
+  std::optional<WallTime> ClaimDue(const ClaimRec& c, WallTime now);
+  void Evict(const std::string& key);
+  bool PopSlices();
+  bool PopRules();
+  bool PopClaims();
+  void PopPods();
+  void Reschedule(const std::string& key, WallTime now);
+
+  ApiCore& core_;
+  const Controllers& ctl_;
+  std::shared_ptr<const ResourceInfo> pods_ri_;
+  StoreWatch pods_, claims_, slices_, rules_;
+  std::map<std::string, SliceRec> slice_recs_;  // slice name -> record
+  std::map<std::string, RuleRec> rule_recs_;    // NoExecute rules by name
+  std::map<std::string, ClaimRec> claim_recs_;  // "ns/name" of allocated claims
+  std::map<std::string, PodRec> pod_recs_;      // "ns/name" of scheduled active pods with claims
+  std::map<std::string, std::set<std::string>> pods_of_claim_;  // claim key -> pod keys
+  std::map<std::string, WallTime> first_seen_;  // taint source -> when first seen (no timeAdded)
+  std::map<std::string, WallTime> scheduled_;   // pod key -> eviction due
+  std::set<std::string> dirty_;                 // pod keys to re-evaluate
+};
+
+void DeviceTaintEviction::ForgetPod(const std::string& key) {
+  auto it = pod_recs_.find(key);
+  if (it != pod_recs_.end()) {
+    for (const auto& c : it->second.claims) pods_of_claim_[NsOf(key) + "/" + c].erase(key);
+    pod_recs_.erase(it);
+  }
+  scheduled_.erase(key);
+}
+
+void DeviceTaintEviction::AllDirty() {
+  for (const auto& [k, _] : pod_recs_) dirty_.insert(k);
+}
+
+// The NoExecute taints on one allocated device.
+std::vector<const DeviceTaint*> DeviceTaintEviction::TaintsOf(const AllocatedDevice& d) {
+  std::vector<const DeviceTaint*> out;
+  std::int64_t newest = std::numeric_limits<std::int64_t>::min();
+  for (const auto& [_, s] : slice_recs_)
+    if (s.driver == d.driver && s.pool == d.pool) newest = std::max(newest, s.generation);
+  for (const auto& [_, s] : slice_recs_) {
+    if (s.driver != d.driver || s.pool != d.pool || s.generation != newest) continue;
+    auto it = s.no_execute.find(d.device);
+    if (it == s.no_execute.end()) continue;
+    for (const auto& t : it->second) out.push_back(&t);
+  }
+  for (const auto& [_, r] : rule_recs_) {
+    if (r.selects_nothing) continue;
+    if ((r.driver && *r.driver != d.driver) || (r.pool && *r.pool != d.pool) ||
+        (r.device && *r.device != d.device))
+      continue;
+    out.push_back(&r.taint);
+  }
+  return out;
+}
+
+// When a claim's pods must go; nullopt when no untolerated NoExecute taint applies.
+std::optional<WallTime> DeviceTaintEviction::ClaimDue(const ClaimRec& c, WallTime now) {
+  std::optional<WallTime> due;
+  for (const auto& d : c.devices) {
+    for (const DeviceTaint* t : TaintsOf(d)) {
+      WallTime added;
+      if (t->time_added) {
+        added = *t->time_added;
+      } else {
+        added = first_seen_.emplace(t->source, now).first->second;
+      }
+      bool forever = false;
+      std::optional<std::int64_t> seconds;
+      for (const auto& tol : d.tolerations) {
+        if (!tol.Tolerates(*t)) continue;
+        if (!tol.seconds) {
+          forever = true;
+          break;
+        }
+        const std::int64_t s = std::max<std::int64_t>(0, *tol.seconds);
+        seconds = std::min(seconds.value_or(s), s);
+      }
+      if (forever) continue;
+      WallTime at = added;
+      if (seconds) at += ctl_.Scaled(std::chrono::milliseconds(*seconds * 1000));
+      if (!due || at < *due) due = at;
+    }
+  }
+  return due;
+}
+
+void DeviceTaintEviction::Evict(const std::string& key) {
+  auto it = pod_recs_.find(key);
+  if (it == pod_recs_.end()) return;
+  const std::string ns = NsOf(key), name = key.substr(key.find('/') + 1);
+  json cond = {{"type", "DisruptionTarget"},
+               {"status", "True"},
+               {"reason", "DeletionByDeviceTaintManager"},
+               {"message", "Device Taint manager: deleting due to NoExecute taint"},
+               {"lastTransitionTime", core_.NowRfc3339()}};
+  core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
+              {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
+  auto r = core_.Delete(Target{pods_ri_, ns, name, ""},
+                        {{"preconditions", {{"uid", it->second.uid}}}}, WriteOpts{});
+  if (r.ok())
+    internal::RecordEvent(core_, it->second.pod, "Normal", "DeviceTaintManagerEviction", "Delete",
+                          "Marking for deletion", "device-taint-eviction-controller",
+                          "device-taint-eviction-controller");
+  ForgetPod(key);
+}
+
+// Slices: rare changes. True when a NoExecute taint may have come or gone.
+bool DeviceTaintEviction::PopSlices() {
+  bool taints_changed = false;
+  std::deque<WatchEvent> evs;
+  if (!slices_.Pop(evs, std::chrono::milliseconds(0))) slice_recs_.clear();
+  for (const auto& e : evs) {
+    if (e.type == EventType::kDeleted) {
+      taints_changed |= slice_recs_.erase(e.obj->name) > 0;
+      continue;
+    }
+    json s = json::parse(e.obj->json, nullptr, false);
+    if (!s.is_object()) continue;
+    SliceRec rec = ParseSlice(s, e.obj->name);
+    auto it = slice_recs_.find(e.obj->name);
+    const bool had_taints = it != slice_recs_.end() && !it->second.no_execute.empty();
+    taints_changed |= had_taints || !rec.no_execute.empty() ||
+                      (it != slice_recs_.end() && it->second.generation != rec.generation);
+    slice_recs_[e.obj->name] = std::move(rec);
+  }
+  return taints_changed;
+}
+
+// Rules: rare changes. True when a NoExecute taint may have come or gone.
+bool DeviceTaintEviction::PopRules() {
+  bool taints_changed = false;
+  std::deque<WatchEvent> evs;
+  if (!rules_.Pop(evs, std::chrono::milliseconds(0))) {
+    rule_recs_.clear();
+    taints_changed = true;
+  }
+  for (const auto& e : evs) {
+    if (e.type == EventType::kDeleted) {
+      taints_changed |= rule_recs_.erase(e.obj->name) > 0;
+      continue;
+    }
+    json r = json::parse(e.obj->json, nullptr, false);
+    auto rec = r.is_object() ? ParseRule(r, e.obj->name) : std::nullopt;
+    if (rec) {
+      rule_recs_[e.obj->name] = std::move(*rec);
+      taints_changed = true;
+    } else {
+      taints_changed |= rule_recs_.erase(e.obj->name) > 0;
+    }
+  }
+  return taints_changed;
+}
+
+// Claims: a claim's pods are looked at again. True when the watch restarted.
+bool DeviceTaintEviction::PopClaims() {
+  bool restarted = false;
+  std::deque<WatchEvent> evs;
+  if (!claims_.Pop(evs, std::chrono::milliseconds(0))) {
+    claim_recs_.clear();
+    restarted = true;
+  }
+  for (const auto& e : evs) {
+    const std::string key = e.obj->ns + "/" + e.obj->name;
+    for (const auto& p : pods_of_claim_[key]) dirty_.insert(p);
+    if (e.type == EventType::kDeleted) {
+      claim_recs_.erase(key);
+      continue;
+    }
+    json c = json::parse(e.obj->json, nullptr, false);
+    auto rec = c.is_object() ? ParseClaim(c) : std::nullopt;
+    if (rec) {
+      claim_recs_[key] = std::move(*rec);
+    } else {
+      claim_recs_.erase(key);
+    }
+  }
+  return restarted;
+}
+
+// Pods: scheduled, active pods with claims are kept (and looked at), others forgotten.
+void DeviceTaintEviction::PopPods() {
+  std::deque<WatchEvent> evs;
+  if (!pods_.Pop(evs, kPoll)) {
+    for (auto& [k, _] : std::map<std::string, PodRec>(pod_recs_)) ForgetPod(k);
+  }
+  for (const auto& e : evs) {
+    const std::string key = e.obj->ns + "/" + e.obj->name;
+    if (e.type == EventType::kDeleted) {
+      ForgetPod(key);
+      continue;
+    }
+    json p = json::parse(e.obj->json, nullptr, false);
+    if (!p.is_object()) continue;
+    auto names = PodClaims(p);
+    if (Str(p, {"spec", "nodeName"}).empty() || !PodActive(p) || names.empty()) {
+      ForgetPod(key);
+      continue;
+    }
+    auto& r = pod_recs_[key];
+    for (const auto& c : r.claims) pods_of_claim_[e.obj->ns + "/" + c].erase(key);
+    r.uid = Str(p, {"metadata", "uid"});
+    r.claims = std::move(names);
+    for (const auto& c : r.claims) pods_of_claim_[e.obj->ns + "/" + c].insert(key);
+    r.pod = std::move(p);
+    dirty_.insert(key);
+  }
+}
+
+// The pod's eviction time: the earliest of its reserved claims', or none.
+void DeviceTaintEviction::Reschedule(const std::string& key, WallTime now) {
+  auto it = pod_recs_.find(key);
+  if (it == pod_recs_.end()) return;
+  std::optional<WallTime> due;
+  for (const auto& c : it->second.claims) {
+    auto cit = claim_recs_.find(NsOf(key) + "/" + c);
+    if (cit == claim_recs_.end()) continue;                          // not allocated
+    if (!cit->second.reserved_uids.count(it->second.uid)) continue;  // not this pod's
+    auto at = ClaimDue(cit->second, now);
+    if (at && (!due || *at < *due)) due = at;
+  }
+  if (due) {
+    scheduled_[key] = *due;
+  } else {
+    scheduled_.erase(key);  // taint gone or now tolerated: eviction cancelled
+  }
+}
+
+void DeviceTaintEviction::Run(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    // Slices and rules: rare changes; every pod with claims is looked at again.
+    bool taints_changed = PopSlices();
+    taints_changed |= PopRules();
+    taints_changed |= PopClaims();
+    PopPods();
+    if (taints_changed) AllDirty();
+    const WallTime now = core_.clock().Now();
+    for (const auto& key : dirty_) Reschedule(key, now);
+    dirty_.clear();
+    for (const auto& key : internal::DueKeys(scheduled_, now)) Evict(key);
+  }
+}
+
 }  // namespace
 
 void Controllers::DeviceTaintEvictionLoop(std::stop_token stop) {
@@ -229,213 +495,7 @@ void Controllers::DeviceTaintEvictionLoop(std::stop_token stop) {
   auto claims_ri = FindDra(core_.registry(), "resourceclaims");
   // Releases without device taints run no such controller.
   if (!pods_ri || !rules_ri || !slices_ri || !claims_ri) return;
-  StoreWatch pods(core_.store(), pods_ri->storage);
-  StoreWatch claims(core_.store(), claims_ri->storage);
-  StoreWatch slices(core_.store(), slices_ri->storage);
-  StoreWatch rules(core_.store(), rules_ri->storage);
-
-  std::map<std::string, SliceRec> slice_recs;   // slice name -> record
-  std::map<std::string, RuleRec> rule_recs;     // NoExecute rules by name
-  std::map<std::string, ClaimRec> claim_recs;   // "ns/name" of allocated claims
-  std::map<std::string, PodRec> pod_recs;       // "ns/name" of scheduled active pods with claims
-  std::map<std::string, std::set<std::string>> pods_of_claim;  // claim key -> pod keys
-  std::map<std::string, WallTime> first_seen;   // taint source -> when first seen (no timeAdded)
-  std::map<std::string, WallTime> scheduled;    // pod key -> eviction due
-  std::set<std::string> dirty;                  // pod keys to re-evaluate
-
-  auto ns_of = [](const std::string& key) { return key.substr(0, key.find('/')); };
-  auto forget_pod = [&](const std::string& key) {
-    auto it = pod_recs.find(key);
-    if (it != pod_recs.end()) {
-      for (const auto& c : it->second.claims) pods_of_claim[ns_of(key) + "/" + c].erase(key);
-      pod_recs.erase(it);
-    }
-    scheduled.erase(key);
-  };
-  auto all_dirty = [&] {
-    for (const auto& [k, _] : pod_recs) dirty.insert(k);
-  };
-  // The NoExecute taints on one allocated device.
-  auto taints_of = [&](const AllocatedDevice& d) {
-    std::vector<const DeviceTaint*> out;
-    std::int64_t newest = std::numeric_limits<std::int64_t>::min();
-    for (const auto& [_, s] : slice_recs)
-      if (s.driver == d.driver && s.pool == d.pool) newest = std::max(newest, s.generation);
-    for (const auto& [_, s] : slice_recs) {
-      if (s.driver != d.driver || s.pool != d.pool || s.generation != newest) continue;
-      auto it = s.no_execute.find(d.device);
-      if (it == s.no_execute.end()) continue;
-      for (const auto& t : it->second) out.push_back(&t);
-    }
-    for (const auto& [_, r] : rule_recs) {
-      if (r.selects_nothing) continue;
-      if ((r.driver && *r.driver != d.driver) || (r.pool && *r.pool != d.pool) ||
-          (r.device && *r.device != d.device))
-        continue;
-      out.push_back(&r.taint);
-    }
-    return out;
-  };
-  // When a claim's pods must go; nullopt when no untolerated NoExecute taint applies.
-  auto claim_due = [&](const ClaimRec& c, WallTime now) -> std::optional<WallTime> {
-    std::optional<WallTime> due;
-    for (const auto& d : c.devices) {
-      for (const DeviceTaint* t : taints_of(d)) {
-        WallTime added;
-        if (t->time_added) {
-          added = *t->time_added;
-        } else {
-          added = first_seen.emplace(t->source, now).first->second;
-        }
-        bool forever = false;
-        std::optional<std::int64_t> seconds;
-        for (const auto& tol : d.tolerations) {
-          if (!tol.Tolerates(*t)) continue;
-          if (!tol.seconds) {
-            forever = true;
-            break;
-          }
-          const std::int64_t s = std::max<std::int64_t>(0, *tol.seconds);
-          seconds = std::min(seconds.value_or(s), s);
-        }
-        if (forever) continue;
-        WallTime at = added;
-        if (seconds) at += Scaled(std::chrono::milliseconds(*seconds * 1000));
-        if (!due || at < *due) due = at;
-      }
-    }
-    return due;
-  };
-  auto evict = [&](const std::string& key) {
-    auto it = pod_recs.find(key);
-    if (it == pod_recs.end()) return;
-    const std::string ns = ns_of(key), name = key.substr(key.find('/') + 1);
-    json cond = {{"type", "DisruptionTarget"},
-                 {"status", "True"},
-                 {"reason", "DeletionByDeviceTaintManager"},
-                 {"message", "Device Taint manager: deleting due to NoExecute taint"},
-                 {"lastTransitionTime", core_.NowRfc3339()}};
-    core_.Patch(Target{pods_ri, ns, name, "status"}, "application/strategic-merge-patch+json",
-                {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
-    auto r = core_.Delete(Target{pods_ri, ns, name, ""},
-                          {{"preconditions", {{"uid", it->second.uid}}}}, WriteOpts{});
-    if (r.ok())
-      internal::RecordEvent(core_, it->second.pod, "Normal", "DeviceTaintManagerEviction", "Delete",
-                            "Marking for deletion", "device-taint-eviction-controller",
-                            "device-taint-eviction-controller");
-    forget_pod(key);
-  };
-
-  std::deque<WatchEvent> evs;
-  while (!stop.stop_requested()) {
-    // Slices and rules: rare changes; every pod with claims is looked at again.
-    bool taints_changed = false;
-    evs.clear();
-    if (!slices.Pop(evs, std::chrono::milliseconds(0))) slice_recs.clear();
-    for (const auto& e : evs) {
-      if (e.type == EventType::kDeleted) {
-        taints_changed |= slice_recs.erase(e.obj->name) > 0;
-        continue;
-      }
-      json s = json::parse(e.obj->json, nullptr, false);
-      if (!s.is_object()) continue;
-      SliceRec rec = ParseSlice(s, e.obj->name);
-      auto it = slice_recs.find(e.obj->name);
-      const bool had_taints = it != slice_recs.end() && !it->second.no_execute.empty();
-      taints_changed |= had_taints || !rec.no_execute.empty() ||
-                        (it != slice_recs.end() && it->second.generation != rec.generation);
-      slice_recs[e.obj->name] = std::move(rec);
-    }
-    evs.clear();
-    if (!rules.Pop(evs, std::chrono::milliseconds(0))) {
-      rule_recs.clear();
-      taints_changed = true;
-    }
-    for (const auto& e : evs) {
-      if (e.type == EventType::kDeleted) {
-        taints_changed |= rule_recs.erase(e.obj->name) > 0;
-        continue;
-      }
-      json r = json::parse(e.obj->json, nullptr, false);
-      auto rec = r.is_object() ? ParseRule(r, e.obj->name) : std::nullopt;
-      if (rec) {
-        rule_recs[e.obj->name] = std::move(*rec);
-        taints_changed = true;
-      } else {
-        taints_changed |= rule_recs.erase(e.obj->name) > 0;
-      }
-    }
-    evs.clear();
-    if (!claims.Pop(evs, std::chrono::milliseconds(0))) {
-      claim_recs.clear();
-      taints_changed = true;
-    }
-    for (const auto& e : evs) {
-      const std::string key = e.obj->ns + "/" + e.obj->name;
-      for (const auto& p : pods_of_claim[key]) dirty.insert(p);
-      if (e.type == EventType::kDeleted) {
-        claim_recs.erase(key);
-        continue;
-      }
-      json c = json::parse(e.obj->json, nullptr, false);
-      auto rec = c.is_object() ? ParseClaim(c) : std::nullopt;
-      if (rec) {
-        claim_recs[key] = std::move(*rec);
-      } else {
-        claim_recs.erase(key);
-      }
-    }
-    evs.clear();
-    if (!pods.Pop(evs, kPoll)) {
-      for (auto& [k, _] : std::map<std::string, PodRec>(pod_recs)) forget_pod(k);
-    }
-    for (const auto& e : evs) {
-      const std::string key = e.obj->ns + "/" + e.obj->name;
-      if (e.type == EventType::kDeleted) {
-        forget_pod(key);
-        continue;
-      }
-      json p = json::parse(e.obj->json, nullptr, false);
-      if (!p.is_object()) continue;
-      auto names = PodClaims(p);
-      if (Str(p, {"spec", "nodeName"}).empty() || !PodActive(p) || names.empty()) {
-        forget_pod(key);
-        continue;
-      }
-      auto& r = pod_recs[key];
-      for (const auto& c : r.claims) pods_of_claim[e.obj->ns + "/" + c].erase(key);
-      r.uid = Str(p, {"metadata", "uid"});
-      r.claims = std::move(names);
-      for (const auto& c : r.claims) pods_of_claim[e.obj->ns + "/" + c].insert(key);
-      r.pod = std::move(p);
-      dirty.insert(key);
-    }
-    if (taints_changed) all_dirty();
-
-    const WallTime now = core_.clock().Now();
-    for (const auto& key : dirty) {
-      auto it = pod_recs.find(key);
-      if (it == pod_recs.end()) continue;
-      std::optional<WallTime> due;
-      for (const auto& c : it->second.claims) {
-        auto cit = claim_recs.find(ns_of(key) + "/" + c);
-        if (cit == claim_recs.end()) continue;                               // not allocated
-        if (!cit->second.reserved_uids.count(it->second.uid)) continue;      // not this pod's
-        auto at = claim_due(cit->second, now);
-        if (at && (!due || *at < *due)) due = at;
-      }
-      if (due) {
-        scheduled[key] = *due;
-      } else {
-        scheduled.erase(key);  // taint gone or now tolerated: eviction cancelled
-      }
-    }
-    dirty.clear();
-    std::vector<std::string> fire;
-    for (const auto& [key, at] : scheduled)
-      if (at <= now) fire.push_back(key);
-    for (const auto& key : fire) evict(key);
-  }
+  DeviceTaintEviction(core_, *this, pods_ri, *rules_ri, *slices_ri, *claims_ri).Run(stop);
 }
 
 }  // namespace gg::sim

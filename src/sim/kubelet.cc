@@ -1,5 +1,8 @@
 // Simulated kubelet: starts the pods bound to existing nodes and finishes their graceful
-// termination once the grace period (divided by the time scale) has passed. Every pod gets a
+// termination once the grace period (divided by the time scale) has passed. A pod whose
+// containers have readiness (or startup) probes turns Ready when the slowest first probe runs,
+// initialDelaySeconds (divided by the time scale) after it started: the simulated probe
+// always succeeds, as a healthy replacement's would. Every pod gets a
 // unique IP from its node's podCIDR (hostNetwork pods: the node's InternalIP) and
 // hostIP = the node's InternalIP. With --exec-images, pods whose image is an executable are
 // handed to the PodRunner, which runs them as processes and owns their status and
@@ -8,9 +11,11 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "sim/controller_util.h"
@@ -97,19 +102,33 @@ std::string FallbackPodCidr(const std::string& node) {
   return "10." + std::to_string(192 + (h & 63)) + "." + std::to_string((h >> 8) & 255) + ".0/24";
 }
 
-// The status a simulated kubelet writes for a pod it "starts": Running, every condition True,
-// every container running and ready since `ts`.
+// How long after start a pod's readiness (or startup) probes first run: the largest
+// initialDelaySeconds over its containers, divided by the time scale; zero without probes.
+std::chrono::milliseconds FirstProbeDelay(const json& p, double time_scale) {
+  double s = 0;
+  for (const auto& c : p["spec"].value("containers", json::array()))
+    for (const char* probe : {"readinessProbe", "startupProbe"})
+      if (c.contains(probe) && c[probe].is_object())
+        s = std::max(s, c[probe].value("initialDelaySeconds", 0.0));
+  return std::chrono::milliseconds(static_cast<long>(s * 1000.0 / std::max(time_scale, 1e-6)));
+}
+
+// The status a simulated kubelet writes for a pod it "starts": Running, every condition True
+// (Ready and ContainersReady only when `ready`), every container running since `ts`.
 json RunningPodStatus(const json& p, const std::string& ts, const std::string& host_ip,
-                      const std::string& pod_ip) {
+                      const std::string& pod_ip, bool ready) {
   json conds = json::array();
-  for (const char* c : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
-    conds.push_back({{"type", c}, {"status", "True"}, {"lastProbeTime", nullptr}, {"lastTransitionTime", ts}});
+  for (const char* c : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
+    const bool gated = std::string_view(c) == "Ready" || std::string_view(c) == "ContainersReady";
+    conds.push_back({{"type", c}, {"status", gated && !ready ? "False" : "True"},
+                     {"lastProbeTime", nullptr}, {"lastTransitionTime", ts}});
+  }
   json cstat = json::array();
   for (const auto& c : p["spec"].value("containers", json::array()))
     cstat.push_back({{"name", c.value("name", "")},
                      {"image", c.value("image", "")},
                      {"imageID", ""},
-                     {"ready", true},
+                     {"ready", ready},
                      {"started", true},
                      {"restartCount", 0},
                      {"state", {{"running", {{"startedAt", ts}}}}}});
@@ -126,6 +145,24 @@ json RunningPodStatus(const json& p, const std::string& ts, const std::string& h
   return status;
 }
 
+// The first readiness probe of a started pod succeeded: Ready, ContainersReady and every
+// container ready (skipped when the pod is gone, replaced or terminating).
+void MarkReady(ApiCore& core, const std::shared_ptr<const ResourceInfo>& pods_ri,
+               const std::string& ns, const std::string& name, const std::string& uid) {
+  auto r = core.Get(Target{pods_ri, ns, name, ""});
+  if (!r.ok() || Str(r.obj, {"metadata", "uid"}) != uid || r.obj["metadata"].contains("deletionTimestamp"))
+    return;
+  json st = r.obj.value("status", json::object());
+  const std::string ts = core.NowRfc3339();
+  for (auto& c : st["conditions"])
+    if (c.value("type", "") == "Ready" || c.value("type", "") == "ContainersReady")
+      c["status"] = "True", c["lastTransitionTime"] = ts;
+  for (auto& c : st["containerStatuses"]) c["ready"] = true;
+  core.Patch(Target{pods_ri, ns, name, "status"}, "application/merge-patch+json",
+             json{{"status", {{"conditions", st["conditions"]}, {"containerStatuses", st["containerStatuses"]}}}},
+             WriteOpts{});
+}
+
 }  // namespace
 
 void Controllers::KubeletLoop(std::stop_token stop) {
@@ -135,7 +172,7 @@ void Controllers::KubeletLoop(std::stop_token stop) {
   PodRunner* runner = opts_.pod_runner;
   PodIpAllocator ips;
   bool seeded = false;
-  std::multimap<SteadyTime, std::tuple<std::string, std::string, std::string>> due;
+  std::multimap<SteadyTime, std::tuple<std::string, std::string, std::string>> due, ready_due;
   while (!stop.stop_requested()) {
     std::deque<WatchEvent> evs;
     watch.Pop(evs, kPoll);
@@ -187,7 +224,9 @@ void Controllers::KubeletLoop(std::stop_token stop) {
         runner->Admit(p, n, pod_ip, host_ip);
         continue;
       }
-      json status = RunningPodStatus(p, core_.NowRfc3339(), host_ip, pod_ip);
+      const auto probe_delay = FirstProbeDelay(p, opts_.time_scale);
+      json status = RunningPodStatus(p, core_.NowRfc3339(), host_ip, pod_ip, probe_delay.count() == 0);
+      if (probe_delay.count() > 0) ready_due.emplace(now + probe_delay, std::make_tuple(e.obj->ns, e.obj->name, e.obj->uid));
       core_.Patch(Target{pods_ri, e.obj->ns, e.obj->name, "status"}, "application/merge-patch+json",
                   json{{"status", status}}, WriteOpts{});
     }
@@ -196,6 +235,8 @@ void Controllers::KubeletLoop(std::stop_token stop) {
       due.erase(due.begin());
       core_.FinishTermination(Target{pods_ri, ns, name, ""}, uid);
     }
+    for (; !ready_due.empty() && ready_due.begin()->first <= now; ready_due.erase(ready_due.begin()))
+      std::apply([&](const auto&... a) { MarkReady(core_, pods_ri, a...); }, ready_due.begin()->second);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/time_util.h"
 #include "sim/api_error.h"
+#include "sim/json_path.h"
 
 namespace gg::sim {
 
@@ -18,25 +19,13 @@ namespace {
 constexpr auto kDeletionTimeout = std::chrono::minutes(2);
 constexpr size_t kMaxDisruptedPodSize = 2000;
 
-const json& Path(const json& obj, std::initializer_list<const char*> keys) {
-  static const json kNull;
-  const json* cur = &obj;
-  for (const char* k : keys) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(k);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
-
 std::string Str(const json& obj, std::initializer_list<const char*> keys) {
-  const json& v = Path(obj, keys);
+  const json& v = JsonAt(obj, keys);
   return v.is_string() ? v.get<std::string>() : "";
 }
 
 int64_t Int(const json& obj, std::initializer_list<const char*> keys) {
-  const json& v = Path(obj, keys);
+  const json& v = JsonAt(obj, keys);
   return v.is_number_integer() ? v.get<int64_t>() : 0;
 }
 
@@ -64,7 +53,7 @@ StatusOr<int> Scaled(const json& v, int total) {
 }
 
 const json* ControllerRef(const json& pod) {
-  const json& refs = Path(pod, {"metadata", "ownerReferences"});
+  const json& refs = JsonAt(pod, {"metadata", "ownerReferences"});
   if (!refs.is_array()) return nullptr;
   for (const auto& r : refs)
     if (r.is_object() && r.value("controller", false) == true) return &r;
@@ -72,14 +61,66 @@ const json* ControllerRef(const json& pod) {
 }
 
 bool Deleting(const json& pod) {
-  const json& d = Path(pod, {"metadata", "deletionTimestamp"});
+  const json& d = JsonAt(pod, {"metadata", "deletionTimestamp"});
   return !d.is_null();
+}
+
+// status.disruptedPods, keeping the entries whose pod is selected, is not being deleted and
+// was disrupted less than 2 minutes before `now` (when known).
+std::map<std::string, std::string> KeptDisruptedPods(const json& pdb,
+                                                     const std::vector<const json*>& selected,
+                                                     std::optional<WallTime> now) {
+  std::map<std::string, const json*> by_name;
+  for (const json* p : selected) by_name[Str(*p, {"metadata", "name"})] = p;
+  std::map<std::string, std::string> kept;
+  const json& dp = JsonAt(pdb, {"status", "disruptedPods"});
+  if (!dp.is_object()) return kept;
+  for (auto it = dp.begin(); it != dp.end(); ++it) {
+    auto pod = by_name.find(it.key());
+    if (pod == by_name.end() || Deleting(*pod->second) || !it->is_string()) continue;
+    auto t = ParseRfc3339(it->get<std::string>());
+    if (!t.ok() || (now && *t + kDeletionTimeout < *now)) continue;
+    kept[it.key()] = it->get<std::string>();
+  }
+  return kept;
+}
+
+// The pods the budget expects: the sum of the scale of the selected pods' controllers (or,
+// without a scale lookup, their pod counts). Pods without a controller go to
+// st.unmanaged_pods; a controller the lookup cannot find sets st.sync_failure.
+StatusOr<int> ExpectedScale(const std::vector<const json*>& selected, const ScaleLookup& scale,
+                            PdbStatus& st) {
+  std::map<std::string, int> per_controller;  // uid -> scale
+  std::map<std::string, int> pod_counts;
+  for (const json* p : selected) {
+    const json* ref = ControllerRef(*p);
+    if (!ref) {
+      st.unmanaged_pods.push_back(Str(*p, {"metadata", "name"}));
+      continue;
+    }
+    std::string uid = ref->value("uid", "");
+    pod_counts[uid]++;
+    if (per_controller.count(uid)) continue;
+    if (scale) {
+      auto s = scale(*ref, Str(*p, {"metadata", "namespace"}));
+      if (!s) {
+        st.sync_failure = "found no controllers for pod \"" + Str(*p, {"metadata", "name"}) + "\"";
+        return 0;
+      }
+      per_controller[uid] = *s;
+    } else {
+      per_controller[uid] = -1;  // filled from pod counts below
+    }
+  }
+  int total = 0;
+  for (auto& [uid, n] : per_controller) total += n < 0 ? pod_counts[uid] : n;
+  return total;
 }
 
 }  // namespace
 
 bool PodIsReady(const json& pod) {
-  const json& conds = Path(pod, {"status", "conditions"});
+  const json& conds = JsonAt(pod, {"status", "conditions"});
   if (!conds.is_array()) return false;
   for (const auto& c : conds)
     if (c.is_object() && c.value("type", json()) == "Ready") return c.value("status", json()) == "True";
@@ -88,9 +129,9 @@ bool PodIsReady(const json& pod) {
 
 bool PdbSelectsPod(const json& pdb, const json& pod) {
   if (Str(pdb, {"metadata", "namespace"}) != Str(pod, {"metadata", "namespace"})) return false;
-  auto sel = LabelSelector::FromJson(Path(pdb, {"spec", "selector"}));
+  auto sel = LabelSelector::FromJson(JsonAt(pdb, {"spec", "selector"}));
   if (!sel.ok()) return false;
-  return sel->MatchesJson(Path(pod, {"metadata", "labels"}));
+  return sel->MatchesJson(JsonAt(pod, {"metadata", "labels"}));
 }
 
 StatusOr<PdbStatus> ComputePdbStatus(const json& pdb, const std::vector<json>& pods,
@@ -109,53 +150,12 @@ StatusOr<PdbStatus> ComputePdbStatus(const json& pdb, const std::vector<json>& p
   for (const auto& p : pods)
     if (p.is_object() && PdbSelectsPod(pdb, p)) selected.push_back(&p);
   PdbStatus st;
-  std::map<std::string, const json*> by_name;
-  for (const json* p : selected) by_name[Str(*p, {"metadata", "name"})] = p;
+  st.disrupted_pods = KeptDisruptedPods(pdb, selected, now);
 
-  // disruptedPods: keep entries whose pod exists, is not being deleted and is < 2 min old.
-  const json& dp = Path(pdb, {"status", "disruptedPods"});
-  if (dp.is_object()) {
-    for (auto it = dp.begin(); it != dp.end(); ++it) {
-      auto pod = by_name.find(it.key());
-      if (pod == by_name.end() || Deleting(*pod->second) || !it->is_string()) continue;
-      auto t = ParseRfc3339(it->get<std::string>());
-      if (!t.ok() || (now && *t + kDeletionTimeout < *now)) continue;
-      st.disrupted_pods[it.key()] = it->get<std::string>();
-    }
-  }
-
-  const json& min_av = Path(pdb, {"spec", "minAvailable"});
-  const json& max_un = Path(pdb, {"spec", "maxUnavailable"});
-  auto expected_scale = [&]() -> StatusOr<int> {
-    std::map<std::string, int> per_controller;  // uid -> scale
-    std::map<std::string, int> pod_counts;
-    for (const json* p : selected) {
-      const json* ref = ControllerRef(*p);
-      if (!ref) {
-        st.unmanaged_pods.push_back(Str(*p, {"metadata", "name"}));
-        continue;
-      }
-      std::string uid = ref->value("uid", "");
-      pod_counts[uid]++;
-      if (per_controller.count(uid)) continue;
-      if (scale) {
-        auto s = scale(*ref, Str(*p, {"metadata", "namespace"}));
-        if (!s) {
-          st.sync_failure = "found no controllers for pod \"" + Str(*p, {"metadata", "name"}) + "\"";
-          return 0;
-        }
-        per_controller[uid] = *s;
-      } else {
-        per_controller[uid] = -1;  // filled from pod counts below
-      }
-    }
-    int total = 0;
-    for (auto& [uid, n] : per_controller) total += n < 0 ? pod_counts[uid] : n;
-    return total;
-  };
-
+  const json& min_av = JsonAt(pdb, {"spec", "minAvailable"});
+  const json& max_un = JsonAt(pdb, {"spec", "maxUnavailable"});
   if (!max_un.is_null()) {
-    GG_ASSIGN_OR_RETURN(st.expected_pods, expected_scale());
+    GG_ASSIGN_OR_RETURN(st.expected_pods, ExpectedScale(selected, scale, st));
     GG_ASSIGN_OR_RETURN(int mu, Scaled(max_un, st.expected_pods));
     st.desired_healthy = std::max(0, st.expected_pods - mu);
   } else if (!min_av.is_null()) {
@@ -163,7 +163,7 @@ StatusOr<PdbStatus> ComputePdbStatus(const json& pdb, const std::vector<json>& p
       GG_ASSIGN_OR_RETURN(st.desired_healthy, Scaled(min_av, 0));
       st.expected_pods = static_cast<int>(selected.size());
     } else {
-      GG_ASSIGN_OR_RETURN(st.expected_pods, expected_scale());
+      GG_ASSIGN_OR_RETURN(st.expected_pods, ExpectedScale(selected, scale, st));
       GG_ASSIGN_OR_RETURN(st.desired_healthy, Scaled(min_av, st.expected_pods));
     }
   }
@@ -270,7 +270,7 @@ EvictionDecision DecideEviction(const json& pod, const std::vector<json>& namesp
   if (Int(pdb, {"status", "observedGeneration"}) < Int(pdb, {"metadata", "generation"}))
     return too_many("The disruption budget " + name + " is still being processed by the server.", 10);
   int64_t allowed = Int(pdb, {"status", "disruptionsAllowed"});
-  const json& dp = Path(pdb, {"status", "disruptedPods"});
+  const json& dp = JsonAt(pdb, {"status", "disruptedPods"});
   auto forbidden = [&](const std::string& why) {
     d.outcome = EvictionDecision::Outcome::kForbidden;
     d.code = 403;

@@ -35,15 +35,14 @@ int MinorOf(const std::string& v) {
   }
 }
 
-}  // namespace
-
-Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_version)) {
-  const int minor = MinorOf(kube_version_);
+// The core (v1) resources.
+std::vector<ResourceInfo> CoreResources() {
+  std::vector<ResourceInfo> out;
   {
     auto r = R("", "v1", "nodes", "node", "Node", false, {"no"});
     r.status_subresource = true;
     r.fields = {"spec.unschedulable"};
-    AddBuiltin(r);
+    out.push_back(r);
   }
   {
     auto r = R("", "v1", "pods", "pod", "Pod", true, {"po"});
@@ -54,13 +53,13 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     r.fields = {"spec.nodeName",       "spec.restartPolicy", "spec.schedulerName",
                 "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
                 "status.podIP",        "status.nominatedNodeName"};
-    AddBuiltin(r);
+    out.push_back(r);
   }
   {
     auto r = R("", "v1", "namespaces", "namespace", "Namespace", false, {"ns"});
     r.status_subresource = true;
     r.fields = {"status.phase"};
-    AddBuiltin(r);
+    out.push_back(r);
   }
   {
     auto r = R("", "v1", "events", "event", "Event", true, {"ev"});
@@ -69,18 +68,24 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
                 "involvedObject.uid",        "involvedObject.apiVersion",
                 "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
                 "reportingComponent",        "source",                   "type"};
-    AddBuiltin(r);
+    out.push_back(r);
   }
-  AddBuiltin(R("", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}));
-  AddBuiltin(R("", "v1", "secrets", "secret", "Secret", true));
+  out.push_back(R("", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}));
+  out.push_back(R("", "v1", "secrets", "secret", "Secret", true));
   {
     auto r = R("", "v1", "services", "service", "Service", true, {"svc"});
     r.status_subresource = true;
     r.categories = {"all"};
-    AddBuiltin(r);
+    out.push_back(r);
   }
-  AddBuiltin(R("", "v1", "endpoints", "endpoints", "Endpoints", true, {"ep"}));
-  AddBuiltin(R("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, {"sa"}));
+  out.push_back(R("", "v1", "endpoints", "endpoints", "Endpoints", true, {"ep"}));
+  out.push_back(R("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, {"sa"}));
+  return out;
+}
+
+// apps, policy, batch, coordination and events.k8s.io.
+std::vector<ResourceInfo> WorkloadResources() {
+  std::vector<ResourceInfo> out;
   for (auto [res, sing, kind, shorts] :
        std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
            {"daemonsets", "daemonset", "DaemonSet", "ds"},
@@ -91,42 +96,48 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     r.has_generation = true;
     r.categories = {"all"};
     r.scale = res != "daemonsets";
-    AddBuiltin(r);
+    out.push_back(r);
   }
   {
     auto r = R("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget",
                "PodDisruptionBudget", true, {"pdb"});
     r.status_subresource = true;
     r.has_generation = true;
-    AddBuiltin(r);
+    out.push_back(r);
   }
   {
     auto r = R("batch", "v1", "jobs", "job", "Job", true);
     r.status_subresource = true;
     r.has_generation = true;
     r.categories = {"all"};
-    AddBuiltin(r);
+    out.push_back(r);
   }
-  AddBuiltin(R("coordination.k8s.io", "v1", "leases", "lease", "Lease", true));
+  out.push_back(R("coordination.k8s.io", "v1", "leases", "lease", "Lease", true));
   {
     auto r = R("events.k8s.io", "v1", "events", "event", "Event", true, {"ev"});
     r.storage = "events";
-    AddBuiltin(r);
+    out.push_back(r);
   }
+  return out;
+}
+
+// CRDs, RBAC, the access reviews, priority classes and admission policies.
+std::vector<ResourceInfo> ControlResources() {
+  std::vector<ResourceInfo> out;
   {
     auto r = R("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                "customresourcedefinition", "CustomResourceDefinition", false, {"crd", "crds"});
     r.status_subresource = true;
     r.has_generation = true;
-    AddBuiltin(r);
+    out.push_back(r);
   }
-  AddBuiltin(R("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole",
-               false));
-  AddBuiltin(R("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
-               "ClusterRoleBinding", false));
-  AddBuiltin(R("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true));
-  AddBuiltin(R("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding",
-               true));
+  out.push_back(
+      R("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false));
+  out.push_back(R("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
+                  "ClusterRoleBinding", false));
+  out.push_back(R("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true));
+  out.push_back(
+      R("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true));
   // Reviews: POSTed, evaluated, answered, never stored (create is their only verb).
   for (auto [group, res, kind, ns] :
        std::vector<std::tuple<std::string, std::string, std::string, bool>>{
@@ -138,39 +149,42 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
     auto r = R(group, "v1", res, singular, kind, ns);
     r.verbs = {"create"};
     r.review = true;
-    AddBuiltin(r);
+    out.push_back(r);
   }
-  AddBuiltin(R("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
-               false, {"pc"}));
+  out.push_back(R("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass",
+                  false, {"pc"}));
   // ValidatingAdmissionPolicy: admissionregistration.k8s.io/v1, GA (served by default) since
   // 1.30, so in every release we simulate; enforced by sim/vap.h.
-  {
-    auto p = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
-               "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false);
-    p.status_subresource = true;
-    p.has_generation = true;
-    p.categories = {"api-extensions"};
-    AddBuiltin(p);
-    auto b = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
-               "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false);
-    b.has_generation = true;
-    b.categories = {"api-extensions"};
-    AddBuiltin(b);
-  }
+  auto p = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+             "validatingadmissionpolicy", "ValidatingAdmissionPolicy", false);
+  p.status_subresource = true;
+  p.has_generation = true;
+  p.categories = {"api-extensions"};
+  out.push_back(p);
+  auto b = R("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+             "validatingadmissionpolicybinding", "ValidatingAdmissionPolicyBinding", false);
+  b.has_generation = true;
+  b.categories = {"api-extensions"};
+  out.push_back(b);
+  return out;
+}
 
-  // resource.k8s.io (docs/reference/dra.md): preferred version first.
+// resource.k8s.io (docs/reference/dra.md) in release 1.<minor>: preferred version first.
+std::vector<ResourceInfo> DraResources(int minor) {
+  std::vector<ResourceInfo> out;
   std::vector<std::string> dra_versions;
   if (minor >= 34) dra_versions.push_back("v1");
   dra_versions.push_back("v1beta2");
   dra_versions.push_back("v1beta1");
   if (minor < 33) dra_versions = {"v1beta1"};
   for (const auto& v : dra_versions) {
-    AddBuiltin(R("resource.k8s.io", v, "resourceslices", "resourceslice", "ResourceSlice", false));
+    out.push_back(
+        R("resource.k8s.io", v, "resourceslices", "resourceslice", "ResourceSlice", false));
     auto c = R("resource.k8s.io", v, "resourceclaims", "resourceclaim", "ResourceClaim", true);
     c.status_subresource = true;
     c.has_generation = true;
-    AddBuiltin(c);
-    AddBuiltin(R("resource.k8s.io", v, "deviceclasses", "deviceclass", "DeviceClass", false));
+    out.push_back(c);
+    out.push_back(R("resource.k8s.io", v, "deviceclasses", "deviceclass", "DeviceClass", false));
   }
   std::vector<std::string> dtr_versions;
   if (minor >= 36) dtr_versions.push_back("v1beta2");
@@ -180,8 +194,18 @@ Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_vers
                false);
     r.status_subresource = minor >= 35;
     r.has_generation = true;
-    AddBuiltin(r);
+    out.push_back(r);
   }
+  return out;
+}
+
+}  // namespace
+
+Registry::Registry(std::string kube_version) : kube_version_(std::move(kube_version)) {
+  const int minor = MinorOf(kube_version_);
+  for (auto* table : {CoreResources, WorkloadResources, ControlResources})
+    for (auto& r : table()) AddBuiltin(std::move(r));
+  for (auto& r : DraResources(minor)) AddBuiltin(std::move(r));
 }
 
 void Registry::AddBuiltin(ResourceInfo r) {

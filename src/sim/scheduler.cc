@@ -120,253 +120,356 @@ std::string UnschedulableMessage(std::size_t nodes, const std::vector<std::strin
   return msg;
 }
 
-void Controllers::SchedulerLoop(std::stop_token stop) {
-  auto pods_ri = core_.registry().Find("", "v1", "pods");
-  auto nodes_ri = core_.registry().Find("", "v1", "nodes");
-  StoreWatch pods(core_.store(), pods_ri->storage);
-  StoreWatch nodes(core_.store(), nodes_ri->storage);
-  std::map<std::string, SchedNode> node_map;
-  std::vector<std::string> order;  // node names, for round-robin sampling
-  bool order_dirty = true;
-  std::size_t next_start = 0;
-  std::map<std::string, Assigned> assigned;  // pod key -> node and requests
-  std::map<std::string, Resources> used;     // node -> requested by the pods on it
-  std::map<std::string, PendingPod> pending;
-  bool retry_all = false;
-  SteadyTime last_pass{};
-  const std::string instance = std::string(kSchedulerName) + "-sim";
+namespace {
 
-  auto release = [&](const std::string& key) {
-    auto it = assigned.find(key);
-    if (it == assigned.end()) return;
-    auto& u = used[it->second.node];
-    for (const auto& [r, v] : it->second.req) u[r] -= v;
-    assigned.erase(it);
-  };
-  auto assign = [&](const std::string& key, const std::string& node, Resources req) {
-    release(key);
-    auto& u = used[node];
-    for (const auto& [r, v] : req) u[r] += v;
-    assigned[key] = {node, std::move(req)};
-  };
+// What the scheduler knows of a node from its object.
+SchedNode ReadSchedNode(const std::string& name, const json& n) {
+  SchedNode sn;
+  sn.match = {
+      {"metadata", {{"name", name}, {"labels", n["metadata"].value("labels", json::object())}}}};
+  sn.taints = NodeTaints(n);
+  sn.unschedulable =
+      n.contains("spec") && n["spec"].is_object() && n["spec"].value("unschedulable", false);
+  const json* alloc = nullptr;
+  if (n.contains("status") && n["status"].is_object()) {
+    const json& st = n["status"];
+    if (st.contains("allocatable") && st["allocatable"].is_object())
+      alloc = &st["allocatable"];
+    else if (st.contains("capacity") && st["capacity"].is_object())
+      alloc = &st["capacity"];
+  }
+  if (alloc)
+    for (const auto& [r, q] : alloc->items())
+      if (auto v = internal::ParseQuantityMilli(q)) sn.allocatable[r] = *v;
+  return sn;
+}
 
-  while (!stop.stop_requested()) {
-    std::deque<WatchEvent> evs;
-    if (!nodes.Pop(evs, std::chrono::milliseconds(0))) node_map.clear();
-    for (const auto& e : evs) {
-      retry_all = true;
-      order_dirty = true;
-      if (e.type == EventType::kDeleted) {
-        node_map.erase(e.obj->name);
-        continue;
-      }
-      json n = json::parse(e.obj->json, nullptr, false);
-      if (!n.is_object()) continue;
-      SchedNode sn;
-      sn.match = {{"metadata",
-                   {{"name", e.obj->name}, {"labels", n["metadata"].value("labels", json::object())}}}};
-      sn.taints = NodeTaints(n);
-      sn.unschedulable = n.contains("spec") && n["spec"].is_object() && n["spec"].value("unschedulable", false);
-      const json* alloc = nullptr;
-      if (n.contains("status") && n["status"].is_object()) {
-        const json& st = n["status"];
-        if (st.contains("allocatable") && st["allocatable"].is_object()) alloc = &st["allocatable"];
-        else if (st.contains("capacity") && st["capacity"].is_object()) alloc = &st["capacity"];
-      }
-      if (alloc)
-        for (const auto& [r, q] : alloc->items())
-          if (auto v = internal::ParseQuantityMilli(q)) sn.allocatable[r] = *v;
-      node_map[e.obj->name] = std::move(sn);
+// How many feasible nodes to find before choosing (percentageOfNodesToScore's adaptive
+// default: all below 100 nodes, then 50% falling to 5%, at least 100).
+std::size_t WantFeasible(std::size_t total) {
+  if (total < 100) return total;
+  long pct = std::max<long>(5, 50 - static_cast<long>(total) / 125);
+  return std::max<std::size_t>(100, total * static_cast<std::size_t>(pct) / 100);
+}
+
+// The scheduler's cache (nodes, what each pod bound to a node holds, the pods waiting) and
+// its scheduling passes.
+class Scheduler {
+ public:
+  explicit Scheduler(ApiCore& core)
+      : core_(core),
+        pods_ri_(core.registry().Find("", "v1", "pods")),
+        nodes_ri_(core.registry().Find("", "v1", "nodes")),
+        pods_(core.store(), pods_ri_->storage),
+        nodes_(core.store(), nodes_ri_->storage) {}
+
+  void Run(std::stop_token stop);
+
+ private:
+  void Release(const std::string& key);
+  void Assign(const std::string& key, const std::string& node, Resources req);
+  void PopNodes();
+  void PopPods();
+  void OnPod(const std::string& key, json p);
+  bool DuePass(SteadyTime now);
+  void Pass(std::stop_token stop, SteadyTime now);
+  std::vector<std::string> FindFeasible(const PendingPod& pp, std::vector<std::string>& reasons);
+  std::string PreemptionMessage(const PendingPod& pp);
+  void ReportUnschedulable(PendingPod& pp, const std::vector<std::string>& reasons, SteadyTime now);
+  std::string ChooseNode(const PendingPod& pp, const std::vector<std::string>& feasible);
+  void Bind(const std::string& key, const PendingPod& pp, const std::string& chosen);
+
+  ApiCore& core_;
+  std::shared_ptr<const ResourceInfo> pods_ri_, nodes_ri_;
+  StoreWatch pods_, nodes_;
+  std::map<std::string, SchedNode> node_map_;
+  std::vector<std::string> order_;  // node names, for round-robin sampling
+  bool order_dirty_ = true;
+  std::size_t next_start_ = 0;
+  std::size_t want_feasible_ = 0;
+  std::map<std::string, Assigned> assigned_;  // pod key -> node and requests
+  std::map<std::string, Resources> used_;     // node -> requested by the pods on it
+  std::map<std::string, PendingPod> pending_;
+  bool retry_all_ = false;
+  SteadyTime last_pass_{};
+  const std::string instance_ = std::string(kSchedulerName) + "-sim";
+};
+
+void Scheduler::Release(const std::string& key) {
+  auto it = assigned_.find(key);
+  if (it == assigned_.end()) return;
+  auto& u = used_[it->second.node];
+  for (const auto& [r, v] : it->second.req) u[r] -= v;
+  assigned_.erase(it);
+}
+
+void Scheduler::Assign(const std::string& key, const std::string& node, Resources req) {
+  Release(key);
+  auto& u = used_[node];
+  for (const auto& [r, v] : req) u[r] += v;
+  assigned_[key] = {node, std::move(req)};
+}
+
+void Scheduler::PopNodes() {
+  std::deque<WatchEvent> evs;
+  if (!nodes_.Pop(evs, std::chrono::milliseconds(0))) node_map_.clear();
+  for (const auto& e : evs) {
+    retry_all_ = true;
+    order_dirty_ = true;
+    if (e.type == EventType::kDeleted) {
+      node_map_.erase(e.obj->name);
+      continue;
     }
-    evs.clear();
-    if (!pods.Pop(evs, kPoll)) {  // restarted: rebuild from the full state that follows
-      assigned.clear();
-      used.clear();
-      pending.clear();
-      retry_all = true;
-    }
-    for (const auto& e : evs) {
-      std::string key = e.obj->ns + "/" + e.obj->name;
-      if (e.type == EventType::kDeleted) {
-        if (assigned.count(key)) retry_all = true;
-        release(key);
-        pending.erase(key);
-        continue;
-      }
-      json p = json::parse(e.obj->json, nullptr, false);
-      if (!p.is_object()) continue;
-      std::string node = Str(p, {"spec", "nodeName"});
-      if (!node.empty()) {
-        pending.erase(key);
-        // Bound pods hold their requests until they are gone or terminal; a terminating
-        // pod still runs (and holds its GPUs) through its grace period.
-        if (PodTerminal(p)) {
-          if (assigned.count(key)) retry_all = true;
-          release(key);
-        } else {
-          assign(key, node, PodRequests(p));
-        }
-        continue;
-      }
-      release(key);
-      std::string sched = Str(p, {"spec", "schedulerName"});
-      bool mine = sched.empty() || sched == kSchedulerName;
-      if (!mine || PodTerminal(p) || p["metadata"].contains("deletionTimestamp")) {
-        pending.erase(key);
-        continue;
-      }
-      auto it = pending.find(key);
-      if (it == pending.end()) {
-        PendingPod pp;
-        pp.req = PodRequests(p);
-        pp.tols = PodTolerations(p);
-        pp.pod = std::move(p);
-        pending.emplace(key, std::move(pp));
-      } else if (it->second.pod["spec"] != p["spec"]) {
-        it->second.req = PodRequests(p);
-        it->second.tols = PodTolerations(p);
-        it->second.pod = std::move(p);
-        it->second.attempt = true;
-      } else {
-        it->second.pod = std::move(p);  // our own status write coming back
-      }
-    }
-    auto now = std::chrono::steady_clock::now();
-    if (pending.empty() || now - last_pass < std::chrono::milliseconds(100)) continue;
-    bool any = retry_all;
-    for (const auto& [k, pp] : pending) any |= pp.attempt;
-    if (!any) continue;
-    last_pass = now;
-    if (order_dirty) {
-      order.clear();
-      for (const auto& [name, n] : node_map) order.push_back(name);
-      order_dirty = false;
-      next_start = 0;
-    }
-    bool all = retry_all;
-    retry_all = false;
-    const std::size_t total = order.size();
-    // How many feasible nodes to find before choosing (percentageOfNodesToScore's adaptive
-    // default: all below 100 nodes, then 50% falling to 5%, at least 100).
-    std::size_t want_feasible = total;
-    if (total >= 100) {
-      long pct = std::max<long>(5, 50 - static_cast<long>(total) / 125);
-      want_feasible = std::max<std::size_t>(100, total * static_cast<std::size_t>(pct) / 100);
-    }
-    for (auto it = pending.begin(); it != pending.end();) {
-      if (stop.stop_requested()) break;
-      PendingPod& pp = it->second;
-      if (!all && !pp.attempt) {
-        ++it;
-        continue;
-      }
-      pp.attempt = false;
-      std::vector<std::string> feasible;
-      std::vector<std::string> reasons;  // one per reason instance, for the histogram
-      std::size_t visited = 0;
-      for (; visited < total && feasible.size() < want_feasible; ++visited) {
-        const std::string& name = order[(next_start + visited) % total];
-        auto why = Filter(pp, node_map[name], used[name]);
-        if (why.empty()) feasible.push_back(name);
-        else reasons.insert(reasons.end(), why.begin(), why.end());
-      }
-      if (total > 0) next_start = (next_start + visited) % total;
-      const json& pod = pp.pod;
-      std::string ns = pod["metadata"].value("namespace", ""), name = pod["metadata"].value("name", "");
-      if (feasible.empty()) {
-        std::string msg = UnschedulableMessage(total, reasons);
-        if (total > 0) {
-          // The preemption half: the simulator never preempts.
-          std::map<std::string, int> pre;
-          for (const auto& n : order) {
-            auto why = Filter(pp, node_map[n], used[n]);
-            bool res = !why.empty() && std::all_of(why.begin(), why.end(), IsResourceReason);
-            pre[res ? kNoVictims : kNotHelpful]++;
-          }
-          msg += " preemption: 0/" + std::to_string(total) + " nodes are available: ";
-          bool first = true;
-          for (const auto& [r, n] : pre) {
-            msg += (first ? "" : ", ") + std::to_string(n) + " " + r;
-            first = false;
-          }
-          msg += ".";
-        }
-        if (msg != pp.last_message) {
-          json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
-                       {"message", msg}, {"lastProbeTime", nullptr},
-                       {"lastTransitionTime", core_.NowRfc3339()}};
-          core_.Patch(Target{pods_ri, ns, name, "status"}, "application/strategic-merge-patch+json",
-                      {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
-          pp.event_name = internal::RecordEvent(core_, pod, "Warning", "FailedScheduling", "Scheduling", msg,
-                                                kSchedulerName, instance);
-          pp.event_count = 1;
-          pp.event_bumped = now;
-          pp.last_message = msg;
-        } else if (!pp.event_name.empty() && now - pp.event_bumped >= std::chrono::seconds(5)) {
-          internal::BumpEventSeries(core_, ns.empty() ? "default" : ns, pp.event_name, ++pp.event_count);
-          pp.event_bumped = now;
-        }
-        ++it;
-        continue;
-      }
-      // Score: preferred node affinity (weight 2), PreferNoSchedule taints (weight 3), least
-      // allocated cpu/memory (weight 1); each normalised to 0..100 as the plugins do.
-      std::vector<std::int64_t> aff(feasible.size()), prefer(feasible.size());
-      std::int64_t aff_max = 0, prefer_max = 0;
-      for (std::size_t i = 0; i < feasible.size(); ++i) {
-        const SchedNode& n = node_map[feasible[i]];
-        aff[i] = PreferredAffinityScore(pod["spec"], n.match);
-        aff_max = std::max(aff_max, aff[i]);
-        for (const auto& t : n.taints) {
-          if (t.effect != "PreferNoSchedule") continue;
-          bool ok = false;
-          for (const auto& tol : pp.tols) ok |= (tol.effect.empty() || tol.effect == "PreferNoSchedule") && tol.Tolerates(t);
-          if (!ok) prefer[i]++;
-        }
-        prefer_max = std::max(prefer_max, prefer[i]);
-      }
-      std::string chosen;
-      double best = -1;
-      for (std::size_t i = 0; i < feasible.size(); ++i) {
-        const SchedNode& n = node_map[feasible[i]];
-        Resources& u = used[feasible[i]];
-        double least = 0;
-        int counted = 0;
-        for (const char* r : {"cpu", "memory"}) {
-          auto a = n.allocatable.find(r);
-          if (a == n.allocatable.end() || a->second <= 0) continue;
-          auto q = pp.req.find(r);
-          std::int64_t after = u[r] + (q == pp.req.end() ? 0 : q->second);
-          least += std::max<double>(0, static_cast<double>(a->second - after) * 100.0 / static_cast<double>(a->second));
-          ++counted;
-        }
-        double score = (counted ? least / counted : 0) +
-                       2.0 * (aff_max > 0 ? static_cast<double>(aff[i]) * 100.0 / static_cast<double>(aff_max) : 0) +
-                       3.0 * (prefer_max > 0 ? 100.0 - static_cast<double>(prefer[i]) * 100.0 / static_cast<double>(prefer_max)
-                                             : 100.0);
-        if (score > best) {
-          best = score;
-          chosen = feasible[i];
-        }
-      }
-      Target t{pods_ri, ns, name, ""};
-      json bind = {{"spec", {{"nodeName", chosen}}}};
-      auto r = core_.Patch(t, "application/merge-patch+json", bind, WriteOpts{});
-      if (r.ok()) {
-        assign(it->first, chosen, pp.req);  // assumed until the watch confirms it
-        if (!pp.last_message.empty()) {
-          json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastProbeTime", nullptr},
-                       {"lastTransitionTime", core_.NowRfc3339()}};
-          core_.Patch(Target{pods_ri, ns, name, "status"}, "application/strategic-merge-patch+json",
-                      {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
-        }
-        internal::RecordEvent(core_, r.obj.is_object() ? r.obj : pod, "Normal", "Scheduled", "Binding",
-                              "Successfully assigned " + ns + "/" + name + " to " + chosen, kSchedulerName,
-                              instance);
-      }
-      it = pending.erase(it);
-    }
+    json n = json::parse(e.obj->json, nullptr, false);
+    if (!n.is_object()) continue;
+    node_map_[e.obj->name] = ReadSchedNode(e.obj->name, n);
   }
 }
+
+void Scheduler::PopPods() {
+  std::deque<WatchEvent> evs;
+  if (!pods_.Pop(evs, kPoll)) {  // restarted: rebuild from the full state that follows
+    assigned_.clear();
+    used_.clear();
+    pending_.clear();
+    retry_all_ = true;
+  }
+  for (const auto& e : evs) {
+    std::string key = e.obj->ns + "/" + e.obj->name;
+    if (e.type == EventType::kDeleted) {
+      if (assigned_.count(key)) retry_all_ = true;
+      Release(key);
+      pending_.erase(key);
+      continue;
+    }
+    json p = json::parse(e.obj->json, nullptr, false);
+    if (p.is_object()) OnPod(key, std::move(p));
+  }
+}
+
+// A pod's change: a bound pod holds its requests, an unbound one of ours waits.
+void Scheduler::OnPod(const std::string& key, json p) {
+  std::string node = Str(p, {"spec", "nodeName"});
+  if (!node.empty()) {
+    pending_.erase(key);
+    // Bound pods hold their requests until they are gone or terminal; a terminating
+    // pod still runs (and holds its GPUs) through its grace period.
+    if (PodTerminal(p)) {
+      if (assigned_.count(key)) retry_all_ = true;
+      Release(key);
+    } else {
+      Assign(key, node, PodRequests(p));
+    }
+    return;
+  }
+  Release(key);
+  std::string sched = Str(p, {"spec", "schedulerName"});
+  bool mine = sched.empty() || sched == kSchedulerName;
+  if (!mine || PodTerminal(p) || p["metadata"].contains("deletionTimestamp")) {
+    pending_.erase(key);
+    return;
+  }
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    PendingPod pp;
+    pp.req = PodRequests(p);
+    pp.tols = PodTolerations(p);
+    pp.pod = std::move(p);
+    pending_.emplace(key, std::move(pp));
+  } else if (it->second.pod["spec"] != p["spec"]) {
+    it->second.req = PodRequests(p);
+    it->second.tols = PodTolerations(p);
+    it->second.pod = std::move(p);
+    it->second.attempt = true;
+  } else {
+    it->second.pod = std::move(p);  // our own status write coming back
+  }
+}
+
+// A pass at most every 100 ms, and only when some pod is worth another try.
+bool Scheduler::DuePass(SteadyTime now) {
+  if (pending_.empty() || now - last_pass_ < std::chrono::milliseconds(100)) return false;
+  bool any = retry_all_;
+  for (const auto& [k, pp] : pending_) any |= pp.attempt;
+  return any;
+}
+
+// Nodes that pass the filters, visited round-robin from where the last pod stopped until
+// enough are found; `reasons`: one per reason instance on the others, for the histogram.
+std::vector<std::string> Scheduler::FindFeasible(const PendingPod& pp,
+                                                 std::vector<std::string>& reasons) {
+  const std::size_t total = order_.size();
+  std::vector<std::string> feasible;
+  std::size_t visited = 0;
+  for (; visited < total && feasible.size() < want_feasible_; ++visited) {
+    const std::string& name = order_[(next_start_ + visited) % total];
+    auto why = Filter(pp, node_map_[name], used_[name]);
+    if (why.empty())
+      feasible.push_back(name);
+    else
+      reasons.insert(reasons.end(), why.begin(), why.end());
+  }
+  if (total > 0) next_start_ = (next_start_ + visited) % total;
+  return feasible;
+}
+
+// The preemption half of the message: the simulator never preempts.
+std::string Scheduler::PreemptionMessage(const PendingPod& pp) {
+  std::map<std::string, int> pre;
+  for (const auto& n : order_) {
+    auto why = Filter(pp, node_map_[n], used_[n]);
+    bool res = !why.empty() && std::all_of(why.begin(), why.end(), IsResourceReason);
+    pre[res ? kNoVictims : kNotHelpful]++;
+  }
+  std::string msg = " preemption: 0/" + std::to_string(order_.size()) + " nodes are available: ";
+  bool first = true;
+  for (const auto& [r, n] : pre) {
+    msg += (first ? "" : ", ") + std::to_string(n) + " " + r;
+    first = false;
+  }
+  return msg + ".";
+}
+
+// PodScheduled=False and a FailedScheduling Event when the message changes; otherwise the
+// Event's series is bumped now and then.
+void Scheduler::ReportUnschedulable(PendingPod& pp, const std::vector<std::string>& reasons,
+                                    SteadyTime now) {
+  const json& pod = pp.pod;
+  std::string ns = pod["metadata"].value("namespace", ""), name = pod["metadata"].value("name", "");
+  const std::size_t total = order_.size();
+  std::string msg = UnschedulableMessage(total, reasons);
+  if (total > 0) msg += PreemptionMessage(pp);
+  if (msg != pp.last_message) {
+    json cond = {{"type", "PodScheduled"},    {"status", "False"},
+                 {"reason", "Unschedulable"}, {"message", msg},
+                 {"lastProbeTime", nullptr},  {"lastTransitionTime", core_.NowRfc3339()}};
+    core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
+                {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
+    pp.event_name = internal::RecordEvent(core_, pod, "Warning", "FailedScheduling", "Scheduling",
+                                          msg, kSchedulerName, instance_);
+    pp.event_count = 1;
+    pp.event_bumped = now;
+    pp.last_message = msg;
+  } else if (!pp.event_name.empty() && now - pp.event_bumped >= std::chrono::seconds(5)) {
+    internal::BumpEventSeries(core_, ns.empty() ? "default" : ns, pp.event_name, ++pp.event_count);
+    pp.event_bumped = now;
+  }
+}
+
+// Score: preferred node affinity (weight 2), PreferNoSchedule taints (weight 3), least
+// allocated cpu/memory (weight 1); each normalised to 0..100 as the plugins do.
+std::string Scheduler::ChooseNode(const PendingPod& pp, const std::vector<std::string>& feasible) {
+  std::vector<std::int64_t> aff(feasible.size()), prefer(feasible.size());
+  std::int64_t aff_max = 0, prefer_max = 0;
+  for (std::size_t i = 0; i < feasible.size(); ++i) {
+    const SchedNode& n = node_map_[feasible[i]];
+    aff[i] = PreferredAffinityScore(pp.pod["spec"], n.match);
+    aff_max = std::max(aff_max, aff[i]);
+    for (const auto& t : n.taints) {
+      if (t.effect != "PreferNoSchedule") continue;
+      bool ok = false;
+      for (const auto& tol : pp.tols)
+        ok |= (tol.effect.empty() || tol.effect == "PreferNoSchedule") && tol.Tolerates(t);
+      if (!ok) prefer[i]++;
+    }
+    prefer_max = std::max(prefer_max, prefer[i]);
+  }
+  std::string chosen;
+  double best = -1;
+  for (std::size_t i = 0; i < feasible.size(); ++i) {
+    const SchedNode& n = node_map_[feasible[i]];
+    Resources& u = used_[feasible[i]];
+    double least = 0;
+    int counted = 0;
+    for (const char* r : {"cpu", "memory"}) {
+      auto a = n.allocatable.find(r);
+      if (a == n.allocatable.end() || a->second <= 0) continue;
+      auto q = pp.req.find(r);
+      std::int64_t after = u[r] + (q == pp.req.end() ? 0 : q->second);
+      least += std::max<double>(
+          0, static_cast<double>(a->second - after) * 100.0 / static_cast<double>(a->second));
+      ++counted;
+    }
+    double score =
+        (counted ? least / counted : 0) +
+        2.0 *
+            (aff_max > 0 ? static_cast<double>(aff[i]) * 100.0 / static_cast<double>(aff_max) : 0) +
+        3.0 * (prefer_max > 0 ? 100.0 - static_cast<double>(prefer[i]) * 100.0 /
+                                            static_cast<double>(prefer_max)
+                              : 100.0);
+    if (score > best) {
+      best = score;
+      chosen = feasible[i];
+    }
+  }
+  return chosen;
+}
+
+// Binds the pod, clears an earlier PodScheduled=False, and records the Scheduled Event.
+void Scheduler::Bind(const std::string& key, const PendingPod& pp, const std::string& chosen) {
+  const json& pod = pp.pod;
+  std::string ns = pod["metadata"].value("namespace", ""), name = pod["metadata"].value("name", "");
+  Target t{pods_ri_, ns, name, ""};
+  json bind = {{"spec", {{"nodeName", chosen}}}};
+  auto r = core_.Patch(t, "application/merge-patch+json", bind, WriteOpts{});
+  if (!r.ok()) return;
+  Assign(key, chosen, pp.req);  // assumed until the watch confirms it
+  if (!pp.last_message.empty()) {
+    json cond = {{"type", "PodScheduled"},
+                 {"status", "True"},
+                 {"lastProbeTime", nullptr},
+                 {"lastTransitionTime", core_.NowRfc3339()}};
+    core_.Patch(Target{pods_ri_, ns, name, "status"}, "application/strategic-merge-patch+json",
+                {{"status", {{"conditions", {cond}}}}}, WriteOpts{});
+  }
+  internal::RecordEvent(core_, r.obj.is_object() ? r.obj : pod, "Normal", "Scheduled", "Binding",
+                        "Successfully assigned " + ns + "/" + name + " to " + chosen,
+                        kSchedulerName, instance_);
+}
+
+// One pass over the pods worth trying (all of them after a node or capacity change).
+void Scheduler::Pass(std::stop_token stop, SteadyTime now) {
+  last_pass_ = now;
+  if (order_dirty_) {
+    order_.clear();
+    for (const auto& [name, n] : node_map_) order_.push_back(name);
+    order_dirty_ = false;
+    next_start_ = 0;
+  }
+  bool all = retry_all_;
+  retry_all_ = false;
+  want_feasible_ = WantFeasible(order_.size());
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (stop.stop_requested()) break;
+    PendingPod& pp = it->second;
+    if (!all && !pp.attempt) {
+      ++it;
+      continue;
+    }
+    pp.attempt = false;
+    std::vector<std::string> reasons;
+    std::vector<std::string> feasible = FindFeasible(pp, reasons);
+    if (feasible.empty()) {
+      ReportUnschedulable(pp, reasons, now);
+      ++it;
+      continue;
+    }
+    Bind(it->first, pp, ChooseNode(pp, feasible));
+    it = pending_.erase(it);
+  }
+}
+
+void Scheduler::Run(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    PopNodes();
+    PopPods();
+    auto now = std::chrono::steady_clock::now();
+    if (DuePass(now)) Pass(stop, now);
+  }
+}
+
+}  // namespace
+
+void Controllers::SchedulerLoop(std::stop_token stop) { Scheduler(core_).Run(stop); }
 
 }  // namespace gg::sim

@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "sim/json_path.h"
+
 namespace gg::sim {
 
 using nlohmann::json;
@@ -506,15 +508,7 @@ namespace gg::sim {
 namespace {
 
 const json& At(const json& obj, std::initializer_list<const char*> keys) {
-  static const json kNull;
-  const json* cur = &obj;
-  for (const char* k : keys) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(k);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
+  return JsonAt(obj, keys);
 }
 
 std::string S(const json& v) { return v.is_string() ? v.get<std::string>() : ""; }

@@ -63,9 +63,25 @@ struct SimServer::Impl {
   std::atomic<std::uint64_t> watch_events_sent{0};
 
   void Serve(const httplib::Request& req, httplib::Response& res);
+  // Serve's steps, in order.
+  bool ServeOwnEndpoint(const httplib::Request& hreq, httplib::Response& res);
+  void ServeFaults(const httplib::Request& hreq, httplib::Response& res);
+  bool Authenticate(const httplib::Request& hreq, ApiRequest* req, httplib::Response& res);
+  bool InjectFault(const ApiRequest& req, httplib::Response& res);
+  void StartWatchStream(const httplib::Request& hreq, WatchSpec& spec, httplib::Response& res);
+  void WriteResponse(ApiResponse& r, httplib::Response& res);
   // GET .../pods/NAME/log; false when `path` is not a pods/log request.
   bool ServePodLog(const httplib::Request& hreq, const ApiRequest& req, httplib::Response& res);
   void ServeWatch(const WatchSpec& spec, httplib::Response& res);
+  struct WatchStream;
+  bool WriteWatchChunk(WatchStream& st, httplib::DataSink& sink);
+  std::size_t FillWatchBatch(WatchStream& st, bool* cut);
+  void AppendWatchEvent(const WatchSpec& spec, const WatchEvent& e, std::string& buf);
+  // Start's steps.
+  Status MakeHttpServer();
+  void RouteRequests();
+  Status Listen(int want_port);
+  Status StartPodRunner();
   std::string Metrics();
   nlohmann::json RbacUsage();
   void Count(const std::string& verb, const std::string& resource, int code) {
@@ -116,19 +132,144 @@ void SetError(httplib::Response& res, const ApiError& e) {
 
 }  // namespace
 
-void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) {
-  struct State {
-    WatchSpec spec;
-    std::chrono::steady_clock::time_point deadline, last_write;
-    std::size_t sent = 0;
-    int cut_after = 0;
-    bool initial_end_sent = false;
-    bool finished = false;
-    bool alive = true;                // the watcher is open (false: closed and drained)
-    std::deque<WatchEvent> pending;  // popped, not yet written
-    std::string buf;                 // reused for every batch
+// One watch stream's state between the calls of its chunk provider.
+struct SimServer::Impl::WatchStream {
+  WatchSpec spec;
+  std::chrono::steady_clock::time_point deadline, last_write;
+  std::size_t sent = 0;
+  int cut_after = 0;
+  bool initial_end_sent = false;
+  bool finished = false;
+  bool alive = true;                // the watcher is open (false: closed and drained)
+  std::deque<WatchEvent> pending;  // popped, not yet written
+  std::string buf;                 // reused for every batch
+};
+
+namespace {
+
+// The BOOKMARK that ends a sendInitialEvents watch's initial state.
+std::string InitialEventsEndLine(const WatchSpec& spec) {
+  json bm = {{"kind", spec.ri->kind},
+             {"apiVersion", spec.ri->ApiVersion()},
+             {"metadata",
+              {{"resourceVersion", std::to_string(spec.start_rv)},
+               {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+  return WatchLine("BOOKMARK", bm.dump());
+}
+
+// A progress BOOKMARK at `rv`: an empty object of the watched kind, or an empty Table.
+std::string ProgressBookmarkLine(const WatchSpec& spec, std::uint64_t rv) {
+  json bm = {{"kind", spec.ri->kind},
+             {"apiVersion", spec.ri->ApiVersion()},
+             {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
+  if (!spec.table_version.empty())
+    bm = {{"kind", "Table"},
+          {"apiVersion", spec.table_version},
+          {"metadata", {{"resourceVersion", std::to_string(rv)}}},
+          {"columnDefinitions", json::array()},
+          {"rows", json::array()}};
+  return WatchLine("BOOKMARK", bm.dump());
+}
+
+}  // namespace
+
+void SimServer::Impl::AppendWatchEvent(const WatchSpec& spec, const WatchEvent& e, std::string& buf) {
+  if (spec.table_version.empty()) {
+    // The stored JSON is appended as is when the watch is in its version.
+    buf += "{\"type\":\"";
+    buf += EventTypeName(e.type);
+    buf += "\",\"object\":";
+    if (e.obj->api_version == spec.ri->ApiVersion())
+      buf += e.obj->json;
+    else
+      buf += core->Render(*e.obj, *spec.ri);
+    buf += "}\n";
+    return;
+  }
+  // kubectl get -w: the event object is a Table of one row, like the list was.
+  json obj = json::parse(core->Render(*e.obj, *spec.ri));
+  json md = {{"resourceVersion", std::to_string(e.rv)}};
+  buf += WatchLine(EventTypeName(e.type),
+                   core->RenderTable(*spec.ri, spec.table_version, spec.include_object, {obj}, md));
+}
+
+// Moves pending events into st.buf up to one batch; `cut` when the injected cut is reached.
+std::size_t SimServer::Impl::FillWatchBatch(WatchStream& st, bool* cut) {
+  std::size_t batch = 0;
+  while (!st.pending.empty() && st.buf.size() < kWatchBatchBytes) {
+    WatchEvent e = std::move(st.pending.front());
+    st.pending.pop_front();
+    ++batch;
+    AppendWatchEvent(st.spec, e, st.buf);
+    ++st.sent;
+    if (st.cut_after > 0 && static_cast<int>(st.sent) >= st.cut_after) {
+      *cut = true;
+      break;
+    }
+    if (st.spec.initial_events_end && !st.initial_end_sent && st.sent >= st.spec.initial_count) {
+      st.initial_end_sent = true;
+      st.buf += InitialEventsEndLine(st.spec);
+    }
+  }
+  if (st.spec.initial_events_end && !st.initial_end_sent && st.spec.initial_count == 0) {
+    st.initial_end_sent = true;
+    st.buf += InitialEventsEndLine(st.spec);
+  }
+  return batch;
+}
+
+// One call of a watch stream's chunk provider: false when the client is gone.
+bool SimServer::Impl::WriteWatchChunk(WatchStream& st, httplib::DataSink& sink) {
+  auto finish = [&] {
+    st.finished = true;
+    sink.done();
+    return true;
   };
-  auto st = std::make_shared<State>();
+  if (st.finished) {
+    sink.done();
+    return true;
+  }
+  if (!st.spec.expired_message.empty()) {
+    std::string line = WatchLine("ERROR", ExpiredErr(st.spec.expired_message).Body());
+    sink.write(line.data(), line.size());
+    return finish();
+  }
+  if (stopping.load()) return finish();
+  auto now = std::chrono::steady_clock::now();
+  if (now >= st.deadline) return finish();
+  // Events already popped but not yet written wait in st.pending: a resume from an old
+  // resourceVersion can queue the whole history at once, and one write of it all would
+  // need hundreds of MB per watcher. Each call writes one bounded batch (one chunk, one
+  // send) into a buffer the stream keeps.
+  if (st.pending.empty() && st.alive)
+    st.alive = st.spec.watcher->Pop(st.pending, std::chrono::milliseconds(200));
+  st.buf.clear();
+  bool cut = false;
+  std::size_t batch = FillWatchBatch(st, &cut);
+  if (!st.buf.empty()) {
+    watch_events_sent += batch;
+    if (!sink.write(st.buf.data(), st.buf.size())) return false;
+    st.last_write = now;
+  }
+  if (cut || (!st.alive && st.pending.empty())) return finish();
+  if (st.spec.bookmarks && st.pending.empty() && now - st.last_write >= opts.bookmark_interval) {
+    Store& store = core->store();
+    std::uint64_t rv = 0;
+    {
+      std::scoped_lock lock(store.mu());
+      if (st.spec.watcher->QueueEmpty()) rv = store.RvLocked();
+    }
+    if (rv) {
+      std::string line = ProgressBookmarkLine(st.spec, rv);
+      if (!sink.write(line.data(), line.size())) return false;
+      st.last_write = now;
+    }
+  }
+  return true;
+}
+
+void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) {
+  auto st = std::make_shared<WatchStream>();
   st->spec = spec;
   auto now = std::chrono::steady_clock::now();
   // Without timeoutSeconds the real server picks 30-60 min; keep it bounded as well.
@@ -138,114 +279,9 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
   st->cut_after = faults.WatchCutAfter();
   res.status = 200;
   Store& store = core->store();
-  auto interval = opts.bookmark_interval;
   res.set_chunked_content_provider(
       "application/json",
-      [this, st, &store, interval](std::size_t, httplib::DataSink& sink) {
-        if (st->finished) {
-          sink.done();
-          return true;
-        }
-        auto finish = [&] {
-          st->finished = true;
-          sink.done();
-          return true;
-        };
-        if (!st->spec.expired_message.empty()) {
-          ApiError e = ExpiredErr(st->spec.expired_message);
-          std::string line = WatchLine("ERROR", e.Body());
-          sink.write(line.data(), line.size());
-          return finish();
-        }
-        if (stopping.load()) return finish();
-        auto now = std::chrono::steady_clock::now();
-        if (now >= st->deadline) return finish();
-        // Events already popped but not yet written wait in st->pending: a resume from an old
-        // resourceVersion can queue the whole history at once, and one write of it all would
-        // need hundreds of MB per watcher. Each call writes one bounded batch (one chunk, one
-        // send) into a buffer the stream keeps.
-        if (st->pending.empty() && st->alive)
-          st->alive = st->spec.watcher->Pop(st->pending, std::chrono::milliseconds(200));
-        std::string& buf = st->buf;
-        buf.clear();
-        std::size_t batch = 0;
-        bool cut = false;
-        while (!st->pending.empty() && buf.size() < kWatchBatchBytes) {
-          WatchEvent e = std::move(st->pending.front());
-          st->pending.pop_front();
-          ++batch;
-          if (st->spec.table_version.empty()) {
-            // The stored JSON is appended as is when the watch is in its version.
-            buf += "{\"type\":\"";
-            buf += EventTypeName(e.type);
-            buf += "\",\"object\":";
-            if (e.obj->api_version == st->spec.ri->ApiVersion())
-              buf += e.obj->json;
-            else
-              buf += core->Render(*e.obj, *st->spec.ri);
-            buf += "}\n";
-          } else {
-            // kubectl get -w: the event object is a Table of one row, like the list was.
-            json obj = json::parse(core->Render(*e.obj, *st->spec.ri));
-            json md = {{"resourceVersion", std::to_string(e.rv)}};
-            buf += WatchLine(EventTypeName(e.type),
-                             core->RenderTable(*st->spec.ri, st->spec.table_version,
-                                               st->spec.include_object, {obj}, md));
-          }
-          ++st->sent;
-          if (st->cut_after > 0 && static_cast<int>(st->sent) >= st->cut_after) {
-            cut = true;
-            break;
-          }
-          if (st->spec.initial_events_end && !st->initial_end_sent &&
-              st->sent >= st->spec.initial_count) {
-            st->initial_end_sent = true;
-            json bm = {{"kind", st->spec.ri->kind},
-                       {"apiVersion", st->spec.ri->ApiVersion()},
-                       {"metadata",
-                        {{"resourceVersion", std::to_string(st->spec.start_rv)},
-                         {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
-            buf += WatchLine("BOOKMARK", bm.dump());
-          }
-        }
-        if (st->spec.initial_events_end && !st->initial_end_sent && st->spec.initial_count == 0) {
-          st->initial_end_sent = true;
-          json bm = {{"kind", st->spec.ri->kind},
-                     {"apiVersion", st->spec.ri->ApiVersion()},
-                     {"metadata",
-                      {{"resourceVersion", std::to_string(st->spec.start_rv)},
-                       {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
-          buf += WatchLine("BOOKMARK", bm.dump());
-        }
-        if (!buf.empty()) {
-          watch_events_sent += batch;
-          if (!sink.write(buf.data(), buf.size())) return false;
-          st->last_write = now;
-        }
-        if (cut || (!st->alive && st->pending.empty())) return finish();
-        if (st->spec.bookmarks && st->pending.empty() && now - st->last_write >= interval) {
-          std::uint64_t rv = 0;
-          {
-            std::scoped_lock lock(store.mu());
-            if (st->spec.watcher->QueueEmpty()) rv = store.RvLocked();
-          }
-          if (rv) {
-            json bm = {{"kind", st->spec.ri->kind},
-                       {"apiVersion", st->spec.ri->ApiVersion()},
-                       {"metadata", {{"resourceVersion", std::to_string(rv)}}}};
-            if (!st->spec.table_version.empty())
-              bm = {{"kind", "Table"},
-                    {"apiVersion", st->spec.table_version},
-                    {"metadata", {{"resourceVersion", std::to_string(rv)}}},
-                    {"columnDefinitions", json::array()},
-                    {"rows", json::array()}};
-            std::string line = WatchLine("BOOKMARK", bm.dump());
-            if (!sink.write(line.data(), line.size())) return false;
-            st->last_write = now;
-          }
-        }
-        return true;
-      },
+      [this, st](std::size_t, httplib::DataSink& sink) { return WriteWatchChunk(*st, sink); },
       [st, &store](bool) {
         if (st->spec.watcher) store.StopWatch(st->spec.watcher);
       });
@@ -309,206 +345,220 @@ nlohmann::json SimServer::Impl::RbacUsage() {
   return {{"users", users}};
 }
 
-void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res) {
+namespace {
+
+// GET /version as the configured Kubernetes release reports it.
+json VersionInfo(const std::string& kube_version) {
+  std::string minor = kube_version.substr(kube_version.find('.') + 1);
+  return {{"major", "1"},
+          {"minor", minor},
+          {"gitVersion", "v" + kube_version + ".0"},
+          {"gitCommit", "0000000000000000000000000000000000000000"},
+          {"gitTreeState", "clean"},
+          {"buildDate", "2026-01-01T00:00:00Z"},
+          {"goVersion", "go1.24.0"},
+          {"compiler", "gc"},
+          {"platform", "linux/amd64"}};
+}
+
+// The query string as written. Our own parsing: httplib keeps only the text after the last '='
+// of a value ("labelSelector=a!=b" would lose "a!").
+std::map<std::string, std::string> ParseQuery(const httplib::Request& hreq) {
+  std::map<std::string, std::string> query;
+  auto q = hreq.target.find('?');
+  if (q == std::string::npos) {
+    for (const auto& [k, v] : hreq.params) query.emplace(k, v);
+    return query;
+  }
+  std::string_view qs(hreq.target);
+  qs.remove_prefix(q + 1);
+  while (!qs.empty()) {
+    auto amp = qs.find('&');
+    std::string_view part = qs.substr(0, amp);
+    qs = amp == std::string_view::npos ? std::string_view() : qs.substr(amp + 1);
+    if (part.empty()) continue;
+    auto eq = part.find('=');
+    std::string k = UrlDecode(part.substr(0, eq));
+    std::string v = eq == std::string_view::npos ? "" : UrlDecode(part.substr(eq + 1));
+    query.emplace(std::move(k), std::move(v));
+  }
+  return query;
+}
+
+// The user a token maps to: "USER,node=NODE" is a pod-bound token whose user info names the
+// pod's node; a service account gets its groups.
+void SetTokenUser(const std::string& user, ApiRequest* req) {
+  req->user = user;
+  if (auto c = user.find(",node="); c != std::string::npos) {
+    req->user = user.substr(0, c);
+    req->user_extra = {{"authentication.kubernetes.io/node-name", {user.substr(c + 6)}}};
+  }
+  req->groups = {"system:authenticated"};
+  const std::string sa = "system:serviceaccount:";
+  if (user.rfind(sa, 0) == 0) {
+    std::string rest = user.substr(sa.size());
+    std::string ns = rest.substr(0, rest.find(':'));
+    req->groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"};
+  }
+}
+
+// Streams a LIST's stored objects: no copy of a (possibly 1 GB) list body is ever built.
+void StreamList(std::shared_ptr<ListStream> list, const std::string& content_type,
+                httplib::Response& res) {
+  struct Cursor {
+    std::shared_ptr<ListStream> list;
+    std::size_t piece = 0;  // 0 = head, 1..n = items, n+1 = tail
+    std::size_t done = 0;   // bytes of the current piece already written
+  };
+  auto cur = std::make_shared<Cursor>();
+  cur->list = std::move(list);
+  std::size_t total = cur->list->Size();
+  res.set_content_provider(total, content_type, [cur](std::size_t, std::size_t, httplib::DataSink& sink) {
+    const ListStream& l = *cur->list;
+    // Gather up to ~256 KB per write: one syscall per object would dominate.
+    std::string buf;
+    while (buf.size() < (std::size_t{256} << 10) && cur->piece <= l.items.size() + 1) {
+      std::string_view piece;
+      if (cur->piece == 0) {
+        piece = l.head;
+      } else if (cur->piece <= l.items.size()) {
+        piece = l.items[cur->piece - 1]->json;
+        if (cur->piece > 1 && cur->done == 0) buf += ',';
+      } else {
+        piece = l.tail;
+      }
+      std::size_t n = std::min<std::size_t>(piece.size() - cur->done, std::size_t{256} << 10);
+      buf.append(piece.substr(cur->done, n));
+      cur->done += n;
+      if (cur->done == piece.size()) {
+        ++cur->piece;
+        cur->done = 0;
+      }
+    }
+    return sink.write(buf.data(), buf.size());
+  });
+}
+
+}  // namespace
+
+// The simulator's own endpoints (health, version, metrics, /_sim/...); false for API paths.
+bool SimServer::Impl::ServeOwnEndpoint(const httplib::Request& hreq, httplib::Response& res) {
   const std::string& path = hreq.path;
   if (path == "/healthz" || path == "/readyz" || path == "/livez") {
     res.set_content("ok", "text/plain");
-    return;
-  }
-  if (path == "/version") {
-    std::string minor = opts.kube_version.substr(opts.kube_version.find('.') + 1);
-    json v = {{"major", "1"},
-              {"minor", minor},
-              {"gitVersion", "v" + opts.kube_version + ".0"},
-              {"gitCommit", "0000000000000000000000000000000000000000"},
-              {"gitTreeState", "clean"},
-              {"buildDate", "2026-01-01T00:00:00Z"},
-              {"goVersion", "go1.24.0"},
-              {"compiler", "gc"},
-              {"platform", "linux/amd64"}};
-    res.set_content(v.dump(), "application/json");
-    return;
-  }
-  if (path == "/metrics") {
+  } else if (path == "/version") {
+    res.set_content(VersionInfo(opts.kube_version).dump(), "application/json");
+  } else if (path == "/metrics") {
     res.set_content(Metrics(), "text/plain; version=0.0.4");
-    return;
-  }
-  if (path == "/_sim/faults") {
-    if (hreq.method == "GET") {
-      res.set_content(faults.ToJson().dump(), "application/json");
-    } else if (hreq.method == "DELETE") {
-      faults.Clear();
-      res.set_content("{}", "application/json");
-    } else {
-      json j = json::parse(hreq.body, nullptr, false);
-      auto st = faults.SetFromJson(j);
-      if (!st.ok()) {
-        SetError(res, BadRequestErr(st.message()));
-        return;
-      }
-      res.set_content(faults.ToJson().dump(), "application/json");
-    }
-    return;
-  }
-  if (path == "/_sim/rbac" && hreq.method == "GET") {
+  } else if (path == "/_sim/faults") {
+    ServeFaults(hreq, res);
+  } else if (path == "/_sim/rbac" && hreq.method == "GET") {
     res.set_content(RbacUsage().dump(), "application/json");
-    return;
-  }
-  if (path == "/_sim/compact" && hreq.method == "POST") {
+  } else if (path == "/_sim/compact" && hreq.method == "POST") {
     core->store().Compact();
+    res.set_content("{}", "application/json");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// /_sim/faults: GET shows the injected faults, DELETE clears them, anything else sets them.
+void SimServer::Impl::ServeFaults(const httplib::Request& hreq, httplib::Response& res) {
+  if (hreq.method == "DELETE") {
+    faults.Clear();
     res.set_content("{}", "application/json");
     return;
   }
-  ApiRequest req;
-  req.method = hreq.method;
-  req.path = path;
-  while (req.path.size() > 1 && req.path.back() == '/') req.path.pop_back();
-  // Our own query parsing: httplib keeps only the text after the last '=' of a value
-  // ("labelSelector=a!=b" would lose "a!").
-  if (auto q = hreq.target.find('?'); q != std::string::npos) {
-    std::string_view qs(hreq.target);
-    qs.remove_prefix(q + 1);
-    while (!qs.empty()) {
-      auto amp = qs.find('&');
-      std::string_view part = qs.substr(0, amp);
-      qs = amp == std::string_view::npos ? std::string_view() : qs.substr(amp + 1);
-      if (part.empty()) continue;
-      auto eq = part.find('=');
-      std::string k = UrlDecode(part.substr(0, eq));
-      std::string v = eq == std::string_view::npos ? "" : UrlDecode(part.substr(eq + 1));
-      req.query.emplace(std::move(k), std::move(v));
-    }
-  } else {
-    for (const auto& [k, v] : hreq.params) req.query.emplace(k, v);
-  }
-  req.content_type = hreq.get_header_value("Content-Type");
-  req.accept = hreq.get_header_value("Accept");
-  req.user_agent = hreq.get_header_value("User-Agent");
-  req.body = hreq.body;
-  // Authentication: bearer tokens map to users (authz on); otherwise everyone is admin.
-  if (!opts.authz.empty()) {
-    std::string auth = hreq.get_header_value("Authorization");
-    std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : std::string();
-    req.user = "system:anonymous";
-    req.groups = {"system:unauthenticated"};
-    if (token == "admin") {
-      req.user = "admin";
-      req.groups = {"system:masters", "system:authenticated"};
-    }
-    std::vector<std::pair<std::string, std::string>> users = opts.token_users;
-    if (!token.empty()) {
-      std::scoped_lock lock(pod_tokens_mu);
-      if (auto it = pod_tokens.find(token); it != pod_tokens.end()) users.emplace_back(*it);
-    }
-    for (const auto& [tok, user] : users) {
-      if (tok != token) continue;
-      req.user = user;
-      // "USER,node=NODE": a pod-bound token, whose user info names the pod's node.
-      if (auto c = user.find(",node="); c != std::string::npos) {
-        req.user = user.substr(0, c);
-        req.user_extra = {{"authentication.kubernetes.io/node-name", {user.substr(c + 6)}}};
-      }
-      req.groups = {"system:authenticated"};
-      // system:serviceaccount:NS:NAME -> its groups
-      const std::string sa = "system:serviceaccount:";
-      if (user.rfind(sa, 0) == 0) {
-        std::string rest = user.substr(sa.size());
-        std::string ns = rest.substr(0, rest.find(':'));
-        req.groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns,
-                      "system:authenticated"};
-      }
-    }
-    if (!token.empty() && req.user == "system:anonymous") {
-      ApiError e;
-      e.code = 401;
-      e.reason = "Unauthorized";
-      e.message = "Unauthorized";
-      SetError(res, e);
-      Count("unknown", "", 401);
+  if (hreq.method != "GET") {
+    auto st = faults.SetFromJson(json::parse(hreq.body, nullptr, false));
+    if (!st.ok()) {
+      SetError(res, BadRequestErr(st.message()));
       return;
     }
   }
-  if (ServePodLog(hreq, req, res)) return;
-  // Fault injection decides on the verb and resource.
+  res.set_content(faults.ToJson().dump(), "application/json");
+}
+
+// Authentication: bearer tokens map to users (authz on); otherwise everyone is admin. False
+// (and a 401 written) for a token nobody holds.
+bool SimServer::Impl::Authenticate(const httplib::Request& hreq, ApiRequest* req,
+                                   httplib::Response& res) {
+  if (opts.authz.empty()) return true;
+  std::string auth = hreq.get_header_value("Authorization");
+  std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : std::string();
+  req->user = "system:anonymous";
+  req->groups = {"system:unauthenticated"};
+  if (token == "admin") {
+    req->user = "admin";
+    req->groups = {"system:masters", "system:authenticated"};
+  }
+  std::vector<std::pair<std::string, std::string>> users = opts.token_users;
+  if (!token.empty()) {
+    std::scoped_lock lock(pod_tokens_mu);
+    if (auto it = pod_tokens.find(token); it != pod_tokens.end()) users.emplace_back(*it);
+  }
+  for (const auto& [tok, user] : users)
+    if (tok == token) SetTokenUser(user, req);
+  if (token.empty() || req->user != "system:anonymous") return true;
+  ApiError e;
+  e.code = 401;
+  e.reason = "Unauthorized";
+  e.message = "Unauthorized";
+  SetError(res, e);
+  Count("unknown", "", 401);
+  return false;
+}
+
+// An injected fault for the request's verb and resource: its latency is waited out, and true
+// (its error written) when it fails the request.
+bool SimServer::Impl::InjectFault(const ApiRequest& req, httplib::Response& res) {
   std::string verb, resource;
-  {
-    std::optional<ApiError> err;
-    if (auto t = core->ResolvePath(req.path, &err)) {
-      resource = t->ri->resource + (t->sub.empty() ? "" : "/" + t->sub);
-      const auto& m = req.method;
-      auto w = req.query.find("watch");
-      bool watch = w != req.query.end() && ParseBoolParam(w->second);
-      verb = m == "GET"    ? (t->name.empty() ? (watch ? "watch" : "list") : "get")
-             : m == "POST" ? "create"
-             : m == "PUT"  ? "update"
-             : m == "PATCH" ? "patch"
-                            : (t->name.empty() ? "deletecollection" : "delete");
-    }
+  std::optional<ApiError> err;
+  if (auto t = core->ResolvePath(req.path, &err)) {
+    resource = t->ri->resource + (t->sub.empty() ? "" : "/" + t->sub);
+    const auto& m = req.method;
+    auto w = req.query.find("watch");
+    bool watch = w != req.query.end() && ParseBoolParam(w->second);
+    verb = m == "GET"     ? (t->name.empty() ? (watch ? "watch" : "list") : "get")
+           : m == "POST"  ? "create"
+           : m == "PUT"   ? "update"
+           : m == "PATCH" ? "patch"
+                          : (t->name.empty() ? "deletecollection" : "delete");
   }
   FaultDecision fd = faults.Decide(verb, resource);
   if (fd.latency.count() > 0) std::this_thread::sleep_for(fd.latency);
-  if (fd.error) {
-    SetError(res, *fd.error);
-    Count(verb, resource, fd.error->code);
-    return;
+  if (!fd.error) return false;
+  SetError(res, *fd.error);
+  Count(verb, resource, fd.error->code);
+  return true;
+}
+
+// A watch response: an injected 410 replaces the stream with its ERROR event.
+void SimServer::Impl::StartWatchStream(const httplib::Request& hreq, WatchSpec& spec,
+                                       httplib::Response& res) {
+  if (faults.TakeForced410() && spec.watcher) {
+    core->store().StopWatch(spec.watcher);
+    spec.watcher = nullptr;
+    spec.expired_message = "too old resource version: " + hreq.get_param_value("resourceVersion") +
+                           " (" + std::to_string(core->store().rv()) + ")";
   }
-  ApiResponse r = core->Handle(req);
-  Count(r.verb, r.resource, r.watch ? 200 : r.code);
-  if (r.watch) {
-    if (faults.TakeForced410() && r.watch->watcher) {
-      core->store().StopWatch(r.watch->watcher);
-      r.watch->watcher = nullptr;
-      r.watch->expired_message = "too old resource version: " +
-                                 hreq.get_param_value("resourceVersion") + " (" +
-                                 std::to_string(core->store().rv()) + ")";
-    }
-    // httplib gzips application/json for clients that accept it (Go always does), and its
-    // compressor holds back a stream's small events until it ends. The real server does not
-    // compress watch streams; neither do we.
-    const_cast<httplib::Request&>(hreq).headers.erase("Accept-Encoding");
-    ServeWatch(*r.watch, res);
-    return;
-  }
+  // httplib gzips application/json for clients that accept it (Go always does), and its
+  // compressor holds back a stream's small events until it ends. The real server does not
+  // compress watch streams; neither do we.
+  const_cast<httplib::Request&>(hreq).headers.erase("Accept-Encoding");
+  ServeWatch(spec, res);
+}
+
+// Writes a non-watch response: a streamed list, a body trickled at the injected slow-body
+// rate, or the body at once.
+void SimServer::Impl::WriteResponse(ApiResponse& r, httplib::Response& res) {
   res.status = r.code;
   for (const auto& [k, v] : r.headers) res.set_header(k, v);
   std::size_t rate = faults.SlowBodyRate();
   if (r.list && rate > 0) r.body = r.list->Join();
   if (r.list && rate == 0) {
-    // Stream the stored objects: no copy of a (possibly 1 GB) list body is ever built.
-    struct Cursor {
-      std::shared_ptr<ListStream> list;
-      std::size_t piece = 0;  // 0 = head, 1..n = items, n+1 = tail
-      std::size_t done = 0;   // bytes of the current piece already written
-    };
-    auto cur = std::make_shared<Cursor>();
-    cur->list = std::move(r.list);
-    std::size_t total = cur->list->Size();
-    res.set_content_provider(
-        total, r.content_type,
-        [cur](std::size_t, std::size_t, httplib::DataSink& sink) {
-          const ListStream& l = *cur->list;
-          // Gather up to ~256 KB per write: one syscall per object would dominate.
-          std::string buf;
-          while (buf.size() < (std::size_t{256} << 10) && cur->piece <= l.items.size() + 1) {
-            std::string_view piece;
-            if (cur->piece == 0) {
-              piece = l.head;
-            } else if (cur->piece <= l.items.size()) {
-              piece = l.items[cur->piece - 1]->json;
-              if (cur->piece > 1 && cur->done == 0) buf += ',';
-            } else {
-              piece = l.tail;
-            }
-            std::size_t n = std::min<std::size_t>(piece.size() - cur->done, std::size_t{256} << 10);
-            buf.append(piece.substr(cur->done, n));
-            cur->done += n;
-            if (cur->done == piece.size()) {
-              ++cur->piece;
-              cur->done = 0;
-            }
-          }
-          return sink.write(buf.data(), buf.size());
-        });
+    StreamList(std::move(r.list), r.content_type, res);
     return;
   }
   if (rate > 0 && !r.body.empty()) {
@@ -524,6 +574,29 @@ void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res
   }
   res.body = std::move(r.body);
   res.set_header("Content-Type", r.content_type);
+}
+
+void SimServer::Impl::Serve(const httplib::Request& hreq, httplib::Response& res) {
+  if (ServeOwnEndpoint(hreq, res)) return;
+  ApiRequest req;
+  req.method = hreq.method;
+  req.path = hreq.path;
+  while (req.path.size() > 1 && req.path.back() == '/') req.path.pop_back();
+  req.query = ParseQuery(hreq);
+  req.content_type = hreq.get_header_value("Content-Type");
+  req.accept = hreq.get_header_value("Accept");
+  req.user_agent = hreq.get_header_value("User-Agent");
+  req.body = hreq.body;
+  if (!Authenticate(hreq, &req, res)) return;
+  if (ServePodLog(hreq, req, res)) return;
+  if (InjectFault(req, res)) return;
+  ApiResponse r = core->Handle(req);
+  Count(r.verb, r.resource, r.watch ? 200 : r.code);
+  if (r.watch) {
+    StartWatchStream(hreq, *r.watch, res);
+    return;
+  }
+  WriteResponse(r, res);
 }
 
 namespace {
@@ -623,28 +696,24 @@ SimServer::SimServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SimServer::~SimServer() { Stop(); }
 
-StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
-  if (!opts.exec_images.empty() && !opts.tls)
-    return FailedPreconditionError(
-        "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
-  auto impl = std::make_unique<Impl>();
-  impl->opts = opts;
-  impl->clock = opts.clock ? opts.clock : &RealClock::Default();
-  auto colon = opts.listen.rfind(':');
+namespace {
+
+// --listen HOST:PORT: a port is 0-65535 and nothing else ("99999" or "80x" must not bind
+// something else); "[::1]" loses its brackets.
+Status ParseListen(const std::string& listen, std::string* host, int* port) {
+  auto colon = listen.rfind(':');
   if (colon == std::string::npos) return InvalidArgumentError("--listen must be HOST:PORT");
-  impl->host = opts.listen.substr(0, colon);
-  int want_port = 0;
-  {
-    // A port is 0-65535 and nothing else: "99999" or "80x" must not bind something else.
-    std::string ps = opts.listen.substr(colon + 1);
-    auto r = std::from_chars(ps.data(), ps.data() + ps.size(), want_port);
-    if (ps.empty() || r.ec != std::errc() || r.ptr != ps.data() + ps.size() || want_port < 0 ||
-        want_port > 65535)
-      return InvalidArgumentError("--listen must be HOST:PORT with a port in 0-65535, got " +
-                                  opts.listen);
-  }
-  if (impl->host.size() >= 2 && impl->host.front() == '[' && impl->host.back() == ']')
-    impl->host = impl->host.substr(1, impl->host.size() - 2);
+  *host = listen.substr(0, colon);
+  std::string ps = listen.substr(colon + 1);
+  auto r = std::from_chars(ps.data(), ps.data() + ps.size(), *port);
+  if (ps.empty() || r.ec != std::errc() || r.ptr != ps.data() + ps.size() || *port < 0 || *port > 65535)
+    return InvalidArgumentError("--listen must be HOST:PORT with a port in 0-65535, got " + listen);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
+  return OkStatus();
+}
+
+ApiCoreOptions CoreOptionsFor(const SimOptions& opts) {
   ApiCoreOptions co;
   co.kube_version = opts.kube_version;
   co.watch_history = opts.watch_history;
@@ -657,23 +726,54 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
     co.openapi_dir = OpenApiDirFor(GG_SIM_DATA_DIR, opts.kube_version);
 #endif
   }
-  impl->core = std::make_unique<ApiCore>(co, *impl->clock);
-  if (opts.authz == "rbac") {
-    auto authz = std::make_shared<Authorizer>();
-    for (const auto& f : opts.rbac_files) {
-      std::ifstream in(f);
-      if (!in) return NotFoundError("cannot read RBAC file " + f);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      GG_RETURN_IF_ERROR(authz->AddYaml(ss.str()));
-    }
-    impl->core->SetAuthorizer(authz);
-    impl->authz = authz;
-  } else if (!opts.authz.empty()) {
-    return InvalidArgumentError("--authz must be empty or \"rbac\", got " + opts.authz);
-  }
+  return co;
+}
 
-  if (opts.tls) {
+// --authz rbac: an authorizer with the roles and bindings of the RBAC files; none without.
+StatusOr<std::shared_ptr<Authorizer>> MakeAuthorizer(const SimOptions& opts) {
+  if (opts.authz.empty()) return std::shared_ptr<Authorizer>();
+  if (opts.authz != "rbac")
+    return InvalidArgumentError("--authz must be empty or \"rbac\", got " + opts.authz);
+  auto authz = std::make_shared<Authorizer>();
+  for (const auto& f : opts.rbac_files) {
+    std::ifstream in(f);
+    if (!in) return NotFoundError("cannot read RBAC file " + f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    GG_RETURN_IF_ERROR(authz->AddYaml(ss.str()));
+  }
+  return authz;
+}
+
+// Connection settings as kube-apiserver's: thread pool, body limit, keep-alive, timeouts.
+void ConfigureConnections(const SimOptions& opts, httplib::Server& http) {
+  int threads = std::max(8, opts.http_threads);
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(opts.max_body_bytes * 4 + 1024);
+  http.set_keep_alive_max_count(100000);
+  // kube-apiserver keeps an idle connection 90 s (http.Server IdleTimeout, the same as Go's
+  // DefaultTransport): a client that retries a POST on a pooled connection must not find it
+  // closed after cpp-httplib's 5 s default.
+  http.set_keep_alive_timeout(90);
+  // SO_REUSEADDR only, as Go's listeners: cpp-httplib's default SO_REUSEPORT let two
+  // simulators share a port (and one kubeconfig reach two clusters).
+  http.set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  // Small responses (PATCH results, watch lines) must not wait for Nagle + delayed ACK (~40 ms).
+  http.set_tcp_nodelay(true);
+  http.set_read_timeout(60, 0);
+  http.set_write_timeout(60, 0);
+}
+
+}  // namespace
+
+// The HTTP or HTTPS server (with --tls and no certificate given, one made for a new CA).
+Status SimServer::Impl::MakeHttpServer() {
+  if (!opts.tls) {
+    http = std::make_unique<httplib::Server>();
+  } else {
     std::string cert = opts.tls_cert_file, key = opts.tls_key_file;
     if (cert.empty() || key.empty()) {
       auto m = GenerateTlsMaterial();
@@ -682,129 +782,142 @@ StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
       if (dir.empty()) {
         dir = (std::filesystem::temp_directory_path() /
                ("gg-sim-tls-" + std::to_string(::getpid()) + "-" +
-                std::to_string(reinterpret_cast<std::uintptr_t>(impl.get()) & 0xffffff)))
+                std::to_string(reinterpret_cast<std::uintptr_t>(this) & 0xffffff)))
                   .string();
       }
       GG_RETURN_IF_ERROR(WriteTlsFiles(*m, dir));
       cert = m->server_cert_path;
       key = m->server_key_path;
-      impl->ca_pem = m->ca_cert_pem;
+      ca_pem = m->ca_cert_pem;
     }
-    impl->http = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str());
-  } else {
-    impl->http = std::make_unique<httplib::Server>();
+    http = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str());
   }
-  if (!impl->http->is_valid()) return InternalError("could not set up the HTTP(S) server");
-  int threads = std::max(8, opts.http_threads);
-  impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl->http->set_payload_max_length(opts.max_body_bytes * 4 + 1024);
-  impl->http->set_keep_alive_max_count(100000);
-  // kube-apiserver keeps an idle connection 90 s (http.Server IdleTimeout, the same as Go's
-  // DefaultTransport): a client that retries a POST on a pooled connection must not find it
-  // closed after cpp-httplib's 5 s default.
-  impl->http->set_keep_alive_timeout(90);
-  // SO_REUSEADDR only, as Go's listeners: cpp-httplib's default SO_REUSEPORT let two
-  // simulators share a port (and one kubeconfig reach two clusters).
-  impl->http->set_socket_options([](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  if (!http->is_valid()) return InternalError("could not set up the HTTP(S) server");
+  return OkStatus();
+}
+
+// Every method on every path goes to Serve; an exception becomes a 500 status.
+void SimServer::Impl::RouteRequests() {
+  auto handler = [this](const httplib::Request& req, httplib::Response& res) { Serve(req, res); };
+  http->Get(".*", handler);
+  http->Post(".*", handler);
+  http->Put(".*", handler);
+  http->Patch(".*", handler);
+  http->Delete(".*", handler);
+  http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SetError(res, InternalErr(what));
   });
-  // Small responses (PATCH results, watch lines) must not wait for Nagle + delayed ACK (~40 ms).
-  impl->http->set_tcp_nodelay(true);
-  impl->http->set_read_timeout(60, 0);
-  impl->http->set_write_timeout(60, 0);
-  Impl* raw = impl.get();
-  auto handler = [raw](const httplib::Request& req, httplib::Response& res) {
-    raw->Serve(req, res);
-  };
-  impl->http->Get(".*", handler);
-  impl->http->Post(".*", handler);
-  impl->http->Put(".*", handler);
-  impl->http->Patch(".*", handler);
-  impl->http->Delete(".*", handler);
-  impl->http->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SetError(res, InternalErr(what));
-      });
   if (opts.log_requests) {
-    impl->http->set_logger([raw](const httplib::Request& req, const httplib::Response& res) {
-      raw->log.Info("request", {{"method", req.method}, {"path", req.path}, {"code", res.status}});
+    http->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      log.Info("request", {{"method", req.method}, {"path", req.path}, {"code", res.status}});
     });
   }
+}
+
+// Binds HOST:PORT (any free port for 0) and runs the accept loop on its own thread.
+Status SimServer::Impl::Listen(int want_port) {
   if (want_port == 0) {
-    impl->port = impl->http->bind_to_any_port(impl->host);
-    if (impl->port <= 0) return UnavailableError("cannot bind " + opts.listen);
+    port = http->bind_to_any_port(host);
+    if (port <= 0) return UnavailableError("cannot bind " + opts.listen);
   } else {
-    if (std::string why = BindProbe(impl->host, want_port); !why.empty())
-      return UnavailableError("failed to listen on " + opts.listen + ": listen tcp " +
-                              opts.listen + ": bind: " + why);
-    if (!impl->http->bind_to_port(impl->host, want_port))
-      return UnavailableError("failed to listen on " + opts.listen);
-    impl->port = want_port;
+    if (std::string why = BindProbe(host, want_port); !why.empty())
+      return UnavailableError("failed to listen on " + opts.listen + ": listen tcp " + opts.listen +
+                              ": bind: " + why);
+    if (!http->bind_to_port(host, want_port)) return UnavailableError("failed to listen on " + opts.listen);
+    port = want_port;
   }
-  impl->core->SeedKubernetesService(impl->host, impl->port);
-  impl->thread = std::thread([raw] {
-    raw->http->listen_after_bind();
-    raw->listener_exited = true;
+  core->SeedKubernetesService(host, port);
+  thread = std::thread([this] {
+    http->listen_after_bind();
+    listener_exited = true;
   });
   // cpp-httplib 0.11's stop() does nothing until the accept loop has set is_running(), and
   // the loop then never ends: a Stop() right after Start() (a test restarting the sim, a
   // SIGTERM on a loaded machine) hung join() forever. Return only once the loop runs.
-  while (!impl->http->is_running() && !impl->listener_exited)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (impl->listener_exited) {
-    impl->thread.join();
+  while (!http->is_running() && !listener_exited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (listener_exited) {
+    thread.join();
     return UnavailableError("the HTTP server on " + opts.listen + " stopped at once");
   }
+  return OkStatus();
+}
+
+// --exec-images: the runner that starts pods' images as processes, reaching this server over
+// TLS with their service-account tokens.
+Status SimServer::Impl::StartPodRunner() {
+  PodRunnerOptions po;
+  po.exec_images = opts.exec_images;
+  po.node_root = opts.node_root;
+  po.init_exe = opts.pod_init_exe;
+  if (po.init_exe.empty()) {
+    std::error_code ec;
+    po.init_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  }
+  po.fake_nvml_dir = opts.fake_nvml_dir;
+  // The build puts the fake libnvidia-ml.so.1 in lib/fake-nvml beside bin/: next to the
+  // images' directory (build/bin) or to this simulator's binary.
+  for (const auto& base : {std::filesystem::absolute(opts.exec_images).parent_path(),
+                           std::filesystem::path(po.init_exe).parent_path().parent_path()}) {
+    auto guess = base / "lib" / "fake-nvml";
+    if (po.fake_nvml_dir.empty() && std::filesystem::exists(guess / "libnvidia-ml.so.1"))
+      po.fake_nvml_dir = guess.string();
+  }
+  po.api_host = host;
+  po.api_port = port;
+  po.ca_pem = ca_pem;
+  po.time_scale = opts.time_scale;
+  po.add_token = [this](const std::string& t, const std::string& u) {
+    std::scoped_lock lock(pod_tokens_mu);
+    pod_tokens[t] = u;
+  };
+  po.remove_token = [this](const std::string& t) {
+    std::scoped_lock lock(pod_tokens_mu);
+    pod_tokens.erase(t);
+  };
+  auto runner = PodRunner::Create(*core, po);
+  if (!runner.ok()) return runner.status();
+  pod_runner = std::move(*runner);
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<SimServer>> SimServer::Start(SimOptions opts) {
+  if (!opts.exec_images.empty() && !opts.tls)
+    return FailedPreconditionError(
+        "--exec-images needs --tls: in-cluster clients reach the API server over HTTPS");
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->clock = opts.clock ? opts.clock : &RealClock::Default();
+  int want_port = 0;
+  GG_RETURN_IF_ERROR(ParseListen(opts.listen, &impl->host, &want_port));
+  impl->core = std::make_unique<ApiCore>(CoreOptionsFor(opts), *impl->clock);
+  auto authz = MakeAuthorizer(opts);
+  if (!authz.ok()) return authz.status();
+  if (*authz) {
+    impl->core->SetAuthorizer(*authz);
+    impl->authz = *authz;
+  }
+  GG_RETURN_IF_ERROR(impl->MakeHttpServer());
+  ConfigureConnections(opts, *impl->http);
+  impl->RouteRequests();
+  GG_RETURN_IF_ERROR(impl->Listen(want_port));
   ControllerOptions cto;
   cto.kubelet = opts.kubelet;
   cto.scheduler = opts.scheduler;
   cto.controllers = opts.controllers;
   cto.time_scale = opts.time_scale;
   if (!opts.exec_images.empty()) {
-    PodRunnerOptions po;
-    po.exec_images = opts.exec_images;
-    po.node_root = opts.node_root;
-    po.init_exe = opts.pod_init_exe;
-    if (po.init_exe.empty()) {
-      std::error_code ec;
-      po.init_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    }
-    po.fake_nvml_dir = opts.fake_nvml_dir;
-    // The build puts the fake libnvidia-ml.so.1 in lib/fake-nvml beside bin/: next to the
-    // images' directory (build/bin) or to this simulator's binary.
-    for (const auto& base : {std::filesystem::absolute(opts.exec_images).parent_path(),
-                             std::filesystem::path(po.init_exe).parent_path().parent_path()}) {
-      auto guess = base / "lib" / "fake-nvml";
-      if (po.fake_nvml_dir.empty() && std::filesystem::exists(guess / "libnvidia-ml.so.1"))
-        po.fake_nvml_dir = guess.string();
-    }
-    po.api_host = impl->host;
-    po.api_port = impl->port;
-    po.ca_pem = impl->ca_pem;
-    po.time_scale = opts.time_scale;
-    po.add_token = [raw](const std::string& t, const std::string& u) {
-      std::scoped_lock lock(raw->pod_tokens_mu);
-      raw->pod_tokens[t] = u;
-    };
-    po.remove_token = [raw](const std::string& t) {
-      std::scoped_lock lock(raw->pod_tokens_mu);
-      raw->pod_tokens.erase(t);
-    };
-    auto runner = PodRunner::Create(*impl->core, po);
-    if (!runner.ok()) {
+    if (Status st = impl->StartPodRunner(); !st.ok()) {
       impl->http->stop();
       impl->thread.join();
-      return runner.status();
+      return st;
     }
-    impl->pod_runner = std::move(*runner);
     cto.pod_runner = impl->pod_runner.get();
   }
   impl->controllers = std::make_unique<Controllers>(*impl->core, cto);

@@ -1,0 +1,124 @@
+// Freshness from heartbeats against the in-process simulator with the whole operator: a node
+// whose agent only renews status.heartbeatTime (the agent's heartbeat patch, no report) stays
+// Healthy past the heartbeat budget, and a node whose agent went silent turns Unknown.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "api/gpu_node_health.h"
+#include "common/clock.h"
+#include "common/time_util.h"
+#include "k8s/rest_client.h"
+#include "metrics/registry.h"
+#include "operator/operator.h"
+#include "sim/server.h"
+#include "sim/test_objects.h"
+#include "sim/test_util.h"
+
+namespace gg::op {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths/";
+
+json HealthyReport(const std::string& node) {
+  api::GpuNodeHealthStatus s;
+  s.node_name = node;
+  s.agent_version = "test";
+  s.observed_at = s.heartbeat_time = std::chrono::system_clock::now();
+  s.expected_gpus = 1;
+  api::GpuStatus g;
+  g.index = 0;
+  g.uuid = "GPU-" + node;
+  s.gpus.push_back(g);
+  s.sources.push_back({"nvml", api::SourceState::kOk, ""});
+  return json::parse(api::EncodeGpuNodeHealthStatus(s));
+}
+
+// status of the node's GPUHealthy condition ("" when it has none yet).
+std::string GpuHealthy(sim::SimServer& srv, const std::string& node) {
+  auto n = srv.Get("/api/v1/nodes/" + node);
+  if (!n.ok()) return "";
+  for (const auto& c : (*n)["status"].value("conditions", json::array()))
+    if (c.value("type", "") == api::kConditionType) return c.value("status", "");
+  return "";
+}
+
+TEST(HeartbeatSimTest, HeartbeatOnlyPatchesKeepANodeFreshASilentAgentTurnsItUnknown) {
+  sim::SimOptions o;
+  o.kubelet = o.scheduler = o.controllers = false;
+  auto s = sim::SimServer::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sim::SimServer& srv = **s;
+  const char* crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
+  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
+  for (const std::string n : {"beating", "silent"}) {
+    json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", n}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+                 {"spec", json::object()},
+                 {"status",
+                  {{"capacity", {{"nvidia.com/gpu", "1"}}},
+                   {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+    ASSERT_TRUE(srv.Create("/api/v1/nodes", node).ok());
+    ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpunodehealths",
+                           {{"apiVersion", "gpuguardian.io/v1alpha1"},
+                            {"kind", "GPUNodeHealth"},
+                            {"metadata", {{"name", n}}},
+                            {"status", HealthyReport(n)}})
+                    .ok());
+  }
+  json policy = {{"apiVersion", "gpuguardian.io/v1alpha1"},
+                 {"kind", "GPUHealthPolicy"},
+                 {"metadata", {{"name", "p"}}},
+                 {"spec", json::parse(R"({
+      "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
+      "rules": [{"name": "fatal-xid", "xid": {"codes": [79]}, "count": 1, "action": "Cordon"}],
+      "unknown": {"after": "3s"},
+      "safety": {"maxUnhealthy": "100%"}})")}};
+  ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies", policy).ok());
+
+  k8s::ClientConfig cfg;
+  cfg.server = srv.Url();
+  auto client = k8s::RestClient::Create(cfg, RealClock::Default());
+  ASSERT_TRUE(client.ok());
+  metrics::Registry registry;
+  OperatorConfig oc;
+  oc.metrics_addr = "127.0.0.1:0";
+  oc.leader_elect = false;
+  oc.identity = "heartbeat-test";
+  Operator op(**client, RealClock::Default(), registry, oc);
+  std::stop_source stop;
+  std::jthread run([&] { (void)op.Run(stop.get_token()); });
+  // The agent of "beating": nothing but heartbeatTime, every 500 ms.
+  std::jthread agent([&](std::stop_token st) {
+    while (!st.stop_requested()) {
+      json hb = {{"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+      (void)srv.MergePatch(std::string(kReports) + "beating", hb);
+      std::this_thread::sleep_for(500ms);
+    }
+  });
+  ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "beating") == "True"; }, 30s));
+  ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "silent") == "Unknown"; }, 30s))
+      << GpuHealthy(srv, "silent");
+  // Well past the budget since the report itself was written: still fresh, still Healthy.
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(GpuHealthy(srv, "beating"), "True");
+  auto beating = srv.Get(std::string(kReports) + "beating");
+  ASSERT_TRUE(beating.ok());
+  EXPECT_EQ((*beating)["status"]["gpus"].size(), 1u) << "the heartbeat kept the report";
+  agent.request_stop();
+  agent.join();
+  stop.request_stop();
+  run.join();
+  srv.Stop();
+}
+
+}  // namespace
+}  // namespace gg::op
