@@ -105,9 +105,9 @@ Status ParseThrottle(const YAML::Node& v, FaultEvent* e) {
 Status ParseEcc(const YAML::Node& v, FaultEvent* e) {
   int64_t i = 0;
   if (!v.IsMap()) return Err(v, "ecc must be a map like {uncorrectable_volatile: 1}");
-  static const std::set<std::string> kKeys = {
-      "corrected_volatile", "uncorrectable_volatile", "uncorrected_volatile",
-      "corrected_aggregate", "uncorrectable_aggregate", "uncorrected_aggregate"};
+  static const std::set<std::string> kKeys = {"corrected_volatile",      "uncorrectable_volatile",
+                                              "uncorrected_volatile",    "corrected_aggregate",
+                                              "uncorrectable_aggregate", "uncorrected_aggregate"};
   for (const auto& c : v) {
     std::string k = c.first.as<std::string>();
     if (!kKeys.count(k)) return Err(c.first, "unknown ecc counter '" + k + "'");
@@ -133,7 +133,8 @@ Status ParseRemap(const YAML::Node& v, FaultEvent* e) {
       GG_RETURN_IF_ERROR(ParseBool(c.second, k, &b));
       (k == "pending" ? r.pending : r.failure) = b;
     } else {
-      return Err(c.first, "unknown remap key '" + k + "' (correctable, uncorrectable, pending, failure)");
+      return Err(c.first,
+                 "unknown remap key '" + k + "' (correctable, uncorrectable, pending, failure)");
     }
   }
   e->remap = r;
@@ -142,7 +143,8 @@ Status ParseRemap(const YAML::Node& v, FaultEvent* e) {
 
 Status ParseHang(const YAML::Node& v, FaultEvent* e) {
   int64_t i = 0;
-  if (!v.IsMap()) return Err(v, "hang must be a map like {ms: 8000, call: nvmlDeviceGetPcieReplayCounter}");
+  if (!v.IsMap())
+    return Err(v, "hang must be a map like {ms: 8000, call: nvmlDeviceGetPcieReplayCounter}");
   for (const auto& c : v) {
     const std::string k = c.first.as<std::string>();
     if (k == "ms") {
@@ -195,8 +197,9 @@ Status ParseActionKey(const std::string& key, const YAML::Node& v, FaultEvent* e
     e->nvlink_down = static_cast<int>(i);
   } else if (key == "recovery_action") {
     if (!v.IsScalar() || !RecoveryActionValue(v.Scalar()))
-      return Err(v, "recovery_action must be one of None, GpuReset, NodeReboot, DrainP2P, "
-                    "DrainAndReset, RecoverImexDomain");
+      return Err(v,
+                 "recovery_action must be one of None, GpuReset, NodeReboot, DrainP2P, "
+                 "DrainAndReset, RecoverImexDomain");
     e->recovery_action = v.Scalar();
   } else if (key == "lost") {
     return ParseFlag(v, key, &e->lost);
@@ -220,8 +223,7 @@ Status CheckEvent(const YAML::Node& n, const FaultEvent& e, bool have_at, bool h
   if (!have_action) return Err(n, "timeline entry has nothing to do (xid, temperature, ecc, ...)");
   if ((e.gpu_instance || e.compute_instance) && !e.xid)
     return Err(n, "gpu_instance/compute_instance attribute an xid; this entry has none");
-  if (e.compute_instance && !e.gpu_instance)
-    return Err(n, "compute_instance needs gpu_instance");
+  if (e.compute_instance && !e.gpu_instance) return Err(n, "compute_instance needs gpu_instance");
   return OkStatus();
 }
 

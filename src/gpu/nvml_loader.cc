@@ -133,13 +133,13 @@ void ResolveIdentity(void* lib, NvmlSymbols& s) {
 // Telemetry (temperature, clocks, power, ECC, memory repair, PCIe, NVLink, fields).
 void ResolveTelemetry(void* lib, NvmlSymbols& s) {
   auto want = [&](bool ok, const char* name) { NoteMissing(ok, name, s.missing_optional); };
-  want(Resolve(lib, s.temperature_v, {"nvmlDeviceGetTemperatureV"}),
-       "nvmlDeviceGetTemperatureV");
+  want(Resolve(lib, s.temperature_v, {"nvmlDeviceGetTemperatureV"}), "nvmlDeviceGetTemperatureV");
   want(Resolve(lib, s.temperature, {"nvmlDeviceGetTemperature"}), "nvmlDeviceGetTemperature");
   want(Resolve(lib, s.temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"}),
        "nvmlDeviceGetTemperatureThreshold");
-  want(Resolve(lib, s.current_clock_reasons,
-               {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}),
+  want(Resolve(
+           lib, s.current_clock_reasons,
+           {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}),
        "nvmlDeviceGetCurrentClocksEventReasons");
   want(Resolve(lib, s.supported_clock_reasons,
                {"nvmlDeviceGetSupportedClocksEventReasons",
@@ -151,12 +151,9 @@ void ResolveTelemetry(void* lib, NvmlSymbols& s) {
   want(Resolve(lib, s.enforced_power_limit, {"nvmlDeviceGetEnforcedPowerLimit"}),
        "nvmlDeviceGetEnforcedPowerLimit");
   want(Resolve(lib, s.ecc_mode, {"nvmlDeviceGetEccMode"}), "nvmlDeviceGetEccMode");
-  want(Resolve(lib, s.total_ecc, {"nvmlDeviceGetTotalEccErrors"}),
-       "nvmlDeviceGetTotalEccErrors");
-  want(Resolve(lib, s.remapped_rows, {"nvmlDeviceGetRemappedRows"}),
-       "nvmlDeviceGetRemappedRows");
-  want(Resolve(lib, s.retired_pages, {"nvmlDeviceGetRetiredPages"}),
-       "nvmlDeviceGetRetiredPages");
+  want(Resolve(lib, s.total_ecc, {"nvmlDeviceGetTotalEccErrors"}), "nvmlDeviceGetTotalEccErrors");
+  want(Resolve(lib, s.remapped_rows, {"nvmlDeviceGetRemappedRows"}), "nvmlDeviceGetRemappedRows");
+  want(Resolve(lib, s.retired_pages, {"nvmlDeviceGetRetiredPages"}), "nvmlDeviceGetRetiredPages");
   want(Resolve(lib, s.retired_pending, {"nvmlDeviceGetRetiredPagesPendingStatus"}),
        "nvmlDeviceGetRetiredPagesPendingStatus");
   want(Resolve(lib, s.pcie_replay, {"nvmlDeviceGetPcieReplayCounter"}),
@@ -172,8 +169,7 @@ void ResolveEvents(void* lib, NvmlSymbols& s) {
   want(Resolve(lib, s.event_set_create, {"nvmlEventSetCreate"}), "nvmlEventSetCreate");
   want(Resolve(lib, s.supported_events, {"nvmlDeviceGetSupportedEventTypes"}),
        "nvmlDeviceGetSupportedEventTypes");
-  want(Resolve(lib, s.register_events, {"nvmlDeviceRegisterEvents"}),
-       "nvmlDeviceRegisterEvents");
+  want(Resolve(lib, s.register_events, {"nvmlDeviceRegisterEvents"}), "nvmlDeviceRegisterEvents");
   // Only the v2 wait: v1 writes the 24-byte legacy struct (no GI/CI ids).
   want(Resolve(lib, s.event_set_wait, {"nvmlEventSetWait_v2"}), "nvmlEventSetWait_v2");
   want(Resolve(lib, s.event_set_free, {"nvmlEventSetFree"}), "nvmlEventSetFree");

@@ -160,8 +160,8 @@ class DraFixture {
     ASSERT_TRUE(created.ok()) << created.status();
     std::string uid = (*created)["metadata"].value("uid", "");
     json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}};
-    json result = {{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node},
-                   {"device", device}};
+    json result = {
+        {"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", device}};
     json claim;
     claim["apiVersion"] = "resource.k8s.io/" + ClaimVersion();
     claim["kind"] = "ResourceClaim";
@@ -417,7 +417,8 @@ TEST_P(DraSimTest, MigXidFencesOnlyThatMigDeviceAndAGpuResetFencesAllOfThem) {
       g.mig_enabled = true;
       uint32_t slot = 0;
       for (const auto& m : sim::MigLayout("NVIDIA-H100-80GB-HBM3", 3)) {
-        g.mig_devices.push_back({slot++, sim::FakeMigUuid(g.uuid, m.gpu_instance, m.compute_instance),
+        g.mig_devices.push_back({slot++,
+                                 sim::FakeMigUuid(g.uuid, m.gpu_instance, m.compute_instance),
                                  m.gpu_instance, m.compute_instance, m.profile, std::nullopt});
       }
     }
@@ -428,8 +429,8 @@ TEST_P(DraSimTest, MigXidFencesOnlyThatMigDeviceAndAGpuResetFencesAllOfThem) {
   };
   f.WriteReport(node, report(std::nullopt));
   json spec = DraFixture::DevicePolicy();
-  spec["rules"].push_back({{"name", "app-error"}, {"xid", {{"codes", {13}}}}, {"count", 1},
-                           {"action", "Drain"}});
+  spec["rules"].push_back(
+      {{"name", "app-error"}, {"xid", {{"codes", {13}}}}, {"count", 1}, {"action", "Drain"}});
   f.CreatePolicy("dra", spec);
   f.StartOperator();
   ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
@@ -455,8 +456,8 @@ TEST_P(DraSimTest, MigXidFencesOnlyThatMigDeviceAndAGpuResetFencesAllOfThem) {
   ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 3; })) << f.Rules().dump();
   std::set<std::string> fenced;
   for (auto& r : f.OurRules()) fenced.insert(r["spec"]["deviceSelector"].value("device", ""));
-  EXPECT_EQ(fenced, (std::set<std::string>{"gpu-2-mig-19-0-1", "gpu-2-mig-19-1-1",
-                                           "gpu-2-mig-19-2-1"}));
+  EXPECT_EQ(fenced,
+            (std::set<std::string>{"gpu-2-mig-19-0-1", "gpu-2-mig-19-1-1", "gpu-2-mig-19-2-1"}));
   n = f.Node(node);
   EXPECT_FALSE(DraFixture::Cordoned(n));
   EXPECT_FALSE(DraFixture::HasOurTaint(n));
@@ -484,7 +485,8 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
   f.StartOperator();
   ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
   auto claim = [&](const std::string& name) {
-    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() + "/namespaces/ml/resourceclaims/" + name);
+    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() +
+                         "/namespaces/ml/resourceclaims/" + name);
     return c.ok() ? *c : json();
   };
   auto our_condition = [&](const std::string& name) -> json {
@@ -500,7 +502,8 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
 
   f.WriteReport(node, f.XidReport(node, 95, 3));
   ASSERT_TRUE(WaitFor([&] { return !our_condition("holds-gpu-3-gpu").is_null(); }))
-      << claim("holds-gpu-3-gpu").dump() << f.Metric("gpu_guardian_remediations_total", {"claim_status", "failure"});
+      << claim("holds-gpu-3-gpu").dump()
+      << f.Metric("gpu_guardian_remediations_total", {"claim_status", "failure"});
   json got = our_condition("holds-gpu-3-gpu");
   EXPECT_EQ(got["entry"].value("device", ""), "gpu-3");
   EXPECT_EQ(got["entry"].value("pool", ""), node);

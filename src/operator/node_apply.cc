@@ -154,9 +154,9 @@ void NodeReconciler::MarkClaims(Pass& pass, const NodeChange& change) {
   for (bool healthy : {false, true}) {
     const auto& refs = healthy ? released : fenced;
     if (refs.empty()) continue;
-    auto n = d_.dra->MarkClaims(pass.node.meta.name, refs,
-                                {healthy, "gpu-guardian fenced this device: " + message,
-                                 FormatRfc3339(pass.now)});
+    auto n = d_.dra->MarkClaims(
+        pass.node.meta.name, refs,
+        {healthy, "gpu-guardian fenced this device: " + message, FormatRfc3339(pass.now)});
     d_.metrics.Remediation(healthy ? "claim_status_clear" : "claim_status",
                            n.ok() ? kResultSuccess : kResultFailure);
     if (!n.ok()) {

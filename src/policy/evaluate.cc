@@ -364,7 +364,8 @@ void MatchRules(EvalContext& ctx, bool any_unavailable, Verdict& v) {
       if (c.expires) Consider(v.next_evaluation, *c.expires + std::chrono::seconds(1), now);
       std::vector<MigInstance> mig;
       if (!c.whole_gpu) mig.assign(c.mig.begin(), c.mig.end());
-      v.evidence.push_back({r.name, r.action, t.index, t.uuid, message, c.node_wide, std::move(mig)});
+      v.evidence.push_back(
+          {r.name, r.action, t.index, t.uuid, message, c.node_wide, std::move(mig)});
     }
   }
   std::sort(matches.begin(), matches.end(), [](const MatchMemory& a, const MatchMemory& b) {

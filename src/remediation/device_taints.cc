@@ -219,7 +219,8 @@ bool SetEntryCondition(json& entry, const ClaimDeviceCondition& c) {
   }
   if (!c.healthy) {
     std::string message = c.message.size() > 1024 ? c.message.substr(0, 1024) : c.message;
-    if (ours.is_object() && ours.value("status", "") == "False" && ours.value("message", "") == message)
+    if (ours.is_object() && ours.value("status", "") == "False" &&
+        ours.value("message", "") == message)
       return false;
     kept.push_back({{"type", kClaimConditionType},
                     {"status", "False"},
@@ -239,9 +240,9 @@ bool SetEntryCondition(json& entry, const ClaimDeviceCondition& c) {
 
 }  // namespace
 
-StatusOr<std::optional<std::string>> ClaimWithDeviceCondition(
-    std::string_view claim_json, const std::vector<DeviceRef>& devices,
-    const ClaimDeviceCondition& c) {
+StatusOr<std::optional<std::string>> ClaimWithDeviceCondition(std::string_view claim_json,
+                                                              const std::vector<DeviceRef>& devices,
+                                                              const ClaimDeviceCondition& c) {
   json claim = json::parse(claim_json, nullptr, false);
   if (!claim.is_object() || claim.value("kind", "") != "ResourceClaim") {
     return InvalidArgumentError("not a ResourceClaim");

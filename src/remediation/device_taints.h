@@ -77,9 +77,9 @@ inline constexpr char kClaimConditionType[] = "GPUHealthy";
 inline constexpr char kClaimConditionReason[] = "DeviceFenced";
 
 struct ClaimDeviceCondition {
-  bool healthy = false;   // true: take our condition off again (recovery)
-  std::string message;    // why (truncated to 1 KiB)
-  std::string now;        // RFC 3339, the condition's lastTransitionTime
+  bool healthy = false;  // true: take our condition off again (recovery)
+  std::string message;   // why (truncated to 1 KiB)
+  std::string now;       // RFC 3339, the condition's lastTransitionTime
 };
 
 // The ResourceClaim `claim_json` (as read) with our condition set (or, healthy, removed) on
@@ -88,9 +88,9 @@ struct ClaimDeviceCondition {
 // Other conditions and other drivers' data are kept. nullopt when nothing changes;
 // InvalidArgument when the body is not a ResourceClaim. The result is for PUT .../status
 // (metadata.resourceVersion kept: a concurrent writer makes it a Conflict).
-StatusOr<std::optional<std::string>> ClaimWithDeviceCondition(
-    std::string_view claim_json, const std::vector<DeviceRef>& devices,
-    const ClaimDeviceCondition& c);
+StatusOr<std::optional<std::string>> ClaimWithDeviceCondition(std::string_view claim_json,
+                                                              const std::vector<DeviceRef>& devices,
+                                                              const ClaimDeviceCondition& c);
 
 // ---- the DeviceTaintRule we write ----
 

@@ -213,13 +213,16 @@ TEST(DeviceTaints, DeviceRefRoundTrip) {
 // KEP-4817: our condition goes on the entry of the fenced device only (added when the driver
 // wrote none), keeps the driver's own data and conditions, and comes off again on recovery.
 TEST(ClaimWithDeviceCondition, SetsAndRemovesOurConditionOnly) {
-  json claim = {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceClaim"},
+  json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaim"},
                 {"metadata", {{"name", "c"}, {"namespace", "ml"}, {"resourceVersion", "7"}}}};
   claim["status"]["allocation"]["devices"]["results"] = json::array(
       {{{"request", "a"}, {"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-3"}},
        {{"request", "b"}, {"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-4"}}});
   claim["status"]["devices"] = json::array(
-      {{{"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-4"},
+      {{{"driver", "gpu.nvidia.com"},
+        {"pool", "n1"},
+        {"device", "gpu-4"},
         {"data", {{"k", "v"}}},
         {"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "Driver"}}}}}});
   const std::vector<DeviceRef> fenced = {{"gpu.nvidia.com", "n1", "gpu-3"},
@@ -237,9 +240,11 @@ TEST(ClaimWithDeviceCondition, SetsAndRemovesOurConditionOnly) {
   ASSERT_EQ(e4["conditions"].size(), 2u);
   EXPECT_EQ(e4["conditions"][0]["type"], "Ready");
   EXPECT_EQ(e3["device"], "gpu-3");
-  EXPECT_EQ(e3["conditions"][0],
-            json({{"type", "GPUHealthy"}, {"status", "False"}, {"reason", "DeviceFenced"},
-                  {"message", "Xid 95"}, {"lastTransitionTime", "2026-01-01T00:00:00Z"}}));
+  EXPECT_EQ(e3["conditions"][0], json({{"type", "GPUHealthy"},
+                                       {"status", "False"},
+                                       {"reason", "DeviceFenced"},
+                                       {"message", "Xid 95"},
+                                       {"lastTransitionTime", "2026-01-01T00:00:00Z"}}));
   // Applying it again changes nothing.
   auto again = ClaimWithDeviceCondition(**set, fenced, bad);
   ASSERT_TRUE(again.ok());

@@ -130,8 +130,8 @@ TEST(FenceUnits, GpuWideFaultsFenceTheParentAndEveryMigDevice) {
 }
 
 TEST(FenceUnits, PublishedUnitsTolerateAnUnpublishedParentOnly) {
-  std::vector<FenceUnit> units = {{"GPU-1", "GPU-1", true}, {"MIG-a", "GPU-1", false},
-                                  {"MIG-b", "GPU-1", false}};
+  std::vector<FenceUnit> units = {
+      {"GPU-1", "GPU-1", true}, {"MIG-a", "GPU-1", false}, {"MIG-b", "GPU-1", false}};
   std::vector<std::string> missing;
   auto got = PublishedFenceUnits(units, {"MIG-a", "MIG-b"}, &missing);
   EXPECT_TRUE(missing.empty());
@@ -181,9 +181,10 @@ TEST(FenceUnits, AGpuWideFaultAfterAConfinedOneAddsTheOtherMigDevices) {
   AddMigXid(r, 95, "RESET_GPU", 2, 0);
   in.report = r;
   Assessment b = Assess(in, kNow + seconds(5));
-  EXPECT_EQ(b.GpusToFence(), (std::vector<std::string>{"MIG-1-0", "MIG-3-0", "MIG-4-0", "MIG-4-1"}));
-  EXPECT_EQ(b.DevicesToMap(), (std::vector<std::string>{"GPU-node-a-1", "MIG-1-0", "MIG-3-0",
-                                                        "MIG-4-0", "MIG-4-1"}));
+  EXPECT_EQ(b.GpusToFence(),
+            (std::vector<std::string>{"MIG-1-0", "MIG-3-0", "MIG-4-0", "MIG-4-1"}));
+  EXPECT_EQ(b.DevicesToMap(),
+            (std::vector<std::string>{"GPU-node-a-1", "MIG-1-0", "MIG-3-0", "MIG-4-0", "MIG-4-1"}));
   std::vector<std::string> missing;
   l.fence_units = PublishedFenceUnits(b.UnfencedUnits(),
                                       {"MIG-1-0", "MIG-3-0", "MIG-4-0", "MIG-4-1"}, &missing);

@@ -544,7 +544,8 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
             "metadata.resourceVersion"}})));
   }
   SplitStatus(t, old_j, next);
-  if (auto e = AdmitClaimStatus(t, opts_.kube_version, authorizer_.get(), from_patch, old_j, next, o))
+  if (auto e =
+          AdmitClaimStatus(t, opts_.kube_version, authorizer_.get(), from_patch, old_j, next, o))
     return finish(ApiResult::Err(*e));
   ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&

@@ -42,12 +42,12 @@ std::optional<ApiError> UnallocatedEntry(const json& next) {
     }
     if (!found) {
       std::string name = At(next, "metadata").value("name", "");
-      return InvalidErr("ResourceClaim", "resource.k8s.io", name,
-                        {{"FieldValueInvalid",
-                          "Invalid value: \"" + e.value("driver", "") + "/" + e.value("pool", "") +
-                              "/" + e.value("device", "") +
-                              "\": must be an allocated device in the claim",
-                          "status.devices[" + std::to_string(i) + "]"}});
+      return InvalidErr(
+          "ResourceClaim", "resource.k8s.io", name,
+          {{"FieldValueInvalid",
+            "Invalid value: \"" + e.value("driver", "") + "/" + e.value("pool", "") + "/" +
+                e.value("device", "") + "\": must be an allocated device in the claim",
+            "status.devices[" + std::to_string(i) + "]"}});
     }
   }
   return std::nullopt;
@@ -74,8 +74,8 @@ std::optional<ApiError> Deny(Authorizer& authz, const WriteOpts& o, const std::s
 }  // namespace
 
 std::optional<ApiError> AdmitClaimStatus(const Target& t, const std::string& kube_version,
-                                         Authorizer* authz, bool from_patch,
-                                         const json& old_claim, json& next, const WriteOpts& o) {
+                                         Authorizer* authz, bool from_patch, const json& old_claim,
+                                         json& next, const WriteOpts& o) {
   if (t.sub != "status" || t.ri->group != "resource.k8s.io" || t.ri->resource != "resourceclaims")
     return std::nullopt;
   const std::string verb = from_patch ? "patch" : "update";

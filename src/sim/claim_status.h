@@ -11,10 +11,9 @@
 //   status.allocation or status.reservedFor needs <update|patch> on resourceclaims/binding.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/api.h"
 #include "sim/api_error.h"

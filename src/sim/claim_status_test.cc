@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -54,11 +53,14 @@ class ClaimStatusSimTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(s.ok()) << s.status();
     sim_ = std::move(*s);
     if (!rbac_copy_.empty()) std::filesystem::remove(rbac_copy_);
-    ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                                    {"metadata", {{"name", "ml"}}}}).ok());
+    ASSERT_TRUE(
+        sim_->Create("/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}})
+            .ok());
     json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}};
     if (Version() == "v1beta1") request = {{"name", "gpu"}, {"deviceClassName", "gpu.nvidia.com"}};
-    json claim = {{"apiVersion", "resource.k8s.io/" + Version()}, {"kind", "ResourceClaim"},
+    json claim = {{"apiVersion", "resource.k8s.io/" + Version()},
+                  {"kind", "ResourceClaim"},
                   {"metadata", {{"name", "c"}, {"namespace", "ml"}}}};
     claim["spec"]["devices"]["requests"] = json::array({request});
     claim["status"]["allocation"]["devices"]["results"] = json::array(
@@ -84,10 +86,15 @@ class ClaimStatusSimTest : public ::testing::TestWithParam<std::string> {
     return {r->status, json::parse(r->body, nullptr, false)};
   }
   static json Entry(const std::string& device) {
-    return {{"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", device},
+    return {{"driver", "gpu.nvidia.com"},
+            {"pool", "n1"},
+            {"device", device},
             {"conditions",
-             {{{"type", "GPUHealthy"}, {"status", "False"}, {"reason", "DeviceFenced"},
-               {"message", "x"}, {"lastTransitionTime", "2026-01-01T00:00:00Z"}}}}};
+             {{{"type", "GPUHealthy"},
+               {"status", "False"},
+               {"reason", "DeviceFenced"},
+               {"message", "x"},
+               {"lastTransitionTime", "2026-01-01T00:00:00Z"}}}}};
   }
   json StoredDevices() {
     auto c = sim_->Get(Path());
@@ -139,8 +146,7 @@ TEST_P(ClaimStatusSimTest, GranularAuthorizationIsPerDriver) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KubeVersions, ClaimStatusSimTest,
-                         ::testing::Values("1.32", "1.33", "1.35", "1.36"),
-                         [](const auto& info) {
+                         ::testing::Values("1.32", "1.33", "1.35", "1.36"), [](const auto& info) {
                            std::string s = "k8s_" + info.param;
                            for (auto& c : s) c = c == '.' ? '_' : c;
                            return s;

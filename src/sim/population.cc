@@ -352,29 +352,40 @@ json NodeImages() {
 json NodeStatus(const PopulationSpec& spec, const std::string& n, const std::string& host_ip,
                 int gpus) {
   std::string g = std::to_string(gpus);
-  json capacity = {{"cpu", "192"}, {"ephemeral-storage", "3750000000Ki"}, {"hugepages-1Gi", "0"},
-                   {"hugepages-2Mi", "0"}, {"memory", "2097152000Ki"}, {"nvidia.com/gpu", g},
-                   {"pods", "110"}, {"vpc.amazonaws.com/efa", "32"}};
+  json capacity = {{"cpu", "192"},
+                   {"ephemeral-storage", "3750000000Ki"},
+                   {"hugepages-1Gi", "0"},
+                   {"hugepages-2Mi", "0"},
+                   {"memory", "2097152000Ki"},
+                   {"nvidia.com/gpu", g},
+                   {"pods", "110"},
+                   {"vpc.amazonaws.com/efa", "32"}};
   json allocatable = capacity;
   allocatable["cpu"] = "191450m";
   allocatable["ephemeral-storage"] = "3455716022637";
   allocatable["memory"] = "2085521408Ki";
   json conds = NodeConditions(spec);
   json images = NodeImages();
-  json status = {
-      {"addresses", {{{"type", "InternalIP"}, {"address", host_ip}},
-                     {{"type", "InternalDNS"}, {"address", "ip-" + host_ip + ".ec2.internal"}},
-                     {{"type", "Hostname"}, {"address", n}}}},
-      {"allocatable", allocatable}, {"capacity", capacity}, {"conditions", conds},
-      {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
-      {"images", images},
-      {"nodeInfo", {{"architecture", "amd64"}, {"bootID", DeterministicUid(n + "#boot", spec.seed)},
-                    {"containerRuntimeVersion", "containerd://1.7.27"},
-                    {"kernelVersion", "6.8.0-1021-aws"}, {"kubeProxyVersion", ""},
-                    {"kubeletVersion", KubeletVersion(spec.kube_version)},
-                    {"machineID", HexDigits(n + "#machine", 32)},
-                    {"operatingSystem", "linux"}, {"osImage", "Ubuntu 22.04.5 LTS"},
-                    {"systemUUID", DeterministicUid(n + "#system", spec.seed)}}}};
+  json status = {{"addresses",
+                  {{{"type", "InternalIP"}, {"address", host_ip}},
+                   {{"type", "InternalDNS"}, {"address", "ip-" + host_ip + ".ec2.internal"}},
+                   {{"type", "Hostname"}, {"address", n}}}},
+                 {"allocatable", allocatable},
+                 {"capacity", capacity},
+                 {"conditions", conds},
+                 {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+                 {"images", images},
+                 {"nodeInfo",
+                  {{"architecture", "amd64"},
+                   {"bootID", DeterministicUid(n + "#boot", spec.seed)},
+                   {"containerRuntimeVersion", "containerd://1.7.27"},
+                   {"kernelVersion", "6.8.0-1021-aws"},
+                   {"kubeProxyVersion", ""},
+                   {"kubeletVersion", KubeletVersion(spec.kube_version)},
+                   {"machineID", HexDigits(n + "#machine", 32)},
+                   {"operatingSystem", "linux"},
+                   {"osImage", "Ubuntu 22.04.5 LTS"},
+                   {"systemUUID", DeterministicUid(n + "#system", spec.seed)}}}};
   return status;
 }
 
@@ -388,16 +399,21 @@ json NodeManagedFields(const PopulationSpec& spec, const json& labels) {
   json label_fields = json::object();
   for (auto it = labels.begin(); it != labels.end(); ++it)
     if (it.key().rfind("nvidia.com/", 0) == 0) label_fields["f:" + it.key()] = json::object();
-  return json::array({
-      mf("kubelet", "Update", "", {{"f:metadata", {{"f:annotations", {{"f:node.alpha.kubernetes.io/ttl", json::object()}}},
-                                                   {"f:labels", {{"f:kubernetes.io/hostname", json::object()}}}}}}),
-      mf("kube-controller-manager", "Update", "", {{"f:spec", {{"f:podCIDR", json::object()}, {"f:podCIDRs", json::object()}}}}),
-      mf("nfd-worker", "Update", "", {{"f:metadata", {{"f:labels", label_fields}}}}),
-      mf("kubelet", "Update", "status",
-         {{"f:status", {{"f:allocatable", {{"f:nvidia.com/gpu", json::object()}}},
-                        {"f:capacity", {{"f:nvidia.com/gpu", json::object()}}},
-                        {"f:conditions", json::object()}, {"f:images", json::object()},
-                        {"f:nodeInfo", json::object()}}}})});
+  return json::array(
+      {mf("kubelet", "Update", "",
+          {{"f:metadata",
+            {{"f:annotations", {{"f:node.alpha.kubernetes.io/ttl", json::object()}}},
+             {"f:labels", {{"f:kubernetes.io/hostname", json::object()}}}}}}),
+       mf("kube-controller-manager", "Update", "",
+          {{"f:spec", {{"f:podCIDR", json::object()}, {"f:podCIDRs", json::object()}}}}),
+       mf("nfd-worker", "Update", "", {{"f:metadata", {{"f:labels", label_fields}}}}),
+       mf("kubelet", "Update", "status",
+          {{"f:status",
+            {{"f:allocatable", {{"f:nvidia.com/gpu", json::object()}}},
+             {"f:capacity", {{"f:nvidia.com/gpu", json::object()}}},
+             {"f:conditions", json::object()},
+             {"f:images", json::object()},
+             {"f:nodeInfo", json::object()}}}})});
 }
 
 }  // namespace
@@ -411,18 +427,21 @@ json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, i
   json labels = GpuNodeLabels(info, n, zone, gpus, product);
   for (const auto& [k, v] : spec.extra_node_labels) labels[k] = v;
   for (const auto& [k, v] : extra_labels) labels[k] = v;
-  std::string host_ip = "10.0." + std::to_string((index >> 8) & 0xff) + "." + std::to_string(index & 0xff);
+  std::string host_ip =
+      "10.0." + std::to_string((index >> 8) & 0xff) + "." + std::to_string(index & 0xff);
   json node = {{"apiVersion", "v1"}, {"kind", "Node"}};
   node["metadata"] = Meta(n, "", DeterministicUid("Node/" + n, spec.seed), spec);
   node["metadata"]["labels"] = labels;
   node["metadata"]["annotations"] = {
-      {"csi.volume.kubernetes.io/nodeid", "{\"ebs.csi.aws.com\":\"i-" + HexDigits(n + "#i", 17) + "\"}"},
+      {"csi.volume.kubernetes.io/nodeid",
+       "{\"ebs.csi.aws.com\":\"i-" + HexDigits(n + "#i", 17) + "\"}"},
       {"nfd.node.kubernetes.io/feature-labels", FeatureLabels(labels)},
       {"nfd.node.kubernetes.io/worker.version", "v0.16.6"},
       {"node.alpha.kubernetes.io/ttl", "0"},
       {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}};
   std::string cidr = PodCidr(index);
-  node["spec"] = {{"podCIDR", cidr}, {"podCIDRs", {cidr}},
+  node["spec"] = {{"podCIDR", cidr},
+                  {"podCIDRs", {cidr}},
                   {"providerID", "aws:///" + zone + "/i-" + HexDigits(n + "#i", 17)}};
   if (taints.is_array() && !taints.empty()) node["spec"]["taints"] = taints;
   node["status"] = NodeStatus(spec, n, host_ip, gpus);
@@ -474,8 +493,8 @@ json SliceDevice(std::string name, json attrs, json cap, bool beta1) {
 }
 
 // The MIG devices of GPU `i` (see MakeResourceSlice).
-void AddMigDevices(json& devices, std::string_view node, int i, std::string_view product,
-                   int mig, bool beta1) {
+void AddMigDevices(json& devices, std::string_view node, int i, std::string_view product, int mig,
+                   bool beta1) {
   const GpuInfo info = InfoFor(product);
   const std::string parent = FakeGpuUuid(node, i);
   for (const auto& m : MigLayout(product, mig)) {
@@ -510,7 +529,8 @@ json MakeResourceSlice(std::string_view node, int gpus, std::string_view product
     attrs["index"] = {{"int", i}};
     attrs["type"] = {{"string", "gpu"}};
     json cap = {{"memory", {{"value", std::to_string(info.memory_mib) + "Mi"}}}};
-    devices.push_back(SliceDevice("gpu-" + std::to_string(i), std::move(attrs), std::move(cap), beta1));
+    devices.push_back(
+        SliceDevice("gpu-" + std::to_string(i), std::move(attrs), std::move(cap), beta1));
   }
   std::string n(node);
   std::string name = n + "-gpu.nvidia.com-" + Suffix(n + "#slice", seed);
@@ -575,9 +595,11 @@ Status EmitClusterObjects(const PopulationSpec& spec, const ObjectSink& sink,
 }
 
 // The PDB of Deployment `wl` (w: the workload index; alternates maxUnavailable / minAvailable).
-json MakePdb(const PopulationSpec& spec, const Workload& wl, int w, int replicas, const std::string& ns) {
+json MakePdb(const PopulationSpec& spec, const Workload& wl, int w, int replicas,
+             const std::string& ns) {
   json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"}};
-  pdb["metadata"] = Meta(wl.name + "-pdb", ns, DeterministicUid("PodDisruptionBudget/" + wl.name, spec.seed), spec);
+  pdb["metadata"] = Meta(wl.name + "-pdb", ns,
+                         DeterministicUid("PodDisruptionBudget/" + wl.name, spec.seed), spec);
   pdb["metadata"]["generation"] = 1;
   pdb["spec"] = {{"selector", {{"matchLabels", {{"app", wl.name}}}}}};
   int desired;
@@ -589,12 +611,18 @@ json MakePdb(const PopulationSpec& spec, const Workload& wl, int w, int replicas
     desired = (replicas * 50 + 99) / 100;
   }
   int allowed = std::max(0, replicas - desired);
-  pdb["status"] = {{"currentHealthy", replicas}, {"desiredHealthy", desired}, {"expectedPods", replicas},
-                   {"disruptionsAllowed", allowed}, {"observedGeneration", 1},
-                   {"conditions", {{{"type", "DisruptionAllowed"}, {"status", allowed > 0 ? "True" : "False"},
-                                    {"reason", allowed > 0 ? "SufficientPods" : "InsufficientPods"},
-                                    {"message", ""}, {"observedGeneration", 1},
-                                    {"lastTransitionTime", spec.creation_timestamp}}}}};
+  pdb["status"] = {{"currentHealthy", replicas},
+                   {"desiredHealthy", desired},
+                   {"expectedPods", replicas},
+                   {"disruptionsAllowed", allowed},
+                   {"observedGeneration", 1},
+                   {"conditions",
+                    {{{"type", "DisruptionAllowed"},
+                      {"status", allowed > 0 ? "True" : "False"},
+                      {"reason", allowed > 0 ? "SufficientPods" : "InsufficientPods"},
+                      {"message", ""},
+                      {"observedGeneration", 1},
+                      {"lastTransitionTime", spec.creation_timestamp}}}}};
   return pdb;
 }
 
@@ -608,9 +636,12 @@ Status EmitWorkload(const PopulationSpec& spec, int w, const ObjectSink& sink) {
     json job = {{"apiVersion", "batch/v1"}, {"kind", "Job"}};
     job["metadata"] = Meta(wl.name, ns, wl.uid, spec);
     job["metadata"]["generation"] = 1;
-    job["spec"] = {{"parallelism", replicas}, {"completions", replicas}, {"backoffLimit", 6},
-                   {"selector", {{"matchLabels", {{"batch.kubernetes.io/controller-uid", wl.uid}}}}},
-                   {"template", tmpl}};
+    job["spec"] = {
+        {"parallelism", replicas},
+        {"completions", replicas},
+        {"backoffLimit", 6},
+        {"selector", {{"matchLabels", {{"batch.kubernetes.io/controller-uid", wl.uid}}}}},
+        {"template", tmpl}};
     job["status"] = {{"active", replicas}, {"startTime", spec.creation_timestamp}};
     GG_RETURN_IF_ERROR(sink(std::move(job)));
     return OkStatus();
@@ -618,10 +649,15 @@ Status EmitWorkload(const PopulationSpec& spec, int w, const ObjectSink& sink) {
   json dep = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
   dep["metadata"] = Meta(wl.name, ns, wl.uid, spec);
   dep["metadata"]["generation"] = 1;
-  dep["spec"] = {{"replicas", replicas}, {"selector", {{"matchLabels", {{"app", wl.name}}}}},
-                 {"template", tmpl}, {"strategy", {{"type", "RollingUpdate"}}}};
-  dep["status"] = {{"replicas", replicas}, {"readyReplicas", replicas}, {"availableReplicas", replicas},
-                   {"updatedReplicas", replicas}, {"observedGeneration", 1}};
+  dep["spec"] = {{"replicas", replicas},
+                 {"selector", {{"matchLabels", {{"app", wl.name}}}}},
+                 {"template", tmpl},
+                 {"strategy", {{"type", "RollingUpdate"}}}};
+  dep["status"] = {{"replicas", replicas},
+                   {"readyReplicas", replicas},
+                   {"availableReplicas", replicas},
+                   {"updatedReplicas", replicas},
+                   {"observedGeneration", 1}};
   GG_RETURN_IF_ERROR(sink(std::move(dep)));
   json rs = {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}};
   rs["metadata"] = Meta(wl.rs_name, ns, wl.rs_uid, spec);
@@ -631,8 +667,11 @@ Status EmitWorkload(const PopulationSpec& spec, int w, const ObjectSink& sink) {
   rs["spec"] = {{"replicas", replicas},
                 {"selector", {{"matchLabels", {{"app", wl.name}, {"pod-template-hash", wl.hash}}}}},
                 {"template", tmpl}};
-  rs["status"] = {{"replicas", replicas}, {"readyReplicas", replicas}, {"availableReplicas", replicas},
-                  {"fullyLabeledReplicas", replicas}, {"observedGeneration", 1}};
+  rs["status"] = {{"replicas", replicas},
+                  {"readyReplicas", replicas},
+                  {"availableReplicas", replicas},
+                  {"fullyLabeledReplicas", replicas},
+                  {"observedGeneration", 1}};
   GG_RETURN_IF_ERROR(sink(std::move(rs)));
   if (spec.pdbs) GG_RETURN_IF_ERROR(sink(MakePdb(spec, wl, w, replicas, ns)));
   return OkStatus();
@@ -664,25 +703,31 @@ Status EmitNode(const PopulationSpec& spec, int i, const std::vector<std::string
   int slot = 0;
   if (spec.daemonset_pods) {
     for (size_t d = 0; d < std::size(kDaemonSets); ++d) {
-      std::string pname = std::string(kDaemonSets[d].name) + "-" + UniqueSuffix(static_cast<uint64_t>(i), spec.seed + d);
+      std::string pname = std::string(kDaemonSets[d].name) + "-" +
+                          UniqueSuffix(static_cast<uint64_t>(i), spec.seed + d);
       json owner = OwnerRef("apps/v1", "DaemonSet", kDaemonSets[d].name, ds_uids[d]);
-      GG_RETURN_IF_ERROR(sink(MakePod(ds_templates[d], pname, spec.system_namespace, owner, node, i, slot++, spec)));
+      GG_RETURN_IF_ERROR(sink(
+          MakePod(ds_templates[d], pname, spec.system_namespace, owner, node, i, slot++, spec)));
     }
   }
   if (spec.pods_per_node > 0) {
     Workload wl = WorkloadFor(spec, i / k);
     json tmpl = PodTemplate(wl, spec);
-    json owner = wl.job ? OwnerRef("batch/v1", "Job", wl.name, wl.uid) : OwnerRef("apps/v1", "ReplicaSet", wl.rs_name, wl.rs_uid);
+    json owner = wl.job ? OwnerRef("batch/v1", "Job", wl.name, wl.uid)
+                        : OwnerRef("apps/v1", "ReplicaSet", wl.rs_name, wl.rs_uid);
     if (wl.job) tmpl["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = wl.uid;
     for (int p = 0; p < spec.pods_per_node; ++p) {
       std::string base = wl.job ? wl.name : wl.rs_name;
-      std::string pname = base + "-" + UniqueSuffix(static_cast<uint64_t>(i) * 128 + static_cast<uint64_t>(p), spec.seed);
+      std::string pname =
+          base + "-" +
+          UniqueSuffix(static_cast<uint64_t>(i) * 128 + static_cast<uint64_t>(p), spec.seed);
       GG_RETURN_IF_ERROR(sink(MakePod(tmpl, pname, ns, owner, node, i, slot++, spec)));
     }
   }
   if (spec.dra && spec.gpus_per_node > 0)
-    GG_RETURN_IF_ERROR(sink(MakeResourceSlice(node, spec.gpus_per_node, spec.gpu_product, spec.kube_version,
-                                              spec.seed, spec.mig_devices_per_gpu)));
+    GG_RETURN_IF_ERROR(
+        sink(MakeResourceSlice(node, spec.gpus_per_node, spec.gpu_product, spec.kube_version,
+                               spec.seed, spec.mig_devices_per_gpu)));
   return OkStatus();
 }
 
@@ -691,8 +736,10 @@ Status EmitNode(const PopulationSpec& spec, int i, const std::vector<std::string
 Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   if (spec.nodes < 0 || spec.gpus_per_node < 0 || spec.pods_per_node < 0)
     return InvalidArgumentError("population: counts must not be negative");
-  if (spec.gpus_per_node > 64) return InvalidArgumentError("population: gpus_per_node must be <= 64");
-  if (spec.pods_per_node > 110) return InvalidArgumentError("population: pods_per_node must be <= 110 (node pod capacity)");
+  if (spec.gpus_per_node > 64)
+    return InvalidArgumentError("population: gpus_per_node must be <= 64");
+  if (spec.pods_per_node > 110)
+    return InvalidArgumentError("population: pods_per_node must be <= 110 (node pod capacity)");
   if (spec.nodes > 10'000'000) return InvalidArgumentError("population: too many nodes");
   if (!sink) return InvalidArgumentError("population: no sink");
   if (spec.mig_devices_per_gpu < 0 || spec.mig_devices_per_gpu > 7)
@@ -701,7 +748,8 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
   GG_RETURN_IF_ERROR(EmitClusterObjects(spec, sink, &ds_uids));
   for (int w = 0; w < WorkloadCount(spec); ++w) GG_RETURN_IF_ERROR(EmitWorkload(spec, w, sink));
   const std::vector<json> ds_templates = DaemonSetPodTemplates();
-  for (int i = 0; i < spec.nodes; ++i) GG_RETURN_IF_ERROR(EmitNode(spec, i, ds_uids, ds_templates, sink));
+  for (int i = 0; i < spec.nodes; ++i)
+    GG_RETURN_IF_ERROR(EmitNode(spec, i, ds_uids, ds_templates, sink));
   return OkStatus();
 }
 

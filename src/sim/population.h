@@ -70,7 +70,7 @@ nlohmann::json MakeGpuNode(const PopulationSpec& spec, int index, std::string_vi
 struct MigSlot {
   uint32_t gpu_instance = 0;
   uint32_t compute_instance = 0;
-  int start = 0;  // memory-slice placement start (size 1)
+  int start = 0;        // memory-slice placement start (size 1)
   std::string profile;  // "1g.10gb" on an 80 GB GPU
   int memory_mib = 0;
 };

@@ -179,7 +179,8 @@ TEST(PopulationTest, MigResourceSliceShapes) {
     EXPECT_EQ(attrs["profile"]["string"], "1g.10gb");
     EXPECT_FALSE(attrs.contains("index"));
     const std::string version = beta1 ? "v1beta1" : "v1";
-    auto set = LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", kube), kube);
+    auto set =
+        LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", kube), kube);
     ASSERT_TRUE(set.ok());
     auto name = set->NameForGvk("resource.k8s.io", version, "ResourceSlice");
     ASSERT_TRUE(name.has_value());
