@@ -515,11 +515,11 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceTaintEffect", std::string(DeviceTaintEffectName(s.remediation.device_taint_effect))},
       {"deviceDriver", s.remediation.device_driver},
       {"claimStatus", s.remediation.claim_status}};
-  j["recovery"] = {{"automatic", s.recovery.automatic},
-                   {"healthyFor", Dur(s.recovery.healthy_for)},
-                   {"quarantine",
-                    {{"after", s.recovery.quarantine.after},
-                     {"within", Dur(s.recovery.quarantine.within)}}}};
+  j["recovery"] = {
+      {"automatic", s.recovery.automatic},
+      {"healthyFor", Dur(s.recovery.healthy_for)},
+      {"quarantine",
+       {{"after", s.recovery.quarantine.after}, {"within", Dur(s.recovery.quarantine.within)}}}};
   json safety = json::object();
   if (s.safety.max_unhealthy.percent) {
     safety["maxUnhealthy"] = s.safety.max_unhealthy.ToString();

@@ -324,7 +324,8 @@ TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->recovery.quarantine.after, 3) << "conservative default: 3 fences ...";
   EXPECT_EQ(spec->recovery.quarantine.within, std::chrono::hours(24)) << "... within 24h";
-  auto set = DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": 5, "within": "6h"}}})");
+  auto set =
+      DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"after": 5, "within": "6h"}}})");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->recovery.quarantine, (QuarantineSpec{5, std::chrono::hours(6)}));
   EXPECT_EQ(set->recovery.healthy_for, std::chrono::minutes(10)) << "siblings keep defaults";
@@ -337,7 +338,8 @@ TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
   EXPECT_NE(bad.status().message().find("recovery.quarantine.after"), std::string::npos)
       << bad.status();
   EXPECT_FALSE(DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": 3}})").ok());
-  EXPECT_FALSE(DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"within": "a day"}}})").ok());
+  EXPECT_FALSE(
+      DecodeGpuHealthPolicySpec(R"({"recovery": {"quarantine": {"within": "a day"}}})").ok());
 
   for (auto [after, within, field] :
        {std::tuple{-1, Duration(std::chrono::hours(1)), "spec.recovery.quarantine.after"},

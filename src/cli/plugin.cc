@@ -27,9 +27,9 @@ namespace {
 // among the arguments.
 const std::set<std::string>& ValueFlags() {
   static const std::set<std::string> f = {
-      "--kubeconfig", "--context",   "-n",         "--namespace", "--request-timeout",
-      "-s",           "--server",    "-o",         "--output",    "--log-format",
-      "--log-level",  "--duration",  "--lease",     "--reason"};
+      "--kubeconfig", "--context",  "-n",      "--namespace", "--request-timeout",
+      "-s",           "--server",   "-o",      "--output",    "--log-format",
+      "--log-level",  "--duration", "--lease", "--reason"};
   return f;
 }
 
@@ -169,9 +169,10 @@ PluginSubcommands DefineFlags(CLI::App& app, PluginFlags& f) {
       ->capture_default_str();
   timeline->add_flag("--until-recovered", f.until_recovered,
                      "Stop once every fenced node has recovered");
-  auto* release = app.add_subcommand(
-      "release", "Hand a node back now: remove gpu-guardian's taint and cordon (never an "
-                 "administrator's), lift a quarantine; recorded with the reason");
+  auto* release =
+      app.add_subcommand("release",
+                         "Hand a node back now: remove gpu-guardian's taint and cordon (never an "
+                         "administrator's), lift a quarantine; recorded with the reason");
   release->add_option("node", f.node, "Node name")->required();
   release->add_option("--reason", f.reason, "Why the node is handed back (recorded)")->required();
   for (auto* sub : {status, explain, timeline, release}) sub->fallthrough();

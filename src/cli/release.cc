@@ -34,7 +34,8 @@ std::string PatchBody(const k8s::Node& node, const remediation::NodeChange& c) {
   json j;
   j["metadata"]["resourceVersion"] = node.meta.resource_version;
   if (c.record) {
-    j["metadata"]["annotations"][api::kRemediationAnnotation] = remediation::EncodeRecord(*c.record);
+    j["metadata"]["annotations"][api::kRemediationAnnotation] =
+        remediation::EncodeRecord(*c.record);
   }
   if (c.remove_taint) {
     json kept = json::array();
@@ -51,8 +52,8 @@ std::string PatchBody(const k8s::Node& node, const remediation::NodeChange& c) {
   return j.dump();
 }
 
-Status PostEvents(k8s::RestClient& client, const k8s::Node& node,
-                  const remediation::NodeChange& c, WallTime now) {
+Status PostEvents(k8s::RestClient& client, const k8s::Node& node, const remediation::NodeChange& c,
+                  WallTime now) {
   int64_t nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   for (const auto& e : c.events) {
@@ -102,8 +103,8 @@ StatusOr<std::string> ReleaseNode(k8s::RestClient& client, const std::string& na
     if (!c.WritesNode()) {
       return "node/" + name + " holds nothing of gpu-guardian's: nothing to release\n";
     }
-    auto patched = client.Patch(k8s::kNodes, "", name, k8s::PatchType::kStrategicMerge,
-                                PatchBody(node, c));
+    auto patched =
+        client.Patch(k8s::kNodes, "", name, k8s::PatchType::kStrategicMerge, PatchBody(node, c));
     if (!patched.ok() && IsAborted(patched.status()) && attempt < 4) continue;  // raced: again
     if (!patched.ok()) return patched.status();
     GG_RETURN_IF_ERROR(PostEvents(client, node, c, now));

@@ -49,9 +49,12 @@ inline constexpr ReasonInfo kReasons[] = {
     {kBrakeEngaged, EventType::kWarning, "the blast-radius budget is exhausted; new remediations wait"},
     {kBrakeReleased, EventType::kNormal, "back under the blast-radius budget"},
     {kPolicyInvalid, EventType::kWarning, "the policy failed validation; no action is taken under it"},
-    {kNodeUngoverned, EventType::kWarning, "no policy selects a fenced node any more; released once healthy for the recorded healthyFor"},
-    {kNodeQuarantined, EventType::kWarning, "fenced recovery.quarantine.after times within its window: held until released by hand"},
-    {kNodeReleased, EventType::kNormal, "our fences were handed back (exclude label, kubectl gpu-guardian release)"},
+    {kNodeUngoverned, EventType::kWarning,
+     "no policy selects a fenced node any more; released once healthy for the recorded healthyFor"},
+    {kNodeQuarantined, EventType::kWarning,
+     "fenced recovery.quarantine.after times within its window: held until released by hand"},
+    {kNodeReleased, EventType::kNormal,
+     "our fences were handed back (exclude label, kubectl gpu-guardian release)"},
 };
 
 // Type of a catalog reason; kNormal for names outside the catalog.

@@ -230,12 +230,8 @@ std::vector<std::string> FleetIndex::MatchingNodes(const api::LabelSelector& sel
 
 std::map<std::string, int64_t> FleetIndex::StateCounts() {
   std::scoped_lock lock(mu_);
-  return {{"Healthy", healthy_},
-          {"Unhealthy", unhealthy_},
-          {"Unknown", unknown_},
-          {"Remediating", remediating_},
-          {"Excluded", excluded_},
-          {"Quarantined", quarantined_}};
+  return {{"Healthy", healthy_},         {"Unhealthy", unhealthy_}, {"Unknown", unknown_},
+          {"Remediating", remediating_}, {"Excluded", excluded_},   {"Quarantined", quarantined_}};
 }
 
 std::size_t FleetIndex::Size() {

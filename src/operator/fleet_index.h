@@ -39,7 +39,7 @@ struct RecordSummary {
   std::optional<WallTime> started_at;
   bool draining = false;      // drain phase Running
   bool dry_run = false;
-  bool quarantined = false;  // held as a repeat offender until released by hand
+  bool quarantined = false;             // held as a repeat offender until released by hand
   std::vector<WallTime> device_starts;  // our DeviceTaintRules (DRA), when each was created
 };
 RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r);

@@ -132,6 +132,8 @@ struct Case {
   std::vector<std::string> log;  // parts of one line (empty: not checked)
   bool brake_requeue = false;
 };
+// gtest prints a parameter it cannot format as its bytes; the test name already says which.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class ReconcileTable : public ::testing::TestWithParam<Case> {};
 

@@ -102,8 +102,8 @@ TEST(Assess, UngovernedNodeIsJudgedByTheRecordedHealthyForAndNeverFencedAnew) {
   EXPECT_EQ(c.condition->reason, "Ungoverned");
   EXPECT_EQ(c.events.size(), 1u);
   in.node = ApplyChange(in.node, c);
-  for (auto [after, released] : {std::pair{std::chrono::minutes(3), false},
-                                 std::pair{std::chrono::minutes(4), true}}) {
+  for (auto [after, released] :
+       {std::pair{std::chrono::minutes(3), false}, std::pair{std::chrono::minutes(4), true}}) {
     NodeInput later = in;
     later.report = api::testing::HealthyReport("node-a", kNow + after, 8);
     NodeChange d = Plan(later, Assess(later, kNow + after), Lookups{}, kNow + after);

@@ -302,7 +302,7 @@ TEST(DrainerTest, RefusedEvictionRetriedWhenItsBudgetAllowsNotWhenTheTimerRunsOu
     }
   });
   const MonoTime t0 = RealClock::Default().Monotonic();
-  DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+  DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
   const Duration took = RealClock::Default().Monotonic() - t0;
   EXPECT_EQ(r.state, DrainState::kDone) << r.message;
   EXPECT_EQ(r.evicted, 4);
@@ -328,7 +328,7 @@ TEST(DrainerTest, StaleBudgetViewFallsBackToTheCappedTimer) {
       std::this_thread::sleep_for(150ms);
       api.SetBudget("infer", 3);
     });
-    DrainResult r = d.Drain("n1", DrainSpec{}, Far(), {});
+    DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});
     EXPECT_EQ(r.state, DrainState::kDone) << "shown " << shown << ": " << r.message;
     EXPECT_TRUE(api.Names().empty()) << "shown " << shown;
     EXPECT_LT(api.Refused(), 40) << "shown " << shown;
@@ -345,7 +345,7 @@ TEST(DrainerTest, TimeoutWhileWaitingOnABudgetNamesIt) {
   o.max_backoff = 10s;
   o.budgets = &budgets;
   Drainer d(api, RealClock::Default(), o);
-  DrainResult r = d.Drain("n1", DrainSpec{}, RealClock::Default().Now() + 200ms, {});
+  DrainResult r = d.Drain("n1", DrainJob{}, RealClock::Default().Now() + 200ms, {});
   EXPECT_EQ(r.state, DrainState::kBlocked);
   ASSERT_EQ(r.blocking.size(), 1u);
   EXPECT_NE(r.blocking[0].find("ml/infer-pdb"), std::string::npos) << r.blocking[0];

@@ -143,11 +143,11 @@ void Planner::SetCondition() {
                              v_.message + " [policy " + v_.policy + "]"};
     if (rec_.quarantined && rec_.Active() && !rec_.cancelled) {
       const auto& q = pol_.recovery.quarantine;
-      want = NodeConditionView{
-          "False", "Quarantined",
-          "Node fenced " + std::to_string(q.after) + " times within " + FormatDuration(q.within) +
-              ": held until `kubectl gpu-guardian release " + node_.name + "` [policy " +
-              v_.policy + "]"};
+      want = NodeConditionView{"False", "Quarantined",
+                               "Node fenced " + std::to_string(q.after) + " times within " +
+                                   FormatDuration(q.within) +
+                                   ": held until `kubectl gpu-guardian release " + node_.name +
+                                   "` [policy " + v_.policy + "]"};
     }
   }
   if (want && !pol_.dry_run && (!node_.gpu_condition || !(*node_.gpu_condition == *want))) {
@@ -517,7 +517,8 @@ void Planner::Govern() {
 // No policy selects the fenced node any more: hold our fences (no new ones, no drain) until
 // the report has been healthy for the recorded healthyFor, then release them.
 void Planner::OnUngoverned() {
-  const std::string healthy_for = FormatDuration(rec_.healthy_for.value_or(pol_.recovery.healthy_for));
+  const std::string healthy_for =
+      FormatDuration(rec_.healthy_for.value_or(pol_.recovery.healthy_for));
   const std::string until = rec_.quarantined ? "until released with `kubectl gpu-guardian release`"
                             : !rec_.automatic_recovery
                                 ? "until released with `kubectl gpu-guardian release` "
@@ -526,8 +527,8 @@ void Planner::OnUngoverned() {
   if (!rec_.ungoverned_since) {
     rec_.ungoverned_since = now_;
     Event(events::kNodeUngoverned,
-          "No valid GPUHealthPolicy selects the node any more (fenced under policy " +
-              rec_.policy + "): gpu-guardian holds its fences " + until + ", then releases them");
+          "No valid GPUHealthPolicy selects the node any more (fenced under policy " + rec_.policy +
+              "): gpu-guardian holds its fences " + until + ", then releases them");
   }
   if (rec_.drain.phase == DrainPhase::kRunning) {  // nobody asks for it any more
     out_.stop_drain = true;
@@ -543,7 +544,8 @@ void Planner::OnUngoverned() {
   }
   condition_ = NodeConditionView{"Unknown", "Ungoverned",
                                  "No valid GPUHealthPolicy selects the node; gpu-guardian holds "
-                                 "its fences " + until + " (report: " + v_.reason + ")"};
+                                 "its fences " +
+                                     until + " (report: " + v_.reason + ")"};
 }
 
 // gpuguardian.io/exclude=true: the administrator asked us to leave; undo everything of ours.
@@ -560,8 +562,7 @@ void Planner::OnExcluded() {
 
 // `kubectl gpu-guardian release`: hand the node back now (the record says who asked and why).
 void Planner::OnReleased() {
-  const bool leftovers =
-      !rec_.device_taints.empty() || rec_.drain.phase == DrainPhase::kRunning;
+  const bool leftovers = !rec_.device_taints.empty() || rec_.drain.phase == DrainPhase::kRunning;
   Release("released by kubectl gpu-guardian release: " + pol_.release_reason,
           /*node_level_only=*/true);
   if (rec_.Active()) {
@@ -575,8 +576,7 @@ void Planner::OnReleased() {
   rec_.released_at = now_;
   Event(events::kNodeReleased,
         "Node handed back by `kubectl gpu-guardian release`: " + pol_.release_reason +
-            (leftovers ? " (the operator removes its DRA device taints and stops its drain)"
-                       : ""));
+            (leftovers ? " (the operator removes its DRA device taints and stops its drain)" : ""));
 }
 
 NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memories) {
@@ -584,10 +584,18 @@ NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memorie
   if (pol_.paused) return out_;
   LoadRecord(memories);
   switch (pol_.governance) {
-    case Governance::kGoverned: Govern(); break;
-    case Governance::kUngoverned: OnUngoverned(); break;
-    case Governance::kExcluded: OnExcluded(); break;
-    case Governance::kReleased: OnReleased(); break;
+    case Governance::kGoverned:
+      Govern();
+      break;
+    case Governance::kUngoverned:
+      OnUngoverned();
+      break;
+    case Governance::kExcluded:
+      OnExcluded();
+      break;
+    case Governance::kReleased:
+      OnReleased();
+      break;
   }
   if (pol_.governance != Governance::kReleased) SetCondition();
   FinishRecord();
@@ -599,8 +607,12 @@ NodeChange Planner::Run(const std::map<std::string, policy::EvalMemory>* memorie
 }  // namespace
 
 PolicyRemediation RemediationFor(const api::GpuHealthPolicy& policy) {
-  return PolicyRemediation{policy.name,         policy.spec.remediation, policy.spec.recovery,
-                           policy.spec.dry_run, policy.spec.paused,      Governance::kGoverned,
+  return PolicyRemediation{policy.name,
+                           policy.spec.remediation,
+                           policy.spec.recovery,
+                           policy.spec.dry_run,
+                           policy.spec.paused,
+                           Governance::kGoverned,
                            ""};
 }
 

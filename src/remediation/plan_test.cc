@@ -542,7 +542,7 @@ TEST(PlanQuarantine, ThirdFenceWithinTheWindowHoldsTheNodeUntilReleased) {
   n = Step(Bad(Action::kCordon), n, pol, BrakeAllowAll(), kNow + std::chrono::hours(6));
   EXPECT_FALSE(n.unschedulable);
   EXPECT_TRUE(PlanRelease(ApplyChange(n, Plan(Healthy(true), n, pol, BrakeAllowAll(),
-                                                  kNow + std::chrono::hours(7))),
+                                              kNow + std::chrono::hours(7))),
                           "again", kNow + std::chrono::hours(7))
                   .Empty())
       << "nothing of ours left to release";

@@ -61,14 +61,14 @@ TEST(Record, DrainOutcomes) {
 }
 
 TEST(Record, GarbageIsAnError) {
-  for (const char* bad : {"", "x", "[]", "{}", R"({"v":2})", R"({"v":"1"})",
-                          R"({"v":1,"action":"Explode"})", R"({"v":1,"tainted":"yes"})",
-                          R"({"v":1,"drain":{"phase":"Sideways"}})", R"({"v":1,"startedAt":"yesterday"})",
-                          R"({"v":1,"memory":{"p":{"state":7}}})", R"({"v":1,"rules":[1]})",
-                          R"({"v":1,"deviceTaints":[5]})", R"({"v":1,"recovery":{"healthyFor":"soon"}})",
-                          R"({"v":1,"recovery":7})", R"({"v":1,"fences":["noon"]})",
-                          R"({"v":1,"fences":[1,2,3,4,5,6,7,8,9,10,11]})",
-                          R"({"v":1,"quarantined":1})"}) {
+  for (const char* bad :
+       {"", "x", "[]", "{}", R"({"v":2})", R"({"v":"1"})", R"({"v":1,"action":"Explode"})",
+        R"({"v":1,"tainted":"yes"})", R"({"v":1,"drain":{"phase":"Sideways"}})",
+        R"({"v":1,"startedAt":"yesterday"})", R"({"v":1,"memory":{"p":{"state":7}}})",
+        R"({"v":1,"rules":[1]})", R"({"v":1,"deviceTaints":[5]})",
+        R"({"v":1,"recovery":{"healthyFor":"soon"}})", R"({"v":1,"recovery":7})",
+        R"({"v":1,"fences":["noon"]})", R"({"v":1,"fences":[1,2,3,4,5,6,7,8,9,10,11]})",
+        R"({"v":1,"quarantined":1})"}) {
     auto r = DecodeRecord(bad);
     EXPECT_FALSE(r.ok()) << bad;
   }

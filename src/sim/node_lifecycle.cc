@@ -25,16 +25,11 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
-using internal::kPoll;
-using internal::NodeTaints;
-using internal::PodActive;
-using internal::PodTolerations;
 using internal::SteadyTime;
 using internal::StoreWatch;
 using internal::Str;
 using internal::Taint;
-using internal::Toleration;
+using nlohmann::json;
 
 namespace {
 
@@ -222,7 +217,7 @@ void NodeHeartbeat::Run(std::stop_token stop) {
                WriteOpts{});
   while (!stop.stop_requested()) {
     std::deque<WatchEvent> evs;
-    nodes.Pop(evs, kPoll);
+    nodes.Pop(evs, internal::kPoll);
     auto now = std::chrono::steady_clock::now();
     for (const auto& e : evs) OnNode(e, now);
     RenewDue(stop, now);
@@ -365,7 +360,7 @@ void NodeLifecycle::MarkPodsNotReady(const std::string& name, const std::string&
 // Node changes are what it reacts to at once.
 void NodeLifecycle::PopNodes(StoreWatch& nodes) {
   std::deque<WatchEvent> evs;
-  nodes.Pop(evs, kPoll);
+  nodes.Pop(evs, internal::kPoll);
   auto now = std::chrono::steady_clock::now();
   for (const auto& e : evs) {
     if (e.type == EventType::kDeleted) {
@@ -441,7 +436,7 @@ class TaintEviction {
  private:
   struct PodRec {
     std::string node;
-    std::vector<Toleration> tols;
+    std::vector<internal::Toleration> tols;
     json pod;
   };
   void Forget(const std::string& key);
@@ -499,7 +494,7 @@ void TaintEviction::PopNodes() {
     std::vector<Taint> ne;
     if (e.type != EventType::kDeleted) {
       json n = json::parse(e.obj->json, nullptr, false);
-      for (auto& t : NodeTaints(n))
+      for (auto& t : internal::NodeTaints(n))
         if (t.effect == "NoExecute") ne.push_back(std::move(t));
     }
     auto& cur = no_execute_[e.obj->name];
@@ -515,7 +510,7 @@ void TaintEviction::PopNodes() {
 
 void TaintEviction::PopPods() {
   std::deque<WatchEvent> evs;
-  pods_.Pop(evs, kPoll);
+  pods_.Pop(evs, internal::kPoll);
   for (const auto& e : evs) {
     std::string key = e.obj->ns + "/" + e.obj->name;
     if (e.type == EventType::kDeleted) {
@@ -530,7 +525,7 @@ void TaintEviction::PopPods() {
 // A bound, active pod is kept with its node and tolerations; others are forgotten.
 void TaintEviction::OnPod(const std::string& key, json p) {
   std::string node = Str(p, {"spec", "nodeName"});
-  if (node.empty() || !PodActive(p)) {
+  if (node.empty() || !internal::PodActive(p)) {
     Forget(key);
     return;
   }
@@ -539,7 +534,7 @@ void TaintEviction::OnPod(const std::string& key, json p) {
     pods_on_[r.node].erase(key);
     pods_on_[node].insert(key);
   }
-  auto tols = PodTolerations(p);
+  auto tols = internal::PodTolerations(p);
   bool changed = r.node != node || r.tols.size() != tols.size();
   r.node = node;
   r.tols = std::move(tols);

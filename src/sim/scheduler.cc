@@ -18,21 +18,17 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::FirstUntolerated;
 using internal::kPoll;
 using internal::NodeSelectorMatches;
-using internal::NodeTaints;
 using internal::PodRequests;
 using internal::PodTerminal;
 using internal::PodTolerations;
-using internal::PreferredAffinityScore;
 using internal::Resources;
 using internal::SteadyTime;
-using internal::StoreWatch;
 using internal::Str;
 using internal::Taint;
-using internal::Toleration;
+using nlohmann::json;
 
 namespace {
 
@@ -50,7 +46,7 @@ struct SchedNode {
 struct PendingPod {
   json pod;
   Resources req;
-  std::vector<Toleration> tols;
+  std::vector<internal::Toleration> tols;
   bool attempt = true;          // try at the next pass
   std::string last_message;     // of the last FailedScheduling
   std::string event_name;       // its Event, for the series
@@ -127,7 +123,7 @@ SchedNode ReadSchedNode(const std::string& name, const json& n) {
   SchedNode sn;
   sn.match = {
       {"metadata", {{"name", name}, {"labels", n["metadata"].value("labels", json::object())}}}};
-  sn.taints = NodeTaints(n);
+  sn.taints = internal::NodeTaints(n);
   sn.unschedulable =
       n.contains("spec") && n["spec"].is_object() && n["spec"].value("unschedulable", false);
   const json* alloc = nullptr;
@@ -181,7 +177,7 @@ class Scheduler {
 
   ApiCore& core_;
   std::shared_ptr<const ResourceInfo> pods_ri_, nodes_ri_;
-  StoreWatch pods_, nodes_;
+  internal::StoreWatch pods_, nodes_;
   std::map<std::string, SchedNode> node_map_;
   std::vector<std::string> order_;  // node names, for round-robin sampling
   bool order_dirty_ = true;
@@ -363,7 +359,7 @@ std::string Scheduler::ChooseNode(const PendingPod& pp, const std::vector<std::s
   std::int64_t aff_max = 0, prefer_max = 0;
   for (std::size_t i = 0; i < feasible.size(); ++i) {
     const SchedNode& n = node_map_[feasible[i]];
-    aff[i] = PreferredAffinityScore(pp.pod["spec"], n.match);
+    aff[i] = internal::PreferredAffinityScore(pp.pod["spec"], n.match);
     aff_max = std::max(aff_max, aff[i]);
     for (const auto& t : n.taints) {
       if (t.effect != "PreferNoSchedule") continue;

@@ -29,21 +29,12 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::ControllerUid;
 using internal::FirstUntolerated;
-using internal::kPoll;
-using internal::NodeSelectorMatches;
-using internal::NodeTaints;
-using internal::PodActive;
-using internal::PodReady;
-using internal::PodTerminal;
-using internal::PodTolerations;
 using internal::SteadyTime;
-using internal::StoreWatch;
 using internal::Str;
 using internal::Taint;
-using internal::Toleration;
+using nlohmann::json;
 
 namespace {
 
@@ -234,7 +225,7 @@ struct DeploySync {
 struct DaemonSync {
   std::string uid, hash;
   json tmpl, pod_like;
-  std::vector<Toleration> tols;
+  std::vector<internal::Toleration> tols;
   long min_ready = 0;
   bool deleting = false;
   long desired = 0, current = 0, misscheduled = 0, ready = 0, updated = 0, avail = 0;
@@ -296,9 +287,7 @@ class WorkloadController {
   void UpdateDeploymentStatus(DeploySync& s, const json& d);
   void UpdateProgressing(DeploySync& s, bool complete);
   // Watch events into the cache.
-  void PopDeployments();
   void PopReplicaSets();
-  void PopDaemonSets();
   void PopNodes();
   void PopPods();
   void SyncDirty();
@@ -306,7 +295,7 @@ class WorkloadController {
   ApiCore& core_;
   const Controllers& ctl_;
   std::shared_ptr<const ResourceInfo> pods_ri_, nodes_ri_, ds_ri_, rs_ri_, deploy_ri_;
-  StoreWatch pods_, nodes_, dss_, rss_, deploys_;
+  internal::StoreWatch pods_, nodes_, dss_, rss_, deploys_;
 
   std::map<std::string, json> deployments_, replicasets_, daemonsets_;  // uid -> object
   std::map<std::string, std::set<std::string>> rs_of_;    // deployment uid -> its ReplicaSets' uids
@@ -347,9 +336,9 @@ void WorkloadController::RecordPod(const std::string& key, const json& p, std::u
   r.rv = rv;
   r.node = DaemonPodNode(p);
   r.bound = !Str(p, {"spec", "nodeName"}).empty();
-  r.active = PodActive(p);
+  r.active = internal::PodActive(p);
   r.phase = Str(p, {"status", "phase"});
-  bool ready = PodReady(p);
+  bool ready = internal::PodReady(p);
   if (ready) {
     auto t = internal::ParseTime(internal::ConditionTransition(p, "Ready"));
     r.ready_since = t ? *t : core_.clock().Now();
@@ -509,7 +498,7 @@ void WorkloadController::SyncDaemonSet(const std::string& uid) {
   s.hash = PodTemplateHash(s.tmpl);
   s.pod_like = {{"spec", s.tmpl.value("spec", json::object())}};
   AddDaemonTolerations(s.pod_like["spec"]);
-  s.tols = PodTolerations(s.pod_like);
+  s.tols = internal::PodTolerations(s.pod_like);
   s.min_ready = MinReadySeconds(ds);
   std::map<std::string, std::vector<std::string>> by_node;  // node -> active pod keys
   for (const auto& k : pods_of_[uid]) {
@@ -524,7 +513,7 @@ void WorkloadController::SyncDaemonSet(const std::string& uid) {
 // One node: counts it, and creates the pod it should run or deletes the ones it should not.
 void WorkloadController::SyncDaemonNode(DaemonSync& s, const json& ds, const std::string& node,
                                         const NodeRec& nr, std::vector<std::string>& mine) {
-  bool selected = NodeSelectorMatches(s.pod_like["spec"], nr.match);
+  bool selected = internal::NodeSelectorMatches(s.pod_like["spec"], nr.match);
   bool should_run = selected && !FirstUntolerated(nr.taints, s.tols, {"NoSchedule", "NoExecute"});
   bool may_continue = selected && !FirstUntolerated(nr.taints, s.tols, {"NoExecute"});
   if (should_run) ++s.desired;
@@ -902,17 +891,19 @@ void WorkloadController::UpdateProgressing(DeploySync& s, bool complete) {
 
 // ---- The loop ----
 
-void WorkloadController::PopDeployments() {
+// One watch's events into a cache of objects by uid; each one seen is dirty.
+void PopObjects(internal::StoreWatch& watch, std::map<std::string, json>& objects,
+                std::set<std::string>& dirty) {
   std::deque<WatchEvent> evs;
-  if (!deploys_.Pop(evs, std::chrono::milliseconds(0))) deployments_.clear();
+  if (!watch.Pop(evs, std::chrono::milliseconds(0))) objects.clear();
   for (const auto& e : evs) {
-    dirty_deploy_.insert(e.obj->uid);
+    dirty.insert(e.obj->uid);
     if (e.type == EventType::kDeleted) {
-      deployments_.erase(e.obj->uid);
+      objects.erase(e.obj->uid);
       continue;
     }
     json o = json::parse(e.obj->json, nullptr, false);
-    if (o.is_object()) deployments_[e.obj->uid] = std::move(o);
+    if (o.is_object()) objects[e.obj->uid] = std::move(o);
   }
 }
 
@@ -943,20 +934,6 @@ void WorkloadController::PopReplicaSets() {
   }
 }
 
-void WorkloadController::PopDaemonSets() {
-  std::deque<WatchEvent> evs;
-  if (!dss_.Pop(evs, std::chrono::milliseconds(0))) daemonsets_.clear();
-  for (const auto& e : evs) {
-    dirty_ds_.insert(e.obj->uid);
-    if (e.type == EventType::kDeleted) {
-      daemonsets_.erase(e.obj->uid);
-      continue;
-    }
-    json o = json::parse(e.obj->json, nullptr, false);
-    if (o.is_object()) daemonsets_[e.obj->uid] = std::move(o);
-  }
-}
-
 // Nodes: a change of labels or taints (or a restart of the watch) makes every DaemonSet dirty.
 void WorkloadController::PopNodes() {
   std::deque<WatchEvent> evs;
@@ -973,7 +950,7 @@ void WorkloadController::PopNodes() {
     nr.match = {
         {"metadata",
          {{"name", e.obj->name}, {"labels", n["metadata"].value("labels", json::object())}}}};
-    nr.taints = NodeTaints(n);
+    nr.taints = internal::NodeTaints(n);
     auto it = node_recs_.find(e.obj->name);
     bool same = it != node_recs_.end() && it->second.match == nr.match &&
                 it->second.taints.size() == nr.taints.size() &&
@@ -991,7 +968,7 @@ void WorkloadController::PopNodes() {
 // Pods (the loop's wait): a pod's change makes its owner dirty.
 void WorkloadController::PopPods() {
   std::deque<WatchEvent> evs;
-  if (!pods_.Pop(evs, kPoll)) {
+  if (!pods_.Pop(evs, internal::kPoll)) {
     pod_recs_.clear();
     pods_of_.clear();
   }
@@ -1027,9 +1004,9 @@ void WorkloadController::SyncDirty() {
 
 void WorkloadController::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
-    PopDeployments();
+    PopObjects(deploys_, deployments_, dirty_deploy_);
     PopReplicaSets();
-    PopDaemonSets();
+    PopObjects(dss_, daemonsets_, dirty_ds_);
     PopNodes();
     PopPods();
     auto now = std::chrono::steady_clock::now();

@@ -92,9 +92,9 @@ class Fences : public ::testing::Test {
     Save("script.yaml", script);
     agent_ = std::make_unique<Process>(
         std::vector<std::string>{kBinDir + "/gpu-guardian-agent", "--node-name", kNode,
-                                 "--kubeconfig", At("kubeconfig"), "--source", "script",
-                                 "--script", At("script.yaml"), "--heartbeat", "30s",
-                                 "--sweep-interval", "500ms", "--metrics-addr", "0"},
+                                 "--kubeconfig", At("kubeconfig"), "--source", "script", "--script",
+                                 At("script.yaml"), "--heartbeat", "30s", "--sweep-interval",
+                                 "500ms", "--metrics-addr", "0"},
         At("agent.log"));
   }
 
@@ -136,8 +136,8 @@ TEST_F(Fences, DeletedPolicysFenceIsReleasedAfterItsHealthyFor) {
   ASSERT_TRUE(Until([&] { return NodeIs(true, "RulesMatched"); }, 60s)) << Logs();
   ASSERT_TRUE(api_->Delete(k8s::kGpuHealthPolicies, "", "fences").ok());
   // Held while the GPU is still lost, and says why once.
-  ASSERT_TRUE(Until([&] { return NodeIs(true, "Ungoverned") && Events("NodeUngoverned") == 1; },
-                    10s))
+  ASSERT_TRUE(
+      Until([&] { return NodeIs(true, "Ungoverned") && Events("NodeUngoverned") == 1; }, 10s))
       << Logs();
   // Back at 14 s: released 3 s (healthyFor) later, plus one pass.
   const auto t0 = Clk::now();
