@@ -194,6 +194,9 @@ struct RemediationSpec {
   int max_bad_gpus_for_device_level = 2;
   DeviceTaintEffect device_taint_effect = DeviceTaintEffect::kNoSchedule;
   std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
+  // Device level: also mark the ResourceClaims holding a fenced device (KEP-4817
+  // status.devices[].conditions, type GPUHealthy). Needs the optional claim-status RBAC.
+  bool claim_status = false;
   friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
 };
 // Repeat offenders: a node fenced `after` times within `within` stays fenced (quarantined)

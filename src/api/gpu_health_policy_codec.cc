@@ -378,6 +378,7 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
                              EnumDecoder<DeviceTaintEffect>(ParseDeviceTaintEffect,
                                                             "None, NoSchedule, NoExecute")));
     GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
+    GG_RETURN_IF_ERROR(Field(so, "claimStatus", p, &rem.claim_status, AsBool));
   }
   GG_RETURN_IF_ERROR(Field(o, "recovery", path, &spec->recovery, DecodeRecovery));
   if (Find(o, "safety", &sub)) {
@@ -543,7 +544,8 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceLevel", std::string(DeviceLevelModeName(s.remediation.device_level))},
       {"maxBadGPUsForDeviceLevel", s.remediation.max_bad_gpus_for_device_level},
       {"deviceTaintEffect", std::string(DeviceTaintEffectName(s.remediation.device_taint_effect))},
-      {"deviceDriver", s.remediation.device_driver}};
+      {"deviceDriver", s.remediation.device_driver},
+      {"claimStatus", s.remediation.claim_status}};
   j["recovery"] = {
       {"automatic", s.recovery.automatic},
       {"healthyFor", Dur(s.recovery.healthy_for)},

@@ -89,6 +89,7 @@ class NodeReconciler final : public runtime::Reconciler {
   // Deletes and creates our DeviceTaintRules (before the Node patch: a rule that exists
   // without its record entry is found again on the next pass; the reverse would never be).
   Status ApplyDeviceTaints(Pass& pass, remediation::NodeChange& change);
+  void MarkClaims(Pass& pass, const remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
   void EmitEvents(Pass& pass, const remediation::NodeChange& change);

@@ -54,6 +54,8 @@ struct Condition {
   std::optional<WallTime> expires;  // Xid rules: when the newest occurrence leaves the window
   bool recent_in_window = false;    // Xid rules: some matching occurrence is inside the window
   std::vector<CounterSample> samples;  // rate rules: the counter's samples to keep in memory
+  std::set<MigInstance> mig;        // Xid rules: MIG instances the matching Xids were confined to
+  bool whole_gpu = false;           // some matching Xid concerns the whole GPU
 };
 
 template <typename N>
@@ -179,6 +181,18 @@ bool XidNodeWide(const api::XidEvent& e) {
   return e.sxid || gpu::XidNeedsWholeNode(e.xid, e.recommended_action);
 }
 
+// The Xid hit one MIG instance only: the driver named a GPU instance and the Xid's recovery
+// does not reset the GPU (a reset, reboot or NVLink workflow ends every instance on it).
+bool XidConfinedToInstance(const api::XidEvent& e) {
+  if (!e.gpu_instance || XidNodeWide(e)) return false;
+  std::optional<gpu::XidAction> a = gpu::ParseXidAction(e.recommended_action);
+  if (!a) {
+    const gpu::XidInfo* info = gpu::XidCatalog::Builtin().Find(e.xid);
+    if (info) a = info->action;
+  }
+  return a && *a < gpu::XidAction::kDrainP2P;
+}
+
 struct EvalContext {
   const api::GpuHealthPolicySpec& spec;
   const api::GpuNodeHealthStatus& report;
@@ -243,6 +257,11 @@ std::map<std::string, std::pair<Target, Condition>> XidConditions(EvalContext& c
     Condition& c = slot.second;
     c.recent_in_window = true;
     if (unmapped || XidNodeWide(e)) c.node_wide = true;
+    if (XidConfinedToInstance(e)) {
+      c.mig.insert(MigInstance{*e.gpu_instance, e.compute_instance});
+    } else {
+      c.whole_gpu = true;
+    }
     if (r.window) {
       WallTime exp = last + *r.window;
       if (!c.expires || exp > *c.expires) c.expires = exp;
@@ -425,7 +444,10 @@ void MatchRules(EvalContext& ctx, bool any_unavailable, Verdict& v) {
         matches.push_back({r.name, t.key, since, latch, c.samples});
       }
       if (c.expires) Consider(v.next_evaluation, *c.expires + std::chrono::seconds(1), now);
-      v.evidence.push_back({r.name, r.action, t.index, t.uuid, message, c.node_wide});
+      std::vector<MigInstance> mig;
+      if (!c.whole_gpu) mig.assign(c.mig.begin(), c.mig.end());
+      v.evidence.push_back(
+          {r.name, r.action, t.index, t.uuid, message, c.node_wide, std::move(mig)});
     }
   }
   std::sort(matches.begin(), matches.end(), [](const MatchMemory& a, const MatchMemory& b) {

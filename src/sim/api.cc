@@ -11,6 +11,7 @@
 #include "common/time_util.h"
 #include "sim/admission.h"
 #include "sim/api_util.h"
+#include "sim/claim_status.h"
 #include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
@@ -591,6 +592,9 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
     if (auto e = CheckUpdateResourceVersion(t, *old, next, from_patch))
       return finish(ApiResult::Err(*e));
   KeepStatusSplit(t, old_j, next);
+  if (auto e =
+          AdmitClaimStatus(t, opts_.kube_version, authorizer_.get(), from_patch, old_j, next, o))
+    return finish(ApiResult::Err(*e));
   ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (auto e = KeepServiceClusterIp(t, old_j, next)) return finish(ApiResult::Err(*e));
   KeepServerMetadata(ri, old_j, next);
