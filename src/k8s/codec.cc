@@ -145,25 +145,29 @@ Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
   bool present = false;
   GG_RETURN_IF_ERROR(AsObject(v, field, &o, &present));
   if (!present) return OkStatus();
-  for (auto f : o) {
-    std::string_view key;
-    if (auto ec = f.unescaped_key().get(key)) return JsonError(field, ec);
-    if (keep && !keep(key)) continue;  // value is skipped by the iterator
-    // The key's storage (the parser's string buffer) stays valid for the whole document.
-    std::string_view k = key;
-    od::value val;
-    if (auto ec = f.value().get(val)) return JsonError(field, ec);
-    std::string_view s;
-    if (IsNull(val)) continue;
-    if (val.get_string().get(s)) {
-      return TypeError(std::string(field) + "." + std::string(k), "string");
+  auto append_all = [&]() -> Status {
+    for (auto f : o) {
+      std::string_view key;
+      if (auto ec = f.unescaped_key().get(key)) return JsonError(field, ec);
+      if (keep && !keep(key)) continue;  // value is skipped by the iterator
+      // The key's storage (the parser's string buffer) stays valid for the whole document.
+      std::string_view k = key;
+      od::value val;
+      if (auto ec = f.value().get(val)) return JsonError(field, ec);
+      std::string_view s;
+      if (IsNull(val)) continue;
+      if (val.get_string().get(s)) {
+        return TypeError(std::string(field) + "." + std::string(k), "string");
+      }
+      if (!out->Append(k, s)) {
+        return TypeError(std::string(field) + "." + std::string(k), "string without NUL");
+      }
     }
-    if (!out->Set(k, s)) {
-      return TypeError(std::string(field) + "." + std::string(k), "string without NUL");
-    }
-  }
-  out->ShrinkToFit();  // cached for good: no spare capacity (49 labels grew it to 64)
-  return OkStatus();
+    return OkStatus();
+  };
+  Status s = append_all();
+  out->FinishAppend();  // also shrinks: cached for good, no spare capacity (49 grew it to 64)
+  return s;
 }
 
 namespace {

@@ -347,6 +347,36 @@ TEST(LabelTest, MapAndSelectors) {
   EXPECT_FALSE(s.Validate().ok());
 }
 
+// The decoders' bulk fill: a repeated key keeps its last value (as Set would), shared pairs
+// are released, and a JSON labels object with a repeated key decodes the same way.
+TEST(LabelTest, AppendKeepsTheLastOfARepeatedKey) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    LabelMap m{{"zz.app/a", "0"}};
+    LabelMap copy = m;  // Append must not change the copy
+    EXPECT_TRUE(m.Append("zz.app/b", "1"));
+    EXPECT_TRUE(m.Append("zz.app/a", "2"));
+    EXPECT_TRUE(m.Append("zz.app/b", "3"));
+    EXPECT_FALSE(m.Append(std::string_view("x\0y", 3), "v"));
+    m.FinishAppend();
+    EXPECT_EQ(m.ToMap(), (std::map<std::string, std::string>{{"zz.app/a", "2"}, {"zz.app/b", "3"}}));
+    EXPECT_EQ(copy.ToMap(), (std::map<std::string, std::string>{{"zz.app/a", "0"}}));
+    LabelMap empty;
+    empty.FinishAppend();
+    EXPECT_TRUE(empty.empty());
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+
+  auto node = ParseObject<Node>(
+      R"({"metadata":{"name":"n","labels":{"zz.k":"1","zz.j":"x","zz.k":"2"}}})");
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node->meta.labels.size(), 2u);
+  EXPECT_EQ(node->meta.labels.Get("zz.k").value_or(""), "2");
+  EXPECT_EQ(node->meta.labels.Get("zz.j").value_or(""), "x");
+  auto bad = ParseObject<Node>(R"({"metadata":{"name":"n","labels":{"zz.k":"1","zz.j":7}}})");
+  EXPECT_FALSE(bad.ok());
+}
+
 // Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
 // is freed with the last map holding it (also when maps are built and dropped concurrently).
 TEST(LabelTest, InternedPairsAreSharedAndFreed) {

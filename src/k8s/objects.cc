@@ -184,9 +184,11 @@ std::optional<std::string_view> LabelMap::Get(std::string_view key) const {
   return std::nullopt;
 }
 
-bool LabelMap::Set(std::string_view key, std::string_view value) {
+namespace {
+// The interned "key\0value" pair, or null when either contains a NUL.
+Interned* InternPair(std::string_view key, std::string_view value) {
   if (key.find('\0') != std::string_view::npos || value.find('\0') != std::string_view::npos) {
-    return false;
+    return nullptr;
   }
   // Label keys are ≤ 317 bytes and values ≤ 63, so most pairs fit the stack buffer.
   char small[512];
@@ -200,7 +202,46 @@ bool LabelMap::Set(std::string_view key, std::string_view value) {
   std::memcpy(buf, key.data(), key.size());
   buf[key.size()] = '\0';
   std::memcpy(buf + key.size() + 1, value.data(), value.size());
-  Interned* e = Table().Intern({buf, n}, static_cast<std::uint32_t>(key.size()));
+  return Table().Intern({buf, n}, static_cast<std::uint32_t>(key.size()));
+}
+}  // namespace
+
+bool LabelMap::Append(std::string_view key, std::string_view value) {
+  Interned* e = InternPair(key, value);
+  if (!e) return false;
+  Unique()->entries.push_back(e);
+  return true;
+}
+
+void LabelMap::FinishAppend() {
+  if (!rep_) return;
+  auto& entries = Unique()->entries;
+  if (entries.size() > 1) {
+    // Sort positions by key (stable: equal keys stay in arrival order), keep each key's last.
+    std::vector<std::uint32_t> order(entries.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return entries[a]->key() < entries[b]->key();
+    });
+    bool dropped = false;
+    for (std::size_t i = 0; i + 1 < order.size(); ++i) {
+      if (entries[order[i]]->key() != entries[order[i + 1]]->key()) continue;
+      Table().Unref(entries[order[i]]);
+      entries[order[i]] = nullptr;
+      dropped = true;
+    }
+    if (dropped) std::erase(entries, nullptr);
+  }
+  if (entries.empty()) {
+    clear();
+    return;
+  }
+  ShrinkToFit();
+}
+
+bool LabelMap::Set(std::string_view key, std::string_view value) {
+  Interned* e = InternPair(key, value);
+  if (!e) return false;
   for (Interned*& cur : Unique()->entries) {
     if (cur->key() == key) {
       Table().Unref(cur);

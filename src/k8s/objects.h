@@ -38,6 +38,12 @@ class LabelMap {
   bool Has(std::string_view key) const { return Get(key).has_value(); }
   // Inserts or replaces. Keys/values containing '\0' are rejected (false).
   bool Set(std::string_view key, std::string_view value);
+  // Bulk fill for decoders: Append adds a pair without looking for its key (Set scans the
+  // map, so n Sets cost n²/2 key compares: 1,200 for a Node's 49 labels); FinishAppend then
+  // drops the earlier pairs of a repeated key (the last one wins, as with Set) and shrinks
+  // the map to fit. The map is not a valid map between the two calls.
+  bool Append(std::string_view key, std::string_view value);
+  void FinishAppend();
   bool Erase(std::string_view key);
   std::size_t size() const;
   bool empty() const { return size() == 0; }
