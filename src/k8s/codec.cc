@@ -139,8 +139,8 @@ Status ReadTime(od::value v, std::string_view field, std::optional<WallTime>* ou
   return OkStatus();
 }
 
-Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
-                     bool (*keep)(std::string_view key)) {
+Status ReadStringMapLike(od::value v, std::string_view field, LabelMap* out, const LabelMap* prev,
+                         bool (*keep)(std::string_view key)) {
   od::object o;
   bool present = false;
   GG_RETURN_IF_ERROR(AsObject(v, field, &o, &present));
@@ -159,7 +159,7 @@ Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
       if (val.get_string().get(s)) {
         return TypeError(std::string(field) + "." + std::string(k), "string");
       }
-      if (!out->Append(k, s)) {
+      if (!out->AppendLike(prev, k, s)) {
         return TypeError(std::string(field) + "." + std::string(k), "string without NUL");
       }
     }
@@ -169,6 +169,12 @@ Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
   out->FinishAppend();  // also shrinks: cached for good, no spare capacity (49 grew it to 64)
   return s;
 }
+
+Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
+                     bool (*keep)(std::string_view key)) {
+  return ReadStringMapLike(v, field, out, nullptr, keep);
+}
+
 
 namespace {
 StatusOr<std::int64_t> ParseQuantityCount(std::string_view s) {
@@ -227,7 +233,10 @@ Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std:
       return ReadString(val, "metadata.resourceVersion", &m->resource_version);
     }
     if (k == "generation") return ReadInt(val, "metadata.generation", &m->generation);
-    if (k == "labels") return ReadStringMap(val, "metadata.labels", &m->labels);
+    if (k == "labels") {
+      const LabelMap* prev = PreviousLabels::Find(m->namespace_, m->name);
+      return ReadStringMapLike(val, "metadata.labels", &m->labels, prev);
+    }
     if (k == "annotations") {
       return ReadStringMap(val, "metadata.annotations", &m->annotations, keep_annotation);
     }
@@ -325,6 +334,22 @@ StatusOr<WatchEventType> ParseWatchEventTypeName(std::string_view t) {
 }
 
 }  // namespace json
+
+namespace {
+thread_local PreviousLabels* current_previous_labels = nullptr;
+}  // namespace
+
+PreviousLabels::PreviousLabels(Lookup lookup, const void* ctx)
+    : lookup_(lookup), ctx_(ctx), outer_(current_previous_labels) {
+  current_previous_labels = this;
+}
+
+PreviousLabels::~PreviousLabels() { current_previous_labels = outer_; }
+
+const LabelMap* PreviousLabels::Find(std::string_view ns, std::string_view name) {
+  const PreviousLabels* p = current_previous_labels;
+  return p && !name.empty() ? p->lookup_(p->ctx_, ns, name) : nullptr;
+}
 
 Status StatusFromBody(std::string_view body, int http_status) {
   auto fallback = [&] {

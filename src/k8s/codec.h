@@ -33,6 +33,26 @@ StatusOr<ObjectList<T>> ParseListInto(std::string& json, const std::function<voi
 template <typename T>
 StatusOr<WatchEvent<T>> ParseWatchEvent(std::string_view line, bool padded = false);
 
+// While one is installed on a thread, DecodeObjectMeta asks it for the labels of the cached
+// version of the object it decodes (by namespace and name, read before the labels) and shares
+// the pairs that did not change, instead of interning every pair again. The informer installs
+// one around each watch event and LIST page: most events change few of a Node's ~50 labels.
+class PreviousLabels {
+ public:
+  using Lookup = const LabelMap* (*)(const void* ctx, std::string_view ns, std::string_view name);
+  PreviousLabels(Lookup lookup, const void* ctx);
+  ~PreviousLabels();
+  PreviousLabels(const PreviousLabels&) = delete;
+  PreviousLabels& operator=(const PreviousLabels&) = delete;
+  // The installed lookup's answer; null when none is installed or the object is not cached.
+  static const LabelMap* Find(std::string_view ns, std::string_view name);
+
+ private:
+  Lookup lookup_;
+  const void* ctx_;
+  PreviousLabels* outer_;
+};
+
 // A Kubernetes Status object (error body) → gg::Status with code, http_status, reason and
 // retry_after_seconds (details.retryAfterSeconds). `http_status` is used when the body lacks
 // "code"; an unparsable body gives a Status built from http_status alone.

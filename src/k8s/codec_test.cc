@@ -377,6 +377,36 @@ TEST(LabelTest, AppendKeepsTheLastOfARepeatedKey) {
   EXPECT_FALSE(bad.ok());
 }
 
+// With a PreviousLabels lookup installed, a decoded Node's labels equal what the JSON says
+// whatever the cached version held: repeated pairs, changed values, new and dropped keys.
+TEST(LabelTest, DecodingLikeThePreviousVersionKeepsTheNewLabels) {
+  LabelMap cached{{"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}};
+  static const LabelMap* current = nullptr;
+  current = &cached;
+  auto lookup = [](const void*, std::string_view ns, std::string_view name) -> const LabelMap* {
+    return ns.empty() && name == "n" ? current : nullptr;
+  };
+  PreviousLabels hint(lookup, nullptr);
+  auto node = ParseObject<Node>(
+      R"({"metadata":{"name":"n","labels":{"zz.a":"1","zz.b":"9","zz.d":"4","zz.a":"5"}}})");
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node->meta.labels.ToMap(),
+            (std::map<std::string, std::string>{{"zz.a", "5"}, {"zz.b", "9"}, {"zz.d", "4"}}));
+  auto same = ParseObject<Node>(R"({"metadata":{"name":"n","labels":{"zz.a":"1","zz.b":"2","zz.c":"3"}}})");
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->meta.labels == cached);
+  auto shifted = ParseObject<Node>(
+      R"({"metadata":{"name":"n","labels":{"zz.0":"0","zz.a":"1","zz.c":"3","zz.b":"2"}}})");
+  ASSERT_TRUE(shifted.ok());
+  EXPECT_EQ(shifted->meta.labels.ToMap(), (std::map<std::string, std::string>{
+                                              {"zz.0", "0"}, {"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
+  auto other = ParseObject<Node>(R"({"metadata":{"name":"m","labels":{"zz.a":"1"}}})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->meta.labels.ToMap(), (std::map<std::string, std::string>{{"zz.a", "1"}}));
+  EXPECT_EQ(cached.ToMap(), (std::map<std::string, std::string>{
+                                {"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
+}
+
 // Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
 // is freed with the last map holding it (also when maps are built and dropped concurrently).
 TEST(LabelTest, InternedPairsAreSharedAndFreed) {

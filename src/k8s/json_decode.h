@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "k8s/codec.h"
 #include "k8s/objects.h"
 #include "k8s/transport.h"
 
@@ -65,9 +66,14 @@ Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
 Status ReadQuantityCount(od::value v, std::string_view field, std::int64_t* out);
 Status ReadStringList(od::value v, std::string_view field, std::vector<std::string>* out);
 
+// Like ReadStringMap, sharing the pairs that repeat `prev` (see LabelMap::AppendLike).
+Status ReadStringMapLike(od::value v, std::string_view field, LabelMap* out, const LabelMap* prev,
+                         bool (*keep)(std::string_view key) = nullptr);
+
 // metadata; `keep_annotation` as for ReadStringMap.
 Status DecodeObjectMeta(od::value v, ObjectMeta* out,
                         bool (*keep_annotation)(std::string_view key) = nullptr);
+
 Status DecodeLabelSelector(od::value v, std::string_view field, LabelSelector* out);
 
 // Thread-local reusable parser.

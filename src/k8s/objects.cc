@@ -213,6 +213,24 @@ bool LabelMap::Append(std::string_view key, std::string_view value) {
   return true;
 }
 
+bool LabelMap::AppendLike(const LabelMap* prev, std::string_view key, std::string_view value) {
+  if (prev && prev->rep_ && prev != this) {
+    // The same position, or one off when a key was added or removed before this one.
+    const auto& pe = prev->rep_->entries;
+    const std::size_t i = size();
+    for (std::size_t j : {i, i - 1, i + 1}) {
+      if (j >= pe.size()) continue;  // i - 1 wraps around when i == 0
+      Interned* e = pe[j];
+      if (e->key() == key && e->value() == value) {
+        InternTable::Ref(e);
+        Unique()->entries.push_back(e);
+        return true;
+      }
+    }
+  }
+  return Append(key, value);
+}
+
 void LabelMap::FinishAppend() {
   if (!rep_) return;
   auto& entries = Unique()->entries;

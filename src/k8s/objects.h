@@ -43,6 +43,10 @@ class LabelMap {
   // drops the earlier pairs of a repeated key (the last one wins, as with Set) and shrinks
   // the map to fit. The map is not a valid map between the two calls.
   bool Append(std::string_view key, std::string_view value);
+  // Append for a map that usually repeats `prev` (the cached version of the same object):
+  // when prev's pair at this map's next position (or one off it) is key=value it is shared
+  // without a lookup in the intern table. `prev` must stay alive for the call.
+  bool AppendLike(const LabelMap* prev, std::string_view key, std::string_view value);
   void FinishAppend();
   bool Erase(std::string_view key);
   std::size_t size() const;

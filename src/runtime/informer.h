@@ -183,6 +183,7 @@ class Informer final : public InformerCore {
     seen_.clear();
   }
   StatusOr<k8s::ListPageInfo> OnListPage(std::string& body) override {
+    k8s::PreviousLabels hint(&CachedLabels, this);
     auto sink = [this](T&& obj) { Upsert(std::move(obj), /*from_list=*/true); };
     std::function<void(T&&)> fn = sink;
     auto list = codec_.parse_list_into(body, fn);
@@ -206,7 +207,10 @@ class Informer final : public InformerCore {
     for (const auto& g : gone) Dispatch(nullptr, nullptr, g.get());
   }
   Status OnWatchLine(std::string_view line, std::string* rv) override {
-    auto ev = codec_.parse_event(line);
+    auto ev = [&] {
+      k8s::PreviousLabels hint(&CachedLabels, this);
+      return codec_.parse_event(line);
+    }();
     if (!ev.ok()) return ev.status();
     switch (ev->type) {
       case k8s::WatchEventType::kError:
@@ -258,6 +262,16 @@ class Informer final : public InformerCore {
     // A relist that finds an unchanged object is not an update.
     if (old && old->meta.resource_version == fresh->meta.resource_version) return;
     Dispatch(fresh.get(), old.get(), nullptr);
+  }
+  // The labels of the cached version of an object being decoded (PreviousLabels): only this
+  // thread replaces cached objects, so they stay alive until the decoded one is stored.
+  static const k8s::LabelMap* CachedLabels(const void* self, std::string_view ns,
+                                           std::string_view name) {
+    const auto* inf = static_cast<const Informer*>(self);
+    std::string key = ns.empty() ? std::string(name) : std::string(ns) + "/" + std::string(name);
+    std::shared_lock lock(inf->mu_);
+    auto it = inf->items_.find(key);
+    return it == inf->items_.end() ? nullptr : &it->second->meta.labels;
   }
   // Labels and annotations that did not change keep the cached object's arrays (LabelMap
   // copies share them), so an update does not add a copy per node for the fleet index.
