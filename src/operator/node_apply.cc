@@ -53,6 +53,7 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
                                                 std::unique_lock<std::mutex>& brake_lock) {
   if (!pass.assessment.verdict) return ApplyNotSelected(pass.node.meta.name, change);
   if (Status s = ApplyDeviceTaints(pass, change); !s.ok()) return s;
+  if (Status s = ApplyEscalation(pass, change); !s.ok()) return s;
   if (Status s = WriteNode(pass, change); !s.ok()) return s;
   brake_lock = {};  // the index now reflects what we started
   if (Status s = WriteCondition(pass, change); !s.ok()) return s;
@@ -120,6 +121,34 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
       Log(pass).Info("device taint created",
                      {{"gpu", dt.gpu_uuid}, {"deviceTaintRule", *rule}, {"effect", dt.effect}});
     }
+  }
+  return OkStatus();
+}
+
+Status NodeReconciler::ApplyEscalation(Pass& pass, const NodeChange& change) {
+  if (!change.create_escalation && !change.delete_escalation) return OkStatus();
+  if (d_.escalation == nullptr) {
+    return FailedPreconditionError("remediation.escalate: this operator has no escalation client");
+  }
+  if (const auto& del = change.delete_escalation) {
+    Status s = d_.escalation->Delete(*del);
+    d_.metrics.Remediation("unescalate", s.ok() ? kResultSuccess : kResultFailure);
+    if (!s.ok()) return s;
+    Log(pass).Info("remediation object deleted",
+                   {{"action", "unescalate"}, {"object", del->kind + " " + del->namespace_ + "/" + del->name}});
+  }
+  if (const auto& tmpl = change.create_escalation) {
+    const remediation::RemediationRecord* rec =
+        change.record ? &*change.record : pass.assessment.record ? &*pass.assessment.record : nullptr;
+    EscalationOwner owner{pass.node.meta.name, rec ? rec->occurrence : "",
+                          pass.assessment.policy ? pass.assessment.policy->name : ""};
+    Status s = d_.escalation->Create(*tmpl, owner);
+    d_.metrics.Remediation("escalate", s.ok() ? kResultSuccess : kResultFailure);
+    if (!s.ok()) return s;
+    Log(pass).Info("remediation object created",
+                   {{"action", "escalate"},
+                    {"object", tmpl->RemediationKind() + " " + tmpl->namespace_ + "/" + owner.node},
+                    {"template", tmpl->kind + " " + tmpl->namespace_ + "/" + tmpl->name}});
   }
   return OkStatus();
 }
