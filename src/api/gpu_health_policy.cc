@@ -400,12 +400,24 @@ void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddEr
   }
 }
 
+// A DNS subdomain (RFC 1123): dot-separated labels, at most 253 characters.
+bool ValidSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    if (!ValidName(s.substr(start, dot == std::string::npos ? s.npos : dot - start))) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+}
+
 // The template reference: a namespaced object of a CRD kind <X>Template.
 void ValidateEscalate(const EscalationTemplate& t, const AddError& add) {
   const std::string p = "spec.remediation.escalate.template";
   const size_t slash = t.api_version.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == t.api_version.size() ||
-      !ValidDeviceDriverName(t.api_version.substr(0, slash)) ||
+      !ValidSubdomain(t.api_version.substr(0, slash)) ||
       !ValidName(t.api_version.substr(slash + 1))) {
     add(p + ".apiVersion", "must be group/version of the template's CRD (e.g. "
                            "self-node-remediation.medik8s.io/v1alpha1)");
@@ -418,7 +430,7 @@ void ValidateEscalate(const EscalationTemplate& t, const AddError& add) {
                      "without the suffix)");
   }
   if (!ValidName(t.namespace_)) add(p + ".namespace", "must be a namespace name");
-  if (!ValidDeviceDriverName(t.name)) add(p + ".name", "must be an object name (DNS subdomain)");
+  if (!ValidSubdomain(t.name)) add(p + ".name", "must be an object name (DNS subdomain)");
 }
 
 void ValidateSafety(const SafetySpec& s, const AddError& add) {
