@@ -14,6 +14,7 @@ PKGS=(
   python3 python3-kubernetes python3-yaml
   openssl procps
   iproute2 util-linux  # gpu-guardian-sim --exec-images: pod veths (ip) and namespaces (nsenter)
+  heaptrack  # per-structure memory of the operator (docs/benchmarks.md)
 )
 # kubectl is not in Debian bookworm; tests that use it skip cleanly when it is absent.
 if [ "${1:-}" = "--with-images" ]; then

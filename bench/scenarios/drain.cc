@@ -145,7 +145,11 @@ int main(int argc, char** argv) {
   spec.pdbs = args.Num("pdbs", 1) != 0;
   rep.Param("pdbs", spec.pdbs);
   Status s = sim::GeneratePopulation(spec, [&](json&& obj) -> Status {
-    if (obj.value("kind", "") == "PriorityClass") return OkStatus();
+    // PriorityClasses where served (the pods name theirs; admission checks it).
+    if (obj.value("kind", "") == "PriorityClass") {
+      (void)srv.Insert(obj);
+      return OkStatus();
+    }
     AddReadinessProbe(obj, ready_delay);
     return srv.Insert(obj);
   });
@@ -240,8 +244,10 @@ int main(int argc, char** argv) {
   rep.Add("evictions/s (report → last accepted)", last_ok > 0 ? e.ok / last_ok : 0, "1/s", -1, false);
   rep.Add("budget-imposed minimum drain time", minimum, "s", -1, false,
           "replacements Ready " + bench::Report::Fmt(ready_delay / time_scale) + " s after start");
+  // Judged against the budgets' minimum only where there are budgets (without, the minimum
+  // is one grace period and the row is the operator's reaction plus its eviction rate).
   rep.Add("report → no workload pod left on fenced nodes", done < 0 ? 600 : done, "s",
-          minimum * 1.2, false,
+          spec.pdbs ? minimum * 1.2 : -1, false,
           done < 0 ? "not within 600 s"
                    : "within 20 % of the budgets' minimum; sim grace periods / " +
                          bench::Report::Fmt(time_scale));

@@ -126,6 +126,16 @@ class AgentSimTest : public ::testing::Test {
     auto r = sim_->Get(kGnhPath);
     return r.ok() ? *r : json();
   }
+  // The agent publishing the file source's report (45 °C) as a resource, heartbeating every
+  // 400 ms; returns once the report is there.
+  void StartHeartbeatingAgent() {
+    WriteFile(45);
+    auto c = Config();
+    c.publish = {"resource"};
+    c.heartbeat = 400ms;
+    StartAgent(c);
+    ASSERT_TRUE(WaitFor([&] { return GnhTemp() == 45; }));
+  }
   int GnhTemp() {
     auto g = Gnh();
     try {
@@ -193,12 +203,7 @@ TEST_F(AgentSimTest, ReportCreatedWithOwnerAndUpdatedOnlyOnChange) {
 }
 
 TEST_F(AgentSimTest, HeartbeatRewritesUnchangedReport) {
-  WriteFile(45);
-  auto c = Config();
-  c.publish = {"resource"};
-  c.heartbeat = 400ms;
-  StartAgent(c);
-  ASSERT_TRUE(WaitFor([&] { return GnhTemp() == 45; }));
+  ASSERT_NO_FATAL_FAILURE(StartHeartbeatingAgent());
   // A change write (e.g. expectedGPUs learned from the Node) may come first; wait for a write
   // the publisher counts as a heartbeat, and check it moved heartbeatTime and only that: the
   // facts and their observedAt stay as the last change wrote them.
@@ -224,12 +229,7 @@ TEST_F(AgentSimTest, HeartbeatRewritesUnchangedReport) {
 // fails and the agent writes its whole report again instead of renewing a report it did not
 // write.
 TEST_F(AgentSimTest, HeartbeatAfterAForeignChangeRewritesTheWholeReport) {
-  WriteFile(45);
-  auto c = Config();
-  c.publish = {"resource"};
-  c.heartbeat = 400ms;
-  StartAgent(c);
-  ASSERT_TRUE(WaitFor([&] { return GnhTemp() == 45; }));
+  ASSERT_NO_FATAL_FAILURE(StartHeartbeatingAgent());
   json g = Gnh();
   g["status"]["gpus"][0]["temperatureC"] = 12;
   g["metadata"].erase("resourceVersion");

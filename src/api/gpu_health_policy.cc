@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 
+#include "api/gpu_node_health.h"
 #include "common/time_util.h"
 
 namespace gg::api {
@@ -111,7 +112,7 @@ int Rule::MatcherCount() const {
   return int(xid.has_value()) + int(ecc.has_value()) + int(remapped_rows.has_value()) +
          int(retired_pages.has_value()) + int(thermal.has_value()) + int(gpu_lost) +
          int(gpu_missing) + int(nvlink.has_value()) + int(pcie_replay_above.has_value()) +
-         int(!recovery_actions.empty());
+         int(!recovery_actions.empty()) + int(node_condition.has_value()) + int(power.has_value());
 }
 
 std::vector<Rule> DefaultRules() {
@@ -264,7 +265,8 @@ void ValidateRuleShape(const Rule& r, const std::string& p, const AddError& add)
   if (matchers == 0) {
     add(p,
         "exactly one matcher is required (xid, ecc, remappedRows, retiredPages, thermal, "
-        "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions); none is set");
+        "gpuLost, gpuMissing, nvlink, pcieReplayAbove, recoveryActions, nodeCondition, power); "
+        "none is set");
   } else if (matchers > 1) {
     add(p, "exactly one matcher is allowed; " + std::to_string(matchers) + " are set");
   }
@@ -288,7 +290,14 @@ void ValidateRuleShape(const Rule& r, const std::string& p, const AddError& add)
     }
   } else {
     if (r.count != 1) add(p + ".count", "only Xid rules count occurrences");
-    if (r.window) add(p + ".window", "only Xid rules have a window; use `for` for levels");
+    if (r.window && !r.HasWindow()) {
+      add(p + ".window",
+          "only Xid rules and ecc.correctableVolatileIncreaseAbove have a window; use `for` for "
+          "levels");
+    }
+  }
+  if (r.ecc && r.ecc->correctable_volatile_increase_above && !r.window) {
+    add(p + ".window", "ecc.correctableVolatileIncreaseAbove counts within a window: set one");
   }
   if (r.count < 1) add(p + ".count", "must be at least 1");
   if (r.window && *r.window <= Duration::zero()) add(p + ".window", "must be positive");
@@ -302,7 +311,7 @@ void ValidateRuleShape(const Rule& r, const std::string& p, const AddError& add)
 // The thresholds a matcher needs to match anything.
 void ValidateRuleThresholds(const Rule& r, const std::string& p, const AddError& add) {
   if (r.ecc && !r.ecc->uncorrectable_volatile_above && !r.ecc->correctable_volatile_above &&
-      !r.ecc->uncorrectable_aggregate_above) {
+      !r.ecc->uncorrectable_aggregate_above && !r.ecc->correctable_volatile_increase_above) {
     add(p + ".ecc", "set at least one threshold");
   }
   if (r.remapped_rows && !r.remapped_rows->failure && !r.remapped_rows->pending &&
@@ -315,6 +324,9 @@ void ValidateRuleThresholds(const Rule& r, const std::string& p, const AddError&
   }
   if (r.thermal && !r.thermal->temperature_above_celsius && r.thermal->throttle_reasons.empty()) {
     add(p + ".thermal", "set temperatureAboveCelsius or throttleReasons");
+  }
+  if (r.power && (r.power->over_limit_percent < 0 || r.power->over_limit_percent > 100)) {
+    add(p + ".power.overLimitPercent", "must be between 0 and 100");
   }
   if (r.nvlink && !r.nvlink->links_down_above && !r.nvlink->errors_above) {
     add(p + ".nvlink", "set linksDownAbove or errorsAbove");
@@ -330,6 +342,32 @@ void ValidateRuleThresholds(const Rule& r, const std::string& p, const AddError&
   }
 }
 
+// A condition type as Kubernetes allows it (a qualified name, here at most 316 characters of
+// [A-Za-z0-9._/-]); never our own GPUHealthy, which the operator derives from the rules.
+void ValidateNodeCondition(const NodeConditionMatcher& m, const std::string& p,
+                           const AddError& add) {
+  const bool chars_ok = std::all_of(m.type.begin(), m.type.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '/';
+  });
+  if (m.type.empty() || m.type.size() > 316 || !chars_ok) {
+    add(p + ".type", "must be a condition type of 1-316 characters of [A-Za-z0-9._/-]");
+  } else if (m.type == kConditionType) {
+    add(p + ".type", "GPUHealthy is the operator's own verdict and cannot be a rule's input");
+  }
+  if (m.status != "True" && m.status != "False" && m.status != "Unknown") {
+    add(p + ".status", "must be True, False or Unknown");
+  }
+  for (const char* kubelet : kKubeletPressureConditions) {
+    if (m.type == kubelet && m.status == "False") {
+      add(p + ".status", m.type + " is False on every healthy node; match True or Unknown");
+    }
+  }
+  if (m.type == "Ready" && m.status == "True") {
+    add(p + ".status", "Ready is True on every healthy node; match False or Unknown");
+  }
+}
+
 void ValidateRules(const std::vector<Rule>& rules, const AddError& add) {
   std::set<std::string> names;
   for (size_t i = 0; i < rules.size(); ++i) {
@@ -342,6 +380,7 @@ void ValidateRules(const std::vector<Rule>& rules, const AddError& add) {
     }
     ValidateRuleShape(r, p, add);
     ValidateRuleThresholds(r, p, add);
+    if (r.node_condition) ValidateNodeCondition(*r.node_condition, p + ".nodeCondition", add);
   }
 }
 

@@ -83,6 +83,8 @@ struct EccMatcher {  // volatile counters (since last driver load); > threshold 
   std::optional<uint64_t> uncorrectable_volatile_above;
   std::optional<uint64_t> correctable_volatile_above;
   std::optional<uint64_t> uncorrectable_aggregate_above;
+  // A rate: more than this many new correctable errors within the rule's `window` (required).
+  std::optional<uint64_t> correctable_volatile_increase_above;
   friend bool operator==(const EccMatcher&, const EccMatcher&) = default;
 };
 struct RemappedRowsMatcher {  // any set condition matches
@@ -102,11 +104,32 @@ struct ThermalMatcher {  // any set condition matches
   std::vector<std::string> throttle_reasons;  // any active reason listed matches
   friend bool operator==(const ThermalMatcher&, const ThermalMatcher&) = default;
 };
+// Power draw against the enforced power limit (both from NVML): matches while the draw is
+// more than `over_limit_percent` percent above the limit (0: any draw above it). With `for`, a
+// draw that stays over the limit says the GPU's power capping is not holding.
+struct PowerMatcher {
+  int over_limit_percent = 0;
+  friend bool operator==(const PowerMatcher&, const PowerMatcher&) = default;
+};
 struct NvlinkMatcher {
   std::optional<int> links_down_above;
   std::optional<uint64_t> errors_above;
   friend bool operator==(const NvlinkMatcher&, const NvlinkMatcher&) = default;
 };
+
+// A Node condition published by another detector (node-problem-detector, a cloud's node
+// health agent, DCGM health checks): matches while the node has a condition of `type` whose
+// status is `status`. Node-level and node-wide. `for` counts from the condition's
+// lastTransitionTime when it has one.
+struct NodeConditionMatcher {
+  std::string type;
+  std::string status = "True";  // True | False | Unknown
+  friend bool operator==(const NodeConditionMatcher&, const NodeConditionMatcher&) = default;
+};
+// The kubelet's own conditions whose healthy status is False (Ready's is True); the operator's
+// Node cache keeps them only while they are not in that state, so no rule may ask for it.
+inline constexpr const char* kKubeletPressureConditions[] = {"MemoryPressure", "DiskPressure",
+                                                             "PIDPressure", "NetworkUnavailable"};
 
 struct Rule {
   std::string name;
@@ -121,6 +144,8 @@ struct Rule {
   std::optional<NvlinkMatcher> nvlink;
   std::optional<uint64_t> pcie_replay_above;      // pcieReplayCount > N
   std::vector<std::string> recovery_actions;      // driver recovery action in this list
+  std::optional<NodeConditionMatcher> node_condition;
+  std::optional<PowerMatcher> power;
   // Xid rules: `count` occurrences within `window` (window absent = anything in the report).
   int64_t count = 1;
   std::optional<Duration> window;
@@ -130,6 +155,10 @@ struct Rule {
 
   int MatcherCount() const;
   bool IsXid() const { return xid.has_value(); }
+  // A rule that counts within `window`: Xid rules and the correctable-ECC increase.
+  bool HasWindow() const {
+    return xid.has_value() || (ecc && ecc->correctable_volatile_increase_above.has_value());
+  }
   friend bool operator==(const Rule&, const Rule&) = default;
 };
 
@@ -180,6 +209,9 @@ struct RemediationSpec {
   DeviceTaintEffect device_taint_effect = DeviceTaintEffect::kNoSchedule;
   std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
   std::optional<EscalationTemplate> escalate;         // remediation.escalate.template; none
+  // Device level: also mark the ResourceClaims holding a fenced device (KEP-4817
+  // status.devices[].conditions, type GPUHealthy). Needs the optional claim-status RBAC.
+  bool claim_status = false;
   friend bool operator==(const RemediationSpec&, const RemediationSpec&) = default;
 };
 // Repeat offenders: a node fenced `after` times within `within` stays fenced (quarantined)

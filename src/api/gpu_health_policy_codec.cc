@@ -203,6 +203,46 @@ Status DecodeDrainStep(const element& item, const std::string& path, DrainStep* 
   return OptField(o, "podSelector", path, &s->pod_selector, DecodeSelector);
 }
 
+// Decodes the optional sub-object `key` of `o` into `*out` with `fill(object, path, T*)`.
+template <typename T, typename Fill>
+Status OptObject(const object& o, std::string_view key, const std::string& path,
+                 std::optional<T>* out, Fill fill) {
+  element m;
+  if (!Find(o, key, &m)) return OkStatus();
+  const std::string p = path + "." + std::string(key);
+  object mo;
+  GG_RETURN_IF_ERROR(AsObject(m, p, &mo));
+  T x{};
+  GG_RETURN_IF_ERROR(fill(mo, p, &x));
+  *out = std::move(x);
+  return OkStatus();
+}
+
+// Thermal, NVLink, Node-condition and power matchers of a rule.
+Status DecodeLevelMatchers(const object& o, const std::string& path, Rule* r) {
+  GG_RETURN_IF_ERROR(
+      OptObject(o, "thermal", path, &r->thermal,
+                [](const object& mo, const std::string& p, ThermalMatcher* x) {
+                  GG_RETURN_IF_ERROR(OptField(mo, "temperatureAboveCelsius", p,
+                                              &x->temperature_above_celsius, AsInt<int>));
+                  return Field(mo, "throttleReasons", p, &x->throttle_reasons, AsStringList);
+                }));
+  GG_RETURN_IF_ERROR(OptObject(
+      o, "nvlink", path, &r->nvlink, [](const object& mo, const std::string& p, NvlinkMatcher* x) {
+        GG_RETURN_IF_ERROR(OptField(mo, "linksDownAbove", p, &x->links_down_above, AsInt<int>));
+        return OptField(mo, "errorsAbove", p, &x->errors_above, AsUint64);
+      }));
+  GG_RETURN_IF_ERROR(OptObject(o, "nodeCondition", path, &r->node_condition,
+                               [](const object& mo, const std::string& p, NodeConditionMatcher* x) {
+                                 GG_RETURN_IF_ERROR(Field(mo, "type", p, &x->type, AsString));
+                                 return Field(mo, "status", p, &x->status, AsString);
+                               }));
+  return OptObject(o, "power", path, &r->power,
+                   [](const object& mo, const std::string& p, PowerMatcher* x) {
+                     return Field(mo, "overLimitPercent", p, &x->over_limit_percent, AsInt<int>);
+                   });
+}
+
 Status DecodeRule(const element& e, const std::string& path, Rule* r) {
   object o;
   GG_RETURN_IF_ERROR(AsObject(e, path, &o));
@@ -230,6 +270,8 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
         OptField(mo, "correctableVolatileAbove", p, &x.correctable_volatile_above, AsUint64));
     GG_RETURN_IF_ERROR(OptField(mo, "uncorrectableAggregateAbove", p,
                                 &x.uncorrectable_aggregate_above, AsUint64));
+    GG_RETURN_IF_ERROR(OptField(mo, "correctableVolatileIncreaseAbove", p,
+                                &x.correctable_volatile_increase_above, AsUint64));
     r->ecc = x;
   }
   if (Find(o, "remappedRows", &m)) {
@@ -253,27 +295,9 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
     GG_RETURN_IF_ERROR(Field(mo, "pending", p, &x.pending, AsBool));
     r->retired_pages = x;
   }
-  if (Find(o, "thermal", &m)) {
-    std::string p = path + ".thermal";
-    object mo;
-    GG_RETURN_IF_ERROR(AsObject(m, p, &mo));
-    ThermalMatcher x;
-    GG_RETURN_IF_ERROR(
-        OptField(mo, "temperatureAboveCelsius", p, &x.temperature_above_celsius, AsInt<int>));
-    GG_RETURN_IF_ERROR(Field(mo, "throttleReasons", p, &x.throttle_reasons, AsStringList));
-    r->thermal = x;
-  }
+  GG_RETURN_IF_ERROR(DecodeLevelMatchers(o, path, r));
   GG_RETURN_IF_ERROR(Field(o, "gpuLost", path, &r->gpu_lost, AsBool));
   GG_RETURN_IF_ERROR(Field(o, "gpuMissing", path, &r->gpu_missing, AsBool));
-  if (Find(o, "nvlink", &m)) {
-    std::string p = path + ".nvlink";
-    object mo;
-    GG_RETURN_IF_ERROR(AsObject(m, p, &mo));
-    NvlinkMatcher x;
-    GG_RETURN_IF_ERROR(OptField(mo, "linksDownAbove", p, &x.links_down_above, AsInt<int>));
-    GG_RETURN_IF_ERROR(OptField(mo, "errorsAbove", p, &x.errors_above, AsUint64));
-    r->nvlink = x;
-  }
   GG_RETURN_IF_ERROR(OptField(o, "pcieReplayAbove", path, &r->pcie_replay_above, AsUint64));
   GG_RETURN_IF_ERROR(Field(o, "recoveryActions", path, &r->recovery_actions, AsStringList));
   GG_RETURN_IF_ERROR(Field(o, "count", path, &r->count, AsInt64));
@@ -375,6 +399,7 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
                              EnumDecoder<DeviceTaintEffect>(ParseDeviceTaintEffect,
                                                             "None, NoSchedule, NoExecute")));
     GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
+    GG_RETURN_IF_ERROR(Field(so, "claimStatus", p, &rem.claim_status, AsBool));
     GG_RETURN_IF_ERROR(DecodeEscalate(so, p, &rem.escalate));
   }
   GG_RETURN_IF_ERROR(Field(o, "recovery", path, &spec->recovery, DecodeRecovery));
@@ -452,6 +477,9 @@ json EncodeRule(const Rule& r) {
     if (r.ecc->uncorrectable_volatile_above) x["uncorrectableVolatileAbove"] = *r.ecc->uncorrectable_volatile_above;
     if (r.ecc->correctable_volatile_above) x["correctableVolatileAbove"] = *r.ecc->correctable_volatile_above;
     if (r.ecc->uncorrectable_aggregate_above) x["uncorrectableAggregateAbove"] = *r.ecc->uncorrectable_aggregate_above;
+    if (r.ecc->correctable_volatile_increase_above) {
+      x["correctableVolatileIncreaseAbove"] = *r.ecc->correctable_volatile_increase_above;
+    }
     j["ecc"] = x;
   }
   if (r.remapped_rows) {
@@ -482,6 +510,10 @@ json EncodeRule(const Rule& r) {
     if (r.nvlink->errors_above) x["errorsAbove"] = *r.nvlink->errors_above;
     j["nvlink"] = x;
   }
+  if (r.node_condition) {
+    j["nodeCondition"] = {{"type", r.node_condition->type}, {"status", r.node_condition->status}};
+  }
+  if (r.power) j["power"] = {{"overLimitPercent", r.power->over_limit_percent}};
   if (r.pcie_replay_above) j["pcieReplayAbove"] = *r.pcie_replay_above;
   if (!r.recovery_actions.empty()) j["recoveryActions"] = r.recovery_actions;
   if (r.xid || r.count != 1) j["count"] = r.count;
@@ -534,7 +566,8 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceLevel", std::string(DeviceLevelModeName(s.remediation.device_level))},
       {"maxBadGPUsForDeviceLevel", s.remediation.max_bad_gpus_for_device_level},
       {"deviceTaintEffect", std::string(DeviceTaintEffectName(s.remediation.device_taint_effect))},
-      {"deviceDriver", s.remediation.device_driver}};
+      {"deviceDriver", s.remediation.device_driver},
+      {"claimStatus", s.remediation.claim_status}};
   if (const auto& t = s.remediation.escalate) {
     j["remediation"]["escalate"] = {{"template",
                                      {{"apiVersion", t->api_version},

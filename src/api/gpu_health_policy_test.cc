@@ -362,6 +362,23 @@ TEST(PolicyQuarantine, DefaultsDecodesEncodesAndValidates) {
 namespace gg::api {
 namespace {
 
+// The spec after encoding it in a whole resource and decoding that again.
+GpuHealthPolicySpec RoundTrip(const GpuHealthPolicySpec& spec) {
+  GpuHealthPolicy p;
+  p.name = "round-trip";
+  p.spec = spec;
+  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
+  EXPECT_TRUE(back.ok()) << back.status();
+  return back.ok() ? back->spec : GpuHealthPolicySpec{};
+}
+
+bool HasError(const std::vector<FieldError>& errs, const std::string& path,
+              const std::string& needle) {
+  return std::any_of(errs.begin(), errs.end(), [&](const FieldError& e) {
+    return e.path == path && e.message.find(needle) != std::string::npos;
+  });
+}
+
 TEST(PolicyDrainOrder, PodSelectorStagesDecodeEncodeAndValidate) {
   auto spec = DecodeGpuHealthPolicySpec(R"({"remediation": {"drain": {"order": [
       {"podSelector": {"matchLabels": {"workload": "batch"}}},
@@ -378,12 +395,7 @@ TEST(PolicyDrainOrder, PodSelectorStagesDecodeEncodeAndValidate) {
   EXPECT_FALSE(order[2].pod_selector);
   EXPECT_TRUE(order[3].MatchesAll());
   EXPECT_TRUE(ValidatePolicySpec(*spec).empty()) << ValidationStatus(ValidatePolicySpec(*spec));
-  GpuHealthPolicy p;
-  p.name = "order";
-  p.spec = *spec;
-  auto back = DecodeGpuHealthPolicy(EncodeGpuHealthPolicy(p));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->spec.remediation.drain, spec->remediation.drain);
+  EXPECT_EQ(RoundTrip(*spec).remediation.drain, spec->remediation.drain);
   // An empty selector ({}) matches every pod but is a selector stage, not "the rest".
   auto empty_sel =
       DecodeGpuHealthPolicySpec(R"({"remediation":{"drain":{"order":[{"podSelector":{}}]}}})");
@@ -408,10 +420,7 @@ TEST(PolicyDrainOrder, ValidationNamesTheStage) {
                                   DrainStep{std::nullopt, bad}, DrainStep{1000, std::nullopt}};
   auto errs = ValidatePolicySpec(spec);
   auto has = [&](const std::string& path, const std::string& needle) {
-    for (const auto& e : errs) {
-      if (e.path == path && e.message.find(needle) != std::string::npos) return true;
-    }
-    return false;
+    return HasError(errs, path, needle);
   };
   EXPECT_TRUE(has("spec.remediation.drain.order[1]",
                   "priorityBelow or podSelector (the rest) must be last"));
@@ -425,6 +434,86 @@ TEST(PolicyDrainOrder, ValidationNamesTheStage) {
   spec.remediation.drain.order = {DrainStep{std::nullopt, batch}, DrainStep{1000, std::nullopt},
                                   DrainStep{500, batch}, DrainStep{}};
   EXPECT_TRUE(ValidatePolicySpec(spec).empty()) << ValidationStatus(ValidatePolicySpec(spec));
+}
+
+TEST(PolicyNodeCondition, DecodesEncodesAndValidates) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"rules": [
+      {"name": "npd-xid", "nodeCondition": {"type": "GPUXidError"}, "for": "1m", "action": "Cordon"},
+      {"name": "disk", "nodeCondition": {"type": "DiskPressure", "status": "Unknown"}, "action": "Event"}]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->rules.size(), 2u);
+  EXPECT_EQ(spec->rules[0].node_condition,
+            (NodeConditionMatcher{"GPUXidError", "True"}));  // default status
+  EXPECT_EQ(spec->rules[0].for_, minutes(1));
+  EXPECT_EQ(spec->rules[1].node_condition->status, "Unknown");
+  EXPECT_TRUE(ValidatePolicySpec(*spec).empty()) << ValidationStatus(ValidatePolicySpec(*spec));
+  EXPECT_EQ(RoundTrip(*spec).rules, spec->rules);
+
+  auto bad_type =
+      DecodeGpuHealthPolicySpec(R"({"rules":[{"name":"a","nodeCondition":{"type":5}}]})");
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.status().message().find("spec.rules[0].nodeCondition.type: expected string"),
+            std::string::npos);
+
+  struct Case {
+    NodeConditionMatcher m;
+    const char* path;
+    const char* needle;
+  } cases[] = {
+      {{"", "True"}, "spec.rules[0].nodeCondition.type", "1-316 characters"},
+      {{"Has Space", "True"}, "spec.rules[0].nodeCondition.type", "[A-Za-z0-9._/-]"},
+      {{"GPUHealthy", "False"}, "spec.rules[0].nodeCondition.type", "operator's own verdict"},
+      {{"GPUXidError", "true"}, "spec.rules[0].nodeCondition.status", "True, False or Unknown"},
+      {{"MemoryPressure", "False"}, "spec.rules[0].nodeCondition.status", "healthy node"},
+      {{"Ready", "True"}, "spec.rules[0].nodeCondition.status", "healthy node"},
+  };
+  for (const auto& c : cases) {
+    GpuHealthPolicySpec s = DefaultPolicySpec();
+    Rule r;
+    r.name = "a";
+    r.node_condition = c.m;
+    s.rules = {r};
+    auto errs = ValidatePolicySpec(s);
+    ASSERT_EQ(errs.size(), 1u) << c.m.type << "/" << c.m.status << ": " << ValidationStatus(errs);
+    EXPECT_EQ(errs[0].path, c.path);
+    EXPECT_NE(errs[0].message.find(c.needle), std::string::npos) << errs[0].message;
+  }
+  // One matcher per rule: a nodeCondition counts like any other.
+  GpuHealthPolicySpec s = DefaultPolicySpec();
+  s.rules[0].node_condition = NodeConditionMatcher{"GPUXidError", "True"};
+  EXPECT_FALSE(ValidatePolicySpec(s).empty());
+}
+
+TEST(PolicySignals, PowerAndEccRateDecodeEncodeAndValidate) {
+  auto spec = DecodeGpuHealthPolicySpec(R"({"rules": [
+      {"name": "power", "power": {"overLimitPercent": 10}, "for": "5m", "action": "Taint"},
+      {"name": "power-any", "power": {}, "for": "5m", "action": "Event"},
+      {"name": "sbe-burst", "ecc": {"correctableVolatileIncreaseAbove": 100}, "window": "1h",
+       "action": "Taint"}]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->rules[0].power, PowerMatcher{10});
+  EXPECT_EQ(spec->rules[1].power, PowerMatcher{0});
+  EXPECT_EQ(spec->rules[2].ecc->correctable_volatile_increase_above, 100u);
+  EXPECT_TRUE(ValidatePolicySpec(*spec).empty()) << ValidationStatus(ValidatePolicySpec(*spec));
+  EXPECT_EQ(RoundTrip(*spec).rules, spec->rules);
+
+  GpuHealthPolicySpec s = *spec;
+  s.rules[0].power->over_limit_percent = 101;
+  s.rules[2].window.reset();                  // a rate needs its window
+  s.rules[1].window = std::chrono::hours(1);  // power is a level: no window
+  auto errs = ValidatePolicySpec(s);
+  auto has = [&](const std::string& path, const std::string& needle) {
+    return HasError(errs, path, needle);
+  };
+  EXPECT_TRUE(has("spec.rules[0].power.overLimitPercent", "between 0 and 100"));
+  EXPECT_TRUE(has("spec.rules[1].window", "use `for` for levels"));
+  EXPECT_TRUE(has("spec.rules[2].window", "counts within a window"));
+  EXPECT_EQ(errs.size(), 3u) << ValidationStatus(errs);
+  auto bad =
+      DecodeGpuHealthPolicySpec(R"({"rules":[{"name":"p","power":{"overLimitPercent":"5%"}}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("spec.rules[0].power.overLimitPercent: expected integer"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -78,6 +78,155 @@ std::optional<int> RecoveryActionValue(std::string_view name) {
   return std::nullopt;
 }
 
+Status ParsePower(const YAML::Node& v, FaultEvent* e) {
+  if (!v.IsScalar()) return Err(v, "power must be a number of watts");
+  try {
+    e->power_watts = std::stod(v.Scalar());
+  } catch (const std::exception&) {
+    return Err(v, "power must be a number of watts, got '" + v.Scalar() + "'");
+  }
+  if (*e->power_watts < 0 || *e->power_watts > 100000) return Err(v, "power out of range");
+  return OkStatus();
+}
+
+Status ParseThrottle(const YAML::Node& v, FaultEvent* e) {
+  if (!v.IsSequence()) return Err(v, "throttle must be a list of reason names");
+  std::vector<std::string> names;
+  for (const auto& t : v) {
+    if (!t.IsScalar() || !ThrottleBit(t.Scalar()))
+      return Err(t, "unknown throttle reason '" + (t.IsScalar() ? t.Scalar() : "?") +
+                        "' (e.g. HwThermalSlowdown, SwPowerCap)");
+    names.push_back(t.Scalar());
+  }
+  e->throttle = std::move(names);
+  return OkStatus();
+}
+
+Status ParseEcc(const YAML::Node& v, FaultEvent* e) {
+  int64_t i = 0;
+  if (!v.IsMap()) return Err(v, "ecc must be a map like {uncorrectable_volatile: 1}");
+  static const std::set<std::string> kKeys = {"corrected_volatile",      "uncorrectable_volatile",
+                                              "uncorrected_volatile",    "corrected_aggregate",
+                                              "uncorrectable_aggregate", "uncorrected_aggregate"};
+  for (const auto& c : v) {
+    std::string k = c.first.as<std::string>();
+    if (!kKeys.count(k)) return Err(c.first, "unknown ecc counter '" + k + "'");
+    GG_RETURN_IF_ERROR(ParseInt(c.second, k, 0, 1'000'000'000, &i));
+    if (k == "uncorrected_volatile") k = "uncorrectable_volatile";
+    if (k == "uncorrected_aggregate") k = "uncorrectable_aggregate";
+    e->ecc[k] += static_cast<uint64_t>(i);
+  }
+  return OkStatus();
+}
+
+Status ParseRemap(const YAML::Node& v, FaultEvent* e) {
+  int64_t i = 0;
+  bool b = false;
+  if (!v.IsMap()) return Err(v, "remap must be a map like {failure: true}");
+  RemappedRows r;
+  for (const auto& c : v) {
+    const std::string k = c.first.as<std::string>();
+    if (k == "correctable" || k == "uncorrectable") {
+      GG_RETURN_IF_ERROR(ParseInt(c.second, k, 0, 1'000'000, &i));
+      (k == "correctable" ? r.correctable : r.uncorrectable) = static_cast<uint32_t>(i);
+    } else if (k == "pending" || k == "failure") {
+      GG_RETURN_IF_ERROR(ParseBool(c.second, k, &b));
+      (k == "pending" ? r.pending : r.failure) = b;
+    } else {
+      return Err(c.first,
+                 "unknown remap key '" + k + "' (correctable, uncorrectable, pending, failure)");
+    }
+  }
+  e->remap = r;
+  return OkStatus();
+}
+
+Status ParseHang(const YAML::Node& v, FaultEvent* e) {
+  int64_t i = 0;
+  if (!v.IsMap())
+    return Err(v, "hang must be a map like {ms: 8000, call: nvmlDeviceGetPcieReplayCounter}");
+  for (const auto& c : v) {
+    const std::string k = c.first.as<std::string>();
+    if (k == "ms") {
+      GG_RETURN_IF_ERROR(ParseInt(c.second, "hang.ms", 1, 3'600'000, &i));
+      e->hang_ms = static_cast<int>(i);
+    } else if (k == "call") {
+      if (!c.second.IsScalar()) return Err(c.second, "hang.call must be a string");
+      e->hang_call = c.second.Scalar();
+    } else {
+      return Err(c.first, "unknown hang key '" + k + "' (ms, call)");
+    }
+  }
+  if (!e->hang_ms) return Err(v, "hang needs ms");
+  return OkStatus();
+}
+
+// A flag key of a timeline entry ("lost: true"); `out` is a bool or an optional<bool>.
+template <typename Flag>
+Status ParseFlag(const YAML::Node& v, const std::string& key, Flag* out) {
+  bool b = false;
+  GG_RETURN_IF_ERROR(ParseBool(v, key, &b));
+  *out = b;
+  return OkStatus();
+}
+
+// A key of a timeline entry that says what happens (all but at/gpu/for and the MIG ids).
+// *known is false for any other key.
+Status ParseActionKey(const std::string& key, const YAML::Node& v, FaultEvent* e, bool* known) {
+  int64_t i = 0;
+  *known = true;
+  if (key == "xid") {
+    GG_RETURN_IF_ERROR(ParseInt(v, "xid", 1, 100000, &i));
+    e->xid = static_cast<int>(i);
+  } else if (key == "temperature") {
+    GG_RETURN_IF_ERROR(ParseInt(v, "temperature", -50, 200, &i));
+    e->temperature_c = static_cast<int>(i);
+  } else if (key == "power") {
+    return ParsePower(v, e);
+  } else if (key == "throttle") {
+    return ParseThrottle(v, e);
+  } else if (key == "ecc") {
+    return ParseEcc(v, e);
+  } else if (key == "remap") {
+    return ParseRemap(v, e);
+  } else if (key == "pcie_replay") {
+    GG_RETURN_IF_ERROR(ParseInt(v, "pcie_replay", 0, 4'000'000'000LL, &i));
+    e->pcie_replay = static_cast<unsigned>(i);
+  } else if (key == "nvlink_down") {
+    GG_RETURN_IF_ERROR(ParseInt(v, "nvlink_down", 0, 36, &i));
+    e->nvlink_down = static_cast<int>(i);
+  } else if (key == "recovery_action") {
+    if (!v.IsScalar() || !RecoveryActionValue(v.Scalar()))
+      return Err(v,
+                 "recovery_action must be one of None, GpuReset, NodeReboot, DrainP2P, "
+                 "DrainAndReset, RecoverImexDomain");
+    e->recovery_action = v.Scalar();
+  } else if (key == "lost") {
+    return ParseFlag(v, key, &e->lost);
+  } else if (key == "clear") {
+    return ParseFlag(v, key, &e->clear);
+  } else if (key == "library_missing") {
+    return ParseFlag(v, key, &e->library_missing);
+  } else if (key == "hang") {
+    return ParseHang(v, e);
+  } else {
+    *known = false;
+  }
+  return OkStatus();
+}
+
+// Checks of a whole timeline entry once every key is read.
+Status CheckEvent(const YAML::Node& n, const FaultEvent& e, bool have_at, bool have_gpu,
+                  bool have_action) {
+  if (!have_at) return Err(n, "timeline entry needs 'at'");
+  if (!have_gpu && !e.library_missing && !e.hang_ms) return Err(n, "timeline entry needs 'gpu'");
+  if (!have_action) return Err(n, "timeline entry has nothing to do (xid, temperature, ecc, ...)");
+  if ((e.gpu_instance || e.compute_instance) && !e.xid)
+    return Err(n, "gpu_instance/compute_instance attribute an xid; this entry has none");
+  if (e.compute_instance && !e.gpu_instance) return Err(n, "compute_instance needs gpu_instance");
+  return OkStatus();
+}
+
 Status ParseEvent(const YAML::Node& n, int gpus, FaultEvent* e) {
   if (!n.IsMap()) return Err(n, "timeline entry must be a map like {at: 30s, gpu: 3, xid: 79}");
   e->line = LineOf(n);
@@ -86,7 +235,7 @@ Status ParseEvent(const YAML::Node& n, int gpus, FaultEvent* e) {
     const std::string key = kv.first.as<std::string>();
     const YAML::Node& v = kv.second;
     int64_t i = 0;
-    bool b = false;
+    bool known = false;
     if (key == "at") {
       GG_RETURN_IF_ERROR(ParseDur(v, "at", &e->at));
       have_at = true;
@@ -102,122 +251,16 @@ Status ParseEvent(const YAML::Node& n, int gpus, FaultEvent* e) {
       Duration d{0};
       GG_RETURN_IF_ERROR(ParseDur(v, "for", &d));
       e->duration = d;
-    } else if (key == "xid") {
-      GG_RETURN_IF_ERROR(ParseInt(v, "xid", 1, 100000, &i));
-      e->xid = static_cast<int>(i);
-      have_action = true;
     } else if (key == "gpu_instance" || key == "compute_instance") {
       GG_RETURN_IF_ERROR(ParseInt(v, key, 0, 4'294'967'294LL, &i));
       (key == "gpu_instance" ? e->gpu_instance : e->compute_instance) = static_cast<uint32_t>(i);
-    } else if (key == "temperature") {
-      GG_RETURN_IF_ERROR(ParseInt(v, "temperature", -50, 200, &i));
-      e->temperature_c = static_cast<int>(i);
-      have_action = true;
-    } else if (key == "power") {
-      if (!v.IsScalar()) return Err(v, "power must be a number of watts");
-      try {
-        e->power_watts = std::stod(v.Scalar());
-      } catch (const std::exception&) {
-        return Err(v, "power must be a number of watts, got '" + v.Scalar() + "'");
-      }
-      if (*e->power_watts < 0 || *e->power_watts > 100000) return Err(v, "power out of range");
-      have_action = true;
-    } else if (key == "throttle") {
-      if (!v.IsSequence()) return Err(v, "throttle must be a list of reason names");
-      std::vector<std::string> names;
-      for (const auto& t : v) {
-        if (!t.IsScalar() || !ThrottleBit(t.Scalar()))
-          return Err(t, "unknown throttle reason '" + (t.IsScalar() ? t.Scalar() : "?") +
-                            "' (e.g. HwThermalSlowdown, SwPowerCap)");
-        names.push_back(t.Scalar());
-      }
-      e->throttle = std::move(names);
-      have_action = true;
-    } else if (key == "ecc") {
-      if (!v.IsMap()) return Err(v, "ecc must be a map like {uncorrectable_volatile: 1}");
-      static const std::set<std::string> kKeys = {
-          "corrected_volatile", "uncorrectable_volatile", "uncorrected_volatile",
-          "corrected_aggregate", "uncorrectable_aggregate", "uncorrected_aggregate"};
-      for (const auto& c : v) {
-        std::string k = c.first.as<std::string>();
-        if (!kKeys.count(k)) return Err(c.first, "unknown ecc counter '" + k + "'");
-        GG_RETURN_IF_ERROR(ParseInt(c.second, k, 0, 1'000'000'000, &i));
-        if (k == "uncorrected_volatile") k = "uncorrectable_volatile";
-        if (k == "uncorrected_aggregate") k = "uncorrectable_aggregate";
-        e->ecc[k] += static_cast<uint64_t>(i);
-      }
-      have_action = true;
-    } else if (key == "remap") {
-      if (!v.IsMap()) return Err(v, "remap must be a map like {failure: true}");
-      RemappedRows r;
-      for (const auto& c : v) {
-        const std::string k = c.first.as<std::string>();
-        if (k == "correctable" || k == "uncorrectable") {
-          GG_RETURN_IF_ERROR(ParseInt(c.second, k, 0, 1'000'000, &i));
-          (k == "correctable" ? r.correctable : r.uncorrectable) = static_cast<uint32_t>(i);
-        } else if (k == "pending" || k == "failure") {
-          GG_RETURN_IF_ERROR(ParseBool(c.second, k, &b));
-          (k == "pending" ? r.pending : r.failure) = b;
-        } else {
-          return Err(c.first, "unknown remap key '" + k + "' (correctable, uncorrectable, pending, failure)");
-        }
-      }
-      e->remap = r;
-      have_action = true;
-    } else if (key == "pcie_replay") {
-      GG_RETURN_IF_ERROR(ParseInt(v, "pcie_replay", 0, 4'000'000'000LL, &i));
-      e->pcie_replay = static_cast<unsigned>(i);
-      have_action = true;
-    } else if (key == "nvlink_down") {
-      GG_RETURN_IF_ERROR(ParseInt(v, "nvlink_down", 0, 36, &i));
-      e->nvlink_down = static_cast<int>(i);
-      have_action = true;
-    } else if (key == "recovery_action") {
-      if (!v.IsScalar() || !RecoveryActionValue(v.Scalar()))
-        return Err(v, "recovery_action must be one of None, GpuReset, NodeReboot, DrainP2P, "
-                      "DrainAndReset, RecoverImexDomain");
-      e->recovery_action = v.Scalar();
-      have_action = true;
-    } else if (key == "lost") {
-      GG_RETURN_IF_ERROR(ParseBool(v, "lost", &b));
-      e->lost = b;
-      have_action = true;
-    } else if (key == "clear") {
-      GG_RETURN_IF_ERROR(ParseBool(v, "clear", &b));
-      e->clear = b;
-      have_action = true;
-    } else if (key == "library_missing") {
-      GG_RETURN_IF_ERROR(ParseBool(v, "library_missing", &b));
-      e->library_missing = b;
-      have_action = true;
-    } else if (key == "hang") {
-      if (!v.IsMap()) return Err(v, "hang must be a map like {ms: 8000, call: nvmlDeviceGetPcieReplayCounter}");
-      for (const auto& c : v) {
-        const std::string k = c.first.as<std::string>();
-        if (k == "ms") {
-          GG_RETURN_IF_ERROR(ParseInt(c.second, "hang.ms", 1, 3'600'000, &i));
-          e->hang_ms = static_cast<int>(i);
-        } else if (k == "call") {
-          if (!c.second.IsScalar()) return Err(c.second, "hang.call must be a string");
-          e->hang_call = c.second.Scalar();
-        } else {
-          return Err(c.first, "unknown hang key '" + k + "' (ms, call)");
-        }
-      }
-      if (!e->hang_ms) return Err(v, "hang needs ms");
-      have_action = true;
     } else {
-      return Err(kv.first, "unknown key '" + key + "'");
+      GG_RETURN_IF_ERROR(ParseActionKey(key, v, e, &known));
+      if (!known) return Err(kv.first, "unknown key '" + key + "'");
+      have_action = true;
     }
   }
-  if (!have_at) return Err(n, "timeline entry needs 'at'");
-  if (!have_gpu && !e->library_missing && !e->hang_ms) return Err(n, "timeline entry needs 'gpu'");
-  if (!have_action) return Err(n, "timeline entry has nothing to do (xid, temperature, ecc, ...)");
-  if ((e->gpu_instance || e->compute_instance) && !e->xid)
-    return Err(n, "gpu_instance/compute_instance attribute an xid; this entry has none");
-  if (e->compute_instance && !e->gpu_instance)
-    return Err(n, "compute_instance needs gpu_instance");
-  return OkStatus();
+  return CheckEvent(n, *e, have_at, have_gpu, have_action);
 }
 
 Status ParseMig(const YAML::Node& n, int gpus, FaultMig* m) {

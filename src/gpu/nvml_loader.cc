@@ -87,6 +87,96 @@ NvmlLoader::~NvmlLoader() {
   // Deliberately no dlclose: a hung call on the NVML worker may still be inside the library.
 }
 
+namespace {
+
+// Appends `name` to a ", "-separated list when `ok` is false.
+void NoteMissing(bool ok, const char* name, std::string& list) {
+  if (!ok) list += (list.empty() ? "" : ", ") + std::string(name);
+}
+
+// The symbols nothing works without; returns the names missing. Versioned names first:
+// plain names are the legacy v1 ABI (docs/reference/nvml-abi.md, "Loading").
+std::string ResolveRequired(void* lib, NvmlSymbols& s) {
+  std::string missing;
+  auto need = [&](bool ok, const char* name) { NoteMissing(ok, name, missing); };
+  need(Resolve(lib, s.init, {"nvmlInit_v2"}), "nvmlInit_v2");
+  need(Resolve(lib, s.shutdown, {"nvmlShutdown"}), "nvmlShutdown");
+  need(Resolve(lib, s.count, {"nvmlDeviceGetCount_v2"}), "nvmlDeviceGetCount_v2");
+  need(Resolve(lib, s.handle_by_index, {"nvmlDeviceGetHandleByIndex_v2"}),
+       "nvmlDeviceGetHandleByIndex_v2");
+  need(Resolve(lib, s.uuid, {"nvmlDeviceGetUUID"}), "nvmlDeviceGetUUID");
+  return missing;
+}
+
+// Identity, MIG and memory: missing ones leave the fields empty.
+void ResolveIdentity(void* lib, NvmlSymbols& s) {
+  auto want = [&](bool ok, const char* name) { NoteMissing(ok, name, s.missing_optional); };
+  want(Resolve(lib, s.error_string, {"nvmlErrorString"}), "nvmlErrorString");
+  want(Resolve(lib, s.driver_version, {"nvmlSystemGetDriverVersion"}),
+       "nvmlSystemGetDriverVersion");
+  want(Resolve(lib, s.name, {"nvmlDeviceGetName"}), "nvmlDeviceGetName");
+  want(Resolve(lib, s.serial, {"nvmlDeviceGetSerial"}), "nvmlDeviceGetSerial");
+  want(Resolve(lib, s.pci_info, {"nvmlDeviceGetPciInfo_v3"}), "nvmlDeviceGetPciInfo_v3");
+  want(Resolve(lib, s.mig_mode, {"nvmlDeviceGetMigMode"}), "nvmlDeviceGetMigMode");
+  want(Resolve(lib, s.max_mig_count, {"nvmlDeviceGetMaxMigDeviceCount"}),
+       "nvmlDeviceGetMaxMigDeviceCount");
+  want(Resolve(lib, s.mig_handle_by_index, {"nvmlDeviceGetMigDeviceHandleByIndex"}),
+       "nvmlDeviceGetMigDeviceHandleByIndex");
+  want(Resolve(lib, s.gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"}),
+       "nvmlDeviceGetGpuInstanceId");
+  want(Resolve(lib, s.compute_instance_id, {"nvmlDeviceGetComputeInstanceId"}),
+       "nvmlDeviceGetComputeInstanceId");
+  // v1 nvmlMemory_t (24 bytes): the plain name is the only layout we declare.
+  want(Resolve(lib, s.memory_info, {"nvmlDeviceGetMemoryInfo"}), "nvmlDeviceGetMemoryInfo");
+}
+
+// Telemetry (temperature, clocks, power, ECC, memory repair, PCIe, NVLink, fields).
+void ResolveTelemetry(void* lib, NvmlSymbols& s) {
+  auto want = [&](bool ok, const char* name) { NoteMissing(ok, name, s.missing_optional); };
+  want(Resolve(lib, s.temperature_v, {"nvmlDeviceGetTemperatureV"}), "nvmlDeviceGetTemperatureV");
+  want(Resolve(lib, s.temperature, {"nvmlDeviceGetTemperature"}), "nvmlDeviceGetTemperature");
+  want(Resolve(lib, s.temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"}),
+       "nvmlDeviceGetTemperatureThreshold");
+  want(Resolve(
+           lib, s.current_clock_reasons,
+           {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}),
+       "nvmlDeviceGetCurrentClocksEventReasons");
+  want(Resolve(lib, s.supported_clock_reasons,
+               {"nvmlDeviceGetSupportedClocksEventReasons",
+                "nvmlDeviceGetSupportedClocksThrottleReasons"}),
+       "nvmlDeviceGetSupportedClocksEventReasons");
+  want(Resolve(lib, s.violation_status, {"nvmlDeviceGetViolationStatus"}),
+       "nvmlDeviceGetViolationStatus");
+  want(Resolve(lib, s.power_usage, {"nvmlDeviceGetPowerUsage"}), "nvmlDeviceGetPowerUsage");
+  want(Resolve(lib, s.enforced_power_limit, {"nvmlDeviceGetEnforcedPowerLimit"}),
+       "nvmlDeviceGetEnforcedPowerLimit");
+  want(Resolve(lib, s.ecc_mode, {"nvmlDeviceGetEccMode"}), "nvmlDeviceGetEccMode");
+  want(Resolve(lib, s.total_ecc, {"nvmlDeviceGetTotalEccErrors"}), "nvmlDeviceGetTotalEccErrors");
+  want(Resolve(lib, s.remapped_rows, {"nvmlDeviceGetRemappedRows"}), "nvmlDeviceGetRemappedRows");
+  want(Resolve(lib, s.retired_pages, {"nvmlDeviceGetRetiredPages"}), "nvmlDeviceGetRetiredPages");
+  want(Resolve(lib, s.retired_pending, {"nvmlDeviceGetRetiredPagesPendingStatus"}),
+       "nvmlDeviceGetRetiredPagesPendingStatus");
+  want(Resolve(lib, s.pcie_replay, {"nvmlDeviceGetPcieReplayCounter"}),
+       "nvmlDeviceGetPcieReplayCounter");
+  want(Resolve(lib, s.nvlink_state, {"nvmlDeviceGetNvLinkState"}), "nvmlDeviceGetNvLinkState");
+  want(Resolve(lib, s.nvlink_error, {"nvmlDeviceGetNvLinkErrorCounter"}),
+       "nvmlDeviceGetNvLinkErrorCounter");
+  want(Resolve(lib, s.field_values, {"nvmlDeviceGetFieldValues"}), "nvmlDeviceGetFieldValues");
+}
+
+void ResolveEvents(void* lib, NvmlSymbols& s) {
+  auto want = [&](bool ok, const char* name) { NoteMissing(ok, name, s.missing_optional); };
+  want(Resolve(lib, s.event_set_create, {"nvmlEventSetCreate"}), "nvmlEventSetCreate");
+  want(Resolve(lib, s.supported_events, {"nvmlDeviceGetSupportedEventTypes"}),
+       "nvmlDeviceGetSupportedEventTypes");
+  want(Resolve(lib, s.register_events, {"nvmlDeviceRegisterEvents"}), "nvmlDeviceRegisterEvents");
+  // Only the v2 wait: v1 writes the 24-byte legacy struct (no GI/CI ids).
+  want(Resolve(lib, s.event_set_wait, {"nvmlEventSetWait_v2"}), "nvmlEventSetWait_v2");
+  want(Resolve(lib, s.event_set_free, {"nvmlEventSetFree"}), "nvmlEventSetFree");
+}
+
+}  // namespace
+
 Status NvmlLoader::Load() {
   if (load_attempted_) {
     return handle_ ? OkStatus() : UnavailableError(load_error_);
@@ -99,79 +189,10 @@ Status NvmlLoader::Load() {
     load_error_ = err ? err : (library_ + ": cannot be loaded");
     return UnavailableError(load_error_);
   }
-  NvmlSymbols& s = *sym_;
-  std::string missing;
-  auto need = [&](bool ok, const char* name) {
-    if (!ok) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  };
-  auto want = [&](bool ok, const char* name) {
-    if (!ok) s.missing_optional += (s.missing_optional.empty() ? "" : ", ") + std::string(name);
-  };
-  // Versioned names first: plain names are the legacy v1 ABI (docs/reference/nvml-abi.md,
-  // "Loading").
-  need(Resolve(handle_, s.init, {"nvmlInit_v2"}), "nvmlInit_v2");
-  need(Resolve(handle_, s.shutdown, {"nvmlShutdown"}), "nvmlShutdown");
-  need(Resolve(handle_, s.count, {"nvmlDeviceGetCount_v2"}), "nvmlDeviceGetCount_v2");
-  need(Resolve(handle_, s.handle_by_index, {"nvmlDeviceGetHandleByIndex_v2"}),
-       "nvmlDeviceGetHandleByIndex_v2");
-  need(Resolve(handle_, s.uuid, {"nvmlDeviceGetUUID"}), "nvmlDeviceGetUUID");
-  want(Resolve(handle_, s.error_string, {"nvmlErrorString"}), "nvmlErrorString");
-  want(Resolve(handle_, s.driver_version, {"nvmlSystemGetDriverVersion"}),
-       "nvmlSystemGetDriverVersion");
-  want(Resolve(handle_, s.name, {"nvmlDeviceGetName"}), "nvmlDeviceGetName");
-  want(Resolve(handle_, s.serial, {"nvmlDeviceGetSerial"}), "nvmlDeviceGetSerial");
-  want(Resolve(handle_, s.pci_info, {"nvmlDeviceGetPciInfo_v3"}), "nvmlDeviceGetPciInfo_v3");
-  want(Resolve(handle_, s.mig_mode, {"nvmlDeviceGetMigMode"}), "nvmlDeviceGetMigMode");
-  want(Resolve(handle_, s.max_mig_count, {"nvmlDeviceGetMaxMigDeviceCount"}),
-       "nvmlDeviceGetMaxMigDeviceCount");
-  want(Resolve(handle_, s.mig_handle_by_index, {"nvmlDeviceGetMigDeviceHandleByIndex"}),
-       "nvmlDeviceGetMigDeviceHandleByIndex");
-  want(Resolve(handle_, s.gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"}),
-       "nvmlDeviceGetGpuInstanceId");
-  want(Resolve(handle_, s.compute_instance_id, {"nvmlDeviceGetComputeInstanceId"}),
-       "nvmlDeviceGetComputeInstanceId");
-  // v1 nvmlMemory_t (24 bytes): the plain name is the only layout we declare.
-  want(Resolve(handle_, s.memory_info, {"nvmlDeviceGetMemoryInfo"}), "nvmlDeviceGetMemoryInfo");
-  want(Resolve(handle_, s.temperature_v, {"nvmlDeviceGetTemperatureV"}),
-       "nvmlDeviceGetTemperatureV");
-  want(Resolve(handle_, s.temperature, {"nvmlDeviceGetTemperature"}), "nvmlDeviceGetTemperature");
-  want(Resolve(handle_, s.temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"}),
-       "nvmlDeviceGetTemperatureThreshold");
-  want(Resolve(handle_, s.current_clock_reasons,
-               {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}),
-       "nvmlDeviceGetCurrentClocksEventReasons");
-  want(Resolve(handle_, s.supported_clock_reasons,
-               {"nvmlDeviceGetSupportedClocksEventReasons",
-                "nvmlDeviceGetSupportedClocksThrottleReasons"}),
-       "nvmlDeviceGetSupportedClocksEventReasons");
-  want(Resolve(handle_, s.violation_status, {"nvmlDeviceGetViolationStatus"}),
-       "nvmlDeviceGetViolationStatus");
-  want(Resolve(handle_, s.power_usage, {"nvmlDeviceGetPowerUsage"}), "nvmlDeviceGetPowerUsage");
-  want(Resolve(handle_, s.enforced_power_limit, {"nvmlDeviceGetEnforcedPowerLimit"}),
-       "nvmlDeviceGetEnforcedPowerLimit");
-  want(Resolve(handle_, s.ecc_mode, {"nvmlDeviceGetEccMode"}), "nvmlDeviceGetEccMode");
-  want(Resolve(handle_, s.total_ecc, {"nvmlDeviceGetTotalEccErrors"}),
-       "nvmlDeviceGetTotalEccErrors");
-  want(Resolve(handle_, s.remapped_rows, {"nvmlDeviceGetRemappedRows"}),
-       "nvmlDeviceGetRemappedRows");
-  want(Resolve(handle_, s.retired_pages, {"nvmlDeviceGetRetiredPages"}),
-       "nvmlDeviceGetRetiredPages");
-  want(Resolve(handle_, s.retired_pending, {"nvmlDeviceGetRetiredPagesPendingStatus"}),
-       "nvmlDeviceGetRetiredPagesPendingStatus");
-  want(Resolve(handle_, s.pcie_replay, {"nvmlDeviceGetPcieReplayCounter"}),
-       "nvmlDeviceGetPcieReplayCounter");
-  want(Resolve(handle_, s.nvlink_state, {"nvmlDeviceGetNvLinkState"}), "nvmlDeviceGetNvLinkState");
-  want(Resolve(handle_, s.nvlink_error, {"nvmlDeviceGetNvLinkErrorCounter"}),
-       "nvmlDeviceGetNvLinkErrorCounter");
-  want(Resolve(handle_, s.field_values, {"nvmlDeviceGetFieldValues"}), "nvmlDeviceGetFieldValues");
-  want(Resolve(handle_, s.event_set_create, {"nvmlEventSetCreate"}), "nvmlEventSetCreate");
-  want(Resolve(handle_, s.supported_events, {"nvmlDeviceGetSupportedEventTypes"}),
-       "nvmlDeviceGetSupportedEventTypes");
-  want(Resolve(handle_, s.register_events, {"nvmlDeviceRegisterEvents"}),
-       "nvmlDeviceRegisterEvents");
-  // Only the v2 wait: v1 writes the 24-byte legacy struct (no GI/CI ids).
-  want(Resolve(handle_, s.event_set_wait, {"nvmlEventSetWait_v2"}), "nvmlEventSetWait_v2");
-  want(Resolve(handle_, s.event_set_free, {"nvmlEventSetFree"}), "nvmlEventSetFree");
+  const std::string missing = ResolveRequired(handle_, *sym_);
+  ResolveIdentity(handle_, *sym_);
+  ResolveTelemetry(handle_, *sym_);
+  ResolveEvents(handle_, *sym_);
   if (!missing.empty()) {
     load_error_ = library_ + ": missing required symbols: " + missing;
     // Keep the handle open (harmless) but behave as unavailable.

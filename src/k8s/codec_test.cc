@@ -48,6 +48,31 @@ TEST(CodecTest, ParsesRealGceNode) {
   EXPECT_FALSE(node->unschedulable);
 }
 
+TEST(CodecTest, NodeKeepsOtherDetectorsConditionsCompactly) {
+  // Ready=False is not the healthy state: kept (compactly) for a nodeCondition rule.
+  auto not_ready = ParseObject<Node>(R"({"metadata":{"name":"n"},"status":{"conditions":[
+      {"type":"Ready","status":"False","reason":"KubeletNotReady","message":"PLEG is not healthy"}]}})");
+  ASSERT_TRUE(not_ready.ok()) << not_ready.status();
+  ASSERT_EQ(not_ready->conditions.size(), 1u);
+  EXPECT_EQ(not_ready->conditions[0].reason, "KubeletNotReady");
+  EXPECT_TRUE(not_ready->conditions[0].message.empty());
+  auto node = ParseObject<Node>(R"({"metadata":{"name":"n"},"status":{"conditions":[
+      {"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"},
+      {"type":"MemoryPressure","status":"False"},
+      {"type":"DiskPressure","status":"True","reason":"KubeletHasDiskPressure"},
+      {"type":"GPUXidError","status":"True","reason":"Xid79","message":"long text",
+       "lastHeartbeatTime":"2026-12-01T10:00:00Z","lastTransitionTime":"2026-12-01T09:00:00Z"}]}})");
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->conditions.size(), 2u);  // Ready=True and MemoryPressure=False (healthy) dropped
+  EXPECT_EQ(node->conditions[0].type, "DiskPressure");
+  const NodeCondition* xid = node->FindCondition("GPUXidError");
+  ASSERT_NE(xid, nullptr);
+  EXPECT_EQ(xid->reason, "Xid79");
+  EXPECT_TRUE(xid->last_transition_time.has_value());
+  EXPECT_TRUE(xid->message.empty());                   // not needed by any decision
+  EXPECT_FALSE(xid->last_heartbeat_time.has_value());  // would change the projection every beat
+}
+
 TEST(CodecTest, ParsesRealNodeList) {
   std::string body = ReadTestdata("gpu-node-rke2-nvidia-a16-vgpu.nodelist.json");
   auto list = ParseList<Node>(body);

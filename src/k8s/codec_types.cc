@@ -40,6 +40,24 @@ bool KeepProjectAnnotation(std::string_view key) {
   return key.starts_with("gpuguardian.io/") || key == kMirrorPodAnnotation;
 }
 
+// Conditions kept in the projection: our GPUHealthy whole; any other (another detector's, for
+// nodeCondition rules) without message and heartbeat, except the kubelet's Ready and pressure
+// conditions in their healthy state (Ready=True, the others False), which every node carries.
+bool KubeletConditionHealthy(const NodeCondition& c) {
+  if (c.type == "Ready") return c.status == "True";
+  return c.status == "False" && (c.type == "MemoryPressure" || c.type == "DiskPressure" ||
+                                 c.type == "PIDPressure" || c.type == "NetworkUnavailable");
+}
+
+bool KeepNodeCondition(NodeCondition& c) {
+  if (c.type == "GPUHealthy") return true;
+  if (KubeletConditionHealthy(c)) return false;
+  c.message.clear();
+  c.message.shrink_to_fit();
+  c.last_heartbeat_time.reset();
+  return true;
+}
+
 Status DecodeNode(od::object& obj, Node* n) {
   return ForFields(obj, "Node", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &n->meta, &KeepProjectAnnotation);
@@ -83,7 +101,7 @@ Status DecodeNode(od::object& obj, Node* n) {
               }
               return OkStatus();
             }));
-            if (c.type == "GPUHealthy") n->conditions.push_back(std::move(c));
+            if (KeepNodeCondition(c)) n->conditions.push_back(std::move(c));
             return OkStatus();
           });
         }

@@ -58,8 +58,8 @@ class LabelMap {
   struct Interned;  // objects.cc
 
  private:
-  struct Rep;  // objects.cc: a reference count and the entries (each holds one reference)
-  Rep* Unique();  // rep_ owned by this map alone (allocated or copied as needed)
+  struct Rep;           // objects.cc: a reference count and the entries (each holds one reference)
+  Rep* Unique();        // rep_ owned by this map alone (allocated or copied as needed)
   Rep* rep_ = nullptr;  // null = empty
 };
 
@@ -112,8 +112,9 @@ struct Node {
   ObjectMeta meta;
   bool unschedulable = false;
   std::vector<Taint> taints;
-  // Only the condition the operator reads: its own "GPUHealthy" (Ready and the pressure
-  // conditions cost ~200 bytes a node and no decision reads them).
+  // Our own "GPUHealthy" whole; other detectors' conditions (nodeCondition rules) without
+  // message and heartbeat; the kubelet's Ready and pressure conditions only while they are not
+  // in their healthy state (Ready=True, the others False: ~200 bytes a node no decision reads).
   std::vector<NodeCondition> conditions;
   std::int64_t gpu_capacity = 0;     // status.capacity["nvidia.com/gpu"]
   std::int64_t gpu_allocatable = 0;  // status.allocatable["nvidia.com/gpu"]

@@ -27,16 +27,25 @@ void Counter::Inc(double v) {
   value_.fetch_add(v, std::memory_order_relaxed);
 }
 
+Gauge::~Gauge() { delete callback_.load(); }
+
 void Gauge::SetCallback(std::function<double()> fn) {
-  std::scoped_lock lock(callback_mu_);
-  callback_ = std::move(fn);
-  has_callback_.store(static_cast<bool>(callback_), std::memory_order_release);
+  Callback* c = callback_.load(std::memory_order_acquire);
+  if (!c) {
+    if (!fn) return;
+    auto fresh = std::make_unique<Callback>();
+    if (callback_.compare_exchange_strong(c, fresh.get(), std::memory_order_acq_rel)) {
+      c = fresh.release();
+    }  // else another SetCallback won: `c` is its Callback
+  }
+  std::scoped_lock lock(c->mu);  // waits for a scrape running the old callback
+  c->fn = std::move(fn);
 }
 
 double Gauge::Value() const {
-  if (has_callback_.load(std::memory_order_acquire)) {
-    std::scoped_lock lock(callback_mu_);
-    if (callback_) return callback_();
+  if (Callback* c = callback_.load(std::memory_order_acquire)) {
+    std::scoped_lock lock(c->mu);
+    if (c->fn) return c->fn();
   }
   return value_.load(std::memory_order_relaxed);
 }
@@ -188,7 +197,8 @@ Registry::Entry* Registry::Find(std::string_view name) const {
 }
 
 Registry::Entry* Registry::Declared(const std::string& name, MetricType type,
-                                    const std::vector<std::string>& label_names, bool* valid) const {
+                                    const std::vector<std::string>& label_names,
+                                    bool* valid) const {
   *valid = *valid && IsValidMetricName(name);
   if (!*valid) return nullptr;
   Entry* e = Find(name);
@@ -211,7 +221,8 @@ CounterFamily& Registry::AddCounter(std::string name, std::string help,
   ValidHelp(help, name);
   std::scoped_lock lock(mu_);
   bool valid = std::all_of(label_names.begin(), label_names.end(), IsValidLabelName);
-  if (Entry* found = Declared(name, MetricType::kCounter, label_names, &valid)) return *found->counter;
+  if (Entry* found = Declared(name, MetricType::kCounter, label_names, &valid))
+    return *found->counter;
   auto e = std::make_unique<Entry>();
   e->type = MetricType::kCounter;
   e->label_names = label_names;

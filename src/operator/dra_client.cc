@@ -5,6 +5,7 @@
 #include <map>
 
 #include "k8s/codec.h"
+#include "k8s/errors.h"
 #include "remediation/drainer.h"
 
 namespace gg::op {
@@ -152,6 +153,24 @@ Status DraClient::DeleteOurRule(const std::string& name, bool* skipped) {
   return s.WithContext("deleting DeviceTaintRule " + name);
 }
 
+StatusOr<std::map<std::string, std::string>> DraClient::ClaimBodies(
+    const std::vector<k8s::Pod>& pods, const std::string& version) {
+  std::map<std::string, std::string> out;
+  for (const auto& p : pods) {
+    for (const auto& c : p.resource_claims) {
+      std::string key = p.meta.namespace_ + "/" + c;
+      if (out.contains(key)) continue;
+      auto body = client_.Get(k8s::ResourceClaims(version), p.meta.namespace_, c);
+      if (!body.ok()) {
+        if (IsNotFound(body.status())) continue;  // deleted with its pod
+        return body.status().WithContext("reading ResourceClaim " + key);
+      }
+      out.emplace(key, std::move(*body));
+    }
+  }
+  return out;
+}
+
 StatusOr<std::set<std::string>> DraClient::PodsHolding(
     const std::string& node, const std::vector<remediation::DeviceRef>& devices) {
   auto caps = Capabilities();
@@ -160,22 +179,58 @@ StatusOr<std::set<std::string>> DraClient::PodsHolding(
   remediation::RestPodApi pods_api(client_);
   auto pods = pods_api.ListPodsOnNode(node);
   if (!pods.ok()) return pods.status();
+  auto bodies = ClaimBodies(*pods, caps->claim_version);
+  if (!bodies.ok()) return bodies.status();
   std::map<std::string, k8s::ResourceClaim> claims;
-  for (const auto& p : *pods) {
-    for (const auto& c : p.resource_claims) {
-      std::string key = p.meta.namespace_ + "/" + c;
-      if (claims.contains(key)) continue;
-      auto body = client_.Get(k8s::ResourceClaims(caps->claim_version), p.meta.namespace_, c);
-      if (!body.ok()) {
-        if (IsNotFound(body.status())) continue;  // deleted with its pod
-        return body.status().WithContext("reading ResourceClaim " + key);
-      }
-      auto claim = k8s::ParseObject<k8s::ResourceClaim>(*body);
-      if (!claim.ok()) return claim.status().WithContext("ResourceClaim " + key);
-      claims.emplace(key, std::move(*claim));
-    }
+  for (const auto& [key, body] : *bodies) {
+    auto claim = k8s::ParseObject<k8s::ResourceClaim>(body);
+    if (!claim.ok()) return claim.status().WithContext("ResourceClaim " + key);
+    claims.emplace(key, std::move(*claim));
   }
   return remediation::PodsHoldingDevices(*pods, claims, devices);
+}
+
+StatusOr<bool> DraClient::MarkClaim(const std::string& version, const std::string& key,
+                                    std::string body,
+                                    const std::vector<remediation::DeviceRef>& devices,
+                                    const remediation::ClaimDeviceCondition& c) {
+  const size_t slash = key.find('/');
+  const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
+  const auto type = k8s::ResourceClaims(version);
+  for (int attempt = 0;; ++attempt) {
+    auto next = remediation::ClaimWithDeviceCondition(body, devices, c);
+    if (!next.ok()) return next.status().WithContext("ResourceClaim " + key);
+    if (!next->has_value()) return false;
+    auto put = client_.UpdateStatus(type, ns, name, **next);
+    if (put.ok()) return true;
+    if (IsNotFound(put.status())) return false;
+    if (!k8s::IsConflict(put.status()) || attempt == 2) {
+      return put.status().WithContext("writing the status of ResourceClaim " + key);
+    }
+    auto again = client_.Get(type, ns, name);  // a concurrent writer: read, apply again
+    if (!again.ok()) return IsNotFound(again.status()) ? StatusOr<bool>(false) : again.status();
+    body = std::move(*again);
+  }
+}
+
+StatusOr<int> DraClient::MarkClaims(const std::string& node,
+                                    const std::vector<remediation::DeviceRef>& devices,
+                                    const remediation::ClaimDeviceCondition& c) {
+  auto caps = Capabilities();
+  if (!caps.ok()) return caps.status();
+  if (caps->claim_version.empty() || devices.empty()) return 0;
+  remediation::RestPodApi pods_api(client_);
+  auto pods = pods_api.ListPodsOnNode(node);
+  if (!pods.ok()) return pods.status();
+  auto bodies = ClaimBodies(*pods, caps->claim_version);
+  if (!bodies.ok()) return bodies.status();
+  int written = 0;
+  for (auto& [key, body] : *bodies) {
+    auto w = MarkClaim(caps->claim_version, key, std::move(body), devices, c);
+    if (!w.ok()) return w.status();
+    written += *w ? 1 : 0;
+  }
+  return written;
 }
 
 }  // namespace gg::op

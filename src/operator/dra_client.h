@@ -13,6 +13,7 @@
 // device-level drain starts.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -66,6 +67,16 @@ class DraApi {
   // reservedFor).
   virtual StatusOr<std::set<std::string>> PodsHolding(
       const std::string& node, const std::vector<remediation::DeviceRef>& devices) = 0;
+  // KEP-4817 (policy remediation.claimStatus): sets (c.healthy: removes) our GPUHealthy
+  // condition on the status.devices entry of every ResourceClaim named by a pod on `node`
+  // and allocated one of `devices`, through resourceclaims/status. Returns the claims
+  // written. Implementations without claims write nothing.
+  virtual StatusOr<int> MarkClaims(const std::string& node,
+                                   const std::vector<remediation::DeviceRef>& devices,
+                                   const remediation::ClaimDeviceCondition& c) {
+    (void)node, (void)devices, (void)c;
+    return 0;
+  }
 };
 
 class DraClient : public DraApi {
@@ -82,9 +93,20 @@ class DraClient : public DraApi {
   Status DeleteOurRule(const std::string& name, bool* skipped = nullptr) override;
   StatusOr<std::set<std::string>> PodsHolding(
       const std::string& node, const std::vector<remediation::DeviceRef>& devices) override;
+  StatusOr<int> MarkClaims(const std::string& node,
+                           const std::vector<remediation::DeviceRef>& devices,
+                           const remediation::ClaimDeviceCondition& c) override;
 
  private:
   StatusOr<DraCapabilities> Discover();
+  // The ResourceClaims the pods name (same namespace), as read, keyed "namespace/name";
+  // claims deleted meanwhile are left out.
+  StatusOr<std::map<std::string, std::string>> ClaimBodies(const std::vector<k8s::Pod>& pods,
+                                                           const std::string& version);
+  // One claim's condition, re-read and retried on a write conflict.
+  StatusOr<bool> MarkClaim(const std::string& version, const std::string& key, std::string body,
+                           const std::vector<remediation::DeviceRef>& devices,
+                           const remediation::ClaimDeviceCondition& c);
 
   k8s::RestClient& client_;
   Clock& clock_;

@@ -55,7 +55,9 @@ class DraFixture {
     // The operator runs as its service account under deploy/rbac/operator.yaml: a DRA verb
     // missing there fails these tests.
     o.authz = "rbac";
-    o.rbac_files = {std::string(GG_SOURCE_DIR) + "/deploy/rbac/operator.yaml"};
+    // With the optional claim-status RBAC too (policies with remediation.claimStatus).
+    o.rbac_files = {std::string(GG_SOURCE_DIR) + "/deploy/rbac/operator.yaml",
+                    std::string(GG_SOURCE_DIR) + "/deploy/rbac/claim-status.yaml"};
     o.token_users = {{"op-token", "system:serviceaccount:gpu-guardian:gpu-guardian-operator"}};
     auto s = sim::SimServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -106,8 +108,9 @@ class DraFixture {
   }
 
   // A GPU node; with `slice` its GPUs are published in a ResourceSlice as NVIDIA's DRA
-  // driver does (pool = node name, devices gpu-0..7 with a uuid attribute).
-  void AddNode(const std::string& name, bool slice) {
+  // driver does (pool = node name, devices gpu-0..7 with a uuid attribute; with `mig` > 0
+  // each GPU's MIG devices gpu-<i>-mig-19-<start>-1 instead).
+  void AddNode(const std::string& name, bool slice, int mig = 0) {
     json n = {{"apiVersion", "v1"},
               {"kind", "Node"},
               {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
@@ -116,13 +119,20 @@ class DraFixture {
     auto created = sim_->CreateAndGet("/api/v1/nodes", n);
     ASSERT_TRUE(created.ok()) << created.status();
     if (slice) {
-      auto s = sim::MakeResourceSlice(name, kGpus, "NVIDIA-H100-80GB-HBM3", kube_);
+      auto s = sim::MakeResourceSlice(name, kGpus, "NVIDIA-H100-80GB-HBM3", kube_, 1, mig);
       // Owned by this Node (its uid), as the driver publishes it; a dangling owner would
       // have the cluster's garbage collector delete the slice.
       s["metadata"]["ownerReferences"][0]["uid"] = (*created)["metadata"]["uid"];
       Status st = sim_->Insert(s);
       ASSERT_TRUE(st.ok()) << st;
     }
+  }
+
+  // A DRA node with pods holding GPU 3 and GPU 5 through their claims.
+  void AddNodeWithPodsOnGpus3And5(const std::string& node) {
+    AddNode(node, /*slice=*/true);
+    AddClaimPod("holds-gpu-3", node, 3);
+    AddClaimPod("holds-gpu-5", node, 5);
   }
 
   // The claim API version the sim serves first (what kubectl would use).
@@ -133,6 +143,9 @@ class DraFixture {
   // A pod on `node` holding DRA device gpu-<gpu> through its own ResourceClaim (allocated
   // and reserved for the pod, as the scheduler and kubelet leave it).
   void AddClaimPod(const std::string& pod, const std::string& node, int gpu) {
+    AddClaimPod(pod, node, "gpu-" + std::to_string(gpu));
+  }
+  void AddClaimPod(const std::string& pod, const std::string& node, const std::string& device) {
     json p = {{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata", {{"name", pod}, {"namespace", "ml"}, {"labels", {{"app", "dra"}}}}},
@@ -147,8 +160,8 @@ class DraFixture {
     ASSERT_TRUE(created.ok()) << created.status();
     std::string uid = (*created)["metadata"].value("uid", "");
     json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}};
-    json result = {{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node},
-                   {"device", "gpu-" + std::to_string(gpu)}};
+    json result = {
+        {"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", device}};
     json claim;
     claim["apiVersion"] = "resource.k8s.io/" + ClaimVersion();
     claim["kind"] = "ResourceClaim";
@@ -314,9 +327,7 @@ class DraSimTest : public ::testing::TestWithParam<std::string> {
 TEST_P(DraSimTest, Xid95TaintsOneGpuEvictsItsPodAndRecovers) {
   DraFixture& f = *f_;
   const std::string node = "dra-0";
-  f.AddNode(node, /*slice=*/true);
-  f.AddClaimPod("holds-gpu-3", node, 3);
-  f.AddClaimPod("holds-gpu-5", node, 5);
+  f.AddNodeWithPodsOnGpus3And5(node);
   ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
   // An administrator's rule on another GPU of the same node (no ownership marks).
   json admin = {{"apiVersion", "resource.k8s.io/" + f.RuleVersion()},
@@ -385,6 +396,130 @@ TEST_P(DraSimTest, Xid79FencesTheWholeNode) {
   })) << f.Node(node).dump();
   EXPECT_TRUE(f.Rules().empty()) << f.Rules().dump();
   EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"device_taint", "success"}), 0);
+}
+
+// A MIG-partitioned node (each GPU three 1g MIG devices, published as NVIDIA's DRA driver
+// does). An Xid the driver confined to GPU instance 2 of GPU 2 fences that MIG device only:
+// one DeviceTaintRule, only the pod holding it evicted, the node schedulable. Then an Xid on
+// the same GPU whose recovery resets the GPU fences every MIG device of it (the MIG-enabled
+// GPU itself is not published); recovery removes every rule of ours.
+TEST_P(DraSimTest, MigXidFencesOnlyThatMigDeviceAndAGpuResetFencesAllOfThem) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-mig";
+  f.AddNode(node, /*slice=*/true, /*mig=*/3);
+  f.AddClaimPod("holds-mig-2-1", node, "gpu-2-mig-19-1-1");  // GPU instance 2
+  f.AddClaimPod("holds-mig-2-2", node, "gpu-2-mig-19-2-1");  // GPU instance 3, same GPU
+  f.AddClaimPod("holds-mig-5-0", node, "gpu-5-mig-19-0-1");  // another GPU
+  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 3; }));
+  auto report = [&](std::optional<int> xid) {
+    auto s = f.HealthyReport(node);
+    for (auto& g : s.gpus) {
+      g.mig_enabled = true;
+      uint32_t slot = 0;
+      for (const auto& m : sim::MigLayout("NVIDIA-H100-80GB-HBM3", 3)) {
+        g.mig_devices.push_back({slot++,
+                                 sim::FakeMigUuid(g.uuid, m.gpu_instance, m.compute_instance),
+                                 m.gpu_instance, m.compute_instance, m.profile, std::nullopt});
+      }
+    }
+    if (xid == 13) api::testing::AddXid(s, 13, 2, "application", "RESTART_APP", "Graphics engine");
+    if (xid == 95) api::testing::AddXid(s, 95, 2, "memory", "RESET_GPU", "Uncontained ECC error");
+    if (xid) s.xids.back().gpu_instance = 2, s.xids.back().compute_instance = 0;
+    return s;
+  };
+  f.WriteReport(node, report(std::nullopt));
+  json spec = DraFixture::DevicePolicy();
+  spec["rules"].push_back(
+      {{"name", "app-error"}, {"xid", {{"codes", {13}}}}, {"count", 1}, {"action", "Drain"}});
+  f.CreatePolicy("dra", spec);
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
+
+  f.WriteReport(node, report(13));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; })) << f.Rules().dump();
+  json rule = f.OurRules()[0];
+  EXPECT_EQ(rule["spec"]["deviceSelector"],
+            json({{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-2-mig-19-1-1"}}));
+  EXPECT_EQ(rule["spec"]["taint"]["value"], "app-error");
+  EXPECT_EQ(rule["metadata"]["annotations"]["gpuguardian.io/gpu-uuid"],
+            sim::FakeMigUuid(sim::FakeGpuUuid(node, 2), 2, 0));
+  ASSERT_TRUE(WaitFor([&] {
+    return !f.Events("NodeDrained", node).empty() && !f.LivePods().contains("holds-mig-2-1");
+  }));
+  EXPECT_EQ(f.RunningPods(), (std::set<std::string>{"holds-mig-2-2", "holds-mig-5-0"}));
+  json n = f.Node(node);
+  EXPECT_FALSE(DraFixture::Cordoned(n));
+  EXPECT_FALSE(DraFixture::HasOurTaint(n));
+  EXPECT_EQ(f.OurRules().size(), 1u);
+
+  f.WriteReport(node, report(95));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 3; })) << f.Rules().dump();
+  std::set<std::string> fenced;
+  for (auto& r : f.OurRules()) fenced.insert(r["spec"]["deviceSelector"].value("device", ""));
+  EXPECT_EQ(fenced,
+            (std::set<std::string>{"gpu-2-mig-19-0-1", "gpu-2-mig-19-1-1", "gpu-2-mig-19-2-1"}));
+  n = f.Node(node);
+  EXPECT_FALSE(DraFixture::Cordoned(n));
+  EXPECT_FALSE(DraFixture::HasOurTaint(n));
+
+  f.WriteReport(node, report(std::nullopt));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().empty(); })) << f.Rules().dump();
+  ASSERT_TRUE(WaitFor([&] { return !f.Events("GPURecovered", node).empty(); }));
+  EXPECT_TRUE(f.LivePods().contains("holds-mig-5-0"));
+}
+
+// remediation.claimStatus (KEP-4817): the claim holding the fenced GPU carries our GPUHealthy
+// condition (False, DeviceFenced) on its status.devices entry for that device, written under
+// deploy/rbac/claim-status.yaml (on 1.36 through the driver-granular authorization); a claim
+// holding another GPU is left alone; recovery takes the condition off again.
+TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-0";
+  f.AddNodeWithPodsOnGpus3And5(node);
+  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
+  f.WriteReport(node, f.HealthyReport(node));
+  json spec = DraFixture::DevicePolicy();
+  spec["rules"][0]["action"] = "Taint";  // the pod stays: its claim is what we look at
+  spec["remediation"]["claimStatus"] = true;
+  f.CreatePolicy("dra", spec);
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
+  auto claim = [&](const std::string& name) {
+    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() +
+                         "/namespaces/ml/resourceclaims/" + name);
+    return c.ok() ? *c : json();
+  };
+  auto our_condition = [&](const std::string& name) -> json {
+    json c = claim(name);
+    if (!c.is_object()) return json();
+    for (auto& e : c.value("status", json::object()).value("devices", json::array())) {
+      for (auto& cond : e.value("conditions", json::array())) {
+        if (cond.value("type", "") == "GPUHealthy") return json{{"entry", e}, {"condition", cond}};
+      }
+    }
+    return json();
+  };
+
+  f.WriteReport(node, f.XidReport(node, 95, 3));
+  ASSERT_TRUE(WaitFor([&] { return !our_condition("holds-gpu-3-gpu").is_null(); }))
+      << claim("holds-gpu-3-gpu").dump()
+      << f.Metric("gpu_guardian_remediations_total", {"claim_status", "failure"});
+  json got = our_condition("holds-gpu-3-gpu");
+  EXPECT_EQ(got["entry"].value("device", ""), "gpu-3");
+  EXPECT_EQ(got["entry"].value("pool", ""), node);
+  EXPECT_EQ(got["entry"].value("driver", ""), "gpu.nvidia.com");
+  EXPECT_EQ(got["condition"].value("status", ""), "False");
+  EXPECT_EQ(got["condition"].value("reason", ""), "DeviceFenced");
+  EXPECT_NE(got["condition"].value("message", "").find("Xid 95"), std::string::npos) << got.dump();
+  EXPECT_TRUE(our_condition("holds-gpu-5-gpu").is_null()) << claim("holds-gpu-5-gpu").dump();
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"claim_status", "success"}), 1);
+  EXPECT_FALSE(DraFixture::Cordoned(f.Node(node)));
+
+  f.WriteReport(node, f.HealthyReport(node));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().empty(); })) << f.Rules().dump();
+  ASSERT_TRUE(WaitFor([&] { return our_condition("holds-gpu-3-gpu").is_null(); }))
+      << claim("holds-gpu-3-gpu").dump();
+  EXPECT_FALSE(claim("holds-gpu-3-gpu")["status"].contains("devices"));
 }
 
 INSTANTIATE_TEST_SUITE_P(KubeVersions, DraSimTest, ::testing::Values("1.33", "1.35", "1.36"),

@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/gpu_node_health.h"
 #include "common/clock.h"
@@ -14,6 +13,7 @@
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
 #include "operator/operator.h"
+#include "operator/test_operator.h"
 #include "sim/server.h"
 #include "sim/test_objects.h"
 #include "sim/test_util.h"
@@ -26,19 +26,7 @@ using namespace std::chrono_literals;
 
 constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths/";
 
-json HealthyReport(const std::string& node) {
-  api::GpuNodeHealthStatus s;
-  s.node_name = node;
-  s.agent_version = "test";
-  s.observed_at = s.heartbeat_time = std::chrono::system_clock::now();
-  s.expected_gpus = 1;
-  api::GpuStatus g;
-  g.index = 0;
-  g.uuid = "GPU-" + node;
-  s.gpus.push_back(g);
-  s.sources.push_back({"nvml", api::SourceState::kOk, ""});
-  return json::parse(api::EncodeGpuNodeHealthStatus(s));
-}
+json HealthyReport(const std::string& node) { return OneGpuReport(node, false); }
 
 // status of the node's GPUHealthy condition ("" when it has none yet).
 std::string GpuHealthy(sim::SimServer& srv, const std::string& node) {
@@ -50,49 +38,16 @@ std::string GpuHealthy(sim::SimServer& srv, const std::string& node) {
 }
 
 TEST(HeartbeatSimTest, HeartbeatOnlyPatchesKeepANodeFreshASilentAgentTurnsItUnknown) {
-  sim::SimOptions o;
-  o.kubelet = o.scheduler = o.controllers = false;
-  auto s = sim::SimServer::Start(o);
+  auto s = sim::StartGuardianFleet({"beating", "silent"}, HealthyReport);
   ASSERT_TRUE(s.ok()) << s.status();
   sim::SimServer& srv = **s;
-  const char* crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
-  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
-  for (const std::string n : {"beating", "silent"}) {
-    json node = {{"apiVersion", "v1"},
-                 {"kind", "Node"},
-                 {"metadata", {{"name", n}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-                 {"spec", json::object()},
-                 {"status",
-                  {{"capacity", {{"nvidia.com/gpu", "1"}}},
-                   {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-    ASSERT_TRUE(srv.Create("/api/v1/nodes", node).ok());
-    ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpunodehealths",
-                           {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                            {"kind", "GPUNodeHealth"},
-                            {"metadata", {{"name", n}}},
-                            {"status", HealthyReport(n)}})
-                    .ok());
-  }
-  json policy = {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                 {"kind", "GPUHealthPolicy"},
-                 {"metadata", {{"name", "p"}}},
-                 {"spec", json::parse(R"({
-      "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
-      "rules": [{"name": "fatal-xid", "xid": {"codes": [79]}, "count": 1, "action": "Cordon"}],
-      "unknown": {"after": "3s"},
-      "safety": {"maxUnhealthy": "100%"}})")}};
+  const json policy = XidCordonPolicy({{"unknown", {{"after", "3s"}}}});
   ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies", policy).ok());
 
-  k8s::ClientConfig cfg;
-  cfg.server = srv.Url();
-  auto client = k8s::RestClient::Create(cfg, RealClock::Default());
+  auto client = SimClient(srv);
   ASSERT_TRUE(client.ok());
   metrics::Registry registry;
-  OperatorConfig oc;
-  oc.metrics_addr = "127.0.0.1:0";
-  oc.leader_elect = false;
-  oc.identity = "heartbeat-test";
+  OperatorConfig oc = SingleOperatorConfig("heartbeat-test");
   Operator op(**client, RealClock::Default(), registry, oc);
   std::stop_source stop;
   std::jthread run([&] { (void)op.Run(stop.get_token()); });

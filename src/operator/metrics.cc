@@ -38,7 +38,7 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
                                    "(recovery.quarantine) until released by hand.")
                             .WithLabels({})) {
   for (auto action : {"taint", "cordon", "drain", "untaint", "uncordon", "event", "device_taint",
-                      "device_untaint"}) {
+                      "device_untaint", "claim_status", "claim_status_clear"}) {
     for (auto result : {kResultSuccess, kResultFailure, kResultDryRun, kResultBraked, kResultSkipped}) {
       remediations.WithLabels({action, result});
     }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "common/time_util.h"
 #include "operator/node_reconciler.h"
 
 namespace gg::op {
@@ -54,6 +55,7 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
   if (!pass.assessment.verdict) return ApplyNotSelected(pass.node.meta.name, change);
   if (Status s = ApplyDeviceTaints(pass, change); !s.ok()) return s;
   if (Status s = ApplyEscalation(pass, change); !s.ok()) return s;
+  MarkClaims(pass, change);
   if (Status s = WriteNode(pass, change); !s.ok()) return s;
   brake_lock = {};  // the index now reflects what we started
   if (Status s = WriteCondition(pass, change); !s.ok()) return s;
@@ -151,6 +153,48 @@ Status NodeReconciler::ApplyEscalation(Pass& pass, const NodeChange& change) {
                     {"template", tmpl->kind + " " + tmpl->namespace_ + "/" + tmpl->name}});
   }
   return OkStatus();
+}
+
+// KEP-4817 (remediation.claimStatus): the claims holding a device fenced or released in this
+// pass get our GPUHealthy condition set or taken off. Best effort: a failure (the optional
+// claim-status RBAC left out, a claim API that does not serve status.devices) is logged and
+// counted and never holds back the fence itself.
+void NodeReconciler::MarkClaims(Pass& pass, const NodeChange& change) {
+  const auto* policy = pass.assessment.policy;
+  if (d_.dra == nullptr || policy == nullptr || !policy->spec.remediation.claim_status) return;
+  std::vector<remediation::DeviceRef> fenced, released;
+  auto add = [](const std::string& device, std::vector<remediation::DeviceRef>& out) {
+    if (auto ref = remediation::ParseDeviceRef(device); ref.ok()) out.push_back(*ref);
+  };
+  for (const auto& dt : change.create_device_taints) {
+    if (!change.record) break;
+    for (const auto& r : change.record->device_taints) {
+      if (r.gpu_uuid == dt.gpu_uuid) add(r.device, fenced);
+    }
+  }
+  for (const auto& dt : change.delete_device_taints) {
+    if (!pass.assessment.record || dt.rule_name.empty()) continue;
+    for (const auto& r : pass.assessment.record->device_taints) {
+      if (r.rule_name == dt.rule_name) add(r.device, released);
+    }
+  }
+  const std::string message =
+      change.create_device_taints.empty() ? "" : change.create_device_taints[0].message;
+  for (bool healthy : {false, true}) {
+    const auto& refs = healthy ? released : fenced;
+    if (refs.empty()) continue;
+    auto n = d_.dra->MarkClaims(
+        pass.node.meta.name, refs,
+        {healthy, "gpu-guardian fenced this device: " + message, FormatRfc3339(pass.now)});
+    d_.metrics.Remediation(healthy ? "claim_status_clear" : "claim_status",
+                           n.ok() ? kResultSuccess : kResultFailure);
+    if (!n.ok()) {
+      Log(pass).Error("ResourceClaim status not written", {{"error", n.status().ToString()}});
+    } else if (*n > 0) {
+      Log(pass).Info(healthy ? "claim condition removed" : "claim condition set",
+                     {{"claims", std::to_string(*n)}});
+    }
+  }
 }
 
 Status NodeReconciler::WriteNode(Pass& pass, const NodeChange& change) {

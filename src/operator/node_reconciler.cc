@@ -3,6 +3,7 @@
 #include "operator/node_reconciler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/strings.h"
 #include "policy/evaluate.h"
@@ -92,6 +93,9 @@ remediation::NodeInput NodeReconciler::ReadInput(
     }
   }
   in.report = ReadReport(d_.view, node);
+  for (const k8s::NodeCondition& c : node.conditions) {
+    in.node_conditions.push_back({c.type, c.status, c.reason, c.last_transition_time});
+  }
   in.drain = ToOutcome(d_.drains.Result(node.meta.name));
   return in;
 }
@@ -123,12 +127,17 @@ StatusOr<bool> NodeReconciler::DeviceLevelPossible(Pass& pass) {
   if (!caps.ok()) return caps.status();  // transient: requeue, never fence the node instead
   if (!caps->UsableFor(rem.device_taint_effect)) return false;  // announced on the policy
   if (need.empty()) return true;
-  auto m = d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, need);
+  auto m = d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, pass.assessment.DevicesToMap());
   if (!m.ok()) return m.status();
   pass.devices = std::move(*m);
-  if (!pass.devices.unmapped.empty()) {
+  std::set<std::string> published;
+  for (const auto& [uuid, ref] : pass.devices.by_uuid) published.insert(uuid);
+  std::vector<std::string> missing;
+  pass.lookups.fence_units =
+      remediation::PublishedFenceUnits(pass.assessment.UnfencedUnits(), published, &missing);
+  if (!missing.empty()) {
     Log(pass).Info("GPUs not published through DRA: node-level remediation",
-                   {{"driver", rem.device_driver}, {"gpus", Join(pass.devices.unmapped, ",")}});
+                   {{"driver", rem.device_driver}, {"gpus", Join(missing, ",")}});
     return false;
   }
   return true;

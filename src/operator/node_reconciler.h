@@ -95,6 +95,7 @@ class NodeReconciler final : public runtime::Reconciler {
   // Creates or deletes the remediation object (before the Node patch, like the DRA rules:
   // an object without its record entry is created again, AlreadyExists, on the next pass).
   Status ApplyEscalation(Pass& pass, const remediation::NodeChange& change);
+  void MarkClaims(Pass& pass, const remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
   void EmitEvents(Pass& pass, const remediation::NodeChange& change);

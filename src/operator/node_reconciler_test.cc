@@ -132,6 +132,8 @@ struct Case {
   std::vector<std::string> log;  // parts of one line (empty: not checked)
   bool brake_requeue = false;
 };
+// gtest prints a parameter it cannot format as its bytes; the test name already says which.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class ReconcileTable : public ::testing::TestWithParam<Case> {};
 
@@ -522,6 +524,40 @@ TEST(NodeReconciler, DeviceLevelFencesTheGpuNotTheNode) {
   ASSERT_TRUE(w.Pass("gpu-1").ok());
   EXPECT_TRUE(w.dra.rules.empty());
   EXPECT_NE(w.logs->Find({"device taint removed", "node=gpu-1"}), "");
+}
+
+}  // namespace
+}  // namespace gg::op
+
+namespace gg::op {
+namespace {
+
+// Another detector's Node condition reaches the rules through the Node the reconciler reads.
+TEST(NodeReconciler, NodeConditionRuleFencesOnAnotherDetectorsCondition) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", false);
+  api::GpuHealthPolicy p = Policy(api::Action::kCordon);
+  api::Rule r;
+  r.name = "npd-xid";
+  r.node_condition = api::NodeConditionMatcher{"GPUXidError", "True"};
+  r.for_ = minutes(1);
+  r.action = api::Action::kCordon;
+  p.spec.rules = {r};
+  w.cluster.PutPolicy(p);
+  w.Start();
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_EQ(w.Condition("gpu-1"), "True");
+  // The detector set its condition two minutes ago: past `for` at once.
+  k8s::Node n = *w.Node("gpu-1");
+  n.conditions.push_back(
+      {"GPUXidError", "True", "XidCritical", "", w.clock.Now() - minutes(2), std::nullopt});
+  w.cluster.PutNode(n);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable);
+  EXPECT_EQ(w.Condition("gpu-1"), "False");
+  ASSERT_TRUE(w.Record("gpu-1").has_value());
+  EXPECT_EQ(w.Record("gpu-1")->rules, std::vector<std::string>{"npd-xid"});
 }
 
 }  // namespace

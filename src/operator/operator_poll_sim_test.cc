@@ -3,18 +3,18 @@
 // without ever opening a WATCH. World state only: the Node's taint and cordon, and the
 // simulator's request counters.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
-#include <thread>
-
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/gpu_node_health.h"
 #include "common/clock.h"
 #include "k8s/rest_client.h"
 #include "metrics/registry.h"
 #include "operator/operator.h"
+#include "operator/test_operator.h"
 #include "sim/server.h"
 #include "sim/test_objects.h"
 
@@ -24,28 +24,7 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-
-json Report(const std::string& node, bool xid) {
-  api::GpuNodeHealthStatus s;
-  s.node_name = node;
-  s.agent_version = "test";
-  s.observed_at = s.heartbeat_time = std::chrono::system_clock::now();
-  s.expected_gpus = 1;
-  api::GpuStatus g;
-  g.index = 0;
-  g.uuid = "GPU-" + node;
-  s.gpus.push_back(g);
-  s.sources.push_back({"nvml", api::SourceState::kOk, ""});
-  if (xid) {
-    api::XidEvent e;
-    e.xid = 79;
-    e.gpu_uuid = g.uuid;
-    e.count = 1;
-    e.first_seen = e.last_seen = s.observed_at;
-    s.xids.push_back(e);
-  }
-  return json::parse(api::EncodeGpuNodeHealthStatus(s));
-}
+json Report(const std::string& node, bool xid) { return OneGpuReport(node, xid); }
 
 bool Fenced(sim::SimServer& srv, const std::string& node) {
   auto n = srv.Get("/api/v1/nodes/" + node);
@@ -74,48 +53,17 @@ double Requests(sim::SimServer& srv, const std::string& verb) {
 }
 
 TEST(OperatorPollTest, FencesFromAReportWithoutEverWatching) {
-  sim::SimOptions o;
-  o.kubelet = o.scheduler = o.controllers = false;
-  auto s = sim::SimServer::Start(o);
+  auto s = sim::StartGuardianFleet({"gpu-a", "gpu-b"},
+                                   [](const std::string& n) { return Report(n, false); });
   ASSERT_TRUE(s.ok()) << s.status();
   sim::SimServer& srv = **s;
-  const char* crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
-  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
-  for (const std::string n : {"gpu-a", "gpu-b"}) {
-    json node = {{"apiVersion", "v1"},
-                 {"kind", "Node"},
-                 {"metadata", {{"name", n}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-                 {"spec", json::object()},
-                 {"status",
-                  {{"capacity", {{"nvidia.com/gpu", "1"}}},
-                   {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
-    ASSERT_TRUE(srv.Create("/api/v1/nodes", node).ok());
-    ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpunodehealths",
-                           {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                            {"kind", "GPUNodeHealth"},
-                            {"metadata", {{"name", n}}},
-                            {"status", Report(n, false)}})
-                    .ok());
-  }
-  json policy = {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                 {"kind", "GPUHealthPolicy"},
-                 {"metadata", {{"name", "p"}}},
-                 {"spec", json::parse(R"({
-      "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
-      "rules": [{"name": "fatal-xid", "xid": {"codes": [79]}, "count": 1, "action": "Cordon"}],
-      "safety": {"maxUnhealthy": "100%"}})")}};
+  const json policy = XidCordonPolicy();
   ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies", policy).ok());
 
-  k8s::ClientConfig cfg;
-  cfg.server = srv.Url();
-  auto client = k8s::RestClient::Create(cfg, RealClock::Default());
+  auto client = SimClient(srv);
   ASSERT_TRUE(client.ok());
   metrics::Registry registry;
-  OperatorConfig oc;
-  oc.metrics_addr = "127.0.0.1:0";
-  oc.leader_elect = false;
-  oc.identity = "poll-test";
+  OperatorConfig oc = SingleOperatorConfig("poll-test");
   // Long enough that "not before the next poll" is observable on a loaded machine, short
   // enough for the test to stay in seconds.
   oc.poll_interval = 3s;

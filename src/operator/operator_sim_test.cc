@@ -486,6 +486,50 @@ TEST_F(OperatorSimTest, DrainOrderBySelectorEvictsEveryBatchPodBeforeInference) 
   EXPECT_TRUE(WaitFor([&] { return !Events("NodeDrained", "gpu-0").empty(); }));
 }
 
+// A nodeCondition rule end to end: another detector's condition written on the Node reaches
+// the rules through the operator's Node cache; the node is cordoned, and released once the
+// detector clears it and healthyFor passes.
+TEST_F(OperatorSimTest, NodeConditionFromAnotherDetectorCordonsAndReleases) {
+  AddNode("gpu-0");
+  WriteReport("gpu-0", HealthyReport("gpu-0"));
+  json spec = DefaultSpec();
+  spec["rules"] = json::parse(
+      R"([{"name": "npd-xid", "nodeCondition": {"type": "GPUXidFatal"}, "action": "Cordon"}])");
+  CreatePolicy("npd", spec);
+  StartOperator("op-a");
+  ASSERT_TRUE(WaitFor([&] { return Condition(Node("gpu-0")) == "True"; })) << Node("gpu-0").dump();
+  // The detector sets (then clears) its condition; a conflict with the operator's own status
+  // write is retried, as a real detector would.
+  auto set_xid = [&](const std::string& status) {
+    return WaitFor([&] {
+      json n = Node("gpu-0");
+      json conds = json::array();
+      for (auto& c : n["status"]["conditions"]) {
+        if (c.value("type", "") != "GPUXidFatal") conds.push_back(c);
+      }
+      n["status"]["conditions"] = conds;
+      n["status"]["conditions"].push_back(
+          {{"type", "GPUXidFatal"},
+           {"status", status},
+           {"reason", "FatalXid"},
+           {"lastTransitionTime", FormatRfc3339(RealClock::Default().Now())}});
+      return sim_->Update("/api/v1/nodes/gpu-0", n).ok();
+    });
+  };
+  ASSERT_TRUE(set_xid("True"));
+  ASSERT_TRUE(WaitFor([&] {
+    json n = Node("gpu-0");
+    return Cordoned(n) && HasOurTaint(n) && Condition(n) == "False";
+  })) << Node("gpu-0").dump();
+  EXPECT_FALSE(Events("GPUUnhealthy", "gpu-0").empty());
+  ASSERT_TRUE(set_xid("False"));
+  WriteReport("gpu-0", HealthyReport("gpu-0"));
+  ASSERT_TRUE(WaitFor([&] {
+    json n = Node("gpu-0");
+    return !Cordoned(n) && !HasOurTaint(n) && Condition(n) == "True";
+  })) << Node("gpu-0").dump();
+}
+
 TEST_F(OperatorSimTest, TwoReplicasOnlyTheLeaderWrites) {
   AddNode("gpu-0");
   auto spec = DefaultSpec();

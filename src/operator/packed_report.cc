@@ -83,8 +83,10 @@ bool PackUuid(std::string_view s, unsigned char out[16]) {
     }
     int d = HexDigit(s[i]);
     if (d < 0) return false;
-    if (n % 2 == 0) out[n / 2] = static_cast<unsigned char>(d << 4);
-    else out[n / 2] |= static_cast<unsigned char>(d);
+    if (n % 2 == 0)
+      out[n / 2] = static_cast<unsigned char>(d << 4);
+    else
+      out[n / 2] |= static_cast<unsigned char>(d);
     ++n;
   }
   return n == 32;
@@ -117,7 +119,9 @@ class Writer {
     }
     out_ += static_cast<char>(v);
   }
-  void I(std::int64_t v) { U((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63)); }
+  void I(std::int64_t v) {
+    U((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+  }
   void Fixed(std::int64_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof v); }
   void D(double v) { out_.append(reinterpret_cast<const char*>(&v), sizeof v); }
   void T(WallTime t) { I(Nanos(t)); }
@@ -168,7 +172,10 @@ class Reader {
   }
   WallTime T() { return FromNanos(I()); }
   // A list length: never more than the bytes left (a corrupt count cannot allocate much).
-  std::size_t Count() { return static_cast<std::size_t>(std::min<std::uint64_t>(U(), in_.size() - std::min(pos_, in_.size()))); }
+  std::size_t Count() {
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(U(), in_.size() - std::min(pos_, in_.size())));
+  }
   std::string S() {
     std::uint64_t h = U();
     switch (h & 3) {
@@ -216,18 +223,26 @@ void ForEachBool(G& g, F&& f) {
 
 template <typename V>
 void PutValue(Writer& w, const V& v) {
-  if constexpr (std::is_same_v<V, double>) w.D(v);
-  else if constexpr (std::is_same_v<V, bool>) w.U(v ? 1 : 0);
-  else if constexpr (std::is_signed_v<V>) w.I(v);
-  else w.U(v);
+  if constexpr (std::is_same_v<V, double>)
+    w.D(v);
+  else if constexpr (std::is_same_v<V, bool>)
+    w.U(v ? 1 : 0);
+  else if constexpr (std::is_signed_v<V>)
+    w.I(v);
+  else
+    w.U(v);
 }
 
 template <typename V>
 V GetValue(Reader& r) {
-  if constexpr (std::is_same_v<V, double>) return r.Raw<double>();
-  else if constexpr (std::is_same_v<V, bool>) return r.U() != 0;
-  else if constexpr (std::is_signed_v<V>) return static_cast<V>(r.I());
-  else return static_cast<V>(r.U());
+  if constexpr (std::is_same_v<V, double>)
+    return r.Raw<double>();
+  else if constexpr (std::is_same_v<V, bool>)
+    return r.U() != 0;
+  else if constexpr (std::is_signed_v<V>)
+    return static_cast<V>(r.I());
+  else
+    return static_cast<V>(r.U());
 }
 
 void PackMig(Writer& w, const api::MigDevice& m) {
@@ -380,7 +395,8 @@ api::GpuNodeHealthStatus PackedReport::Unpack(std::string_view self) const {
 
 bool PackedReport::SameFactsBytes(const PackedReport& o) const {
   if (bytes_.size() < kTimesBytes || o.bytes_.size() < kTimesBytes) return false;
-  return std::string_view(bytes_).substr(kTimesBytes) == std::string_view(o.bytes_).substr(kTimesBytes);
+  return std::string_view(bytes_).substr(kTimesBytes) ==
+         std::string_view(o.bytes_).substr(kTimesBytes);
 }
 
 std::size_t PackedReport::InternedBytes() { return Interned().Bytes(); }

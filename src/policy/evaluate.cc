@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -47,15 +48,35 @@ struct Target {
 
 struct Condition {
   bool holds = false;
+  std::optional<WallTime> since;  // when the condition began, if the source says (Node conditions)
   std::string detail;      // what holds, e.g. "temperature 91C > 85C"
   bool node_wide = false;
   std::optional<WallTime> expires;  // Xid rules: when the newest occurrence leaves the window
   bool recent_in_window = false;    // Xid rules: some matching occurrence is inside the window
+  std::vector<CounterSample> samples;  // rate rules: the counter's samples to keep in memory
+  std::set<MigInstance> mig;        // Xid rules: MIG instances the matching Xids were confined to
+  bool whole_gpu = false;           // some matching Xid concerns the whole GPU
 };
 
 template <typename N>
 std::string Num(N n) {
   return std::to_string(n);
+}
+
+std::string Watts(double w) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f W", w);
+  return buf;
+}
+
+// Power draw over the enforced limit (plus the rule's margin).
+void PowerParts(const api::PowerMatcher& m, const GpuStatus& g, std::vector<std::string>& parts) {
+  if (!g.power_watts || !g.power_limit_watts || *g.power_limit_watts <= 0) return;
+  const double allowed = *g.power_limit_watts * (100.0 + m.over_limit_percent) / 100.0;
+  if (*g.power_watts <= allowed) return;
+  parts.push_back("power " + Watts(*g.power_watts) + " > enforced limit " +
+                  Watts(*g.power_limit_watts) +
+                  (m.over_limit_percent ? " + " + Num(m.over_limit_percent) + "%" : ""));
 }
 
 // ECC counters over the rule's thresholds (one part per exceeded counter).
@@ -134,6 +155,7 @@ Condition LevelCondition(const Rule& r, const GpuStatus& g) {
       c.node_wide = true;
     }
   }
+  if (r.power) PowerParts(*r.power, g, parts);
   if (r.pcie_replay_above && g.pcie_replay_count && *g.pcie_replay_count > *r.pcie_replay_above) {
     parts.push_back("PCIe replays " + Num(*g.pcie_replay_count) + " > " + Num(*r.pcie_replay_above));
   }
@@ -159,11 +181,24 @@ bool XidNodeWide(const api::XidEvent& e) {
   return e.sxid || gpu::XidNeedsWholeNode(e.xid, e.recommended_action);
 }
 
+// The Xid hit one MIG instance only: the driver named a GPU instance and the Xid's recovery
+// does not reset the GPU (a reset, reboot or NVLink workflow ends every instance on it).
+bool XidConfinedToInstance(const api::XidEvent& e) {
+  if (!e.gpu_instance || XidNodeWide(e)) return false;
+  std::optional<gpu::XidAction> a = gpu::ParseXidAction(e.recommended_action);
+  if (!a) {
+    const gpu::XidInfo* info = gpu::XidCatalog::Builtin().Find(e.xid);
+    if (info) a = info->action;
+  }
+  return a && *a < gpu::XidAction::kDrainP2P;
+}
+
 struct EvalContext {
   const api::GpuHealthPolicySpec& spec;
   const api::GpuNodeHealthStatus& report;
   const EvalMemory& prior;
   WallTime now;
+  const std::vector<NodeConditionFact>& node_conditions;
   bool clock_skew = false;
 };
 
@@ -222,6 +257,11 @@ std::map<std::string, std::pair<Target, Condition>> XidConditions(EvalContext& c
     Condition& c = slot.second;
     c.recent_in_window = true;
     if (unmapped || XidNodeWide(e)) c.node_wide = true;
+    if (XidConfinedToInstance(e)) {
+      c.mig.insert(MigInstance{*e.gpu_instance, e.compute_instance});
+    } else {
+      c.whole_gpu = true;
+    }
     if (r.window) {
       WallTime exp = last + *r.window;
       if (!c.expires || exp > *c.expires) c.expires = exp;
@@ -292,6 +332,57 @@ SourceHealth SourcesOf(const api::GpuNodeHealthStatus& report) {
   return h;
 }
 
+// The counter's samples after seeing `value` at `now`, for an increase over `window`: a first
+// non-zero value starts them; a value below the last means the counter was reset (driver
+// reload) and starts over; a larger value is kept when the last sample is at least window/8
+// old. Only the newest sample at or before now-window (the baseline) and the younger ones stay.
+std::vector<CounterSample> UpdateSamples(std::vector<CounterSample> s, uint64_t value, WallTime now,
+                                         Duration window) {
+  if (s.empty()) {
+    if (value > 0) s.push_back({now, value});
+    return s;
+  }
+  if (value < s.back().value) return {{now, value}};
+  if (value > s.back().value && now - s.back().at >= window / 8) s.push_back({now, value});
+  const WallTime cutoff = now - window;
+  while (s.size() > 1 && (s[1].at <= cutoff || s.size() > kMaxCounterSamples)) s.erase(s.begin());
+  return s;
+}
+
+// ecc.correctableVolatileIncreaseAbove: new correctable errors within the window, the current
+// counter against the baseline sample (docs/policy.md, "Rates").
+void EccRate(EvalContext& ctx, const Rule& r, const GpuStatus& g, const std::string& key,
+             Condition& c) {
+  if (!g.ecc_corrected_volatile || !r.window) return;
+  const MatchMemory* mem = FindMatch(ctx.prior, r.name, key);
+  c.samples = UpdateSamples(mem ? mem->samples : std::vector<CounterSample>{},
+                            *g.ecc_corrected_volatile, ctx.now, *r.window);
+  if (c.samples.empty()) return;
+  if (c.samples.size() > 1) c.expires = c.samples[1].at + *r.window;  // the baseline moves on
+  const uint64_t increase = *g.ecc_corrected_volatile - c.samples.front().value;
+  const uint64_t limit = *r.ecc->correctable_volatile_increase_above;
+  if (increase <= limit) return;
+  c.holds = true;
+  c.detail += std::string(c.detail.empty() ? "" : ", ") + "correctable ECC errors +" +
+              Num(increase) + " in " + FormatDuration(*r.window) + " > " + Num(limit);
+}
+
+// A nodeCondition rule: the Node has the condition type with the wanted status. Node-wide
+// (another detector's verdict on the whole node); `for` counts from lastTransitionTime.
+std::optional<Condition> NodeConditionHolds(EvalContext& ctx, const api::NodeConditionMatcher& m) {
+  for (const NodeConditionFact& f : ctx.node_conditions) {
+    if (f.type != m.type || f.status != m.status) continue;
+    Condition c;
+    c.holds = true;
+    c.node_wide = true;
+    c.detail =
+        "condition " + f.type + "=" + f.status + (f.reason.empty() ? "" : " (" + f.reason + ")");
+    if (f.last_transition_time) c.since = Clamp(ctx, *f.last_transition_time);
+    return c;
+  }
+  return std::nullopt;
+}
+
 // Rule `r`'s conditions per target (GPU, unmapped PCI device or the node).
 std::vector<std::pair<Target, Condition>> RuleConditions(EvalContext& ctx, const Rule& r,
                                                          bool any_unavailable) {
@@ -299,6 +390,10 @@ std::vector<std::pair<Target, Condition>> RuleConditions(EvalContext& ctx, const
   std::vector<std::pair<Target, Condition>> conds;
   if (r.xid) {
     for (auto& [key, slot] : XidConditions(ctx, r)) conds.push_back(slot);
+  } else if (r.node_condition) {
+    if (auto c = NodeConditionHolds(ctx, *r.node_condition)) {
+      conds.push_back({Target{"node", -1, "", "node"}, *c});
+    }
   } else if (r.gpu_missing) {
     int seen = int(report.gpus.size());
     if (report.expected_gpus > 0 && seen < report.expected_gpus && !any_unavailable) {
@@ -311,10 +406,10 @@ std::vector<std::pair<Target, Condition>> RuleConditions(EvalContext& ctx, const
   } else {
     for (const auto& g : report.gpus) {
       Condition c = LevelCondition(r, g);
-      if (!c.holds) continue;
-      conds.push_back(
-          {Target{g.uuid.empty() ? "index:" + Num(g.index) : g.uuid, g.index, g.uuid, GpuLabel(g)},
-           c});
+      Target t{g.uuid.empty() ? "index:" + Num(g.index) : g.uuid, g.index, g.uuid, GpuLabel(g)};
+      if (r.ecc && r.ecc->correctable_volatile_increase_above) EccRate(ctx, r, g, t.key, c);
+      if (!c.holds && c.samples.empty()) continue;
+      conds.push_back({std::move(t), std::move(c)});
     }
   }
   return conds;
@@ -328,22 +423,31 @@ void MatchRules(EvalContext& ctx, bool any_unavailable, Verdict& v) {
   for (const Rule& r : ctx.spec.rules) {
     for (auto& [t, c] : RuleConditions(ctx, r, any_unavailable)) {
       const MatchMemory* mem = FindMatch(ctx.prior, r.name, t.key);
-      bool latched = mem && mem->latched;
+      const bool held = mem && mem->Holding();
+      bool latched = held && mem->latched;
       // A fired Xid count rule stays fired while the Xid keeps recurring in the window.
       bool holds = c.holds || (latched && c.recent_in_window);
-      if (!holds) continue;
-      WallTime since = mem ? mem->since : now;
+      if (!holds) {
+        if (!c.samples.empty()) matches.push_back({r.name, t.key, WallTime{}, false, c.samples});
+        continue;
+      }
+      WallTime since = c.since ? *c.since : held ? mem->since : now;
       std::string message = t.label + ": " + c.detail;
       if (r.for_ && now - since < *r.for_) {
-        matches.push_back({r.name, t.key, since, false});
+        matches.push_back({r.name, t.key, since, false, c.samples});
         v.pending.push_back({r.name, r.action, t.index, t.uuid, message, since, since + *r.for_});
         Consider(v.next_evaluation, since + *r.for_, now);
         continue;
       }
       bool latch = r.xid && r.count > 1;
-      if (r.for_ || latch) matches.push_back({r.name, t.key, since, latch});
+      if (r.for_ || latch || !c.samples.empty()) {
+        matches.push_back({r.name, t.key, since, latch, c.samples});
+      }
       if (c.expires) Consider(v.next_evaluation, *c.expires + std::chrono::seconds(1), now);
-      v.evidence.push_back({r.name, r.action, t.index, t.uuid, message, c.node_wide});
+      std::vector<MigInstance> mig;
+      if (!c.whole_gpu) mig.assign(c.mig.begin(), c.mig.end());
+      v.evidence.push_back(
+          {r.name, r.action, t.index, t.uuid, message, c.node_wide, std::move(mig)});
     }
   }
   std::sort(matches.begin(), matches.end(), [](const MatchMemory& a, const MatchMemory& b) {
@@ -397,8 +501,9 @@ void Classify(const api::GpuHealthPolicySpec& spec, const api::GpuNodeHealthStat
 // A readable report: Unknown when its heartbeat is missing or stale, else the rules decide.
 void EvaluateReportFacts(const api::GpuHealthPolicySpec& spec,
                          const api::GpuNodeHealthStatus& report, const EvalMemory& prior,
-                         WallTime now, Verdict& v) {
-  EvalContext ctx{spec, report, prior, now};
+                         WallTime now, const std::vector<NodeConditionFact>& node_conditions,
+                         Verdict& v) {
+  EvalContext ctx{spec, report, prior, now, node_conditions};
   WallTime hb = report.heartbeat_time != WallTime{} ? report.heartbeat_time : report.observed_at;
   if (hb == WallTime{}) {
     FinishUnknown(v, spec, UnknownCause::kInvalidReport, "GPU health report has no heartbeatTime");
@@ -436,7 +541,8 @@ void UpdateMemory(const api::GpuHealthPolicySpec& spec, const EvalMemory& prior,
 }
 
 Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealthStatus* report,
-                     const std::string& report_error, const EvalMemory& prior, WallTime now) {
+                     const std::string& report_error, const EvalMemory& prior, WallTime now,
+                     const std::vector<NodeConditionFact>& node_conditions) {
   const auto& spec = policy.spec;
   Verdict v;
   v.policy = policy.name;
@@ -449,7 +555,7 @@ Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealt
                     "GPU health report could not be read: " + report_error);
     }
   } else {
-    EvaluateReportFacts(spec, *report, prior, now, v);
+    EvaluateReportFacts(spec, *report, prior, now, node_conditions, v);
   }
   UpdateMemory(spec, prior, now, v);
   if (v.clock_skew) v.message += " (clock skew: a report time was in the future; used now)";
@@ -490,17 +596,19 @@ std::vector<std::string> Verdict::MatchedRules() const {
 
 Verdict Evaluate(const api::GpuHealthPolicy& policy,
                  const std::optional<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
-                 WallTime now) {
-  return EvaluateImpl(policy, report ? &*report : nullptr, "", prior, now);
+                 WallTime now, const std::vector<NodeConditionFact>& node_conditions) {
+  return EvaluateImpl(policy, report ? &*report : nullptr, "", prior, now, node_conditions);
 }
 
 Verdict EvaluateReport(const api::GpuHealthPolicy& policy,
                        const StatusOr<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
-                       WallTime now) {
-  if (report.ok()) return EvaluateImpl(policy, &*report, "", prior, now);
-  if (IsNotFound(report.status())) return EvaluateImpl(policy, nullptr, "", prior, now);
+                       WallTime now, const std::vector<NodeConditionFact>& node_conditions) {
+  if (report.ok()) return EvaluateImpl(policy, &*report, "", prior, now, node_conditions);
+  if (IsNotFound(report.status())) {
+    return EvaluateImpl(policy, nullptr, "", prior, now, node_conditions);
+  }
   std::string err = report.status().message().empty() ? "decode error" : report.status().message();
-  return EvaluateImpl(policy, nullptr, err, prior, now);
+  return EvaluateImpl(policy, nullptr, err, prior, now, node_conditions);
 }
 
 bool Precedes(const Verdict& a, const Verdict& b) {

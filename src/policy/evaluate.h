@@ -22,6 +22,15 @@ namespace gg::policy {
 enum class UnknownCause { kNone, kNoReport, kInvalidReport, kStaleReport, kTelemetryUnavailable };
 std::string_view UnknownCauseName(UnknownCause c);  // "NoReport", "StaleReport", ...
 
+// A MIG GPU instance (and, when the driver named one, compute instance) a fault was
+// confined to.
+struct MigInstance {
+  uint32_t gpu_instance = 0;
+  std::optional<uint32_t> compute_instance;  // absent: every compute instance of it
+  friend bool operator==(const MigInstance&, const MigInstance&) = default;
+  friend auto operator<=>(const MigInstance&, const MigInstance&) = default;
+};
+
 // One (rule, GPU) match. Node-level matches have gpu_index -1 and an empty gpu_uuid.
 struct Evidence {
   std::string rule;
@@ -33,6 +42,9 @@ struct Evidence {
   // True when the fault cannot be confined to this GPU (lost GPU, missing GPUs, NVLink or
   // NVSwitch fabric, reboot-class Xid, Xid not mapped to a GPU).
   bool node_wide = false;
+  // The MIG instances the match is confined to: only Xids the driver attributed to a GPU
+  // instance, none of them needing a GPU reset. Empty: the whole GPU.
+  std::vector<MigInstance> mig_instances;
   friend bool operator==(const Evidence&, const Evidence&) = default;
 };
 
@@ -83,15 +95,25 @@ struct Verdict {
   std::vector<std::string> MatchedRules() const;  // distinct fired rule names (action >= Event)
 };
 
-// `report`: nullopt when the node has no report.
+// One Node condition (status.conditions[]) as nodeCondition rules see it.
+struct NodeConditionFact {
+  std::string type;
+  std::string status;  // True | False | Unknown
+  std::string reason;
+  std::optional<WallTime> last_transition_time;
+  friend bool operator==(const NodeConditionFact&, const NodeConditionFact&) = default;
+};
+
+// `report`: nullopt when the node has no report. `node_conditions`: the Node's conditions
+// (nodeCondition rules; evaluated, like every rule, only with a readable, fresh report).
 Verdict Evaluate(const api::GpuHealthPolicy& policy,
                  const std::optional<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
-                 WallTime now);
+                 WallTime now, const std::vector<NodeConditionFact>& node_conditions = {});
 // Same, from a decode result: NotFound -> no report; any other error -> garbage (Unknown,
 // reason InvalidReport, the error in the message).
 Verdict EvaluateReport(const api::GpuHealthPolicy& policy,
                        const StatusOr<api::GpuNodeHealthStatus>& report, const EvalMemory& prior,
-                       WallTime now);
+                       WallTime now, const std::vector<NodeConditionFact>& node_conditions = {});
 
 // Precedence when several policies select one node: the most severe action wins; on equal
 // action Unhealthy > Unknown > Healthy; then the lexicographically smallest policy name.

@@ -434,6 +434,157 @@ TEST(Evaluate, RetiredPagesTable) {
   }
 }
 
+TEST(Evaluate, NodeConditionRuleTable) {
+  api::Rule rule = RuleOf("npd-xid", Action::kCordon);
+  rule.node_condition = api::NodeConditionMatcher{"GPUXidError", "True"};
+  rule.for_ = minutes(1);
+  const auto policy = PolicyWith({rule});
+  struct Case {
+    const char* what;
+    std::vector<NodeConditionFact> conditions;
+    bool fires;
+    bool pending;
+  } cases[] = {
+      {"no such condition", {{"Ready", "True", "KubeletReady", kNow - hours(1)}}, false, false},
+      {"condition False", {{"GPUXidError", "False", "NoXid", kNow - hours(1)}}, false, false},
+      {"True for 2m", {{"GPUXidError", "True", "Xid79", kNow - minutes(2)}}, true, false},
+      {"True for 30s", {{"GPUXidError", "True", "Xid79", kNow - seconds(30)}}, false, true},
+      {"True since the future (clamped: just began)",
+       {{"GPUXidError", "True", "", kNow + hours(1)}},
+       false,
+       true},
+  };
+  for (const auto& c : cases) {
+    Verdict v = Evaluate(policy, Report(), EvalMemory{}, kNow, c.conditions);
+    EXPECT_EQ(v.state == HealthState::kUnhealthy, c.fires) << c.what << ": " << v.message;
+    EXPECT_EQ(v.pending.size(), c.pending ? 1u : 0u) << c.what;
+    if (c.fires) {
+      ASSERT_EQ(v.evidence.size(), 1u);
+      EXPECT_EQ(v.evidence[0].message, "node: condition GPUXidError=True (Xid79)");
+      EXPECT_TRUE(v.node_wide);
+      EXPECT_EQ(v.action, Action::kCordon);
+    }
+    if (c.pending) {
+      EXPECT_EQ(v.pending[0].fires_at,
+                std::min(c.conditions[0].last_transition_time.value(), kNow) + minutes(1))
+          << c.what;
+    }
+  }
+  // Without lastTransitionTime the timer starts when the operator first sees the condition.
+  std::vector<NodeConditionFact> no_time = {{"GPUXidError", "True", "", std::nullopt}};
+  Verdict v = Evaluate(policy, Report(), EvalMemory{}, kNow, no_time);
+  ASSERT_EQ(v.pending.size(), 1u);
+  v = Evaluate(policy, Report(), v.memory, kNow + minutes(1), no_time);
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  // Like every rule, not evaluated without a fresh report: the node is Unknown instead.
+  v = Evaluate(policy, std::nullopt, EvalMemory{}, kNow,
+               std::vector<NodeConditionFact>{{"GPUXidError", "True", "", kNow - hours(1)}});
+  EXPECT_EQ(v.state, HealthState::kUnknown);
+}
+
+TEST(Evaluate, PowerOverEnforcedLimitTable) {
+  api::Rule rule = RuleOf("power", Action::kTaint);
+  rule.power = api::PowerMatcher{5};  // more than 5% over the limit
+  struct Case {
+    std::optional<double> draw, limit;
+    bool fires;
+  } cases[] = {
+      {690, 700, false},          {735, 700, false},  // at +5%: not over
+      {735.5, 700, true},         {900, 700, true},  {std::nullopt, 700, false},
+      {900, std::nullopt, false}, {900, 0, false},  // a zero limit is no limit reading
+  };
+  for (const auto& c : cases) {
+    auto r = Report();
+    r.gpus[1].power_watts = c.draw;
+    r.gpus[1].power_limit_watts = c.limit;
+    Verdict v = Evaluate(PolicyWith({rule}), r, EvalMemory{}, kNow);
+    EXPECT_EQ(v.state == HealthState::kUnhealthy, c.fires) << c.draw.value_or(-1) << " W";
+  }
+  auto r = Report();
+  r.gpus[1].power_watts = 812.3;
+  r.gpus[1].power_limit_watts = 700;
+  rule.power->over_limit_percent = 0;
+  rule.for_ = minutes(5);
+  Verdict v = Evaluate(PolicyWith({rule}), r, EvalMemory{}, kNow);
+  ASSERT_EQ(v.pending.size(), 1u);  // `for`: a moment over the limit is not a fault
+  v = Evaluate(PolicyWith({rule}), r, v.memory, kNow + minutes(5));
+  ASSERT_EQ(v.evidence.size(), 1u);
+  EXPECT_EQ(v.evidence[0].message, "GPU 1 (GPU-1001): power 812.3 W > enforced limit 700.0 W");
+  EXPECT_FALSE(v.node_wide);
+}
+
+// Correctable ECC as a rate: > 100 new errors within 1h, fed report by report.
+TEST(Evaluate, CorrectableEccIncreaseWithinWindow) {
+  api::Rule rule = RuleOf("sbe-burst", Action::kTaint);
+  rule.ecc = api::EccMatcher{};
+  rule.ecc->correctable_volatile_increase_above = 100;
+  rule.window = hours(1);
+  auto policy = PolicyWith({rule});
+  policy.spec.unknown.after =
+      hours(24);  // the next evaluation below is the baseline's, not the heartbeat's
+  EvalMemory mem;
+  auto at = [&](WallTime t, std::optional<uint64_t> counter) {
+    auto r = Report();
+    r.heartbeat_time = t;
+    r.gpus[3].ecc_corrected_volatile = counter;
+    Verdict v = Evaluate(policy, r, mem, t);
+    mem = v.memory;
+    return v;
+  };
+  // Zero errors: nothing kept, nothing written.
+  Verdict v = at(kNow, 0);
+  EXPECT_FALSE(v.memory_changed);
+  // 40 errors already there when first seen: a baseline, not a rate.
+  v = at(kNow + minutes(1), 40);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  ASSERT_EQ(v.memory.matches.size(), 1u);
+  EXPECT_FALSE(v.memory.matches[0].Holding());
+  EXPECT_EQ(v.memory.matches[0].samples, (std::vector<CounterSample>{{kNow + minutes(1), 40}}));
+  // +60 then +60 within 20 minutes: 120 > 100.
+  v = at(kNow + minutes(11), 100);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  v = at(kNow + minutes(21), 160);
+  ASSERT_EQ(v.state, HealthState::kUnhealthy) << v.message;
+  ASSERT_EQ(v.evidence.size(), 1u);
+  EXPECT_EQ(v.evidence[0].message, "GPU 3 (GPU-1003): correctable ECC errors +120 in 1h > 100");
+  EXPECT_FALSE(v.node_wide);
+  ASSERT_TRUE(v.next_evaluation.has_value());
+  EXPECT_EQ(*v.next_evaluation, kNow + minutes(11) + hours(1) + seconds(1));  // baseline moves on
+  // The burst stops; an hour later the baseline is past it and the rule no longer holds.
+  v = at(kNow + minutes(50), 160);
+  EXPECT_EQ(v.state, HealthState::kUnhealthy);
+  v = at(kNow + minutes(11) + hours(1) + seconds(1), 160);
+  EXPECT_EQ(v.state, HealthState::kHealthy) << v.message;
+  // Memory stays bounded whatever the counter does.
+  for (int i = 0; i < 200; ++i) at(kNow + hours(2) + minutes(i), 200 + 3 * uint64_t(i));
+  EXPECT_LE(mem.matches.at(0).samples.size(), kMaxCounterSamples);
+  // A driver reload resets the counter: the samples start over instead of a negative rate.
+  v = at(kNow + hours(6), 5);
+  EXPECT_EQ(v.state, HealthState::kHealthy);
+  EXPECT_EQ(v.memory.matches.at(0).samples, (std::vector<CounterSample>{{kNow + hours(6), 5}}));
+  // The counter gone (ECC off, NVML error): the samples go too.
+  v = at(kNow + hours(7), std::nullopt);
+  EXPECT_TRUE(v.memory.matches.empty());
+}
+
+TEST(Evaluate, CorrectableEccIncreaseDoesNotCountOldErrors) {
+  api::Rule rule = RuleOf("sbe-burst", Action::kTaint);
+  rule.ecc = api::EccMatcher{};
+  rule.ecc->correctable_volatile_increase_above = 100;
+  rule.window = hours(1);
+  // 500 errors spread over a day: never more than 100 within an hour.
+  EvalMemory mem;
+  for (int i = 0; i < 48; ++i) {
+    auto r = Report();
+    const WallTime t = kNow + minutes(30 * i);
+    r.heartbeat_time = t;
+    r.gpus[0].ecc_corrected_volatile = 10 + 10 * uint64_t(i);
+    Verdict v = Evaluate(PolicyWith({rule}), r, mem, t);
+    ASSERT_EQ(v.state, HealthState::kHealthy) << i << ": " << v.message;
+    mem = v.memory;
+  }
+}
+
 TEST(Resolve, PrecedenceAcrossPolicies) {
   auto r = Report();
   r.gpus[2].remap_pending = true;  // default: Taint
@@ -463,14 +614,20 @@ TEST(EvalMemory, CodecRoundTripAndGarbage) {
   EvalMemory m;
   m.state = HealthState::kUnhealthy;
   m.since = kNow;
-  m.matches = {{"hot", "GPU-1", kNow - minutes(2), false}, {"x", "node", kNow, true}};
+  m.matches = {{"hot", "GPU-1", kNow - minutes(2), false},
+               {"sbe", "GPU-2", WallTime{}, false, {{kNow - hours(1), 7}, {kNow, 90}}},
+               {"x", "node", kNow, true}};
   auto back = DecodeEvalMemory(EncodeEvalMemory(m));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, m);
   EXPECT_TRUE(DecodeEvalMemory("{}")->empty());
-  for (const char* bad : {"", "null", "[", "{\"state\":\"Sick\"}", "{\"since\":5}",
-                          "{\"matches\":[{\"rule\":1}]}", "{\"matches\":{}}",
-                          "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"}) {
+  for (
+      const char* bad :
+      {"", "null", "[", "{\"state\":\"Sick\"}", "{\"since\":5}", "{\"matches\":[{\"rule\":1}]}",
+       "{\"matches\":{}}",
+       R"({"matches":[{"rule":"r","key":"k","since":"2026-01-01T00:00:00Z","samples":[{"at":"x","v":1}]}]})",
+       R"({"matches":[{"rule":"r","key":"k","since":"2026-01-01T00:00:00Z","samples":[{"at":"2026-01-01T00:00:00Z","v":-1}]}]})",
+       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"}) {
     EXPECT_FALSE(DecodeEvalMemory(bad).ok()) << bad;
   }
 }

@@ -62,6 +62,13 @@ void EvalMemoryToJson(const EvalMemory& m, nlohmann::json& out) {
     for (const auto& mm : m.matches) {
       nlohmann::json e = {{"rule", mm.rule}, {"key", mm.key}, {"since", FormatRfc3339(mm.since)}};
       if (mm.latched) e["latched"] = true;
+      if (!mm.samples.empty()) {
+        nlohmann::json samples = nlohmann::json::array();
+        for (const auto& s : mm.samples) {
+          samples.push_back({{"at", FormatRfc3339(s.at)}, {"v", s.value}});
+        }
+        e["samples"] = std::move(samples);
+      }
       arr.push_back(std::move(e));
     }
     out["matches"] = std::move(arr);
@@ -75,6 +82,32 @@ Status GetTime(const nlohmann::json& j, const std::string& path, WallTime* out) 
   auto t = ParseRfc3339(j.get_ref<const std::string&>());
   if (!t.ok()) return InvalidArgumentError(path + ": invalid RFC 3339 time");
   *out = *t;
+  return OkStatus();
+}
+
+// [{"at": RFC 3339, "v": count}, ...], at most kMaxCounterSamples.
+Status GetSamples(const nlohmann::json& j, const std::string& path,
+                  std::vector<CounterSample>* out) {
+  if (!j.is_array()) return InvalidArgumentError(path + ": expected array");
+  if (j.size() > kMaxCounterSamples) {
+    return InvalidArgumentError(path + ": more than " + std::to_string(kMaxCounterSamples) +
+                                " samples");
+  }
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string p = path + "[" + std::to_string(i) + "]";
+    const auto& e = j[i];
+    if (!e.is_object()) return InvalidArgumentError(p + ": expected object");
+    CounterSample s;
+    auto at = e.find("at");
+    if (at == e.end()) return InvalidArgumentError(p + ".at: required");
+    GG_RETURN_IF_ERROR(GetTime(*at, p + ".at", &s.at));
+    auto v = e.find("v");
+    if (v == e.end() || !v->is_number_unsigned()) {
+      return InvalidArgumentError(p + ".v: expected non-negative integer");
+    }
+    s.value = v->get<uint64_t>();
+    out->push_back(s);
+  }
   return OkStatus();
 }
 
@@ -113,6 +146,9 @@ StatusOr<EvalMemory> EvalMemoryFromJson(const nlohmann::json& j, const std::stri
       if (auto l = e.find("latched"); l != e.end() && !l->is_null()) {
         if (!l->is_boolean()) return InvalidArgumentError(p + ".latched: expected boolean");
         mm.latched = l->get<bool>();
+      }
+      if (auto s = e.find("samples"); s != e.end() && !s->is_null()) {
+        GG_RETURN_IF_ERROR(GetSamples(*s, p + ".samples", &mm.samples));
       }
       m.matches.push_back(std::move(mm));
     }

@@ -4,12 +4,12 @@
 // survive restarts. JSON codec here (compact; unknown fields ignored; garbage -> error).
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -20,13 +20,25 @@ enum class HealthState { kHealthy, kUnhealthy, kUnknown };
 std::string_view HealthStateName(HealthState s);  // "Healthy" | "Unhealthy" | "Unknown"
 std::optional<HealthState> ParseHealthState(std::string_view s);
 
+// One sample of a counter (rate rules: correctable ECC errors within a window).
+struct CounterSample {
+  WallTime at{};
+  uint64_t value = 0;
+  friend bool operator==(const CounterSample&, const CounterSample&) = default;
+};
+
 struct MatchMemory {
   std::string rule;
   std::string key;  // GPU UUID, "pci:<bus id>" for an unmapped Xid, "node" for node-level
-  WallTime since{};  // condition first seen holding (for `for`)
+  // Condition first seen holding (for `for`); the epoch (WallTime{}) when the entry only
+  // carries counter samples and the condition does not hold.
+  WallTime since{};
   bool latched = false;  // an Xid count rule fired and stays fired while the Xid recurs
+  std::vector<CounterSample> samples;  // rate rules, oldest first (at most kMaxCounterSamples)
+  bool Holding() const { return since != WallTime{}; }
   friend bool operator==(const MatchMemory&, const MatchMemory&) = default;
 };
+inline constexpr size_t kMaxCounterSamples = 10;
 
 struct EvalMemory {
   // Last evaluated state and when it began. Absent: never evaluated non-Healthy (a node that

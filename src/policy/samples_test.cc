@@ -82,7 +82,7 @@ TEST(Samples, DefaultSampleEqualsBuiltInDefault) {
 TEST(Samples, AllSamplesValidAndNeverDrainOnApplicationXids) {
   const WallTime now = WallTime(std::chrono::seconds(1'800'000'000));
   for (const char* f : {"default-policy.yaml", "aggressive-training.yaml", "observe-only.yaml",
-                        "batch-before-inference.yaml"}) {
+                        "batch-before-inference.yaml", "npd-xid-conditions.yaml"}) {
     api::GpuHealthPolicy p = LoadSample(f);
     Verdict v = Evaluate(p, StormReport(now), EvalMemory{}, now);
     EXPECT_LT(v.action, api::Action::kTaint) << f << ": " << v.message;
@@ -105,6 +105,22 @@ TEST(Samples, BatchBeforeInferenceStagesBatchPodsFirst) {
   EXPECT_FALSE(order[0].pod_selector->Matches({{"workload-class", "inference"}}));
   EXPECT_FALSE(order[0].priority_below.has_value());  // batch goes first whatever its priority
   EXPECT_TRUE(order.back().MatchesAll());
+}
+
+TEST(Samples, NpdConditionsCordonOnTheDetectorsVerdict) {
+  api::GpuHealthPolicy p = LoadSample("npd-xid-conditions.yaml");
+  const WallTime now = WallTime(std::chrono::seconds(1'800'000'000));
+  auto report = StormReport(now);
+  report.xids.clear();
+  EXPECT_EQ(Evaluate(p, report, EvalMemory{}, now).state, HealthState::kHealthy);
+  std::vector<NodeConditionFact> xid = {{"GPUXidFatal", "True", "FatalXid", now}};
+  Verdict v = Evaluate(p, report, EvalMemory{}, now, xid);
+  EXPECT_EQ(v.action, api::Action::kCordon);
+  EXPECT_EQ(v.MatchedRules(), std::vector<std::string>{"npd-fatal-xid"});
+  // EKS: a False "...Ready" condition, after its `for`.
+  std::vector<NodeConditionFact> eks = {
+      {"AcceleratedHardwareReady", "False", "NvidiaXID79Error", now - std::chrono::minutes(3)}};
+  EXPECT_EQ(Evaluate(p, report, EvalMemory{}, now, eks).action, api::Action::kCordon);
 }
 
 TEST(Samples, CrdDefaultsMatchBuiltInDefaults) {

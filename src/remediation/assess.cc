@@ -11,6 +11,14 @@ bool ExcludedByLabel(std::optional<std::string_view> value) { return value == "t
 
 namespace {
 
+bool Fenced(const std::optional<RemediationRecord>& record, const std::string& uuid) {
+  if (!record) return false;
+  for (const auto& d : record->device_taints) {
+    if (d.gpu_uuid == uuid) return true;
+  }
+  return false;
+}
+
 // What judges a fenced node no valid policy selects: the built-in level rules (GPU lost or
 // missing, ECC, remapped rows, ...: the GPUs' state now; Xid rules are left out, their windows
 // are history the deleted policy chose) and the recovery settings recorded when it was fenced.
@@ -55,16 +63,23 @@ void AssessUngoverned(const NodeInput& in, Assessment& a, WallTime now) {
 
 std::vector<std::string> Assessment::GpusToFence() const {
   std::vector<std::string> out;
-  if (!verdict || verdict->state != policy::HealthState::kUnhealthy || verdict->node_wide) {
-    return out;
+  for (const auto& u : fence_units) {
+    if (!u.optional && !Fenced(record, u.uuid)) out.push_back(u.uuid);
   }
-  for (const auto& g : verdict->bad_gpus) {
-    bool fenced = false;
-    if (record) {
-      for (const auto& d : record->device_taints) fenced = fenced || d.gpu_uuid == g;
-    }
-    if (!fenced) out.push_back(g);
+  return out;
+}
+
+std::vector<FenceUnit> Assessment::UnfencedUnits() const {
+  std::vector<FenceUnit> out;
+  for (const auto& u : fence_units) {
+    if (!Fenced(record, u.uuid)) out.push_back(u);
   }
+  return out;
+}
+
+std::vector<std::string> Assessment::DevicesToMap() const {
+  std::vector<std::string> out;
+  for (const auto& u : UnfencedUnits()) out.push_back(u.uuid);
   return out;
 }
 
@@ -100,7 +115,7 @@ Assessment Assess(const NodeInput& in, WallTime now) {
         prior = it->second;
       }
     }
-    policy::Verdict v = policy::EvaluateReport(*p, in.report, prior, now);
+    policy::Verdict v = policy::EvaluateReport(*p, in.report, prior, now, in.node_conditions);
     a.memories[p->name] = v.memory;
     a.states[p->name] = v.state;
     verdicts.push_back(std::move(v));
@@ -111,6 +126,7 @@ Assessment Assess(const NodeInput& in, WallTime now) {
   for (const auto* p : in.policies) {
     if (p->name == a.verdict->policy) a.policy = p;
   }
+  if (in.report.ok()) a.fence_units = FenceUnitsFor(*a.verdict, *in.report);
   return a;
 }
 
@@ -125,6 +141,13 @@ NodeChange Plan(const NodeInput& in, const Assessment& a, const Lookups& lookups
   const bool draining = a.record && a.record->drain.phase == DrainPhase::kRunning;
   NodeView view = in.node;
   view.dra_devices = lookups.dra_devices;
+  if (lookups.fence_units) {
+    view.fence_units = *lookups.fence_units;
+  } else {
+    for (const auto& u : a.fence_units) {
+      if (!u.optional) view.fence_units.push_back(u);
+    }
+  }
   // A finished drain's outcome goes into the record before planning.
   std::optional<RemediationRecord> folded;
   PlannedEvent drain_event;

@@ -197,6 +197,86 @@ std::set<std::string> PodsHoldingDevices(const std::vector<k8s::Pod>& pods,
   return out;
 }
 
+namespace {
+
+bool SameDevice(const json& e, const DeviceRef& d) {
+  return e.is_object() && e.value("driver", "") == d.driver && e.value("pool", "") == d.pool &&
+         e.value("device", "") == d.device;
+}
+
+// Sets (or, healthy, removes) our condition in one status.devices entry; true when it changed.
+bool SetEntryCondition(json& entry, const ClaimDeviceCondition& c) {
+  json conds = entry.value("conditions", json::array());
+  if (!conds.is_array()) conds = json::array();
+  json kept = json::array();
+  json ours;
+  for (auto& cond : conds) {
+    if (cond.is_object() && cond.value("type", "") == kClaimConditionType) {
+      ours = cond;
+    } else {
+      kept.push_back(cond);
+    }
+  }
+  if (!c.healthy) {
+    std::string message = c.message.size() > 1024 ? c.message.substr(0, 1024) : c.message;
+    if (ours.is_object() && ours.value("status", "") == "False" &&
+        ours.value("message", "") == message)
+      return false;
+    kept.push_back({{"type", kClaimConditionType},
+                    {"status", "False"},
+                    {"reason", kClaimConditionReason},
+                    {"message", message},
+                    {"lastTransitionTime", c.now}});
+  } else if (ours.is_null()) {
+    return false;
+  }
+  if (kept.empty()) {
+    entry.erase("conditions");
+  } else {
+    entry["conditions"] = std::move(kept);
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::optional<std::string>> ClaimWithDeviceCondition(std::string_view claim_json,
+                                                              const std::vector<DeviceRef>& devices,
+                                                              const ClaimDeviceCondition& c) {
+  json claim = json::parse(claim_json, nullptr, false);
+  if (!claim.is_object() || claim.value("kind", "") != "ResourceClaim") {
+    return InvalidArgumentError("not a ResourceClaim");
+  }
+  const json* results = Path(claim, {"status", "allocation", "devices", "results"});
+  if (!results || !results->is_array()) return std::optional<std::string>();
+  json& status = claim["status"];
+  json entries = status.value("devices", json::array());
+  if (!entries.is_array()) entries = json::array();
+  bool changed = false;
+  for (const auto& d : devices) {
+    bool allocated = false;
+    for (const auto& r : *results) allocated = allocated || SameDevice(r, d);
+    if (!allocated) continue;
+    auto it = std::find_if(entries.begin(), entries.end(),
+                           [&](const json& e) { return SameDevice(e, d); });
+    if (it == entries.end()) {
+      if (c.healthy) continue;
+      entries.push_back({{"driver", d.driver}, {"pool", d.pool}, {"device", d.device}});
+      it = entries.end() - 1;
+    }
+    if (!SetEntryCondition(*it, c)) continue;
+    changed = true;
+    if (c.healthy && it->size() == 3) entries.erase(it);  // only driver/pool/device: ours
+  }
+  if (!changed) return std::optional<std::string>();
+  if (entries.empty()) {
+    status.erase("devices");
+  } else {
+    status["devices"] = std::move(entries);
+  }
+  return std::optional<std::string>(claim.dump());
+}
+
 std::string DeviceTaintRuleName(const DeviceRef& d) {
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx",

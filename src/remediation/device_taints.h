@@ -57,8 +57,9 @@ struct GpuDeviceMap {
   std::vector<std::string> unmapped;         // asked for, not published by `driver` on the node
 };
 // Devices of `driver` in the slices of `node` (spec.nodeName) whose `uuid` attribute (plain
-// or qualified "<driver>/uuid") is one of `uuids`. A MIG partition shares its parent's UUID
-// attribute only under other names, so whole GPUs are what maps here.
+// or qualified "<driver>/uuid") is one of `uuids`: a GPU's "GPU-..." UUID, or a MIG device's
+// own "MIG-..." UUID (NVIDIA's driver publishes each MIG device with its own uuid attribute
+// and its GPU's as parentUUID).
 GpuDeviceMap MapGpuDevices(const std::vector<k8s::ResourceSlice>& slices, std::string_view node,
                            std::string_view driver, const std::vector<std::string>& uuids);
 
@@ -68,6 +69,28 @@ GpuDeviceMap MapGpuDevices(const std::vector<k8s::ResourceSlice>& slices, std::s
 std::set<std::string> PodsHoldingDevices(const std::vector<k8s::Pod>& pods,
                                          const std::map<std::string, k8s::ResourceClaim>& claims,
                                          const std::vector<DeviceRef>& devices);
+
+// ---- claim status (KEP-4817) ----
+
+// The condition we put on the status.devices[] entry of a claim allocated a fenced device.
+inline constexpr char kClaimConditionType[] = "GPUHealthy";
+inline constexpr char kClaimConditionReason[] = "DeviceFenced";
+
+struct ClaimDeviceCondition {
+  bool healthy = false;  // true: take our condition off again (recovery)
+  std::string message;   // why (truncated to 1 KiB)
+  std::string now;       // RFC 3339, the condition's lastTransitionTime
+};
+
+// The ResourceClaim `claim_json` (as read) with our condition set (or, healthy, removed) on
+// the status.devices entry of each allocated device in `devices`; an entry is added when the
+// driver wrote none, and an entry left with nothing of anyone's after removal is dropped.
+// Other conditions and other drivers' data are kept. nullopt when nothing changes;
+// InvalidArgument when the body is not a ResourceClaim. The result is for PUT .../status
+// (metadata.resourceVersion kept: a concurrent writer makes it a Conflict).
+StatusOr<std::optional<std::string>> ClaimWithDeviceCondition(std::string_view claim_json,
+                                                              const std::vector<DeviceRef>& devices,
+                                                              const ClaimDeviceCondition& c);
 
 // ---- the DeviceTaintRule we write ----
 

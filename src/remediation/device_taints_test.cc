@@ -210,5 +210,61 @@ TEST(DeviceTaints, DeviceRefRoundTrip) {
   }
 }
 
+// KEP-4817: our condition goes on the entry of the fenced device only (added when the driver
+// wrote none), keeps the driver's own data and conditions, and comes off again on recovery.
+TEST(ClaimWithDeviceCondition, SetsAndRemovesOurConditionOnly) {
+  json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaim"},
+                {"metadata", {{"name", "c"}, {"namespace", "ml"}, {"resourceVersion", "7"}}}};
+  claim["status"]["allocation"]["devices"]["results"] = json::array(
+      {{{"request", "a"}, {"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-3"}},
+       {{"request", "b"}, {"driver", "gpu.nvidia.com"}, {"pool", "n1"}, {"device", "gpu-4"}}});
+  claim["status"]["devices"] = json::array(
+      {{{"driver", "gpu.nvidia.com"},
+        {"pool", "n1"},
+        {"device", "gpu-4"},
+        {"data", {{"k", "v"}}},
+        {"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "Driver"}}}}}});
+  const std::vector<DeviceRef> fenced = {{"gpu.nvidia.com", "n1", "gpu-3"},
+                                         {"gpu.nvidia.com", "n1", "gpu-4"},
+                                         {"gpu.nvidia.com", "n1", "gpu-9"}};  // not allocated
+  ClaimDeviceCondition bad{false, "Xid 95", "2026-01-01T00:00:00Z"};
+  auto set = ClaimWithDeviceCondition(claim.dump(), fenced, bad);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_TRUE(set->has_value());
+  json got = json::parse(**set);
+  EXPECT_EQ(got["metadata"]["resourceVersion"], "7");  // optimistic concurrency kept
+  ASSERT_EQ(got["status"]["devices"].size(), 2u);
+  json e4 = got["status"]["devices"][0], e3 = got["status"]["devices"][1];
+  EXPECT_EQ(e4["data"], json({{"k", "v"}}));
+  ASSERT_EQ(e4["conditions"].size(), 2u);
+  EXPECT_EQ(e4["conditions"][0]["type"], "Ready");
+  EXPECT_EQ(e3["device"], "gpu-3");
+  EXPECT_EQ(e3["conditions"][0], json({{"type", "GPUHealthy"},
+                                       {"status", "False"},
+                                       {"reason", "DeviceFenced"},
+                                       {"message", "Xid 95"},
+                                       {"lastTransitionTime", "2026-01-01T00:00:00Z"}}));
+  // Applying it again changes nothing.
+  auto again = ClaimWithDeviceCondition(**set, fenced, bad);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+
+  auto cleared = ClaimWithDeviceCondition(**set, fenced, {true, "", "2026-01-01T01:00:00Z"});
+  ASSERT_TRUE(cleared.ok());
+  ASSERT_TRUE(cleared->has_value());
+  EXPECT_EQ(json::parse(**cleared)["status"]["devices"], claim["status"]["devices"]);
+}
+
+TEST(ClaimWithDeviceCondition, GarbageAndUnallocatedClaims) {
+  ClaimDeviceCondition bad{false, "x", "2026-01-01T00:00:00Z"};
+  EXPECT_FALSE(ClaimWithDeviceCondition("not json", {}, bad).ok());
+  EXPECT_FALSE(ClaimWithDeviceCondition(R"({"kind":"Pod"})", {}, bad).ok());
+  auto none = ClaimWithDeviceCondition(R"({"kind":"ResourceClaim","metadata":{"name":"c"}})",
+                                       {{"d", "p", "x"}}, bad);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
 }  // namespace
 }  // namespace gg::remediation

@@ -291,32 +291,37 @@ void Planner::AnnounceDryRun(Action target, bool device_level) {
   }
 }
 
-// One DeviceTaintRule per bad GPU not fenced yet. The device budget counts every GPU, also
-// the second GPU of a node already fenced.
+// One DeviceTaintRule per fence unit (a bad GPU, or a MIG device of one) not fenced yet. The
+// device budget counts every unit, also the second one of a node already fenced.
 void Planner::FenceDevices() {
   const std::string effect = DeviceEffect(pol_.remediation.device_taint_effect);
   std::optional<int64_t> left = brake_.devices_left;
   bool held = false;
-  for (const auto& uuid : v_.bad_gpus) {
+  std::vector<FenceUnit> units = node_.fence_units;
+  if (units.empty()) {
+    for (const auto& g : v_.bad_gpus) units.push_back({g, g, false});
+  }
+  for (const auto& u : units) {
     bool have = false;
-    for (const auto& d : rec_.device_taints) have = have || d.gpu_uuid == uuid;
+    for (const auto& d : rec_.device_taints) have = have || d.gpu_uuid == u.uuid;
     if (have) continue;
+    const std::string what = (u.Mig() ? "MIG device " + u.uuid + " of GPU " : "GPU ") + u.gpu_uuid;
     if (left && *left <= 0) {
       held = true;
-      HeldBack("Device-level remediation of GPU " + uuid + " held back by the brake: " +
+      HeldBack("Device-level remediation of " + what + " held back by the brake: " +
                (brake_.reason.empty() ? "maxDevicesPerHour reached" : brake_.reason));
       continue;
     }
     if (left) --*left;
-    DeviceTaintChange c{uuid, effect, DeviceReason(uuid), v_.message, ""};
+    DeviceTaintChange c{u.uuid, effect, DeviceReason(u.gpu_uuid), v_.message, ""};
     DeviceTaintRecord rec;
-    rec.gpu_uuid = uuid;
+    rec.gpu_uuid = u.uuid;
     rec.effect = effect;
     rec.since = now_;
     rec_.device_taints.push_back(std::move(rec));
     ++out_.device_fences_started;
-    Event(events::kNodeTainted, "GPU " + uuid + " tainted " + api::kTaintKey + "=" + c.reason +
-                                    ":" + effect +
+    Event(events::kNodeTainted, what + " tainted " + api::kTaintKey + "=" + c.reason + ":" +
+                                    effect +
                                     " (device-level DeviceTaintRule; the node stays schedulable)");
     DeviceTaint(true, std::move(c));
   }

@@ -20,6 +20,7 @@
 #include "events/reasons.h"
 #include "policy/evaluate.h"
 #include "remediation/brake.h"
+#include "remediation/fence_units.h"
 #include "remediation/record.h"
 
 namespace gg::remediation {
@@ -53,6 +54,9 @@ struct NodeView {
   // The node's GPUs are published through DRA and DeviceTaintRule is served: device-level
   // remediation is possible.
   bool dra_devices = false;
+  // Device level: what to fence (GPUs, or MIG devices of a partitioned GPU). Empty: each
+  // bad GPU whole.
+  std::vector<FenceUnit> fence_units;
 };
 
 // Why Plan acts on a node no policy governs (kGoverned: a policy selects it).
@@ -178,6 +182,7 @@ struct NodeInput {
   // a report that cannot be read (-> Unknown).
   StatusOr<api::GpuNodeHealthStatus> report = NotFoundError("no report");
   std::vector<const api::GpuHealthPolicy*> policies;  // valid policies selecting the node
+  std::vector<policy::NodeConditionFact> node_conditions;  // for nodeCondition rules
   std::optional<DrainOutcome> drain;                  // the drain runner's finished outcome, if any
 };
 
@@ -197,8 +202,15 @@ struct Assessment {
 
   // The verdict may start a fence: the brake must be consulted (under its lock).
   bool MayStartFence() const { return verdict && verdict->action >= api::Action::kTaint; }
-  // Bad GPUs of a GPU-confined Unhealthy verdict without a device taint of ours yet.
+  // Device level: the units (GPUs or MIG devices) a GPU-confined Unhealthy verdict fences.
+  std::vector<FenceUnit> fence_units;
+  // UUIDs of the required fence units without a device taint of ours yet (GPU UUIDs, or MIG
+  // device UUIDs on a partitioned GPU).
   std::vector<std::string> GpusToFence() const;
+  // The units (required or optional) without a device taint of ours yet.
+  std::vector<FenceUnit> UnfencedUnits() const;
+  // Their UUIDs: what to look up in the ResourceSlices.
+  std::vector<std::string> DevicesToMap() const;
   bool HoldsDeviceTaints() const { return record && !record->device_taints.empty(); }
 };
 Assessment Assess(const NodeInput& in, WallTime now);
@@ -208,6 +220,9 @@ Assessment Assess(const NodeInput& in, WallTime now);
 struct Lookups {
   BrakeDecision brake = BrakeAllowAll();
   bool dra_devices = false;
+  // The fence units found published in the node's ResourceSlices (set when they were
+  // listed). Absent: the assessment's required units.
+  std::optional<std::vector<FenceUnit>> fence_units;
 };
 
 // Whether the exclude label's value opts the node out of remediation (the one definition).

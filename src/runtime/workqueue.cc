@@ -6,8 +6,8 @@
 #include "runtime/workqueue.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <set>

@@ -94,6 +94,31 @@ TEST_F(WorkQueueTest, AddAfterKeepsEarliestTime) {
   EXPECT_EQ(q_.Len(), 2u);
 }
 
+TEST_F(WorkQueueTest, WaitingKeysShareOneTimerAndFireInDeadlineOrder) {
+  for (int i = 0; i < 100; ++i) q_.AddAfter("k" + std::to_string(i), seconds(100 - i));
+  q_.AddAfter("tie-b", seconds(3));
+  q_.AddAfter("tie-a", seconds(3));
+  EXPECT_EQ(q_.Waiting(), 102u);
+  EXPECT_EQ(clock_.PendingTimers(), 1u);  // one timer for the fleet, not one per key
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(q_.TryGet(), "k99");
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
+  clock_.Advance(seconds(2));  // t=3: k98 (due 2), then k97 and the ties (due 3) in AddAfter order
+  EXPECT_EQ(q_.TryGet(), "k98");
+  EXPECT_EQ(q_.TryGet(), "k97");
+  EXPECT_EQ(q_.TryGet(), "tie-b");
+  EXPECT_EQ(q_.TryGet(), "tie-a");
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
+  q_.AddAfter("k0", milliseconds(500));  // sooner than its 100 s: moves up, still one timer
+  EXPECT_EQ(clock_.PendingTimers(), 1u);
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(q_.TryGet(), "k0");
+  clock_.Advance(seconds(200));
+  EXPECT_EQ(q_.Len(), 96u);  // k1..k96, each once
+  EXPECT_EQ(q_.Waiting(), 0u);
+  EXPECT_EQ(clock_.PendingTimers(), 0u);
+}
+
 TEST_F(WorkQueueTest, AddAfterOfQueuedKeyDeduplicates) {
   q_.Add("a");
   q_.AddAfter("a", seconds(1));

@@ -278,11 +278,78 @@ TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
   }
   for (const char* sample :
        {"deploy/samples/default-policy.yaml", "deploy/samples/observe-only.yaml",
-        "deploy/samples/aggressive-training.yaml", "deploy/samples/batch-before-inference.yaml"}) {
+        "deploy/samples/aggressive-training.yaml", "deploy/samples/batch-before-inference.yaml",
+        "deploy/samples/npd-xid-conditions.yaml"}) {
     json obj = Load(sample);
     ApplyStructuralDefaults(obj, PolicySchema());
     for (const auto& c : ValidateCelRules(obj, nullptr, PolicySchema()))
       ADD_FAILURE() << sample << ": " << c.field << ": " << c.message;
+  }
+}
+
+// The CEL rules of drain.order podSelector stages, nodeCondition, power and the correctable-ECC
+// rate: each wrong spec fails exactly its rule; the right ones pass.
+TEST(CrdAdmission, SignalAndDrainOrderRulesBite) {
+  struct {
+    const char* what;
+    const char* spec;
+    const char* field;  // "" = valid
+    const char* message;
+  } cases[] = {
+      {"selector stage, then the rest",
+       R"({"remediation":{"drain":{"order":[{"podSelector":{"matchLabels":{"w":"batch"}}},{}]}}})",
+       "", ""},
+      {"the rest before a selector stage",
+       R"({"remediation":{"drain":{"order":[{},{"podSelector":{"matchLabels":{"w":"batch"}}}]}}})",
+       "spec.remediation.drain.order", "must be the last one"},
+      {"selector expression without values",
+       R"({"remediation":{"drain":{"order":[{"podSelector":{"matchExpressions":[{"key":"w","operator":"In"}]}}]}}})",
+       "spec.remediation.drain.order[0].podSelector.matchExpressions[0]", "In/NotIn need values"},
+      {"nodeCondition",
+       R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"GPUXidFatal"}}]})", "",
+       ""},
+      {"nodeCondition on GPUHealthy",
+       R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"GPUHealthy","status":"False"}}]})",
+       "spec.rules[0].nodeCondition", "operator's own verdict"},
+      {"kubelet pressure condition False",
+       R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"DiskPressure","status":"False"}}]})",
+       "spec.rules[0].nodeCondition", "False on every healthy node"},
+      {"Ready (True by default)", R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"Ready"}}]})",
+       "spec.rules[0].nodeCondition", "Ready is True on every healthy node"},
+      {"Ready False", R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"Ready","status":"False"}}]})",
+       "", ""},
+      {"nodeCondition and power in one rule",
+       R"({"rules":[{"name":"r","action":"Cordon","nodeCondition":{"type":"X"},"power":{}}]})",
+       "spec.rules[0]", "exactly one matcher per rule"},
+      {"power with for",
+       R"({"rules":[{"name":"r","action":"Taint","power":{"overLimitPercent":5},"for":"5m"}]})", "",
+       ""},
+      {"power with a window",
+       R"({"rules":[{"name":"r","action":"Taint","power":{},"window":"5m"}]})", "spec.rules[0]",
+       "count and window apply to Xid rules only"},
+      {"ECC rate with its window",
+       R"({"rules":[{"name":"r","action":"Taint","ecc":{"correctableVolatileIncreaseAbove":100},"window":"1h"}]})",
+       "", ""},
+      {"ECC rate without a window",
+       R"({"rules":[{"name":"r","action":"Taint","ecc":{"correctableVolatileIncreaseAbove":100}}]})",
+       "spec.rules[0]", "counts within a window"},
+  };
+  for (const auto& c : cases) {
+    json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"},
+                {"kind", "GPUHealthPolicy"},
+                {"metadata", {{"name", "p"}}},
+                {"spec", json::parse(c.spec)}};
+    ApplyStructuralDefaults(obj, PolicySchema());
+    auto causes = ValidateCelRules(obj, nullptr, PolicySchema());
+    if (std::string(c.field).empty()) {
+      for (const auto& cause : causes)
+        ADD_FAILURE() << c.what << ": " << cause.field << ": " << cause.message;
+      continue;
+    }
+    ASSERT_EQ(causes.size(), 1u) << c.what;
+    EXPECT_EQ(causes[0].field, c.field) << c.what;
+    EXPECT_NE(causes[0].message.find(c.message), std::string::npos)
+        << c.what << ": " << causes[0].message;
   }
 }
 

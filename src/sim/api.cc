@@ -11,6 +11,7 @@
 #include "common/time_util.h"
 #include "sim/admission.h"
 #include "sim/api_util.h"
+#include "sim/claim_status.h"
 #include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
@@ -495,6 +496,81 @@ ApiResult ApiCore::OptimisticUpdate(const Target& t,
   }
 }
 
+namespace {
+
+// The update's resourceVersion against the stored one: a mismatch is a conflict, and a custom
+// resource's PUT must carry one.
+std::optional<ApiError> CheckUpdateResourceVersion(const Target& t, const Obj& old,
+                                                   const json& next, bool from_patch) {
+  const auto& ri = *t.ri;
+  std::string want_rv = next["metadata"].value("resourceVersion", "");
+  if (!want_rv.empty() && want_rv != std::to_string(old.rv))
+    return ConflictErr(ri.resource, ri.group, t.name);
+  if (want_rv.empty() && ri.custom && !from_patch)
+    return InvalidErr(ri.kind, ri.group, t.name,
+                      {{"FieldValueInvalid", "Invalid value: 0: must be specified for an update",
+                        "metadata.resourceVersion"}});
+  return std::nullopt;
+}
+
+// The status subresource writes only status; the main resource keeps the stored status when
+// status is a subresource.
+void KeepStatusSplit(const Target& t, const json& old_j, json& next) {
+  if (t.sub == "status") {
+    json merged = old_j;
+    if (next.contains("status"))
+      merged["status"] = next["status"];
+    else
+      merged.erase("status");
+    next = std::move(merged);
+  } else if (t.ri->status_subresource) {
+    if (old_j.contains("status"))
+      next["status"] = old_j["status"];
+    else
+      next.erase("status");
+  }
+}
+
+// Metadata only the server sets keeps its stored values; apiVersion and kind are the stored ones.
+void KeepServerMetadata(const ResourceInfo& ri, json& old_j, json& next) {
+  json& md = next["metadata"];
+  const json& omd = old_j["metadata"];
+  for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
+                        "deletionGracePeriodSeconds", "generation", "name", "namespace"}) {
+    if (omd.contains(k))
+      md[k] = omd[k];
+    else
+      md.erase(k);
+  }
+  next["apiVersion"] = old_j.value("apiVersion", ri.ApiVersion());
+  next["kind"] = ri.kind;
+}
+
+}  // namespace
+
+// The allocated ClusterIP survives a PUT that leaves it out, and may not change.
+std::optional<ApiError> ApiCore::KeepServiceClusterIp(const Target& t, const json& old_j,
+                                                      json& next) const {
+  const auto& ri = *t.ri;
+  if (!ri.group.empty() || ri.resource != "services" || t.sub == "status" ||
+      !next.contains("spec") || !next["spec"].is_object() || !old_j.contains("spec"))
+    return std::nullopt;
+  json& spec = next["spec"];
+  const json& ospec = old_j["spec"];
+  for (const char* k : {"clusterIP", "clusterIPs"})
+    if (!spec.contains(k) && ospec.contains(k)) spec[k] = ospec[k];
+  if (ospec.value("clusterIP", "") != "" &&
+      spec.value("clusterIP", "") != ospec.value("clusterIP", "") &&
+      spec.value("type", "ClusterIP") != "ExternalName")
+    return InvalidErr("Service", "", t.name,
+                      {{"FieldValueInvalid",
+                        "Invalid value: []string{\"" + spec.value("clusterIP", "") +
+                            "\"}: may not change once set",
+                        "spec.clusterIPs[0]"}});
+  DefaultService(next);
+  return std::nullopt;
+}
+
 PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json next,
                                       const WriteOpts& o, bool check_rv, bool from_patch,
                                       json* old_parsed) {
@@ -508,69 +584,31 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   json old_j = old_parsed ? std::move(*old_parsed) : json::parse(old->json);
   if (ri.storage == "events" && ri.group == "events.k8s.io" && next.value("apiVersion", "") != "v1")
     next = EventsV1ToCoreEvent(next);
-  if (!next.is_object()) return finish(ApiResult::Err(BadRequestErr("the body of the request must be a JSON object")));
-  if (!next.contains("metadata") || !next["metadata"].is_object()) next["metadata"] = json::object();
-  std::string want_rv = next["metadata"].value("resourceVersion", "");
-  if (check_rv) {
-    if (!want_rv.empty() && want_rv != std::to_string(old->rv))
-      return finish(ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name)));
-    if (want_rv.empty() && ri.custom && !from_patch)
-      return finish(ApiResult::Err(InvalidErr(
-          ri.kind, ri.group, t.name,
-          {{"FieldValueInvalid", "Invalid value: 0: must be specified for an update",
-            "metadata.resourceVersion"}})));
-  }
-  if (t.sub == "status") {
-    json merged = old_j;
-    if (next.contains("status"))
-      merged["status"] = next["status"];
-    else
-      merged.erase("status");
-    next = std::move(merged);
-  } else if (ri.status_subresource) {
-    if (old_j.contains("status"))
-      next["status"] = old_j["status"];
-    else
-      next.erase("status");
-  }
+  if (!next.is_object())
+    return finish(ApiResult::Err(BadRequestErr("the body of the request must be a JSON object")));
+  if (!next.contains("metadata") || !next["metadata"].is_object())
+    next["metadata"] = json::object();
+  if (check_rv)
+    if (auto e = CheckUpdateResourceVersion(t, *old, next, from_patch))
+      return finish(ApiResult::Err(*e));
+  KeepStatusSplit(t, old_j, next);
+  if (auto e =
+          AdmitClaimStatus(t, opts_.kube_version, authorizer_.get(), from_patch, old_j, next, o))
+    return finish(ApiResult::Err(*e));
   ApplyWorkloadDefaults(ri.group, ri.resource, next);
-  if (ri.group.empty() && ri.resource == "services" && t.sub != "status" && next.contains("spec") &&
-      next["spec"].is_object() && old_j.contains("spec")) {
-    // The allocated ClusterIP survives a PUT that leaves it out, and may not change.
-    json& spec = next["spec"];
-    const json& ospec = old_j["spec"];
-    for (const char* k : {"clusterIP", "clusterIPs"})
-      if (!spec.contains(k) && ospec.contains(k)) spec[k] = ospec[k];
-    if (ospec.value("clusterIP", "") != "" && spec.value("clusterIP", "") != ospec.value("clusterIP", "") &&
-        spec.value("type", "ClusterIP") != "ExternalName")
-      return finish(ApiResult::Err(InvalidErr(
-          "Service", "", t.name,
-          {{"FieldValueInvalid",
-            "Invalid value: []string{\"" + spec.value("clusterIP", "") + "\"}: may not change once set",
-            "spec.clusterIPs[0]"}})));
-    DefaultService(next);
-  }
-  json& md = next["metadata"];
-  const json& omd = old_j["metadata"];
-  for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
-                        "deletionGracePeriodSeconds", "generation", "name", "namespace"}) {
-    if (omd.contains(k))
-      md[k] = omd[k];
-    else
-      md.erase(k);
-  }
-  next["apiVersion"] = old_j.value("apiVersion", ri.ApiVersion());
-  next["kind"] = ri.kind;
+  if (auto e = KeepServiceClusterIp(t, old_j, next)) return finish(ApiResult::Err(*e));
+  KeepServerMetadata(ri, old_j, next);
   // Admission (defaults, plugins, validation) before the generation and no-op checks, as
   // the real server decodes and admits before storage compares the bytes.
   if (auto e = StrictFields(t, next, o)) return finish(ApiResult::Err(*e));
   AdmissionOutcome admitted = Admit(t, next, &old_j, o, false);
   if (admitted.err) return finish(ApiResult::Err(*admitted.err));
   out.warnings = std::move(admitted.warnings);
+  json& md = next["metadata"];
   if (ri.has_generation && t.sub != "status") {
     bool drop_status = ri.status_subresource || !ri.custom;
     if (GenerationView(next, drop_status) != GenerationView(old_j, drop_status))
-      md["generation"] = omd.value("generation", 0) + 1;
+      md["generation"] = old_j["metadata"].value("generation", 0) + 1;
   }
   md["resourceVersion"] = std::to_string(old->rv);
   TrackUpdate(ri, t.sub, old_j, next, o);
@@ -602,87 +640,110 @@ ApiResult ApiCore::Update(const Target& t, json body, const WriteOpts& o) {
       [&] { return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name)); });
 }
 
+namespace {
+
+// The patch types served for `ri`; an unknown one is 415, a non-object body (but JSON patch) 400.
+std::optional<ApiError> CheckPatchType(const ResourceInfo& ri, const std::string& ct,
+                                       const json& patch) {
+  if (ct == "application/strategic-merge-patch+json" && ri.custom)
+    return UnsupportedMediaTypeErr(ct);
+  if (ct != "application/json-patch+json" && ct != "application/merge-patch+json" &&
+      ct != "application/apply-patch+yaml" && ct != "application/strategic-merge-patch+json")
+    return UnsupportedMediaTypeErr(ct);
+  if (ct != "application/json-patch+json" && !patch.is_object())
+    return BadRequestErr("the body of the request must be a JSON object");
+  return std::nullopt;
+}
+
+// A patch that names a different object is a 400 in the real server.
+std::optional<ApiError> CheckPatchedName(const json& next, const std::string& name) {
+  const json& nmd = next.contains("metadata") ? next["metadata"] : json::object();
+  if (!nmd.is_object() || nmd.value("name", name) == name) return std::nullopt;
+  return BadRequestErr("the name of the object (" + nmd.value("name", "") +
+                       ") does not match the name on the URL (" + name + ")");
+}
+
+PreparedUpdate Done(ApiError e) {
+  PreparedUpdate out;
+  out.done = ApiResult::Err(std::move(e));
+  return out;
+}
+
+}  // namespace
+
+// Server-side apply onto the stored object `cur`: the apply records its own managedFields entry.
+PreparedUpdate ApiCore::ApplyPatchUpdate(const Target& t, const ObjPtr& old, json& cur,
+                                         const json& patch, const WriteOpts& o, bool same_view) {
+  const auto& ri = *t.ri;
+  std::string want_rv = patch.contains("metadata") && patch["metadata"].is_object()
+                            ? patch["metadata"].value("resourceVersion", "")
+                            : "";
+  if (!want_rv.empty() && want_rv != std::to_string(old->rv))
+    return Done(ConflictErr(ri.resource, ri.group, t.name));
+  ManagerInfo who{o.field_manager, ri.ApiVersion(), t.sub == "status" ? "status" : "",
+                  NowRfc3339()};
+  auto applied = ServerSideApply(cur, patch, TypeFor(ri), who, o.force, ri.kind, ri.group);
+  if (applied.err) return Done(*applied.err);
+  WriteOpts untracked = o;
+  untracked.field_manager.clear();  // the apply recorded its own entry
+  return PrepareUpdate(t, old, std::move(applied.object), untracked, true, true,
+                       same_view ? &cur : nullptr);
+}
+
+// The update a patch of content type `ct` makes of the stored object `old`.
+PreparedUpdate ApiCore::PatchUpdate(const Target& t, const std::string& ct, const json& patch,
+                                    const WriteOpts& o, const ObjPtr& old) {
+  const auto& ri = *t.ri;
+  const bool same_view = old->api_version == ri.ApiVersion();
+  json cur = json::parse(same_view ? old->json : Render(*old, ri));
+  if (ct == "application/apply-patch+yaml")
+    return ApplyPatchUpdate(t, old, cur, patch, o, same_view);
+  StatusOr<json> next = InvalidArgumentError("unsupported patch type");
+  if (ct == "application/json-patch+json") {
+    next = ApplyJsonPatch(cur, patch);
+    if (!next.ok() && IsJsonPatchTestFailure(next.status()))
+      return Done(InvalidErr(ri.kind, ri.group, t.name,
+                             {{"FieldValueInvalid", next.status().message(), ""}}));
+  } else if (ct == "application/strategic-merge-patch+json") {
+    next = ApplyStrategicMergePatch(cur, patch, ri.kind);
+  } else {
+    next = ApplyMergePatch(cur, patch);
+  }
+  if (!next.ok()) return Done(BadRequestErr(next.status().message()));
+  if (auto e = CheckPatchedName(*next, t.name)) return Done(*e);
+  return PrepareUpdate(t, old, std::move(*next), o, true, true, same_view ? &cur : nullptr);
+}
+
+// Server-side apply of an object that does not exist creates it (a resourceVersion other than
+// "0" is refused with the storage layer's bare 500).
+ApiResult ApiCore::CreateByApply(const Target& t, json body, const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  if (body.is_object()) {
+    body["metadata"]["name"] = t.name;
+    if (ri.namespaced) body["metadata"]["namespace"] = t.ns;
+    const std::string rv = body["metadata"].value("resourceVersion", "");
+    if (!rv.empty() && rv != "0" && rv.find_first_not_of("0123456789") == std::string::npos) {
+      ApiError e;
+      e.code = 500;
+      e.message = "resourceVersion should not be set on objects to be created";
+      return ApiResult::Err(e);
+    }
+    ManagerInfo who{o.field_manager, ri.ApiVersion(), "", NowRfc3339()};
+    body = ServerSideApply(json(), body, TypeFor(ri), who, o.force, ri.kind, ri.group).object;
+  }
+  WriteOpts untracked = o;
+  untracked.field_manager.clear();
+  return Create(t, std::move(body), untracked);
+}
+
 ApiResult ApiCore::Patch(const Target& t, std::string_view content_type, const json& patch,
                          const WriteOpts& o) {
   const auto& ri = *t.ri;
-  std::string ct = MediaType(content_type);
-  if (ct == "application/strategic-merge-patch+json" && ri.custom)
-    return ApiResult::Err(UnsupportedMediaTypeErr(ct));
-  if (ct != "application/json-patch+json" && ct != "application/merge-patch+json" &&
-      ct != "application/apply-patch+yaml" && ct != "application/strategic-merge-patch+json")
-    return ApiResult::Err(UnsupportedMediaTypeErr(ct));
-  if (ct != "application/json-patch+json" && !patch.is_object())
-    return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
-  auto compute = [&](const ObjPtr& old) -> PreparedUpdate {
-    PreparedUpdate out;
-    const bool same_view = old->api_version == ri.ApiVersion();
-    json cur = json::parse(same_view ? old->json : Render(*old, ri));
-    StatusOr<json> next = InvalidArgumentError("unsupported patch type");
-    if (ct == "application/json-patch+json") {
-      next = ApplyJsonPatch(cur, patch);
-      if (!next.ok() && IsJsonPatchTestFailure(next.status())) {
-        out.done = ApiResult::Err(InvalidErr(ri.kind, ri.group, t.name,
-                                             {{"FieldValueInvalid", next.status().message(), ""}}));
-        return out;
-      }
-    } else if (ct == "application/strategic-merge-patch+json") {
-      next = ApplyStrategicMergePatch(cur, patch, ri.kind);
-    } else if (ct == "application/apply-patch+yaml") {
-      std::string want_rv = patch.contains("metadata") && patch["metadata"].is_object()
-                                ? patch["metadata"].value("resourceVersion", "")
-                                : "";
-      if (!want_rv.empty() && want_rv != std::to_string(old->rv)) {
-        out.done = ApiResult::Err(ConflictErr(ri.resource, ri.group, t.name));
-        return out;
-      }
-      ManagerInfo who{o.field_manager, ri.ApiVersion(), t.sub == "status" ? "status" : "",
-                      NowRfc3339()};
-      auto applied = ServerSideApply(cur, patch, TypeFor(ri), who, o.force, ri.kind, ri.group);
-      if (applied.err) {
-        out.done = ApiResult::Err(*applied.err);
-        return out;
-      }
-      WriteOpts untracked = o;
-      untracked.field_manager.clear();  // the apply recorded its own entry
-      return PrepareUpdate(t, old, std::move(applied.object), untracked, true, true,
-                           same_view ? &cur : nullptr);
-    } else {
-      next = ApplyMergePatch(cur, patch);
-    }
-    if (!next.ok()) {
-      out.done = ApiResult::Err(BadRequestErr(next.status().message()));
-      return out;
-    }
-    // A patch that names a different object is a 400 in the real server.
-    const json& nmd = (*next).contains("metadata") ? (*next)["metadata"] : json::object();
-    if (nmd.is_object() && nmd.value("name", t.name) != t.name) {
-      out.done = ApiResult::Err(BadRequestErr("the name of the object (" + nmd.value("name", "") +
-                                              ") does not match the name on the URL (" + t.name +
-                                              ")"));
-      return out;
-    }
-    return PrepareUpdate(t, old, std::move(*next), o, true, true, same_view ? &cur : nullptr);
-  };
+  const std::string ct = MediaType(content_type);
+  if (auto e = CheckPatchType(ri, ct, patch)) return ApiResult::Err(*e);
+  auto compute = [&](const ObjPtr& old) { return PatchUpdate(t, ct, patch, o, old); };
   auto on_missing = [&]() -> ApiResult {
-    if (ct == "application/apply-patch+yaml") {
-      json body = patch;
-      if (body.is_object()) {
-        body["metadata"]["name"] = t.name;
-        if (ri.namespaced) body["metadata"]["namespace"] = t.ns;
-        const std::string rv = body["metadata"].value("resourceVersion", "");
-        if (!rv.empty() && rv != "0" && rv.find_first_not_of("0123456789") == std::string::npos) {
-          ApiError e;
-          e.code = 500;
-          e.message = "resourceVersion should not be set on objects to be created";
-          return ApiResult::Err(e);
-        }
-        ManagerInfo who{o.field_manager, ri.ApiVersion(), "", NowRfc3339()};
-        body = ServerSideApply(json(), body, TypeFor(ri), who, o.force, ri.kind, ri.group).object;
-      }
-      WriteOpts untracked = o;
-      untracked.field_manager.clear();
-      return Create(t, std::move(body), untracked);
-    }
+    if (ct == "application/apply-patch+yaml") return CreateByApply(t, patch, o);
     return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   };
   return OptimisticUpdate(t, compute, on_missing);
@@ -737,6 +798,128 @@ void ApiCore::MaybeFinishNamespaceLocked(const std::string& ns) {
     CommitLocked(t, ns_obj, std::move(j), false);
 }
 
+namespace {
+
+// DeleteOptions.preconditions: the uid and resourceVersion the caller expects.
+std::optional<ApiError> CheckDeletePreconditions(const Target& t, const Obj& old,
+                                                 const json& delete_options) {
+  const auto& ri = *t.ri;
+  if (!delete_options.is_object() || !delete_options.contains("preconditions") ||
+      !delete_options["preconditions"].is_object())
+    return std::nullopt;
+  const auto& pre = delete_options["preconditions"];
+  if (pre.contains("uid") && pre["uid"].is_string() && pre["uid"] != old.uid)
+    return ConflictErrMsg(ri.resource, ri.group, t.name,
+                          "Precondition failed: UID in precondition: " +
+                              pre["uid"].get<std::string>() + ", UID in object meta: " + old.uid);
+  if (pre.contains("resourceVersion") && pre["resourceVersion"].is_string() &&
+      pre["resourceVersion"] != std::to_string(old.rv))
+    return ConflictErrMsg(ri.resource, ri.group, t.name,
+                          "Precondition failed: ResourceVersion in precondition: " +
+                              pre["resourceVersion"].get<std::string>() +
+                              ", ResourceVersion in object meta: " + std::to_string(old.rv));
+  return std::nullopt;
+}
+
+// A pod's grace period: the delete's gracePeriodSeconds, else its spec's
+// terminationGracePeriodSeconds, else 30 s.
+long PodGraceSeconds(const json& pod, const json& delete_options) {
+  long grace = 30;
+  if (pod.contains("spec") && pod["spec"].contains("terminationGracePeriodSeconds") &&
+      pod["spec"]["terminationGracePeriodSeconds"].is_number_integer())
+    grace = pod["spec"]["terminationGracePeriodSeconds"].get<long>();
+  if (delete_options.is_object() && delete_options.contains("gracePeriodSeconds") &&
+      delete_options["gracePeriodSeconds"].is_number_integer())
+    grace = delete_options["gracePeriodSeconds"].get<long>();
+  return grace;
+}
+
+bool IsCoreResource(const ResourceInfo& ri, const char* resource) {
+  return ri.group.empty() && ri.resource == resource;
+}
+
+}  // namespace
+
+// Namespace deletion is two-phase: Terminating now; the namespace controller deletes the
+// content, then removes the `kubernetes` finalizer and the namespace goes.
+ApiResult ApiCore::TerminateNamespaceLocked(const Target& t, const ObjPtr& old, json j,
+                                            const WriteOpts& o) {
+  const auto& ri = *t.ri;
+  json& md = j["metadata"];
+  if (md.contains("deletionTimestamp"))
+    return ApiResult::Err(ConflictErrMsg(
+        ri.resource, ri.group, t.name,
+        "The system is ensuring all content is removed from this namespace.  Upon completion, "
+        "this namespace will automatically be purged by the system."));
+  md["deletionTimestamp"] = NowRfc3339();
+  md["deletionGracePeriodSeconds"] = 0;
+  j["status"]["phase"] = "Terminating";
+  if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
+  auto r = CommitLocked(t, old, j, false);
+  for (const auto& s : NamespacedStorages()) {
+    auto ri2 = registry_.FindByStorage(s);
+    std::vector<ObjPtr> content;
+    store_.ForEachLocked(s, t.name, "", [&](const std::string&, const ObjPtr& p) {
+      content.push_back(p);
+      return true;
+    });
+    for (const auto& p : content)
+      DeleteLocked(Target{ri2, t.name, p->name, ""}, json::object(), WriteOpts{}, false);
+  }
+  MaybeFinishNamespaceLocked(t.name);
+  if (auto now = store_.GetLocked(ri.storage, t.Key()))
+    return ApiResult{std::nullopt, json::parse(now->json), 200};
+  return r;
+}
+
+// A running pod's graceful deletion: deletionTimestamp at the end of its grace period (a
+// shorter one than already set wins); the kubelet finishes it. nullopt when the pod goes now.
+std::optional<ApiResult> ApiCore::GracefulPodDeleteLocked(const Target& t, const ObjPtr& old,
+                                                          json& j, const json& delete_options) {
+  long grace = PodGraceSeconds(j, delete_options);
+  std::string phase = j.contains("status") ? j["status"].value("phase", "") : "";
+  std::string node = j.contains("spec") ? j["spec"].value("nodeName", "") : "";
+  bool running = !node.empty() && phase != "Succeeded" && phase != "Failed";
+  if (!running || grace <= 0) return std::nullopt;
+  json& md = j["metadata"];
+  long cur = md.value("deletionGracePeriodSeconds", -1L);
+  if (md.contains("deletionTimestamp") && cur >= 0 && cur <= grace)
+    return ApiResult{std::nullopt, std::move(j), 200};
+  md["deletionTimestamp"] = FormatRfc3339(clock_.Now() + std::chrono::seconds(grace));
+  md["deletionGracePeriodSeconds"] = grace;
+  return CommitLocked(t, old, std::move(j), false);
+}
+
+// Cascade of an immediate namespace removal: everything in it goes.
+void ApiCore::RemoveNamespaceContentLocked(const std::string& ns) {
+  for (const auto& s : NamespacedStorages()) {
+    auto ri2 = registry_.FindByStorage(s);
+    std::vector<std::pair<std::string, ObjPtr>> doomed;
+    store_.ForEachLocked(s, ns, "", [&](const std::string& k, const ObjPtr& p) {
+      doomed.emplace_back(k, p);
+      return true;
+    });
+    for (auto& [k, p] : doomed) RemoveLocked(Target{ri2, ns, p->name, ""}, p);
+  }
+}
+
+// A CustomResourceDefinition's removal: its custom resources go and the kind is no longer served.
+void ApiCore::RemoveCrdLocked(const std::string& name, const json& crd) {
+  std::string group = crd["spec"].value("group", "");
+  std::string plural =
+      crd["spec"].contains("names") ? crd["spec"]["names"].value("plural", "") : "";
+  std::string storage = group + "/" + plural;
+  if (auto ri2 = registry_.FindByStorage(storage)) {
+    std::vector<ObjPtr> doomed;
+    store_.ForEachLocked(storage, "", "", [&](const std::string&, const ObjPtr& p) {
+      doomed.push_back(p);
+      return true;
+    });
+    for (auto& p : doomed) RemoveLocked(Target{ri2, p->ns, p->name, ""}, p);
+  }
+  registry_.RemoveCrd(name);
+}
+
 ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, const WriteOpts& o,
                                 bool immediate) {
   const auto& ri = *t.ri;
@@ -744,51 +927,11 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
   if (!old) return ApiResult::Err(NotFoundErr(ri.resource, ri.group, t.name));
   json j = json::parse(Render(*old, ri));
   if (auto e = AdmitDelete(t, j, o)) return ApiResult::Err(*e);
-  if (delete_options.is_object() && delete_options.contains("preconditions") &&
-      delete_options["preconditions"].is_object()) {
-    const auto& pre = delete_options["preconditions"];
-    if (pre.contains("uid") && pre["uid"].is_string() && pre["uid"] != old->uid)
-      return ApiResult::Err(ConflictErrMsg(
-          ri.resource, ri.group, t.name,
-          "Precondition failed: UID in precondition: " + pre["uid"].get<std::string>() +
-              ", UID in object meta: " + old->uid));
-    if (pre.contains("resourceVersion") && pre["resourceVersion"].is_string() &&
-        pre["resourceVersion"] != std::to_string(old->rv))
-      return ApiResult::Err(ConflictErrMsg(
-          ri.resource, ri.group, t.name,
-          "Precondition failed: ResourceVersion in precondition: " +
-              pre["resourceVersion"].get<std::string>() +
-              ", ResourceVersion in object meta: " + std::to_string(old->rv)));
-  }
-  json& md = j["metadata"];
-  if (!immediate && ri.resource == "namespaces" && ri.group.empty()) {
-    // Namespace deletion is two-phase: Terminating now; the namespace controller deletes the
-    // content, then removes the `kubernetes` finalizer and the namespace goes.
-    if (md.contains("deletionTimestamp"))
-      return ApiResult::Err(ConflictErrMsg(
-          ri.resource, ri.group, t.name,
-          "The system is ensuring all content is removed from this namespace.  Upon completion, "
-          "this namespace will automatically be purged by the system."));
-    md["deletionTimestamp"] = NowRfc3339();
-    md["deletionGracePeriodSeconds"] = 0;
-    j["status"]["phase"] = "Terminating";
-    if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
-    auto r = CommitLocked(t, old, j, false);
-    for (const auto& s : NamespacedStorages()) {
-      auto ri2 = registry_.FindByStorage(s);
-      std::vector<ObjPtr> content;
-      store_.ForEachLocked(s, t.name, "", [&](const std::string&, const ObjPtr& p) {
-        content.push_back(p);
-        return true;
-      });
-      for (const auto& p : content)
-        DeleteLocked(Target{ri2, t.name, p->name, ""}, json::object(), WriteOpts{}, false);
-    }
-    MaybeFinishNamespaceLocked(t.name);
-    if (auto now = store_.GetLocked(ri.storage, t.Key())) return ApiResult{std::nullopt, json::parse(now->json), 200};
-    return r;
-  }
+  if (auto e = CheckDeletePreconditions(t, *old, delete_options)) return ApiResult::Err(*e);
+  if (!immediate && IsCoreResource(ri, "namespaces"))
+    return TerminateNamespaceLocked(t, old, std::move(j), o);
   if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
+  json& md = j["metadata"];
   // Foreground / Orphan propagation: the garbage collector finishes the deletion.
   if (std::string fin = PropagationFinalizer(delete_options); !immediate && !fin.empty() && ri.resource != "pods") {
     if (!md.contains("finalizers") || !md["finalizers"].is_array()) md["finalizers"] = json::array();
@@ -803,56 +946,11 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
     }
     return ApiResult{std::nullopt, std::move(j), 200};
   }
-  if (!immediate && ri.resource == "pods" && ri.group.empty() && opts_.graceful_pod_deletion) {
-    long grace = 30;
-    if (j.contains("spec") && j["spec"].contains("terminationGracePeriodSeconds") &&
-        j["spec"]["terminationGracePeriodSeconds"].is_number_integer())
-      grace = j["spec"]["terminationGracePeriodSeconds"].get<long>();
-    if (delete_options.is_object() && delete_options.contains("gracePeriodSeconds") &&
-        delete_options["gracePeriodSeconds"].is_number_integer())
-      grace = delete_options["gracePeriodSeconds"].get<long>();
-    std::string phase = j.contains("status") ? j["status"].value("phase", "") : "";
-    std::string node = j.contains("spec") ? j["spec"].value("nodeName", "") : "";
-    bool running = !node.empty() && phase != "Succeeded" && phase != "Failed";
-    if (running && grace > 0) {
-      long cur = md.value("deletionGracePeriodSeconds", -1L);
-      if (md.contains("deletionTimestamp") && cur >= 0 && cur <= grace)
-        return ApiResult{std::nullopt, std::move(j), 200};
-      md["deletionTimestamp"] = FormatRfc3339(clock_.Now() + std::chrono::seconds(grace));
-      md["deletionGracePeriodSeconds"] = grace;
-      return CommitLocked(t, old, std::move(j), false);
-    }
-  }
-  if (ri.resource == "namespaces" && ri.group.empty()) {
-    // Cascade: the namespace controller empties the namespace, then it goes.
-    for (const auto& s : NamespacedStorages()) {
-      auto ri2 = registry_.FindByStorage(s);
-      std::vector<std::pair<std::string, ObjPtr>> doomed;
-      store_.ForEachLocked(s, t.name, "", [&](const std::string& k, const ObjPtr& p) {
-        doomed.emplace_back(k, p);
-        return true;
-      });
-      for (auto& [k, p] : doomed) {
-        Target t2{ri2, t.name, p->name, ""};
-        RemoveLocked(t2, p);
-      }
-    }
-  }
-  if (ri.resource == "customresourcedefinitions" && ri.group == "apiextensions.k8s.io") {
-    std::string group = j["spec"].value("group", "");
-    std::string plural = j["spec"].contains("names") ? j["spec"]["names"].value("plural", "") : "";
-    std::string storage = group + "/" + plural;
-    auto ri2 = registry_.FindByStorage(storage);
-    if (ri2) {
-      std::vector<ObjPtr> doomed;
-      store_.ForEachLocked(storage, "", "", [&](const std::string&, const ObjPtr& p) {
-        doomed.push_back(p);
-        return true;
-      });
-      for (auto& p : doomed) RemoveLocked(Target{ri2, p->ns, p->name, ""}, p);
-    }
-    registry_.RemoveCrd(t.name);
-  }
+  if (!immediate && IsCoreResource(ri, "pods") && opts_.graceful_pod_deletion)
+    if (auto r = GracefulPodDeleteLocked(t, old, j, delete_options)) return std::move(*r);
+  if (IsCoreResource(ri, "namespaces")) RemoveNamespaceContentLocked(t.name);
+  if (ri.resource == "customresourcedefinitions" && ri.group == "apiextensions.k8s.io")
+    RemoveCrdLocked(t.name, j);
   // Removing a terminating namespace's last object may have finished the namespace already.
   if (store_.GetLocked(ri.storage, t.Key()) != old) return ApiResult{std::nullopt, std::move(j), 200};
   RemoveLocked(t, old);

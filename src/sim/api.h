@@ -8,13 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "sim/api_error.h"
@@ -28,6 +28,7 @@ class SchemaSet;
 class Authorizer;
 class Admission;
 struct AdmissionOutcome;
+struct ListScan;  // one list's scan (api_read.cc)
 
 struct ApiRequest {
   std::string method;  // GET POST PUT PATCH DELETE
@@ -209,6 +210,15 @@ class ApiCore {
   ApiResult WriteRequest(const ApiRequest& req, const Target& t, const std::string& verb,
                          nlohmann::json body, WriteOpts wo);
   ApiResponse HandleDiscovery(const ApiRequest& req, bool* handled);
+  ApiResponse ApiGroupDocument(const std::string& group) const;
+  ApiResponse HandleOpenApi(const std::vector<std::string>& parts) const;
+  ApiResponse OpenApiIndex() const;
+  std::set<std::string> ServedOpenApiPaths() const;
+  // ListPieces' steps: wait for a resourceVersion not reached yet, scan the collection.
+  std::optional<ApiError> WaitForResourceVersion(std::uint64_t want);
+  std::optional<ApiError> ScanList(const Target& t, const LabelSelector& ls,
+                                   const FieldSelector& fs, ListScan* s,
+                                   std::vector<ObjPtr>* items);
   ApiResponse StartWatch(const ApiRequest& req, const Target& t);
   ApiResult CommitLocked(const Target& t, const ObjPtr& old, nlohmann::json next, bool dry_run,
                          PendingObj* pending = nullptr);
@@ -219,6 +229,14 @@ class ApiCore {
   PreparedUpdate PrepareUpdate(const Target& t, const ObjPtr& old, nlohmann::json next,
                                const WriteOpts& o, bool check_rv, bool from_patch,
                                nlohmann::json* old_parsed = nullptr);
+  std::optional<ApiError> KeepServiceClusterIp(const Target& t, const nlohmann::json& old_j,
+                                               nlohmann::json& next) const;
+  // Patch's steps: the update a patch makes (apply separately), and apply's create.
+  PreparedUpdate PatchUpdate(const Target& t, const std::string& ct, const nlohmann::json& patch,
+                             const WriteOpts& o, const ObjPtr& old);
+  PreparedUpdate ApplyPatchUpdate(const Target& t, const ObjPtr& old, nlohmann::json& cur,
+                                  const nlohmann::json& patch, const WriteOpts& o, bool same_view);
+  ApiResult CreateByApply(const Target& t, nlohmann::json body, const WriteOpts& o);
   ApiResult CommitUpdateLocked(const Target& t, const ObjPtr& old, PreparedUpdate& p);
   ApiResult OptimisticUpdate(const Target& t,
                              const std::function<PreparedUpdate(const ObjPtr&)>& compute,
@@ -239,6 +257,14 @@ class ApiCore {
   std::optional<ApiError> AllocateServiceLocked(nlohmann::json& svc, const nlohmann::json* old);
   ApiResult DeleteLocked(const Target& t, const nlohmann::json& delete_options, const WriteOpts& o,
                          bool immediate);
+  // DeleteLocked's steps.
+  ApiResult TerminateNamespaceLocked(const Target& t, const ObjPtr& old, nlohmann::json j,
+                                     const WriteOpts& o);
+  std::optional<ApiResult> GracefulPodDeleteLocked(const Target& t, const ObjPtr& old,
+                                                   nlohmann::json& j,
+                                                   const nlohmann::json& delete_options);
+  void RemoveNamespaceContentLocked(const std::string& ns);
+  void RemoveCrdLocked(const std::string& name, const nlohmann::json& crd);
   // Store keys of every namespaced kind.
   std::vector<std::string> NamespacedStorages() const;
   // A terminating namespace whose content is gone is finalized and removed.

@@ -175,71 +175,175 @@ ApiResult ApiCore::ListBody(const Target& t, const std::map<std::string, std::st
   return r;
 }
 
+// One list's scan: what the query asks (exact_rv, limit, after, everything) and what the
+// scan found (rv, last_key, more, remaining).
+struct ListScan {
+  std::optional<std::uint64_t> exact_rv;  // resourceVersionMatch=Exact: the version listed
+  std::size_t limit = 0;
+  std::string after;        // continue: the store key the list starts after
+  bool everything = false;  // no selector: remainingItemCount can be counted
+  std::uint64_t rv = 0;
+  std::string last_key;
+  bool more = false;
+  std::size_t remaining = 0;
+};
+
+namespace {
+
+// labelSelector and fieldSelector of a list or watch, the field selector checked against the
+// fields `ri` supports.
+std::optional<ApiError> ParseSelectors(const ResourceInfo& ri,
+                                       const std::map<std::string, std::string>& q,
+                                       std::optional<LabelSelector>* ls,
+                                       std::optional<FieldSelector>* fs) {
+  auto l = LabelSelector::Parse(Q(q, "labelSelector"));
+  if (!l.ok()) return BadRequestErr("unable to parse requirement: " + l.status().message());
+  auto f = FieldSelector::Parse(Q(q, "fieldSelector"));
+  if (!f.ok()) return BadRequestErr(f.status().message());
+  if (auto st = f->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
+      !st.ok())
+    return BadRequestErr(st.message());
+  *ls = std::move(*l);
+  *fs = std::move(*f);
+  return std::nullopt;
+}
+
+// resourceVersionMatch of a list, in the apiserver's order of checks.
+std::optional<ApiError> ValidateResourceVersionMatch(const std::map<std::string, std::string>& q) {
+  const std::string rvm = Q(q, "resourceVersionMatch"), rvs = Q(q, "resourceVersion");
+  if (rvm.empty()) return std::nullopt;
+  auto forbidden = [](const std::string& msg) {
+    return InvalidErr("ListOptions", "meta.k8s.io", "",
+                      {{"FieldValueForbidden", "Forbidden: " + msg, "resourceVersionMatch"}});
+  };
+  if (rvm != "Exact" && rvm != "NotOlderThan")
+    return InvalidErr(
+        "ListOptions", "meta.k8s.io", "",
+        {{"FieldValueNotSupported",
+          "Unsupported value: \"" + rvm + "\": supported values: \"Exact\", \"NotOlderThan\"",
+          "resourceVersionMatch"}});
+  if (rvs.empty())
+    return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided");
+  if (!Q(q, "continue").empty())
+    return forbidden("resourceVersionMatch is forbidden when continue is provided");
+  if (rvm == "Exact" && rvs == "0")
+    return forbidden("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
+  return std::nullopt;
+}
+
+ApiError InvalidResourceVersion(const std::string& rvs) {
+  return BadRequestErr("resourceVersion: Invalid value: \"" + rvs +
+                       "\": strconv.ParseUint: parsing \"" + rvs + "\": invalid syntax");
+}
+
+// The store key a continue token starts after.
+std::optional<ApiError> ParseContinue(const std::string& cont, std::string* after) {
+  if (cont.empty()) return std::nullopt;
+  auto dec = B64Decode(cont);
+  json cj = dec.ok() ? json::parse(*dec, nullptr, false) : json();
+  if (!cj.is_object() || !cj.contains("start"))
+    return BadRequestErr(
+        "continue key is not valid: incorrect encoded start resourceVersion (version "
+        "meta.k8s.io/v1)");
+  *after = cj.value("start", "");
+  return std::nullopt;
+}
+
+// The list's metadata and closing brackets: its resourceVersion, and where the limit cut it
+// short the continue token (and, unfiltered, remainingItemCount).
+std::string ListTail(const ListScan& s) {
+  std::string tail = "],\"metadata\":{\"resourceVersion\":\"";
+  tail += std::to_string(s.rv);
+  tail += '"';
+  if (s.more) {
+    tail += ",\"continue\":\"";
+    tail += B64Encode(json{{"rv", s.rv}, {"start", s.last_key}}.dump());
+    tail += '"';
+    if (s.everything) {
+      tail += ",\"remainingItemCount\":";
+      tail += std::to_string(s.remaining);
+    }
+  }
+  tail += "}}";
+  return tail;
+}
+
+}  // namespace
+
+// A resourceVersion the store has not reached: the apiserver waits up to 3 s for it.
+std::optional<ApiError> ApiCore::WaitForResourceVersion(std::uint64_t want) {
+  for (int i = 0; i < 60 && store_.rv() < want; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::uint64_t cur = store_.rv();
+  if (cur >= want) return std::nullopt;
+  ApiError e;
+  e.code = 504;
+  e.reason = "Timeout";
+  e.message =
+      "Too large resource version: " + std::to_string(want) + ", current: " + std::to_string(cur);
+  e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
+  e.retry_after_seconds = 1;
+  return e;
+}
+
+// The matching objects of `t`'s collection after s->after, up to s->limit, rendered for its
+// version; s->rv is the list's resourceVersion.
+std::optional<ApiError> ApiCore::ScanList(const Target& t, const LabelSelector& ls,
+                                          const FieldSelector& fs, ListScan* s,
+                                          std::vector<ObjPtr>* items) {
+  const auto& ri = *t.ri;
+  std::scoped_lock lock(store_.mu());
+  s->rv = store_.RvLocked();
+  if (s->exact_rv) {
+    // The simulator keeps no snapshots: an exact list is the current state when the
+    // collection has not changed since; otherwise that version is gone.
+    if (store_.ChangedSinceLocked(ri.storage, *s->exact_rv))
+      return ExpiredErr("The resourceVersion for the provided list is too old.");
+    s->rv = *s->exact_rv;
+  }
+  std::size_t n = 0;
+  // Plain scan: selectors are precomputed per object.
+  store_.ForEachLocked(ri.storage, t.ns, s->after, [&](const std::string& key, const ObjPtr& o) {
+    if (!MatchesLabels(ls, o->labels) || !fs.Matches(o->fields)) return true;
+    if (s->limit && n == s->limit) {
+      s->more = true;
+      // remainingItemCount is only known (and sent) for an unfiltered list.
+      if (!s->everything) return false;
+      ++s->remaining;
+      return true;
+    }
+    ++n;
+    if (o->api_version == ri.ApiVersion()) {
+      items->push_back(o);
+    } else {
+      auto view = std::make_shared<Obj>();
+      view->json = Render(*o, ri);
+      items->push_back(std::move(view));
+    }
+    s->last_key = key;
+    return true;
+  });
+  return std::nullopt;
+}
+
 ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::string>& q,
                               ListStream* stream) {
   const auto& ri = *t.ri;
-  auto ls = LabelSelector::Parse(Q(q, "labelSelector"));
-  if (!ls.ok()) return ApiResult::Err(BadRequestErr("unable to parse requirement: " + ls.status().message()));
-  auto fs = FieldSelector::Parse(Q(q, "fieldSelector"));
-  if (!fs.ok()) return ApiResult::Err(BadRequestErr(fs.status().message()));
-  if (auto st = fs->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
-      !st.ok())
-    return ApiResult::Err(BadRequestErr(st.message()));
-  // ListOptions validation, in the apiserver's order.
-  const std::string rvm = Q(q, "resourceVersionMatch"), rvs = Q(q, "resourceVersion");
-  if (!rvm.empty()) {
-    auto forbidden = [](const std::string& msg) {
-      return ApiResult::Err(InvalidErr("ListOptions", "meta.k8s.io", "",
-                                       {{"FieldValueForbidden", "Forbidden: " + msg,
-                                         "resourceVersionMatch"}}));
-    };
-    if (rvm != "Exact" && rvm != "NotOlderThan")
-      return ApiResult::Err(InvalidErr(
-          "ListOptions", "meta.k8s.io", "",
-          {{"FieldValueNotSupported",
-            "Unsupported value: \"" + rvm + "\": supported values: \"Exact\", \"NotOlderThan\"",
-            "resourceVersionMatch"}}));
-    if (rvs.empty()) return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided");
-    if (!Q(q, "continue").empty())
-      return forbidden("resourceVersionMatch is forbidden when continue is provided");
-    if (rvm == "Exact" && rvs == "0")
-      return forbidden("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
-  }
-  std::optional<std::uint64_t> want_rv;
+  std::optional<LabelSelector> ls;
+  std::optional<FieldSelector> fs;
+  if (auto e = ParseSelectors(ri, q, &ls, &fs)) return ApiResult::Err(*e);
+  if (auto e = ValidateResourceVersionMatch(q)) return ApiResult::Err(*e);
+  const std::string rvs = Q(q, "resourceVersion");
+  ListScan scan;
   if (!rvs.empty() && rvs != "0") {
-    want_rv = ParseUint(rvs);
-    if (!want_rv)
-      return ApiResult::Err(BadRequestErr("resourceVersion: Invalid value: \"" + rvs +
-                                          "\": strconv.ParseUint: parsing \"" + rvs +
-                                          "\": invalid syntax"));
-    // A resourceVersion the store has not reached: the apiserver waits up to 3 s for it.
-    for (int i = 0; i < 60 && store_.rv() < *want_rv; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (std::uint64_t cur = store_.rv(); cur < *want_rv) {
-      ApiError e;
-      e.code = 504;
-      e.reason = "Timeout";
-      e.message = "Too large resource version: " + std::to_string(*want_rv) +
-                  ", current: " + std::to_string(cur);
-      e.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
-      e.retry_after_seconds = 1;
-      return ApiResult::Err(e);
-    }
+    auto want_rv = ParseUint(rvs);
+    if (!want_rv) return ApiResult::Err(InvalidResourceVersion(rvs));
+    if (auto e = WaitForResourceVersion(*want_rv)) return ApiResult::Err(*e);
+    if (Q(q, "resourceVersionMatch") == "Exact") scan.exact_rv = want_rv;
   }
-  const bool exact = rvm == "Exact" && want_rv;
-  std::size_t limit = 0;
-  if (auto l = ParseUint(Q(q, "limit"))) limit = *l;
-  std::string after;
-  std::string cont = Q(q, "continue");
-  if (!cont.empty()) {
-    auto dec = B64Decode(cont);
-    json cj = dec.ok() ? json::parse(*dec, nullptr, false) : json();
-    if (!cj.is_object() || !cj.contains("start"))
-      return ApiResult::Err(BadRequestErr("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
-    after = cj.value("start", "");
-  }
-  // Field index: equality on metadata.name narrows nothing in an ordered map by ns/name
-  // without namespace; plain scan (selectors are precomputed per object).
+  if (auto l = ParseUint(Q(q, "limit"))) scan.limit = *l;
+  if (auto e = ParseContinue(Q(q, "continue"), &scan.after)) return ApiResult::Err(*e);
+  scan.everything = ls->Empty() && fs->Empty();
   std::string& out = stream->head;
   out.clear();
   stream->items.clear();
@@ -248,70 +352,17 @@ ApiResult ApiCore::ListPieces(const Target& t, const std::map<std::string, std::
   out += "\",\"apiVersion\":\"";
   out += ri.ApiVersion();
   out += "\",\"items\":[";
-  std::size_t n = 0;
-  std::string last_key;
-  bool more = false;
-  std::uint64_t rv;
-  std::size_t remaining = 0;
-  const bool everything = ls->Empty() && fs->Empty();
-  {
-    std::scoped_lock lock(store_.mu());
-    rv = store_.RvLocked();
-    if (exact) {
-      // The simulator keeps no snapshots: an exact list is the current state when the
-      // collection has not changed since; otherwise that version is gone.
-      if (store_.ChangedSinceLocked(ri.storage, *want_rv))
-        return ApiResult::Err(ExpiredErr("The resourceVersion for the provided list is too old."));
-      rv = *want_rv;
-    }
-    store_.ForEachLocked(ri.storage, t.ns, after, [&](const std::string& key, const ObjPtr& o) {
-      if (!MatchesLabels(*ls, o->labels) || !fs->Matches(o->fields)) return true;
-      if (limit && n == limit) {
-        more = true;
-        // remainingItemCount is only known (and sent) for an unfiltered list.
-        if (!everything) return false;
-        ++remaining;
-        return true;
-      }
-      ++n;
-      if (o->api_version == ri.ApiVersion()) {
-        stream->items.push_back(o);
-      } else {
-        auto view = std::make_shared<Obj>();
-        view->json = Render(*o, ri);
-        stream->items.push_back(std::move(view));
-      }
-      last_key = key;
-      return true;
-    });
-  }
-  std::string& tail = stream->tail;
-  tail = "],\"metadata\":{\"resourceVersion\":\"";
-  tail += std::to_string(rv);
-  tail += '"';
-  if (more) {
-    tail += ",\"continue\":\"";
-    tail += B64Encode(json{{"rv", rv}, {"start", last_key}}.dump());
-    tail += '"';
-    if (everything) {
-      tail += ",\"remainingItemCount\":";
-      tail += std::to_string(remaining);
-    }
-  }
-  tail += "}}";
+  if (auto e = ScanList(t, *ls, *fs, &scan, &stream->items)) return ApiResult::Err(*e);
+  stream->tail = ListTail(scan);
   return ApiResult{};
 }
 
 ApiResponse ApiCore::StartWatch(const ApiRequest& req, const Target& t) {
   const auto& ri = *t.ri;
   const auto& q = req.query;
-  auto ls = LabelSelector::Parse(Q(q, "labelSelector"));
-  if (!ls.ok()) return ErrorResponse(BadRequestErr("unable to parse requirement: " + ls.status().message()));
-  auto fs = FieldSelector::Parse(Q(q, "fieldSelector"));
-  if (!fs.ok()) return ErrorResponse(BadRequestErr(fs.status().message()));
-  if (auto st = fs->ValidateFor(ri.storage == "events" ? "" : ri.group, ri.resource, ri.namespaced);
-      !st.ok())
-    return ErrorResponse(BadRequestErr(st.message()));
+  std::optional<LabelSelector> ls;
+  std::optional<FieldSelector> fs;
+  if (auto e = ParseSelectors(ri, q, &ls, &fs)) return ErrorResponse(*e);
   // A watch on one object: metadata.name field selector, as client-go does it.
   if (!t.name.empty()) {
     auto name_sel = FieldSelector::Parse("metadata.name=" + t.name);
@@ -363,6 +414,106 @@ ApiResponse ApiCore::StartWatch(const ApiRequest& req, const Target& t) {
   return r;
 }
 
+namespace {
+
+// The index's hash of a document: changes when the document does.
+std::string DocumentHash(std::size_t h) {
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016llX", static_cast<unsigned long long>(h));
+  return hash;
+}
+
+// The group version an OpenAPI file on disk documents ("apis__apps__v1_openapi.json" is
+// "apis/apps/v1"); empty for another file.
+std::string OpenApiFileKey(const std::string& f) {
+  const std::string suffix = "_openapi.json";
+  if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return "";
+  std::string key = f.substr(0, f.size() - suffix.size());
+  for (std::size_t p; (p = key.find("__")) != std::string::npos;) key.replace(p, 2, "/");
+  return key;
+}
+
+}  // namespace
+
+// /openapi/v3 paths ("api/v1", "apis/GROUP/VERSION") of the group versions this release
+// serves: a document on disk for another one (release-1.32 holds 1.33's resource.k8s.io
+// v1beta2) is not listed or served.
+std::set<std::string> ApiCore::ServedOpenApiPaths() const {
+  std::set<std::string> served;
+  for (const auto& [g, versions] : registry_.Groups())
+    for (const auto& v : versions) served.insert(g.empty() ? "api/" + v : "apis/" + g + "/" + v);
+  return served;
+}
+
+// GET /openapi/v3: the served documents on disk and one generated per custom resource
+// group version, each with its hash.
+ApiResponse ApiCore::OpenApiIndex() const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::set<std::string> served = ServedOpenApiPaths();
+  json paths = json::object();
+  for (const auto& e : fs::directory_iterator(opts_.openapi_dir, ec)) {
+    std::string f = e.path().filename().string();
+    std::string key = OpenApiFileKey(f);
+    if (key.empty() || !served.count(key)) continue;
+    std::string hash =
+        DocumentHash(std::hash<std::string>{}(f) ^ static_cast<std::size_t>(e.file_size(ec)));
+    paths[key] = {{"serverRelativeURL", "/openapi/v3/" + key + "?hash=" + hash}};
+  }
+  for (const auto& [gv, doc] : CrdOpenApiDocuments()) {
+    std::string hash = DocumentHash(std::hash<std::string>{}(doc));
+    paths["apis/" + gv] = {{"serverRelativeURL", "/openapi/v3/apis/" + gv + "?hash=" + hash}};
+  }
+  return JsonResponse(200, {{"paths", paths}});
+}
+
+// /openapi/v3[/...]: the index, a custom resource group version's generated document, or a
+// served built-in document from disk.
+ApiResponse ApiCore::HandleOpenApi(const std::vector<std::string>& parts) const {
+  if (parts[1] != "v3") return ErrorResponse(PathNotFoundErr());
+  std::error_code ec;
+  if (opts_.openapi_dir.empty() || !std::filesystem::is_directory(opts_.openapi_dir, ec))
+    return ErrorResponse(PathNotFoundErr());
+  if (parts.size() == 2) return OpenApiIndex();
+  ApiResponse r;
+  if (parts.size() == 5 && parts[2] == "apis") {
+    std::string want = parts[3] + "/" + parts[4];
+    for (auto& [gv, doc] : CrdOpenApiDocuments()) {
+      if (gv != want) continue;
+      r.body = std::move(doc);
+      return r;
+    }
+  }
+  std::string key, gv;
+  for (std::size_t i = 2; i < parts.size(); ++i) {
+    key += (i > 2 ? "__" : "") + parts[i];
+    gv += (i > 2 ? "/" : "") + parts[i];
+  }
+  if (!ServedOpenApiPaths().count(gv)) return ErrorResponse(PathNotFoundErr());
+  std::ifstream in(opts_.openapi_dir + "/" + key + "_openapi.json", std::ios::binary);
+  if (!in) return ErrorResponse(PathNotFoundErr());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  r.body = ss.str();
+  return r;
+}
+
+// /apis/GROUP: the APIGroup with its versions, the first preferred.
+ApiResponse ApiCore::ApiGroupDocument(const std::string& group) const {
+  for (const auto& [g, versions] : registry_.Groups()) {
+    if (g != group) continue;
+    json vs = json::array();
+    for (const auto& v : versions) vs.push_back({{"groupVersion", g + "/" + v}, {"version", v}});
+    return JsonResponse(200, {{"kind", "APIGroup"},
+                              {"apiVersion", "v1"},
+                              {"name", g},
+                              {"versions", vs},
+                              {"preferredVersion", vs[0]}});
+  }
+  return ErrorResponse(PathNotFoundErr());
+}
+
 ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
   *handled = true;
   auto parts = SplitPath(req.path);
@@ -381,88 +532,21 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
     }
     return JsonResponse(200, core ? registry_.ApiVersions() : registry_.ApiGroupList());
   }
+  std::optional<json> resources;
   if (parts.size() == 2 && parts[0] == "api") {
-    if (auto d = registry_.ApiResourceList("", parts[1])) return JsonResponse(200, *d);
-    return ErrorResponse(PathNotFoundErr());
+    resources = registry_.ApiResourceList("", parts[1]);
+  } else if (parts.size() == 3 && parts[0] == "apis") {
+    resources = registry_.ApiResourceList(parts[1], parts[2]);
+  } else if (parts.size() == 2 && parts[0] == "apis") {
+    return ApiGroupDocument(parts[1]);
+  } else if (parts.size() >= 2 && parts[0] == "openapi") {
+    return HandleOpenApi(parts);
+  } else {
+    *handled = false;
+    return {};
   }
-  if (parts.size() == 2 && parts[0] == "apis") {
-    for (const auto& [g, versions] : registry_.Groups()) {
-      if (g != parts[1]) continue;
-      json vs = json::array();
-      for (const auto& v : versions) vs.push_back({{"groupVersion", g + "/" + v}, {"version", v}});
-      return JsonResponse(200, {{"kind", "APIGroup"},
-                                {"apiVersion", "v1"},
-                                {"name", g},
-                                {"versions", vs},
-                                {"preferredVersion", vs[0]}});
-    }
-    return ErrorResponse(PathNotFoundErr());
-  }
-  if (parts.size() == 3 && parts[0] == "apis") {
-    if (auto d = registry_.ApiResourceList(parts[1], parts[2])) return JsonResponse(200, *d);
-    return ErrorResponse(PathNotFoundErr());
-  }
-  if (parts.size() >= 2 && parts[0] == "openapi") {
-    if (parts[1] != "v3") return ErrorResponse(PathNotFoundErr());
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (opts_.openapi_dir.empty() || !fs::is_directory(opts_.openapi_dir, ec))
-      return ErrorResponse(PathNotFoundErr());
-    // Only the group-versions this release serves: a document on disk for another one
-    // (release-1.32 holds 1.33's resource.k8s.io v1beta2) is not listed or served.
-    std::set<std::string> served;
-    for (const auto& [g, versions] : registry_.Groups())
-      for (const auto& v : versions) served.insert(g.empty() ? "api/" + v : "apis/" + g + "/" + v);
-    if (parts.size() == 2) {
-      json paths = json::object();
-      for (const auto& e : fs::directory_iterator(opts_.openapi_dir, ec)) {
-        std::string f = e.path().filename().string();
-        const std::string suffix = "_openapi.json";
-        if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
-          continue;
-        std::string key = f.substr(0, f.size() - suffix.size());
-        for (std::size_t p; (p = key.find("__")) != std::string::npos;) key.replace(p, 2, "/");
-        if (!served.count(key)) continue;
-        char hash[32];
-        std::snprintf(hash, sizeof hash, "%016llX",
-                      static_cast<unsigned long long>(std::hash<std::string>{}(f) ^
-                                                      static_cast<unsigned long long>(e.file_size(ec))));
-        paths[key] = {{"serverRelativeURL", "/openapi/v3/" + key + "?hash=" + hash}};
-      }
-      // Custom resources: one generated document per group version.
-      for (const auto& [gv, doc] : CrdOpenApiDocuments()) {
-        char hash[32];
-        std::snprintf(hash, sizeof hash, "%016llX",
-                      static_cast<unsigned long long>(std::hash<std::string>{}(doc)));
-        paths["apis/" + gv] = {{"serverRelativeURL", "/openapi/v3/apis/" + gv + "?hash=" + hash}};
-      }
-      return JsonResponse(200, {{"paths", paths}});
-    }
-    if (parts.size() == 5 && parts[2] == "apis") {
-      std::string want = parts[3] + "/" + parts[4];
-      for (auto& [gv, doc] : CrdOpenApiDocuments()) {
-        if (gv != want) continue;
-        ApiResponse r;
-        r.body = std::move(doc);
-        return r;
-      }
-    }
-    std::string key, gv;
-    for (std::size_t i = 2; i < parts.size(); ++i) {
-      key += (i > 2 ? "__" : "") + parts[i];
-      gv += (i > 2 ? "/" : "") + parts[i];
-    }
-    if (!served.count(gv)) return ErrorResponse(PathNotFoundErr());
-    std::ifstream in(opts_.openapi_dir + "/" + key + "_openapi.json", std::ios::binary);
-    if (!in) return ErrorResponse(PathNotFoundErr());
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    ApiResponse r;
-    r.body = ss.str();
-    return r;
-  }
-  *handled = false;
-  return {};
+  if (resources) return JsonResponse(200, *resources);
+  return ErrorResponse(PathNotFoundErr());
 }
 
 std::vector<std::pair<std::string, std::string>> ApiCore::CrdOpenApiDocuments() const {

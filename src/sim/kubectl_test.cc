@@ -227,6 +227,15 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
                                json::parse(R"({"spec":{"unschedulable":false}})")).ok());
   std::string seen;
   for (int i = 0; i < 600 && seen.find("gpu-node-1") == std::string::npos; ++i) {
+    // Another watch opening can raise the count before kubectl's own is open (it lists first,
+    // then watches from the list's resourceVersion), so a change made in between is in the
+    // list, not the stream: change a label every 2 s until the stream shows one.
+    if (i % 20 == 19) {
+      ASSERT_TRUE(
+          sim_->MergePatch("/api/v1/nodes/gpu-node-1",
+                           json{{"metadata", {{"labels", {{"test/tick", std::to_string(i)}}}}}})
+              .ok());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::ifstream in(wfile);
     seen.assign(std::istreambuf_iterator<char>(in), {});

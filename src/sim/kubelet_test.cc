@@ -127,5 +127,45 @@ TEST(KubeletAddressing, PodLogOfSimulatedPods) {
   EXPECT_EQ(r->status, 400);
 }
 
+// A simulated pod with a readiness probe is Running at once but Ready only when its probe
+// first runs, initialDelaySeconds (divided by the time scale) after start; one without a
+// probe is Ready at once.
+TEST(KubeletReadiness, ReadyAfterTheReadinessProbesInitialDelay) {
+  SimOptions o;
+  o.time_scale = 2;  // initialDelaySeconds 3 -> 1.5 s
+  auto s = SimServer::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto& sim = **s;
+  PopulationSpec spec;
+  spec.nodes = 1;
+  spec.pods_per_node = 0;
+  ASSERT_TRUE(GeneratePopulation(spec, [&](json&& obj) { return sim.Insert(obj); }).ok());
+  auto nodes = sim.List("/api/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  const std::string node = (*nodes)["items"][0]["metadata"]["name"];
+  json probed = Pod("probed", node);
+  probed["spec"]["containers"][0]["readinessProbe"] = {{"exec", {{"command", {"true"}}}},
+                                                       {"initialDelaySeconds", 3}};
+  auto ready = [&](const std::string& name) -> std::string {
+    auto g = sim.Get("/api/v1/namespaces/default/pods/" + name);
+    if (!g.ok() || g->value("status", json::object()).value("phase", "") != "Running") return "";
+    for (const auto& c : (*g)["status"]["conditions"])
+      if (c["type"] == "Ready") return c["status"];
+    return "";
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", probed).ok());
+  ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", Pod("plain", node)).ok());
+  ASSERT_TRUE(WaitFor([&] { return ready("plain") == "True" && !ready("probed").empty(); }));
+  if (std::chrono::steady_clock::now() - t0 < 1200ms) {
+    EXPECT_EQ(ready("probed"), "False");
+  }
+  ASSERT_TRUE(WaitFor([&] { return ready("probed") == "True"; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1400ms);
+  auto g = sim.Get("/api/v1/namespaces/default/pods/probed");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ((*g)["status"]["containerStatuses"][0]["ready"], true);
+}
+
 }  // namespace
 }  // namespace gg::sim

@@ -130,6 +130,86 @@ std::string CrdSchemaName(std::string_view group, std::string_view version,
   return out + std::string(version) + "." + std::string(kind);
 }
 
+namespace {
+
+// The list kind's schema: items of the kind's schema `name`, list metadata.
+json ListSchema(const ResourceInfo& ri, const std::string& name) {
+  return {{"type", "object"},
+          {"description", ri.list_kind + " is a list of " + ri.kind},
+          {"required", {"items"}},
+          {"properties",
+           {{"apiVersion", {{"type", "string"}}},
+            {"kind", {{"type", "string"}}},
+            {"items", {{"type", "array"}, {"items", Ref(name)}}},
+            {"metadata", {{"allOf", json::array({Ref(kListMeta)})}}}}},
+          {"x-kubernetes-group-version-kind",
+           json::array({{{"group", ri.group}, {"kind", ri.list_kind}, {"version", ri.version}}})}};
+}
+
+// The paths of one custom resource: its collection (and, namespaced, across namespaces), an
+// object, and its status when status is a subresource.
+void AddCrdPaths(const ResourceInfo& ri, const std::string& name, const std::string& list_name,
+                 json& paths) {
+  std::string base = "/apis/" + ri.group + "/" + ri.version + "/";
+  std::string coll = base + (ri.namespaced ? "namespaces/{namespace}/" : "") + ri.resource;
+  json scope_params = json::array();
+  if (ri.namespaced)
+    scope_params.push_back(Param("namespace", "path", "string", true,
+                                 "object name and auth scope, such as for teams and projects"));
+  json pretty =
+      Param("pretty", "query", "string", false, "If 'true', then the output is pretty printed.");
+  const std::string& id_kind = ri.kind;
+  json cparams = scope_params;
+  cparams.push_back(pretty);
+  paths[coll] = {{"parameters", cparams},
+                 {"get", Op("list", "list" + id_kind, ri, list_name, false)},
+                 {"post", Op("post", "create" + id_kind, ri, name, true)}};
+  if (ri.namespaced)
+    paths[base + ri.resource] = {
+        {"parameters", json::array({pretty})},
+        {"get", Op("list", "list" + id_kind + "ForAllNamespaces", ri, list_name, false)}};
+  json oparams = scope_params;
+  oparams.push_back(Param("name", "path", "string", true, ("name of the " + ri.kind).c_str()));
+  oparams.push_back(pretty);
+  // Path-level too: client-side checks of query-parameter support read either level.
+  json oparams_w = oparams;
+  oparams_w.push_back(Param("fieldValidation", "query", "string", false,
+                            "fieldValidation instructs the server on how to handle objects in "
+                            "the request containing unknown or duplicate fields."));
+  paths[coll + "/{name}"] = {{"parameters", oparams_w},
+                             {"get", Op("get", "read" + id_kind, ri, name, false)},
+                             {"put", Op("put", "replace" + id_kind, ri, name, true)},
+                             {"patch", Op("patch", "patch" + id_kind, ri, name, true)},
+                             {"delete", Op("delete", "delete" + id_kind, ri, name, false)}};
+  if (ri.status_subresource)
+    paths[coll + "/{name}/status"] = {
+        {"parameters", oparams_w},
+        {"get", Op("get", "read" + id_kind + "Status", ri, name, false)},
+        {"put", Op("put", "replace" + id_kind + "Status", ri, name, true)},
+        {"patch", Op("patch", "patch" + id_kind + "Status", ri, name, true)}};
+}
+
+// The meta.k8s.io schemas referenced, transitively, from the built-in documents.
+void AddReferencedSchemas(const SchemaSet& builtin, const json& paths, json& schemas) {
+  std::set<std::string> want, done;
+  CollectRefs(schemas, want);
+  CollectRefs(paths, want);
+  while (!want.empty()) {
+    std::string n = *want.begin();
+    want.erase(want.begin());
+    if (!done.insert(n).second || schemas.contains(n)) continue;
+    const json* s = builtin.Find(n);
+    if (!s) continue;
+    schemas[n] = *s;
+    std::set<std::string> more;
+    CollectRefs(*s, more);
+    for (const auto& m : more)
+      if (!done.count(m)) want.insert(m);
+  }
+}
+
+}  // namespace
+
 json CrdOpenApiDocument(const std::vector<std::shared_ptr<const ResourceInfo>>& resources,
                         const SchemaSet* builtin) {
   json schemas = json::object();
@@ -139,77 +219,13 @@ json CrdOpenApiDocument(const std::vector<std::shared_ptr<const ResourceInfo>>& 
     std::string name = CrdSchemaName(ri.group, ri.version, ri.kind);
     std::string list_name = name.substr(0, name.size() - ri.kind.size()) + ri.list_kind;
     schemas[name] = PublishedSchema(ri);
-    schemas[list_name] = {
-        {"type", "object"},
-        {"description", ri.list_kind + " is a list of " + ri.kind},
-        {"required", {"items"}},
-        {"properties",
-         {{"apiVersion", {{"type", "string"}}},
-          {"kind", {{"type", "string"}}},
-          {"items", {{"type", "array"}, {"items", Ref(name)}}},
-          {"metadata", {{"allOf", json::array({Ref(kListMeta)})}}}}},
-        {"x-kubernetes-group-version-kind",
-         json::array({{{"group", ri.group}, {"kind", ri.list_kind}, {"version", ri.version}}})}};
-    std::string base = "/apis/" + ri.group + "/" + ri.version + "/";
-    std::string coll = base + (ri.namespaced ? "namespaces/{namespace}/" : "") + ri.resource;
-    json scope_params = json::array();
-    if (ri.namespaced)
-      scope_params.push_back(Param("namespace", "path", "string", true,
-                                   "object name and auth scope, such as for teams and projects"));
-    json pretty = Param("pretty", "query", "string", false,
-                        "If 'true', then the output is pretty printed.");
-    std::string id_kind = ri.kind;
-    json cparams = scope_params;
-    cparams.push_back(pretty);
-    paths[coll] = {{"parameters", cparams},
-                   {"get", Op("list", "list" + id_kind, ri, list_name, false)},
-                   {"post", Op("post", "create" + id_kind, ri, name, true)}};
-    if (ri.namespaced)
-      paths[base + ri.resource] = {{"parameters", json::array({pretty})},
-                                   {"get", Op("list", "list" + id_kind + "ForAllNamespaces", ri,
-                                              list_name, false)}};
-    json oparams = scope_params;
-    oparams.push_back(Param("name", "path", "string", true, ("name of the " + ri.kind).c_str()));
-    oparams.push_back(pretty);
-    // Path-level too: client-side checks of query-parameter support read either level.
-    json oparams_w = oparams;
-    oparams_w.push_back(Param("fieldValidation", "query", "string", false,
-                              "fieldValidation instructs the server on how to handle objects in "
-                              "the request containing unknown or duplicate fields."));
-    paths[coll + "/{name}"] = {{"parameters", oparams_w},
-                               {"get", Op("get", "read" + id_kind, ri, name, false)},
-                               {"put", Op("put", "replace" + id_kind, ri, name, true)},
-                               {"patch", Op("patch", "patch" + id_kind, ri, name, true)},
-                               {"delete", Op("delete", "delete" + id_kind, ri, name, false)}};
-    if (ri.status_subresource)
-      paths[coll + "/{name}/status"] = {
-          {"parameters", oparams_w},
-          {"get", Op("get", "read" + id_kind + "Status", ri, name, false)},
-          {"put", Op("put", "replace" + id_kind + "Status", ri, name, true)},
-          {"patch", Op("patch", "patch" + id_kind + "Status", ri, name, true)}};
+    schemas[list_name] = ListSchema(ri, name);
+    AddCrdPaths(ri, name, list_name, paths);
   }
-  // The meta.k8s.io schemas referenced, transitively, from the built-in documents.
-  if (builtin) {
-    std::set<std::string> want, done;
-    CollectRefs(schemas, want);
-    CollectRefs(paths, want);
-    while (!want.empty()) {
-      std::string n = *want.begin();
-      want.erase(want.begin());
-      if (!done.insert(n).second || schemas.contains(n)) continue;
-      const json* s = builtin->Find(n);
-      if (!s) continue;
-      schemas[n] = *s;
-      std::set<std::string> more;
-      CollectRefs(*s, more);
-      for (const auto& m : more)
-        if (!done.count(m)) want.insert(m);
-    }
-  }
+  if (builtin) AddReferencedSchemas(*builtin, paths, schemas);
   return {{"openapi", "3.0.0"},
           {"info", {{"title", "Kubernetes CRD Swagger"}, {"version", "v0.1.0"}}},
           {"paths", std::move(paths)},
           {"components", {{"schemas", std::move(schemas)}}}};
 }
-
 }  // namespace gg::sim

@@ -249,12 +249,11 @@ std::string ResourceSliceApiVersion(std::string_view kube_version) {
   return (kube_version == "1.32" || kube_version == "1.33") ? "resource.k8s.io/v1beta1" : "resource.k8s.io/v1";
 }
 
-json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, int gpus,
-                 std::string_view product, const std::map<std::string, std::string>& extra_labels,
-                 const json& taints) {
-  GpuInfo info = InfoFor(product);
-  std::string n(name);
-  std::string zone = std::string("us-east-1") + static_cast<char>('a' + index % 4);
+namespace {
+
+// The labels GPU feature discovery and NFD put on a GPU node.
+json GpuNodeLabels(const GpuInfo& info, const std::string& n, const std::string& zone, int gpus,
+                   std::string_view product) {
   json labels = {
       {"beta.kubernetes.io/arch", "amd64"}, {"beta.kubernetes.io/os", "linux"},
       {"kubernetes.io/arch", "amd64"}, {"kubernetes.io/hostname", n}, {"kubernetes.io/os", "linux"},
@@ -291,8 +290,11 @@ json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, i
       {"nvidia.com/gpu.product", product}, {"nvidia.com/gpu.replicas", "1"},
       {"nvidia.com/gpu.sharing-strategy", "none"}, {"nvidia.com/mig.capable", info.major >= 8 ? "true" : "false"},
       {"nvidia.com/mig.strategy", "single"}, {"nvidia.com/mps.capable", "false"}};
-  for (const auto& [k, v] : spec.extra_node_labels) labels[k] = v;
-  for (const auto& [k, v] : extra_labels) labels[k] = v;
+  return labels;
+}
+
+// What NFD records in nfd.node.kubernetes.io/feature-labels.
+std::string FeatureLabels(const json& labels) {
   std::string feature_labels;
   for (auto it = labels.begin(); it != labels.end(); ++it) {
     std::string k = it.key();
@@ -300,28 +302,10 @@ json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, i
     else if (k.rfind("nvidia.com/", 0) != 0) continue;
     feature_labels += (feature_labels.empty() ? "" : ",") + k;
   }
-  std::string host_ip = "10.0." + std::to_string((index >> 8) & 0xff) + "." + std::to_string(index & 0xff);
-  json node = {{"apiVersion", "v1"}, {"kind", "Node"}};
-  node["metadata"] = Meta(n, "", DeterministicUid("Node/" + n, spec.seed), spec);
-  node["metadata"]["labels"] = labels;
-  node["metadata"]["annotations"] = {
-      {"csi.volume.kubernetes.io/nodeid", "{\"ebs.csi.aws.com\":\"i-" + HexDigits(n + "#i", 17) + "\"}"},
-      {"nfd.node.kubernetes.io/feature-labels", feature_labels},
-      {"nfd.node.kubernetes.io/worker.version", "v0.16.6"},
-      {"node.alpha.kubernetes.io/ttl", "0"},
-      {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}};
-  std::string cidr = PodCidr(index);
-  node["spec"] = {{"podCIDR", cidr}, {"podCIDRs", {cidr}},
-                  {"providerID", "aws:///" + zone + "/i-" + HexDigits(n + "#i", 17)}};
-  if (taints.is_array() && !taints.empty()) node["spec"]["taints"] = taints;
-  std::string g = std::to_string(gpus);
-  json capacity = {{"cpu", "192"}, {"ephemeral-storage", "3750000000Ki"}, {"hugepages-1Gi", "0"},
-                   {"hugepages-2Mi", "0"}, {"memory", "2097152000Ki"}, {"nvidia.com/gpu", g},
-                   {"pods", "110"}, {"vpc.amazonaws.com/efa", "32"}};
-  json allocatable = capacity;
-  allocatable["cpu"] = "191450m";
-  allocatable["ephemeral-storage"] = "3455716022637";
-  allocatable["memory"] = "2085521408Ki";
+  return feature_labels;
+}
+
+json NodeConditions(const PopulationSpec& spec) {
   json conds = json::array();
   const char* kConds[][4] = {
       {"MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"},
@@ -332,6 +316,10 @@ json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, i
     conds.push_back({{"type", c[0]}, {"status", c[1]}, {"reason", c[2]}, {"message", c[3]},
                      {"lastHeartbeatTime", spec.creation_timestamp},
                      {"lastTransitionTime", spec.creation_timestamp}});
+  return conds;
+}
+
+json NodeImages() {
   json images = json::array();
   static const char* kImages[] = {
       "nvcr.io/nvidia/pytorch", "nvcr.io/nvidia/tritonserver", "nvcr.io/nvidia/nemo",
@@ -358,20 +346,50 @@ json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, i
                       {"sizeBytes", 20000000LL + static_cast<int64_t>(Fnv(img) % 12000000000ULL)}});
     ++i;
   }
-  node["status"] = {
-      {"addresses", {{{"type", "InternalIP"}, {"address", host_ip}},
-                     {{"type", "InternalDNS"}, {"address", "ip-" + host_ip + ".ec2.internal"}},
-                     {{"type", "Hostname"}, {"address", n}}}},
-      {"allocatable", allocatable}, {"capacity", capacity}, {"conditions", conds},
-      {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
-      {"images", images},
-      {"nodeInfo", {{"architecture", "amd64"}, {"bootID", DeterministicUid(n + "#boot", spec.seed)},
-                    {"containerRuntimeVersion", "containerd://1.7.27"},
-                    {"kernelVersion", "6.8.0-1021-aws"}, {"kubeProxyVersion", ""},
-                    {"kubeletVersion", KubeletVersion(spec.kube_version)},
-                    {"machineID", HexDigits(n + "#machine", 32)},
-                    {"operatingSystem", "linux"}, {"osImage", "Ubuntu 22.04.5 LTS"},
-                    {"systemUUID", DeterministicUid(n + "#system", spec.seed)}}}};
+  return images;
+}
+
+json NodeStatus(const PopulationSpec& spec, const std::string& n, const std::string& host_ip,
+                int gpus) {
+  std::string g = std::to_string(gpus);
+  json capacity = {{"cpu", "192"},
+                   {"ephemeral-storage", "3750000000Ki"},
+                   {"hugepages-1Gi", "0"},
+                   {"hugepages-2Mi", "0"},
+                   {"memory", "2097152000Ki"},
+                   {"nvidia.com/gpu", g},
+                   {"pods", "110"},
+                   {"vpc.amazonaws.com/efa", "32"}};
+  json allocatable = capacity;
+  allocatable["cpu"] = "191450m";
+  allocatable["ephemeral-storage"] = "3455716022637";
+  allocatable["memory"] = "2085521408Ki";
+  json conds = NodeConditions(spec);
+  json images = NodeImages();
+  json status = {{"addresses",
+                  {{{"type", "InternalIP"}, {"address", host_ip}},
+                   {{"type", "InternalDNS"}, {"address", "ip-" + host_ip + ".ec2.internal"}},
+                   {{"type", "Hostname"}, {"address", n}}}},
+                 {"allocatable", allocatable},
+                 {"capacity", capacity},
+                 {"conditions", conds},
+                 {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
+                 {"images", images},
+                 {"nodeInfo",
+                  {{"architecture", "amd64"},
+                   {"bootID", DeterministicUid(n + "#boot", spec.seed)},
+                   {"containerRuntimeVersion", "containerd://1.7.27"},
+                   {"kernelVersion", "6.8.0-1021-aws"},
+                   {"kubeProxyVersion", ""},
+                   {"kubeletVersion", KubeletVersion(spec.kube_version)},
+                   {"machineID", HexDigits(n + "#machine", 32)},
+                   {"operatingSystem", "linux"},
+                   {"osImage", "Ubuntu 22.04.5 LTS"},
+                   {"systemUUID", DeterministicUid(n + "#system", spec.seed)}}}};
+  return status;
+}
+
+json NodeManagedFields(const PopulationSpec& spec, const json& labels) {
   auto mf = [&](const char* manager, const char* op, const char* sub, json fields) {
     json e = {{"apiVersion", "v1"}, {"fieldsType", "FieldsV1"}, {"fieldsV1", fields},
               {"manager", manager}, {"operation", op}, {"time", spec.creation_timestamp}};
@@ -381,39 +399,138 @@ json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, i
   json label_fields = json::object();
   for (auto it = labels.begin(); it != labels.end(); ++it)
     if (it.key().rfind("nvidia.com/", 0) == 0) label_fields["f:" + it.key()] = json::object();
-  node["metadata"]["managedFields"] = {
-      mf("kubelet", "Update", "", {{"f:metadata", {{"f:annotations", {{"f:node.alpha.kubernetes.io/ttl", json::object()}}},
-                                                   {"f:labels", {{"f:kubernetes.io/hostname", json::object()}}}}}}),
-      mf("kube-controller-manager", "Update", "", {{"f:spec", {{"f:podCIDR", json::object()}, {"f:podCIDRs", json::object()}}}}),
-      mf("nfd-worker", "Update", "", {{"f:metadata", {{"f:labels", label_fields}}}}),
-      mf("kubelet", "Update", "status",
-         {{"f:status", {{"f:allocatable", {{"f:nvidia.com/gpu", json::object()}}},
-                        {"f:capacity", {{"f:nvidia.com/gpu", json::object()}}},
-                        {"f:conditions", json::object()}, {"f:images", json::object()},
-                        {"f:nodeInfo", json::object()}}}})};
+  return json::array(
+      {mf("kubelet", "Update", "",
+          {{"f:metadata",
+            {{"f:annotations", {{"f:node.alpha.kubernetes.io/ttl", json::object()}}},
+             {"f:labels", {{"f:kubernetes.io/hostname", json::object()}}}}}}),
+       mf("kube-controller-manager", "Update", "",
+          {{"f:spec", {{"f:podCIDR", json::object()}, {"f:podCIDRs", json::object()}}}}),
+       mf("nfd-worker", "Update", "", {{"f:metadata", {{"f:labels", label_fields}}}}),
+       mf("kubelet", "Update", "status",
+          {{"f:status",
+            {{"f:allocatable", {{"f:nvidia.com/gpu", json::object()}}},
+             {"f:capacity", {{"f:nvidia.com/gpu", json::object()}}},
+             {"f:conditions", json::object()},
+             {"f:images", json::object()},
+             {"f:nodeInfo", json::object()}}}})});
+}
+
+}  // namespace
+
+json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, int gpus,
+                 std::string_view product, const std::map<std::string, std::string>& extra_labels,
+                 const json& taints) {
+  GpuInfo info = InfoFor(product);
+  std::string n(name);
+  std::string zone = std::string("us-east-1") + static_cast<char>('a' + index % 4);
+  json labels = GpuNodeLabels(info, n, zone, gpus, product);
+  for (const auto& [k, v] : spec.extra_node_labels) labels[k] = v;
+  for (const auto& [k, v] : extra_labels) labels[k] = v;
+  std::string host_ip =
+      "10.0." + std::to_string((index >> 8) & 0xff) + "." + std::to_string(index & 0xff);
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}};
+  node["metadata"] = Meta(n, "", DeterministicUid("Node/" + n, spec.seed), spec);
+  node["metadata"]["labels"] = labels;
+  node["metadata"]["annotations"] = {
+      {"csi.volume.kubernetes.io/nodeid",
+       "{\"ebs.csi.aws.com\":\"i-" + HexDigits(n + "#i", 17) + "\"}"},
+      {"nfd.node.kubernetes.io/feature-labels", FeatureLabels(labels)},
+      {"nfd.node.kubernetes.io/worker.version", "v0.16.6"},
+      {"node.alpha.kubernetes.io/ttl", "0"},
+      {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}};
+  std::string cidr = PodCidr(index);
+  node["spec"] = {{"podCIDR", cidr},
+                  {"podCIDRs", {cidr}},
+                  {"providerID", "aws:///" + zone + "/i-" + HexDigits(n + "#i", 17)}};
+  if (taints.is_array() && !taints.empty()) node["spec"]["taints"] = taints;
+  node["status"] = NodeStatus(spec, n, host_ip, gpus);
+  node["metadata"]["managedFields"] = NodeManagedFields(spec, labels);
   return node;
 }
 
+std::string FakeMigUuid(std::string_view gpu_uuid, uint32_t gi, uint32_t ci) {
+  std::string_view body = gpu_uuid;
+  if (body.starts_with("GPU-")) body.remove_prefix(4);
+  char ids[5];
+  std::snprintf(ids, sizeof ids, "%02x%02x", gi & 0xFFu, ci & 0xFFu);
+  std::string keep(body.substr(0, body.size() >= 4 ? body.size() - 4 : body.size()));
+  return "MIG-" + keep + ids;
+}
+
+std::vector<MigSlot> MigLayout(std::string_view product, int devices) {
+  const int mib = InfoFor(product).memory_mib;
+  const int gb = (mib / 8 + 512) / 1024;  // a 1g instance holds 1/8 of the memory
+  std::vector<MigSlot> out;
+  for (int i = 0; i < std::clamp(devices, 0, 7); ++i) {
+    out.push_back({static_cast<uint32_t>(i + 1), 0, i, "1g." + std::to_string(gb) + "gb", mib / 8});
+  }
+  return out;
+}
+
+namespace {
+
+constexpr int kMig1gProfileId = 19;  // NVML GPU-instance profile id of a 1g instance
+
+json GpuAttributes(std::string_view product, const GpuInfo& info) {
+  return {{"productName", {{"string", product}}},
+          {"brand", {{"string", "Nvidia"}}},
+          {"architecture", {{"string", info.family}}},
+          {"cudaComputeCapability",
+           {{"version", std::to_string(info.major) + "." + std::to_string(info.minor) + ".0"}}},
+          {"driverVersion", {{"version", "570.124.6"}}}};
+}
+
+json SliceDevice(std::string name, json attrs, json cap, bool beta1) {
+  json dev = {{"name", std::move(name)}};
+  if (beta1) {
+    dev["basic"] = {{"attributes", std::move(attrs)}, {"capacity", std::move(cap)}};
+  } else {
+    dev["attributes"] = std::move(attrs);
+    dev["capacity"] = std::move(cap);
+  }
+  return dev;
+}
+
+// The MIG devices of GPU `i` (see MakeResourceSlice).
+void AddMigDevices(json& devices, std::string_view node, int i, std::string_view product, int mig,
+                   bool beta1) {
+  const GpuInfo info = InfoFor(product);
+  const std::string parent = FakeGpuUuid(node, i);
+  for (const auto& m : MigLayout(product, mig)) {
+    json attrs = GpuAttributes(product, info);
+    attrs["type"] = {{"string", "mig"}};
+    attrs["uuid"] = {{"string", FakeMigUuid(parent, m.gpu_instance, m.compute_instance)}};
+    attrs["parentUUID"] = {{"string", parent}};
+    attrs["profile"] = {{"string", m.profile}};
+    json cap = {{"memory", {{"value", std::to_string(m.memory_mib) + "Mi"}}},
+                {"memorySlice" + std::to_string(m.start), {{"value", "1"}}}};
+    std::string name = "gpu-" + std::to_string(i) + "-mig-" + std::to_string(kMig1gProfileId) +
+                       "-" + std::to_string(m.start) + "-1";
+    devices.push_back(SliceDevice(std::move(name), std::move(attrs), std::move(cap), beta1));
+  }
+}
+
+}  // namespace
+
 json MakeResourceSlice(std::string_view node, int gpus, std::string_view product,
-                       std::string_view kube_version, uint64_t seed) {
+                       std::string_view kube_version, uint64_t seed, int mig_devices_per_gpu) {
   std::string api = ResourceSliceApiVersion(kube_version);
   bool beta1 = api == "resource.k8s.io/v1beta1";
   GpuInfo info = InfoFor(product);
   json devices = json::array();
   for (int i = 0; i < gpus; ++i) {
-    json attrs = {{"uuid", {{"string", FakeGpuUuid(node, i)}}},
-                  {"index", {{"int", i}}},
-                  {"type", {{"string", "gpu"}}},
-                  {"productName", {{"string", product}}},
-                  {"brand", {{"string", "Nvidia"}}},
-                  {"architecture", {{"string", info.family}}},
-                  {"cudaComputeCapability", {{"version", std::to_string(info.major) + "." + std::to_string(info.minor) + ".0"}}},
-                  {"driverVersion", {{"version", "570.124.6"}}}};
+    if (mig_devices_per_gpu > 0) {
+      AddMigDevices(devices, node, i, product, mig_devices_per_gpu, beta1);
+      continue;
+    }
+    json attrs = GpuAttributes(product, info);
+    attrs["uuid"] = {{"string", FakeGpuUuid(node, i)}};
+    attrs["index"] = {{"int", i}};
+    attrs["type"] = {{"string", "gpu"}};
     json cap = {{"memory", {{"value", std::to_string(info.memory_mib) + "Mi"}}}};
-    json dev = {{"name", "gpu-" + std::to_string(i)}};
-    if (beta1) dev["basic"] = {{"attributes", attrs}, {"capacity", cap}};
-    else dev["attributes"] = attrs, dev["capacity"] = cap;
-    devices.push_back(std::move(dev));
+    devices.push_back(
+        SliceDevice("gpu-" + std::to_string(i), std::move(attrs), std::move(cap), beta1));
   }
   std::string n(node);
   std::string name = n + "-gpu.nvidia.com-" + Suffix(n + "#slice", seed);
@@ -443,13 +560,11 @@ PopulationCounts CountPopulation(const PopulationSpec& spec) {
   return c;
 }
 
-Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
-  if (spec.nodes < 0 || spec.gpus_per_node < 0 || spec.pods_per_node < 0)
-    return InvalidArgumentError("population: counts must not be negative");
-  if (spec.gpus_per_node > 64) return InvalidArgumentError("population: gpus_per_node must be <= 64");
-  if (spec.pods_per_node > 110) return InvalidArgumentError("population: pods_per_node must be <= 110 (node pod capacity)");
-  if (spec.nodes > 10'000'000) return InvalidArgumentError("population: too many nodes");
-  if (!sink) return InvalidArgumentError("population: no sink");
+namespace {
+
+// Namespaces, PriorityClasses and the DaemonSets (their uids into *ds_uids).
+Status EmitClusterObjects(const PopulationSpec& spec, const ObjectSink& sink,
+                          std::vector<std::string>* ds_uids) {
   for (const std::string& ns : {spec.workload_namespace, spec.system_namespace}) {
     json o = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Meta(ns, "", DeterministicUid("Namespace/" + ns, spec.seed), spec)},
               {"spec", {{"finalizers", {"kubernetes"}}}}, {"status", {{"phase", "Active"}}}};
@@ -461,11 +576,10 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
                {"value", value}, {"preemptionPolicy", "PreemptLowerPriority"}, {"globalDefault", false}};
     GG_RETURN_IF_ERROR(sink(std::move(pc)));
   }
-  std::vector<std::string> ds_uids;
   if (spec.daemonset_pods) {
     for (const auto& d : kDaemonSets) {
       std::string uid = DeterministicUid(std::string("DaemonSet/") + d.name, spec.seed);
-      ds_uids.push_back(uid);
+      ds_uids->push_back(uid);
       json ds = {{"apiVersion", "apps/v1"}, {"kind", "DaemonSet"}};
       ds["metadata"] = Meta(d.name, spec.system_namespace, uid, spec);
       ds["metadata"]["generation"] = 1;
@@ -477,65 +591,93 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
       GG_RETURN_IF_ERROR(sink(std::move(ds)));
     }
   }
-  const std::string& ns = spec.workload_namespace;
-  int workloads = WorkloadCount(spec);
-  for (int w = 0; w < workloads; ++w) {
-    Workload wl = WorkloadFor(spec, w);
-    int replicas = wl.nodes * spec.pods_per_node;
-    json tmpl = PodTemplate(wl, spec);
-    if (wl.job) {
-      json job = {{"apiVersion", "batch/v1"}, {"kind", "Job"}};
-      job["metadata"] = Meta(wl.name, ns, wl.uid, spec);
-      job["metadata"]["generation"] = 1;
-      job["spec"] = {{"parallelism", replicas}, {"completions", replicas}, {"backoffLimit", 6},
-                     {"selector", {{"matchLabels", {{"batch.kubernetes.io/controller-uid", wl.uid}}}}},
-                     {"template", tmpl}};
-      job["status"] = {{"active", replicas}, {"startTime", spec.creation_timestamp}};
-      GG_RETURN_IF_ERROR(sink(std::move(job)));
-      continue;
-    }
-    json dep = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
-    dep["metadata"] = Meta(wl.name, ns, wl.uid, spec);
-    dep["metadata"]["generation"] = 1;
-    dep["spec"] = {{"replicas", replicas}, {"selector", {{"matchLabels", {{"app", wl.name}}}}},
-                   {"template", tmpl}, {"strategy", {{"type", "RollingUpdate"}}}};
-    dep["status"] = {{"replicas", replicas}, {"readyReplicas", replicas}, {"availableReplicas", replicas},
-                     {"updatedReplicas", replicas}, {"observedGeneration", 1}};
-    GG_RETURN_IF_ERROR(sink(std::move(dep)));
-    json rs = {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}};
-    rs["metadata"] = Meta(wl.rs_name, ns, wl.rs_uid, spec);
-    rs["metadata"]["generation"] = 1;
-    rs["metadata"]["labels"] = tmpl["metadata"]["labels"];
-    rs["metadata"]["ownerReferences"] = {OwnerRef("apps/v1", "Deployment", wl.name, wl.uid)};
-    rs["spec"] = {{"replicas", replicas},
-                  {"selector", {{"matchLabels", {{"app", wl.name}, {"pod-template-hash", wl.hash}}}}},
-                  {"template", tmpl}};
-    rs["status"] = {{"replicas", replicas}, {"readyReplicas", replicas}, {"availableReplicas", replicas},
-                    {"fullyLabeledReplicas", replicas}, {"observedGeneration", 1}};
-    GG_RETURN_IF_ERROR(sink(std::move(rs)));
-    if (spec.pdbs) {
-      json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"}};
-      pdb["metadata"] = Meta(wl.name + "-pdb", ns, DeterministicUid("PodDisruptionBudget/" + wl.name, spec.seed), spec);
-      pdb["metadata"]["generation"] = 1;
-      pdb["spec"] = {{"selector", {{"matchLabels", {{"app", wl.name}}}}}};
-      int desired;
-      if ((w / 2) % 2 == 0) {
-        pdb["spec"]["maxUnavailable"] = 1;
-        desired = std::max(0, replicas - 1);
-      } else {
-        pdb["spec"]["minAvailable"] = "50%";
-        desired = (replicas * 50 + 99) / 100;
-      }
-      int allowed = std::max(0, replicas - desired);
-      pdb["status"] = {{"currentHealthy", replicas}, {"desiredHealthy", desired}, {"expectedPods", replicas},
-                       {"disruptionsAllowed", allowed}, {"observedGeneration", 1},
-                       {"conditions", {{{"type", "DisruptionAllowed"}, {"status", allowed > 0 ? "True" : "False"},
-                                        {"reason", allowed > 0 ? "SufficientPods" : "InsufficientPods"},
-                                        {"message", ""}, {"observedGeneration", 1},
-                                        {"lastTransitionTime", spec.creation_timestamp}}}}};
-      GG_RETURN_IF_ERROR(sink(std::move(pdb)));
-    }
+  return OkStatus();
+}
+
+// The PDB of Deployment `wl` (w: the workload index; alternates maxUnavailable / minAvailable).
+json MakePdb(const PopulationSpec& spec, const Workload& wl, int w, int replicas,
+             const std::string& ns) {
+  json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"}};
+  pdb["metadata"] = Meta(wl.name + "-pdb", ns,
+                         DeterministicUid("PodDisruptionBudget/" + wl.name, spec.seed), spec);
+  pdb["metadata"]["generation"] = 1;
+  pdb["spec"] = {{"selector", {{"matchLabels", {{"app", wl.name}}}}}};
+  int desired;
+  if ((w / 2) % 2 == 0) {
+    pdb["spec"]["maxUnavailable"] = 1;
+    desired = std::max(0, replicas - 1);
+  } else {
+    pdb["spec"]["minAvailable"] = "50%";
+    desired = (replicas * 50 + 99) / 100;
   }
+  int allowed = std::max(0, replicas - desired);
+  pdb["status"] = {{"currentHealthy", replicas},
+                   {"desiredHealthy", desired},
+                   {"expectedPods", replicas},
+                   {"disruptionsAllowed", allowed},
+                   {"observedGeneration", 1},
+                   {"conditions",
+                    {{{"type", "DisruptionAllowed"},
+                      {"status", allowed > 0 ? "True" : "False"},
+                      {"reason", allowed > 0 ? "SufficientPods" : "InsufficientPods"},
+                      {"message", ""},
+                      {"observedGeneration", 1},
+                      {"lastTransitionTime", spec.creation_timestamp}}}}};
+  return pdb;
+}
+
+// A Job, or a Deployment with its ReplicaSet and PDB.
+Status EmitWorkload(const PopulationSpec& spec, int w, const ObjectSink& sink) {
+  const std::string& ns = spec.workload_namespace;
+  Workload wl = WorkloadFor(spec, w);
+  int replicas = wl.nodes * spec.pods_per_node;
+  json tmpl = PodTemplate(wl, spec);
+  if (wl.job) {
+    json job = {{"apiVersion", "batch/v1"}, {"kind", "Job"}};
+    job["metadata"] = Meta(wl.name, ns, wl.uid, spec);
+    job["metadata"]["generation"] = 1;
+    job["spec"] = {
+        {"parallelism", replicas},
+        {"completions", replicas},
+        {"backoffLimit", 6},
+        {"selector", {{"matchLabels", {{"batch.kubernetes.io/controller-uid", wl.uid}}}}},
+        {"template", tmpl}};
+    job["status"] = {{"active", replicas}, {"startTime", spec.creation_timestamp}};
+    GG_RETURN_IF_ERROR(sink(std::move(job)));
+    return OkStatus();
+  }
+  json dep = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
+  dep["metadata"] = Meta(wl.name, ns, wl.uid, spec);
+  dep["metadata"]["generation"] = 1;
+  dep["spec"] = {{"replicas", replicas},
+                 {"selector", {{"matchLabels", {{"app", wl.name}}}}},
+                 {"template", tmpl},
+                 {"strategy", {{"type", "RollingUpdate"}}}};
+  dep["status"] = {{"replicas", replicas},
+                   {"readyReplicas", replicas},
+                   {"availableReplicas", replicas},
+                   {"updatedReplicas", replicas},
+                   {"observedGeneration", 1}};
+  GG_RETURN_IF_ERROR(sink(std::move(dep)));
+  json rs = {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}};
+  rs["metadata"] = Meta(wl.rs_name, ns, wl.rs_uid, spec);
+  rs["metadata"]["generation"] = 1;
+  rs["metadata"]["labels"] = tmpl["metadata"]["labels"];
+  rs["metadata"]["ownerReferences"] = {OwnerRef("apps/v1", "Deployment", wl.name, wl.uid)};
+  rs["spec"] = {{"replicas", replicas},
+                {"selector", {{"matchLabels", {{"app", wl.name}, {"pod-template-hash", wl.hash}}}}},
+                {"template", tmpl}};
+  rs["status"] = {{"replicas", replicas},
+                  {"readyReplicas", replicas},
+                  {"availableReplicas", replicas},
+                  {"fullyLabeledReplicas", replicas},
+                  {"observedGeneration", 1}};
+  GG_RETURN_IF_ERROR(sink(std::move(rs)));
+  if (spec.pdbs) GG_RETURN_IF_ERROR(sink(MakePdb(spec, wl, w, replicas, ns)));
+  return OkStatus();
+}
+
+std::vector<json> DaemonSetPodTemplates() {
   std::vector<json> ds_templates;
   for (const auto& d : kDaemonSets) {
     // The pods carry the labels the DaemonSet controller gives its pods, so they count as
@@ -548,32 +690,66 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
     t["metadata"]["labels"]["pod-template-generation"] = "1";
     ds_templates.push_back(std::move(t));
   }
+  return ds_templates;
+}
+
+// Node `i`, its DaemonSet and workload pods, its ResourceSlice.
+Status EmitNode(const PopulationSpec& spec, int i, const std::vector<std::string>& ds_uids,
+                const std::vector<json>& ds_templates, const ObjectSink& sink) {
+  const std::string& ns = spec.workload_namespace;
   int k = std::max(1, spec.nodes_per_workload);
-  for (int i = 0; i < spec.nodes; ++i) {
-    std::string node = NodeName(spec, i);
-    GG_RETURN_IF_ERROR(sink(MakeGpuNode(spec, i, node, spec.gpus_per_node, spec.gpu_product)));
-    int slot = 0;
-    if (spec.daemonset_pods) {
-      for (size_t d = 0; d < std::size(kDaemonSets); ++d) {
-        std::string pname = std::string(kDaemonSets[d].name) + "-" + UniqueSuffix(static_cast<uint64_t>(i), spec.seed + d);
-        json owner = OwnerRef("apps/v1", "DaemonSet", kDaemonSets[d].name, ds_uids[d]);
-        GG_RETURN_IF_ERROR(sink(MakePod(ds_templates[d], pname, spec.system_namespace, owner, node, i, slot++, spec)));
-      }
+  std::string node = NodeName(spec, i);
+  GG_RETURN_IF_ERROR(sink(MakeGpuNode(spec, i, node, spec.gpus_per_node, spec.gpu_product)));
+  int slot = 0;
+  if (spec.daemonset_pods) {
+    for (size_t d = 0; d < std::size(kDaemonSets); ++d) {
+      std::string pname = std::string(kDaemonSets[d].name) + "-" +
+                          UniqueSuffix(static_cast<uint64_t>(i), spec.seed + d);
+      json owner = OwnerRef("apps/v1", "DaemonSet", kDaemonSets[d].name, ds_uids[d]);
+      GG_RETURN_IF_ERROR(sink(
+          MakePod(ds_templates[d], pname, spec.system_namespace, owner, node, i, slot++, spec)));
     }
-    if (spec.pods_per_node > 0) {
-      Workload wl = WorkloadFor(spec, i / k);
-      json tmpl = PodTemplate(wl, spec);
-      json owner = wl.job ? OwnerRef("batch/v1", "Job", wl.name, wl.uid) : OwnerRef("apps/v1", "ReplicaSet", wl.rs_name, wl.rs_uid);
-      if (wl.job) tmpl["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = wl.uid;
-      for (int p = 0; p < spec.pods_per_node; ++p) {
-        std::string base = wl.job ? wl.name : wl.rs_name;
-        std::string pname = base + "-" + UniqueSuffix(static_cast<uint64_t>(i) * 128 + static_cast<uint64_t>(p), spec.seed);
-        GG_RETURN_IF_ERROR(sink(MakePod(tmpl, pname, ns, owner, node, i, slot++, spec)));
-      }
-    }
-    if (spec.dra && spec.gpus_per_node > 0)
-      GG_RETURN_IF_ERROR(sink(MakeResourceSlice(node, spec.gpus_per_node, spec.gpu_product, spec.kube_version, spec.seed)));
   }
+  if (spec.pods_per_node > 0) {
+    Workload wl = WorkloadFor(spec, i / k);
+    json tmpl = PodTemplate(wl, spec);
+    json owner = wl.job ? OwnerRef("batch/v1", "Job", wl.name, wl.uid)
+                        : OwnerRef("apps/v1", "ReplicaSet", wl.rs_name, wl.rs_uid);
+    if (wl.job) tmpl["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = wl.uid;
+    for (int p = 0; p < spec.pods_per_node; ++p) {
+      std::string base = wl.job ? wl.name : wl.rs_name;
+      std::string pname =
+          base + "-" +
+          UniqueSuffix(static_cast<uint64_t>(i) * 128 + static_cast<uint64_t>(p), spec.seed);
+      GG_RETURN_IF_ERROR(sink(MakePod(tmpl, pname, ns, owner, node, i, slot++, spec)));
+    }
+  }
+  if (spec.dra && spec.gpus_per_node > 0)
+    GG_RETURN_IF_ERROR(
+        sink(MakeResourceSlice(node, spec.gpus_per_node, spec.gpu_product, spec.kube_version,
+                               spec.seed, spec.mig_devices_per_gpu)));
+  return OkStatus();
+}
+
+}  // namespace
+
+Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink) {
+  if (spec.nodes < 0 || spec.gpus_per_node < 0 || spec.pods_per_node < 0)
+    return InvalidArgumentError("population: counts must not be negative");
+  if (spec.gpus_per_node > 64)
+    return InvalidArgumentError("population: gpus_per_node must be <= 64");
+  if (spec.pods_per_node > 110)
+    return InvalidArgumentError("population: pods_per_node must be <= 110 (node pod capacity)");
+  if (spec.nodes > 10'000'000) return InvalidArgumentError("population: too many nodes");
+  if (!sink) return InvalidArgumentError("population: no sink");
+  if (spec.mig_devices_per_gpu < 0 || spec.mig_devices_per_gpu > 7)
+    return InvalidArgumentError("population: mig_devices_per_gpu must be 0..7");
+  std::vector<std::string> ds_uids;
+  GG_RETURN_IF_ERROR(EmitClusterObjects(spec, sink, &ds_uids));
+  for (int w = 0; w < WorkloadCount(spec); ++w) GG_RETURN_IF_ERROR(EmitWorkload(spec, w, sink));
+  const std::vector<json> ds_templates = DaemonSetPodTemplates();
+  for (int i = 0; i < spec.nodes; ++i)
+    GG_RETURN_IF_ERROR(EmitNode(spec, i, ds_uids, ds_templates, sink));
   return OkStatus();
 }
 

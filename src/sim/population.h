@@ -35,6 +35,9 @@ struct PopulationSpec {
   // creationTimestamp / lastHeartbeatTime of everything generated.
   std::string creation_timestamp = "2026-01-01T00:00:00Z";
   std::map<std::string, std::string> extra_node_labels;
+  // MIG: every GPU partitioned into this many 1g instances (0: no MIG; at most 7). With `dra`
+  // the ResourceSlice then publishes the MIG devices instead of the GPUs (MigLayout).
+  int mig_devices_per_gpu = 0;
 };
 
 // Receives each generated object (kind/apiVersion/metadata set, including a deterministic
@@ -62,11 +65,28 @@ nlohmann::json MakeGpuNode(const PopulationSpec& spec, int index, std::string_vi
                            const std::map<std::string, std::string>& extra_labels = {},
                            const nlohmann::json& taints = nullptr);
 
+// One MIG device of a partitioned GPU as the simulator lays them out: 1g instances in
+// placement order 0.., GPU-instance id = placement start + 1, compute instance 0.
+struct MigSlot {
+  uint32_t gpu_instance = 0;
+  uint32_t compute_instance = 0;
+  int start = 0;        // memory-slice placement start (size 1)
+  std::string profile;  // "1g.10gb" on an 80 GB GPU
+  int memory_mib = 0;
+};
+std::vector<MigSlot> MigLayout(std::string_view product, int devices);
+
 // One ResourceSlice for `node` with `gpus` devices "gpu-0".. (driver gpu.nvidia.com,
 // pool = node name, attributes uuid/productName/index, capacity memory), in the shape of
 // ResourceSliceApiVersion(kube_version): v1beta1 puts attributes under devices[].basic.
+// With `mig_devices_per_gpu` > 0 each GPU is published as NVIDIA's DRA driver publishes a
+// MIG-enabled GPU: not itself, but one device per MIG device, named
+// "gpu-<index>-mig-<GI profile id>-<placement start>-<size>", attributes type=mig,
+// uuid (FakeMigUuid), parentUUID (the GPU's), profile, productName; capacity memory and
+// memorySlice<start>.
 nlohmann::json MakeResourceSlice(std::string_view node, int gpus, std::string_view product,
-                                 std::string_view kube_version, uint64_t seed = 1);
+                                 std::string_view kube_version, uint64_t seed = 1,
+                                 int mig_devices_per_gpu = 0);
 // "resource.k8s.io/v1beta1" for 1.32-1.33, "resource.k8s.io/v1" for 1.34+.
 std::string ResourceSliceApiVersion(std::string_view kube_version);
 
@@ -82,6 +102,11 @@ int GpuMemoryMiB(std::string_view product);
 //          + hex[20:32]
 // e.g. FakeGpuUuid("gpu-node-00000", 0) — see population_test.cc for pinned values.
 std::string FakeGpuUuid(std::string_view node, int index);
+
+// The MIG device UUID the agent's fake NVML gives GPU instance `gi` / compute instance `ci`
+// of the GPU `gpu_uuid`: "MIG-" + the GPU UUID without "GPU-", its last four hex digits
+// replaced by gi and ci as two lowercase hex digits each.
+std::string FakeMigUuid(std::string_view gpu_uuid, uint32_t gi, uint32_t ci);
 
 // Deterministic RFC 4122-shaped UUID (version 4 bits set) from a string key and seed.
 std::string DeterministicUid(std::string_view key, uint64_t seed);

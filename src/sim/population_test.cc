@@ -161,6 +161,42 @@ TEST(PopulationTest, ResourceSliceShapes) {
   EXPECT_TRUE(set->ValidateNamed(v1, *name).ok());
 }
 
+// A MIG-partitioned node publishes its MIG devices, not its GPUs, in NVIDIA's DRA driver's
+// shape (name gpu-<i>-mig-<profile id>-<start>-<size>, type mig, uuid, parentUUID, profile),
+// valid against the release's schema in both the v1beta1 and the v1 shape.
+TEST(PopulationTest, MigResourceSliceShapes) {
+  for (const std::string kube : {"1.33", "1.35"}) {
+    SCOPED_TRACE(kube);
+    json s = MakeResourceSlice("n1", 2, "NVIDIA-H100-80GB-HBM3", kube, 1, 3);
+    const bool beta1 = kube == "1.33";
+    ASSERT_EQ(s["spec"]["devices"].size(), 6u);
+    const json& d = s["spec"]["devices"][4];  // GPU 1, second MIG device
+    EXPECT_EQ(d["name"], "gpu-1-mig-19-1-1");
+    const json& attrs = beta1 ? d["basic"]["attributes"] : d["attributes"];
+    EXPECT_EQ(attrs["type"]["string"], "mig");
+    EXPECT_EQ(attrs["parentUUID"]["string"], FakeGpuUuid("n1", 1));
+    EXPECT_EQ(attrs["uuid"]["string"], FakeMigUuid(FakeGpuUuid("n1", 1), 2, 0));
+    EXPECT_EQ(attrs["profile"]["string"], "1g.10gb");
+    EXPECT_FALSE(attrs.contains("index"));
+    const std::string version = beta1 ? "v1beta1" : "v1";
+    auto set =
+        LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", kube), kube);
+    ASSERT_TRUE(set.ok());
+    auto name = set->NameForGvk("resource.k8s.io", version, "ResourceSlice");
+    ASSERT_TRUE(name.has_value());
+    EXPECT_TRUE(set->UnknownFields(s, *set->Find(*name)).empty());
+    EXPECT_TRUE(set->ValidateNamed(s, *name).ok());
+  }
+  // The MIG UUID is the one the agent's fake NVML derives (pinned).
+  EXPECT_EQ(FakeMigUuid("GPU-0123abcd-0000-1111-2222-333344445555", 3, 0),
+            "MIG-0123abcd-0000-1111-2222-333344440300");
+  EXPECT_EQ(MigLayout("NVIDIA-H200", 7).size(), 7u);
+  EXPECT_EQ(MigLayout("NVIDIA-H200", 7)[6].profile, "1g.18gb");
+  PopulationSpec bad;
+  bad.mig_devices_per_gpu = 8;
+  EXPECT_FALSE(GeneratePopulation(bad, [](json&&) { return OkStatus(); }).ok());
+}
+
 TEST(PopulationTest, BadSpecsAndSinkErrors) {
   PopulationSpec spec;
   spec.nodes = -1;

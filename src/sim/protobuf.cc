@@ -244,6 +244,109 @@ StatusOr<json> DecodeValue(const Raw& raw, const std::string& type, std::string_
 
 bool HasProtobufMagic(std::string_view body) { return body.substr(0, 4) == kMagic; }
 
+namespace {
+
+// One field's key and value: its number, and its wire type with the varint, fixed or
+// length-delimited value.
+Status ReadField(Reader& r, std::string_view message, int* num, Raw* raw) {
+  auto key = r.Varint();
+  if (!key) return Malformed(message, "truncated field key");
+  *num = static_cast<int>(*key >> 3);
+  raw->wire = static_cast<int>(*key & 7);
+  switch (raw->wire) {
+    case 0: {
+      auto v = r.Varint();
+      if (!v) return Malformed(message, "truncated varint");
+      raw->num = *v;
+      return OkStatus();
+    }
+    case 1: {
+      auto b = r.Bytes(8);
+      if (!b) return Malformed(message, "truncated fixed64");
+      std::memcpy(&raw->num, b->data(), 8);
+      return OkStatus();
+    }
+    case 5: {
+      auto b = r.Bytes(4);
+      if (!b) return Malformed(message, "truncated fixed32");
+      std::uint32_t v;
+      std::memcpy(&v, b->data(), 4);
+      raw->num = v;
+      return OkStatus();
+    }
+    case 2: {
+      auto n = r.Varint();
+      if (!n) return Malformed(message, "truncated length");
+      auto b = r.Bytes(static_cast<std::size_t>(*n));
+      if (!b) return Malformed(message, "length beyond the end of the body");
+      raw->bytes = *b;
+      return OkStatus();
+    }
+    default:
+      return Malformed(message, "unsupported wire type " + std::to_string(raw->wire));
+  }
+}
+
+// map<K,V>: a repeated entry message {1: key, 2: value}, one key of the JSON object.
+Status DecodeMapEntry(const Raw& raw, const Field& f, std::string_view message, json& out) {
+  auto comma = f.type.find(',');
+  std::string ktype = f.type.substr(4, comma - 4);
+  std::string vtype = f.type.substr(comma + 1, f.type.size() - comma - 2);
+  if (raw.wire != 2) return Malformed(message, f.name + ": map entry is not length-delimited");
+  Reader er(raw.bytes);
+  json k = "", v = IsScalar(vtype) ? json("") : json::object();
+  if (vtype == "bytes") v = "";
+  while (!er.done()) {
+    auto ek = er.Varint();
+    if (!ek) return Malformed(message, f.name + ": truncated map entry");
+    Raw ev;
+    ev.wire = static_cast<int>(*ek & 7);
+    if (ev.wire == 0) {
+      auto x = er.Varint();
+      if (!x) return Malformed(message, f.name + ": truncated map entry");
+      ev.num = *x;
+    } else if (ev.wire == 2) {
+      auto n = er.Varint();
+      auto b = n ? er.Bytes(static_cast<std::size_t>(*n)) : std::nullopt;
+      if (!b) return Malformed(message, f.name + ": truncated map entry");
+      ev.bytes = *b;
+    } else {
+      return Malformed(message, f.name + ": unsupported map entry wire type");
+    }
+    int en = static_cast<int>(*ek >> 3);
+    auto dv = DecodeValue(ev, en == 1 ? ktype : vtype, message);
+    if (!dv.ok()) return dv.status();
+    (en == 1 ? k : v) = std::move(*dv);
+  }
+  if (!out.contains(f.name)) out[f.name] = json::object();
+  out[f.name][k.is_string() ? k.get<std::string>() : k.dump()] = std::move(v);
+  return OkStatus();
+}
+
+// One occurrence of a repeated field: an element, or packed scalars.
+Status DecodeRepeated(const Raw& raw, const Field& f, std::string_view message, json& out) {
+  if (!out.contains(f.name)) out[f.name] = json::array();
+  if (raw.wire != 2 || !IsScalar(f.type) || f.type == "string" || f.type == "bytes") {
+    auto dv = DecodeValue(raw, f.type, message);
+    if (!dv.ok()) return dv.status();
+    out[f.name].push_back(std::move(*dv));
+    return OkStatus();
+  }
+  Reader pr(raw.bytes);
+  while (!pr.done()) {
+    Raw e;
+    auto x = pr.Varint();
+    if (!x) return Malformed(message, f.name + ": truncated packed value");
+    e.num = *x;
+    auto dv = DecodeScalar(e, f.type, message);
+    if (!dv.ok()) return dv.status();
+    out[f.name].push_back(std::move(*dv));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<json> DecodeProtobufMessage(std::string_view bytes, std::string_view message) {
   Status err;
   const auto* table = Table(&err);
@@ -255,102 +358,20 @@ StatusOr<json> DecodeProtobufMessage(std::string_view bytes, std::string_view me
   json out = json::object();
   Reader r(bytes);
   while (!r.done()) {
-    auto key = r.Varint();
-    if (!key) return Malformed(message, "truncated field key");
-    int num = static_cast<int>(*key >> 3);
+    int num = 0;
     Raw raw;
-    raw.wire = static_cast<int>(*key & 7);
-    switch (raw.wire) {
-      case 0: {
-        auto v = r.Varint();
-        if (!v) return Malformed(message, "truncated varint");
-        raw.num = *v;
-        break;
-      }
-      case 1: {
-        auto b = r.Bytes(8);
-        if (!b) return Malformed(message, "truncated fixed64");
-        std::memcpy(&raw.num, b->data(), 8);
-        break;
-      }
-      case 5: {
-        auto b = r.Bytes(4);
-        if (!b) return Malformed(message, "truncated fixed32");
-        std::uint32_t v;
-        std::memcpy(&v, b->data(), 4);
-        raw.num = v;
-        break;
-      }
-      case 2: {
-        auto n = r.Varint();
-        if (!n) return Malformed(message, "truncated length");
-        auto b = r.Bytes(static_cast<std::size_t>(*n));
-        if (!b) return Malformed(message, "length beyond the end of the body");
-        raw.bytes = *b;
-        break;
-      }
-      default:
-        return Malformed(message, "unsupported wire type " + std::to_string(raw.wire));
-    }
+    GG_RETURN_IF_ERROR(ReadField(r, message, &num, &raw));
     auto fit = m.find(num);
     if (fit == m.end())
       return InvalidArgumentError("unknown field number " + std::to_string(num) + " in " +
                                   std::string(message));
     const Field& f = fit->second;
     if (f.type.rfind("map<", 0) == 0) {
-      // map<K,V>: a repeated entry message {1: key, 2: value}.
-      auto comma = f.type.find(',');
-      std::string ktype = f.type.substr(4, comma - 4);
-      std::string vtype = f.type.substr(comma + 1, f.type.size() - comma - 2);
-      if (raw.wire != 2) return Malformed(message, f.name + ": map entry is not length-delimited");
-      Reader er(raw.bytes);
-      json k = "", v = IsScalar(vtype) ? json("") : json::object();
-      if (vtype == "bytes") v = "";
-      while (!er.done()) {
-        auto ek = er.Varint();
-        if (!ek) return Malformed(message, f.name + ": truncated map entry");
-        Raw ev;
-        ev.wire = static_cast<int>(*ek & 7);
-        if (ev.wire == 0) {
-          auto x = er.Varint();
-          if (!x) return Malformed(message, f.name + ": truncated map entry");
-          ev.num = *x;
-        } else if (ev.wire == 2) {
-          auto n = er.Varint();
-          auto b = n ? er.Bytes(static_cast<std::size_t>(*n)) : std::nullopt;
-          if (!b) return Malformed(message, f.name + ": truncated map entry");
-          ev.bytes = *b;
-        } else {
-          return Malformed(message, f.name + ": unsupported map entry wire type");
-        }
-        int en = static_cast<int>(*ek >> 3);
-        auto dv = DecodeValue(ev, en == 1 ? ktype : vtype, message);
-        if (!dv.ok()) return dv.status();
-        (en == 1 ? k : v) = std::move(*dv);
-      }
-      if (!out.contains(f.name)) out[f.name] = json::object();
-      out[f.name][k.is_string() ? k.get<std::string>() : k.dump()] = std::move(v);
+      GG_RETURN_IF_ERROR(DecodeMapEntry(raw, f, message, out));
       continue;
     }
     if (f.repeated) {
-      if (!out.contains(f.name)) out[f.name] = json::array();
-      if (raw.wire == 2 && IsScalar(f.type) && f.type != "string" && f.type != "bytes") {
-        // Packed repeated scalars.
-        Reader pr(raw.bytes);
-        while (!pr.done()) {
-          Raw e;
-          auto x = pr.Varint();
-          if (!x) return Malformed(message, f.name + ": truncated packed value");
-          e.num = *x;
-          auto dv = DecodeScalar(e, f.type, message);
-          if (!dv.ok()) return dv.status();
-          out[f.name].push_back(std::move(*dv));
-        }
-        continue;
-      }
-      auto dv = DecodeValue(raw, f.type, message);
-      if (!dv.ok()) return dv.status();
-      out[f.name].push_back(std::move(*dv));
+      GG_RETURN_IF_ERROR(DecodeRepeated(raw, f, message, out));
       continue;
     }
     auto dv = DecodeValue(raw, f.type, message);

@@ -695,6 +695,96 @@ void ValidateEventsV1(const json& ev, bool is_create, std::vector<StatusCause>& 
 
 }  // namespace
 
+namespace {
+
+void ValidatePdb(const json& obj, std::vector<StatusCause>& out) {
+  const json& min_av = At(obj, {"spec", "minAvailable"});
+  const json& max_un = At(obj, {"spec", "maxUnavailable"});
+  if (!min_av.is_null() && !max_un.is_null())
+    out.push_back(InvalidCause("spec", obj.value("spec", json()),
+                               "minAvailable and maxUnavailable cannot be both set"));
+  ValidateIntOrPercent(min_av, "spec.minAvailable", out);
+  ValidateIntOrPercent(max_un, "spec.maxUnavailable", out);
+  const json& sel = At(obj, {"spec", "selector"});
+  if (!sel.is_null()) {
+    auto ls = LabelSelector::FromJson(sel);
+    if (!ls.ok()) out.push_back(InvalidCause("spec.selector", sel, ls.status().message()));
+  }
+  std::string p = S(At(obj, {"spec", "unhealthyPodEvictionPolicy"}));
+  if (!p.empty() && p != "IfHealthyBudget" && p != "AlwaysAllow")
+    out.push_back(NotSupportedCause("spec.unhealthyPodEvictionPolicy", p,
+                                    {"IfHealthyBudget", "AlwaysAllow"}));
+}
+
+void ValidateLease(const json& obj, std::vector<StatusCause>& out) {
+  const json& d = At(obj, {"spec", "leaseDurationSeconds"});
+  if (d.is_number() && d.get<double>() <= 0)
+    out.push_back(InvalidCause("spec.leaseDurationSeconds", d, "must be greater than 0"));
+  const json& t = At(obj, {"spec", "leaseTransitions"});
+  if (t.is_number() && t.get<double>() < 0)
+    out.push_back(InvalidCause("spec.leaseTransitions", t, "must be greater than or equal to 0"));
+}
+
+// Device taint effects: None is known from 1.35 on.
+std::vector<std::string> DeviceTaintEffects(std::string_view kube_version) {
+  std::vector<std::string> effects = {"NoSchedule", "NoExecute"};
+  if (kube_version >= std::string_view("1.35")) effects.insert(effects.begin(), "None");
+  return effects;
+}
+
+void ValidateDeviceTaintRule(const json& obj, std::string_view kube_version,
+                             std::vector<StatusCause>& out) {
+  const json& taint = At(obj, {"spec", "taint"});
+  if (!taint.is_object())
+    out.push_back(RequiredCause("spec.taint"));
+  else
+    ValidateTaints(json::array({taint}), "spec.taint", DeviceTaintEffects(kube_version), false,
+                   out);
+  for (auto& c : out)
+    if (c.field.rfind("spec.taint[0]", 0) == 0) c.field = "spec.taint" + c.field.substr(13);
+}
+
+// A ResourceSlice: driver and pool, each device named with at most 16 taints, at most 128
+// devices (64 when any has taints).
+void ValidateResourceSlice(const json& obj, std::string_view version, std::string_view kube_version,
+                           std::vector<StatusCause>& out) {
+  const std::vector<std::string> effects = DeviceTaintEffects(kube_version);
+  if (S(At(obj, {"spec", "driver"})).empty()) out.push_back(RequiredCause("spec.driver"));
+  if (S(At(obj, {"spec", "pool", "name"})).empty()) out.push_back(RequiredCause("spec.pool.name"));
+  const json& devs = At(obj, {"spec", "devices"});
+  if (!devs.is_array()) return;
+  bool any_taints = false;
+  for (size_t i = 0; i < devs.size(); ++i) {
+    const json& taints =
+        version == "v1beta1" ? At(devs[i], {"basic", "taints"}) : At(devs[i], {"taints"});
+    std::string p = "spec.devices[" + std::to_string(i) + "]" +
+                    (version == "v1beta1" ? ".basic" : "") + ".taints";
+    if (taints.is_array() && !taints.empty()) any_taints = true;
+    if (taints.is_array() && taints.size() > 16)
+      out.push_back({"FieldValueTooMany",
+                     "Too many: " + std::to_string(taints.size()) + ": must have at most 16 items",
+                     p});
+    ValidateTaints(taints, p, effects, false, out);
+    if (S(At(devs[i], {"name"})).empty())
+      out.push_back(RequiredCause("spec.devices[" + std::to_string(i) + "].name"));
+  }
+  size_t limit = any_taints ? 64 : 128;
+  if (devs.size() > limit)
+    out.push_back({"FieldValueTooMany",
+                   "Too many: " + std::to_string(devs.size()) + ": must have at most " +
+                       std::to_string(limit) + " items",
+                   "spec.devices"});
+}
+
+void ValidateWorkload(const json& obj, bool is_create, std::vector<StatusCause>& out) {
+  if (is_create) ValidatePodSpec(At(obj, {"spec", "template", "spec"}), "spec.template.spec", out);
+  const json& r = At(obj, {"spec", "replicas"});
+  if (r.is_number() && r.get<double>() < 0)
+    out.push_back(InvalidCause("spec.replicas", r, "must be greater than or equal to 0"));
+}
+
+}  // namespace
+
 std::vector<StatusCause> ValidateBuiltin(const json& obj, std::string_view group, std::string_view version,
                                          std::string_view kind, bool namespaced, bool is_create,
                                          std::string_view kube_version) {
@@ -709,75 +799,25 @@ std::vector<StatusCause> ValidateBuiltin(const json& obj, std::string_view group
   if (kind == "Namespace") rule = NameRule::kDns1123Label;
   if (core_event) rule = NameRule::kNone;  // legacy core events skip ObjectMeta name checks
   Append(out, ValidateObjectMeta(obj.value("metadata", json()), namespaced, rule));
-  const json& spec = obj.value("spec", json());
   if (kind == "Node" && group.empty()) {
     ValidateTaints(At(obj, {"spec", "taints"}), "spec.taints", {"NoSchedule", "PreferNoSchedule", "NoExecute"}, true, out);
   } else if (kind == "Pod" && group.empty()) {
-    if (is_create) ValidatePodSpec(spec, "spec", out);
+    if (is_create) ValidatePodSpec(obj.value("spec", json()), "spec", out);
   } else if (core_event) {
     ValidateCoreEvent(obj, out);
   } else if (v1_event) {
     ValidateEventsV1(obj, is_create, out);
   } else if (kind == "PodDisruptionBudget") {
-    const json& min_av = At(obj, {"spec", "minAvailable"});
-    const json& max_un = At(obj, {"spec", "maxUnavailable"});
-    if (!min_av.is_null() && !max_un.is_null())
-      out.push_back(InvalidCause("spec", spec, "minAvailable and maxUnavailable cannot be both set"));
-    ValidateIntOrPercent(min_av, "spec.minAvailable", out);
-    ValidateIntOrPercent(max_un, "spec.maxUnavailable", out);
-    const json& sel = At(obj, {"spec", "selector"});
-    if (!sel.is_null()) {
-      auto ls = LabelSelector::FromJson(sel);
-      if (!ls.ok()) out.push_back(InvalidCause("spec.selector", sel, ls.status().message()));
-    }
-    std::string p = S(At(obj, {"spec", "unhealthyPodEvictionPolicy"}));
-    if (!p.empty() && p != "IfHealthyBudget" && p != "AlwaysAllow")
-      out.push_back(NotSupportedCause("spec.unhealthyPodEvictionPolicy", p, {"IfHealthyBudget", "AlwaysAllow"}));
+    ValidatePdb(obj, out);
   } else if (kind == "Lease") {
-    const json& d = At(obj, {"spec", "leaseDurationSeconds"});
-    if (d.is_number() && d.get<double>() <= 0)
-      out.push_back(InvalidCause("spec.leaseDurationSeconds", d, "must be greater than 0"));
-    const json& t = At(obj, {"spec", "leaseTransitions"});
-    if (t.is_number() && t.get<double>() < 0)
-      out.push_back(InvalidCause("spec.leaseTransitions", t, "must be greater than or equal to 0"));
+    ValidateLease(obj, out);
   } else if (kind == "DeviceTaintRule") {
-    std::vector<std::string> effects = {"NoSchedule", "NoExecute"};
-    if (kube_version >= std::string_view("1.35")) effects.insert(effects.begin(), "None");
-    const json& taint = At(obj, {"spec", "taint"});
-    if (!taint.is_object()) out.push_back(RequiredCause("spec.taint"));
-    else ValidateTaints(json::array({taint}), "spec.taint", effects, false, out);
-    for (auto& c : out)
-      if (c.field.rfind("spec.taint[0]", 0) == 0) c.field = "spec.taint" + c.field.substr(13);
+    ValidateDeviceTaintRule(obj, kube_version, out);
   } else if (kind == "ResourceSlice") {
-    std::vector<std::string> effects = {"NoSchedule", "NoExecute"};
-    if (kube_version >= std::string_view("1.35")) effects.insert(effects.begin(), "None");
-    if (S(At(obj, {"spec", "driver"})).empty()) out.push_back(RequiredCause("spec.driver"));
-    if (S(At(obj, {"spec", "pool", "name"})).empty()) out.push_back(RequiredCause("spec.pool.name"));
-    const json& devs = At(obj, {"spec", "devices"});
-    if (devs.is_array()) {
-      bool any_taints = false;
-      for (size_t i = 0; i < devs.size(); ++i) {
-        const json& taints = version == "v1beta1" ? At(devs[i], {"basic", "taints"}) : At(devs[i], {"taints"});
-        std::string p = "spec.devices[" + std::to_string(i) + "]" + (version == "v1beta1" ? ".basic" : "") + ".taints";
-        if (taints.is_array() && !taints.empty()) any_taints = true;
-        if (taints.is_array() && taints.size() > 16)
-          out.push_back({"FieldValueTooMany", "Too many: " + std::to_string(taints.size()) + ": must have at most 16 items", p});
-        ValidateTaints(taints, p, effects, false, out);
-        if (S(At(devs[i], {"name"})).empty())
-          out.push_back(RequiredCause("spec.devices[" + std::to_string(i) + "].name"));
-      }
-      size_t limit = any_taints ? 64 : 128;
-      if (devs.size() > limit)
-        out.push_back({"FieldValueTooMany", "Too many: " + std::to_string(devs.size()) + ": must have at most " +
-                                                std::to_string(limit) + " items", "spec.devices"});
-    }
+    ValidateResourceSlice(obj, version, kube_version, out);
   } else if (kind == "Deployment" || kind == "ReplicaSet" || kind == "DaemonSet" || kind == "Job") {
-    if (is_create) ValidatePodSpec(At(obj, {"spec", "template", "spec"}), "spec.template.spec", out);
-    const json& r = At(obj, {"spec", "replicas"});
-    if (r.is_number() && r.get<double>() < 0)
-      out.push_back(InvalidCause("spec.replicas", r, "must be greater than or equal to 0"));
+    ValidateWorkload(obj, is_create, out);
   }
   return out;
 }
-
 }  // namespace gg::sim

@@ -195,18 +195,18 @@ StatusCause DuplicateCause(std::string field, const json& value) {
   return {"FieldValueDuplicate", "Duplicate value: " + RenderValue(value), std::move(field)};
 }
 
-std::vector<StatusCause> ValidateObjectMeta(const json& md, bool namespaced, NameRule rule) {
-  std::vector<StatusCause> out;
-  if (!md.is_object()) {
-    out.push_back(RequiredCause("metadata"));
-    return out;
-  }
-  auto str = [&](const char* k) -> std::optional<std::string> {
-    auto it = md.find(k);
-    if (it == md.end() || it->is_null()) return std::nullopt;
-    if (!it->is_string()) return std::string("\x01");  // marks a non-string
-    return it->get<std::string>();
-  };
+namespace {
+
+// A metadata string field: nullopt when absent or null, "\x01" when not a string.
+std::optional<std::string> MetaString(const json& md, const char* k) {
+  auto it = md.find(k);
+  if (it == md.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return std::string("\x01");  // marks a non-string
+  return it->get<std::string>();
+}
+
+// name or generateName (a prefix: its trailing '-' is not checked), by `rule`.
+void ValidateMetaName(const json& md, NameRule rule, std::vector<StatusCause>& out) {
   auto check_name = [&](const std::string& field, std::string v, bool prefix) {
     if (v == "\x01") {
       out.push_back(InvalidCause(field, md.at(field.substr(9)), "must be a string"));
@@ -218,8 +218,8 @@ std::vector<StatusCause> ValidateObjectMeta(const json& md, bool namespaced, Nam
     if (rule == NameRule::kDns1123Label) errs = IsDns1123Label(v);
     for (auto& e : errs) out.push_back(InvalidCause(field, md.at(field.substr(9)), e));
   };
-  auto name = str("name");
-  auto gen = str("generateName");
+  auto name = MetaString(md, "name");
+  auto gen = MetaString(md, "generateName");
   if (gen && !gen->empty()) check_name("metadata.generateName", *gen, true);
   if (!name || name->empty()) {
     if (!gen || gen->empty())
@@ -227,81 +227,107 @@ std::vector<StatusCause> ValidateObjectMeta(const json& md, bool namespaced, Nam
   } else {
     check_name("metadata.name", *name, false);
   }
-  auto ns = str("namespace");
-  if (namespaced) {
-    if (!ns || ns->empty()) {
-      out.push_back(RequiredCause("metadata.namespace"));
-    } else if (*ns == "\x01") {
-      out.push_back(InvalidCause("metadata.namespace", md.at("namespace"), "must be a string"));
-    } else {
-      for (auto& e : IsDns1123Label(*ns))
-        out.push_back(InvalidCause("metadata.namespace", *ns, e));
-    }
-  } else if (ns && !ns->empty()) {
-    out.push_back(ForbiddenCause("metadata.namespace", "not allowed on this type"));
+}
+
+// A namespaced kind needs a DNS label namespace; a cluster-scoped one may not have one.
+void ValidateMetaNamespace(const json& md, bool namespaced, std::vector<StatusCause>& out) {
+  auto ns = MetaString(md, "namespace");
+  if (!namespaced) {
+    if (ns && !ns->empty())
+      out.push_back(ForbiddenCause("metadata.namespace", "not allowed on this type"));
+  } else if (!ns || ns->empty()) {
+    out.push_back(RequiredCause("metadata.namespace"));
+  } else if (*ns == "\x01") {
+    out.push_back(InvalidCause("metadata.namespace", md.at("namespace"), "must be a string"));
+  } else {
+    for (auto& e : IsDns1123Label(*ns)) out.push_back(InvalidCause("metadata.namespace", *ns, e));
   }
-  if (auto it = md.find("labels"); it != md.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      out.push_back(InvalidCause("metadata.labels", *it, "must be an object"));
-    } else {
-      for (auto l = it->begin(); l != it->end(); ++l) {
-        for (auto& e : IsQualifiedName(l.key()))
-          out.push_back(InvalidCause("metadata.labels", l.key(), e));
-        if (!l->is_string()) {
-          out.push_back(InvalidCause("metadata.labels", *l, "must be a string"));
-          continue;
-        }
-        for (auto& e : IsValidLabelValue(l->get<std::string>()))
-          out.push_back(InvalidCause("metadata.labels", *l, e));
-      }
+}
+
+void ValidateLabels(const json& labels, std::vector<StatusCause>& out) {
+  if (!labels.is_object()) {
+    out.push_back(InvalidCause("metadata.labels", labels, "must be an object"));
+    return;
+  }
+  for (auto l = labels.begin(); l != labels.end(); ++l) {
+    for (auto& e : IsQualifiedName(l.key()))
+      out.push_back(InvalidCause("metadata.labels", l.key(), e));
+    if (!l->is_string()) {
+      out.push_back(InvalidCause("metadata.labels", *l, "must be a string"));
+      continue;
+    }
+    for (auto& e : IsValidLabelValue(l->get<std::string>()))
+      out.push_back(InvalidCause("metadata.labels", *l, e));
+  }
+}
+
+// Qualified keys (case-insensitive), string values, at most 256 KiB in all.
+void ValidateAnnotations(const json& annotations, std::vector<StatusCause>& out) {
+  if (!annotations.is_object()) {
+    out.push_back(InvalidCause("metadata.annotations", annotations, "must be an object"));
+    return;
+  }
+  size_t total = 0;
+  for (auto a = annotations.begin(); a != annotations.end(); ++a) {
+    std::string lower = a.key();
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    for (auto& e : IsQualifiedName(lower))
+      out.push_back(InvalidCause("metadata.annotations", a.key(), e));
+    total += a.key().size() +
+             (a->is_string() ? a->get_ref<const std::string&>().size() : a->dump().size());
+    if (!a->is_string())
+      out.push_back(InvalidCause("metadata.annotations", *a, "must be a string"));
+  }
+  if (total > kTotalAnnotationSizeLimitBytes)
+    out.push_back(TooLongCause("metadata.annotations", kTotalAnnotationSizeLimitBytes));
+}
+
+void ValidateFinalizers(const json& finalizers, std::vector<StatusCause>& out) {
+  for (size_t i = 0; i < finalizers.size(); ++i) {
+    const json& f = finalizers[i];
+    std::string field = "metadata.finalizers[" + std::to_string(i) + "]";
+    if (!f.is_string()) {
+      out.push_back(InvalidCause(field, f, "must be a string"));
+      continue;
+    }
+    for (auto& e : IsQualifiedName(f.get<std::string>())) out.push_back(InvalidCause(field, f, e));
+  }
+}
+
+void ValidateOwnerReferences(const json& refs, std::vector<StatusCause>& out) {
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const json& o = refs[i];
+    std::string base = "metadata.ownerReferences[" + std::to_string(i) + "]";
+    if (!o.is_object()) {
+      out.push_back(InvalidCause(base, o, "must be an object"));
+      continue;
+    }
+    for (const char* k : {"apiVersion", "kind", "name", "uid"}) {
+      auto f = o.find(k);
+      if (f == o.end() || !f->is_string() || f->get_ref<const std::string&>().empty())
+        out.push_back(RequiredCause(base + "." + k));
     }
   }
-  if (auto it = md.find("annotations"); it != md.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      out.push_back(InvalidCause("metadata.annotations", *it, "must be an object"));
-    } else {
-      size_t total = 0;
-      for (auto a = it->begin(); a != it->end(); ++a) {
-        std::string lower = a.key();
-        std::transform(lower.begin(), lower.end(), lower.begin(),
-                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        for (auto& e : IsQualifiedName(lower))
-          out.push_back(InvalidCause("metadata.annotations", a.key(), e));
-        total += a.key().size() + (a->is_string() ? a->get_ref<const std::string&>().size()
-                                                  : a->dump().size());
-        if (!a->is_string())
-          out.push_back(InvalidCause("metadata.annotations", *a, "must be a string"));
-      }
-      if (total > kTotalAnnotationSizeLimitBytes)
-        out.push_back(TooLongCause("metadata.annotations", kTotalAnnotationSizeLimitBytes));
-    }
+}
+
+}  // namespace
+
+std::vector<StatusCause> ValidateObjectMeta(const json& md, bool namespaced, NameRule rule) {
+  std::vector<StatusCause> out;
+  if (!md.is_object()) {
+    out.push_back(RequiredCause("metadata"));
+    return out;
   }
-  if (auto it = md.find("finalizers"); it != md.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      const json& f = (*it)[i];
-      std::string field = "metadata.finalizers[" + std::to_string(i) + "]";
-      if (!f.is_string()) {
-        out.push_back(InvalidCause(field, f, "must be a string"));
-        continue;
-      }
-      for (auto& e : IsQualifiedName(f.get<std::string>())) out.push_back(InvalidCause(field, f, e));
-    }
-  }
-  if (auto it = md.find("ownerReferences"); it != md.end() && it->is_array()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      const json& o = (*it)[i];
-      std::string base = "metadata.ownerReferences[" + std::to_string(i) + "]";
-      if (!o.is_object()) {
-        out.push_back(InvalidCause(base, o, "must be an object"));
-        continue;
-      }
-      for (const char* k : {"apiVersion", "kind", "name", "uid"}) {
-        auto f = o.find(k);
-        if (f == o.end() || !f->is_string() || f->get_ref<const std::string&>().empty())
-          out.push_back(RequiredCause(base + "." + k));
-      }
-    }
-  }
+  ValidateMetaName(md, rule, out);
+  ValidateMetaNamespace(md, namespaced, out);
+  if (auto it = md.find("labels"); it != md.end() && !it->is_null()) ValidateLabels(*it, out);
+  if (auto it = md.find("annotations"); it != md.end() && !it->is_null())
+    ValidateAnnotations(*it, out);
+  if (auto it = md.find("finalizers"); it != md.end() && it->is_array())
+    ValidateFinalizers(*it, out);
+  if (auto it = md.find("ownerReferences"); it != md.end() && it->is_array())
+    ValidateOwnerReferences(*it, out);
   return out;
 }
 
@@ -368,6 +394,119 @@ Status ValidateKey(const std::string& key) {
 
 }  // namespace
 
+namespace {
+
+using Requirement = LabelSelector::Requirement;
+using SelOp = LabelSelector::Op;
+
+// "(a, b)" after in / notin: an empty value between commas (or a trailing one) counts.
+Status ParseValueSet(Lexer& lx, Requirement& r) {
+  auto [t3, l3] = lx.Next();
+  if (t3 != Tok::kOpen) return ReqError("found '" + l3 + "', expected: '('");
+  bool expect_value = true;
+  while (true) {
+    auto [t4, l4] = lx.Next();
+    if (t4 == Tok::kClose) {
+      if (expect_value && !r.values.empty()) r.values.emplace_back();  // "(a,)"
+      break;
+    }
+    if (t4 == Tok::kComma) {
+      if (expect_value) r.values.emplace_back();
+      expect_value = true;
+      continue;
+    }
+    if ((t4 == Tok::kIdent || t4 == Tok::kIn || t4 == Tok::kNotIn) && expect_value) {
+      r.values.push_back(l4);
+      expect_value = false;
+      continue;
+    }
+    return ReqError("found '" + l4 + "', expected: ',', ')' or identifier");
+  }
+  if (r.values.empty()) return ReqError("for 'in', 'notin' operators, values set can't be empty");
+  return OkStatus();
+}
+
+// The one value after =, ==, !=, > or < (empty at the end or before a comma).
+Status ParseSingleValue(Lexer& lx, Requirement& r) {
+  auto [t3, l3] = lx.Peek();
+  if (t3 == Tok::kEnd || t3 == Tok::kComma) {
+    r.values.emplace_back();
+  } else if (t3 == Tok::kIdent || t3 == Tok::kIn || t3 == Tok::kNotIn) {
+    lx.Next();
+    r.values.push_back(l3);
+  } else {
+    return ReqError("found '" + l3 + "', expected: identifier");
+  }
+  return OkStatus();
+}
+
+// Gt and Lt take integers; every other value must be a valid label value.
+Status ValidateValues(const Requirement& r) {
+  for (size_t i = 0; i < r.values.size(); ++i) {
+    if (r.op == SelOp::kGt || r.op == SelOp::kLt) {
+      if (!ParseInt(r.values[i]))
+        return ReqError("for 'Gt', 'Lt' operators, the value must be an integer");
+      continue;
+    }
+    auto errs = IsValidLabelValue(r.values[i]);
+    if (!errs.empty())
+      return ReqError("values[" + std::to_string(i) + "][" + r.key +
+                      "]: Invalid value: " + json(r.values[i]).dump() + ": " + Join(errs, "; "));
+  }
+  return OkStatus();
+}
+
+// The operator and values after a requirement's key (none: the key exists).
+Status ParseOperation(Lexer& lx, Requirement& r) {
+  auto [t2, l2] = lx.Peek();
+  if (t2 == Tok::kEnd || t2 == Tok::kComma) {
+    r.op = SelOp::kExists;
+    return OkStatus();
+  }
+  lx.Next();
+  switch (t2) {
+    case Tok::kIn:
+    case Tok::kNotIn:
+      r.op = t2 == Tok::kIn ? SelOp::kIn : SelOp::kNotIn;
+      GG_RETURN_IF_ERROR(ParseValueSet(lx, r));
+      break;
+    case Tok::kEq:
+    case Tok::kDoubleEq:
+    case Tok::kNotEq:
+    case Tok::kGt:
+    case Tok::kLt:
+      r.op = (t2 == Tok::kNotEq) ? SelOp::kNotIn
+             : (t2 == Tok::kGt)  ? SelOp::kGt
+             : (t2 == Tok::kLt)  ? SelOp::kLt
+                                 : SelOp::kIn;
+      GG_RETURN_IF_ERROR(ParseSingleValue(lx, r));
+      break;
+    default:
+      return ReqError("found '" + l2 + "', expected: in, notin, =, ==, !=, gt, lt");
+  }
+  return ValidateValues(r);
+}
+
+// One requirement: `!key`, or a key and its operation.
+StatusOr<Requirement> ParseRequirement(Lexer& lx, Tok first) {
+  Requirement r;
+  if (first == Tok::kNot) {
+    lx.Next();
+    auto [t2, l2] = lx.Next();
+    if (t2 != Tok::kIdent) return ReqError("found '" + l2 + "', expected: identifier");
+    r.key = l2;
+    r.op = SelOp::kNotExists;
+    GG_RETURN_IF_ERROR(ValidateKey(r.key));
+    return r;
+  }
+  r.key = lx.Next().second;
+  GG_RETURN_IF_ERROR(ValidateKey(r.key));
+  GG_RETURN_IF_ERROR(ParseOperation(lx, r));
+  return r;
+}
+
+}  // namespace
+
 StatusOr<LabelSelector> LabelSelector::Parse(std::string_view s) {
   LabelSelector sel;
   Lexer lx{s};
@@ -376,83 +515,9 @@ StatusOr<LabelSelector> LabelSelector::Parse(std::string_view s) {
     if (tok == Tok::kEnd) break;
     if (tok != Tok::kIdent && tok != Tok::kNot)
       return InvalidArgumentError("found '" + lit + "', expected: !, identifier, or 'end of string'");
-    Requirement r;
-    if (tok == Tok::kNot) {
-      lx.Next();
-      auto [t2, l2] = lx.Next();
-      if (t2 != Tok::kIdent) return ReqError("found '" + l2 + "', expected: identifier");
-      r.key = l2;
-      r.op = Op::kNotExists;
-      GG_RETURN_IF_ERROR(ValidateKey(r.key));
-    } else {
-      r.key = lx.Next().second;
-      GG_RETURN_IF_ERROR(ValidateKey(r.key));
-      auto [t2, l2] = lx.Peek();
-      if (t2 == Tok::kEnd || t2 == Tok::kComma) {
-        r.op = Op::kExists;
-      } else {
-        lx.Next();
-        switch (t2) {
-          case Tok::kIn: case Tok::kNotIn: {
-            r.op = t2 == Tok::kIn ? Op::kIn : Op::kNotIn;
-            auto [t3, l3] = lx.Next();
-            if (t3 != Tok::kOpen) return ReqError("found '" + l3 + "', expected: '('");
-            bool expect_value = true;
-            while (true) {
-              auto [t4, l4] = lx.Next();
-              if (t4 == Tok::kClose) {
-                if (expect_value && !r.values.empty()) r.values.emplace_back();  // "(a,)"
-                break;
-              }
-              if (t4 == Tok::kComma) {
-                if (expect_value) r.values.emplace_back();
-                expect_value = true;
-                continue;
-              }
-              if ((t4 == Tok::kIdent || t4 == Tok::kIn || t4 == Tok::kNotIn) && expect_value) {
-                r.values.push_back(l4);
-                expect_value = false;
-                continue;
-              }
-              return ReqError("found '" + l4 + "', expected: ',', ')' or identifier");
-            }
-            if (r.values.empty())
-              return ReqError("for 'in', 'notin' operators, values set can't be empty");
-            break;
-          }
-          case Tok::kEq: case Tok::kDoubleEq: case Tok::kNotEq: case Tok::kGt: case Tok::kLt: {
-            r.op = (t2 == Tok::kNotEq) ? Op::kNotIn
-                   : (t2 == Tok::kGt)  ? Op::kGt
-                   : (t2 == Tok::kLt)  ? Op::kLt
-                                       : Op::kIn;
-            auto [t3, l3] = lx.Peek();
-            if (t3 == Tok::kEnd || t3 == Tok::kComma) {
-              r.values.emplace_back();
-            } else if (t3 == Tok::kIdent || t3 == Tok::kIn || t3 == Tok::kNotIn) {
-              lx.Next();
-              r.values.push_back(l3);
-            } else {
-              return ReqError("found '" + l3 + "', expected: identifier");
-            }
-            break;
-          }
-          default:
-            return ReqError("found '" + l2 + "', expected: in, notin, =, ==, !=, gt, lt");
-        }
-        for (size_t i = 0; i < r.values.size(); ++i) {
-          if (r.op == Op::kGt || r.op == Op::kLt) {
-            if (!ParseInt(r.values[i]))
-              return ReqError("for 'Gt', 'Lt' operators, the value must be an integer");
-            continue;
-          }
-          auto errs = IsValidLabelValue(r.values[i]);
-          if (!errs.empty())
-            return ReqError("values[" + std::to_string(i) + "][" + r.key + "]: Invalid value: " +
-                            json(r.values[i]).dump() + ": " + Join(errs, "; "));
-        }
-      }
-    }
-    sel.reqs_.push_back(std::move(r));
+    auto r = ParseRequirement(lx, tok);
+    if (!r.ok()) return r.status();
+    sel.reqs_.push_back(std::move(*r));
     auto [t5, l5] = lx.Next();
     if (t5 == Tok::kEnd) break;
     if (t5 != Tok::kComma)

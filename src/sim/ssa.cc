@@ -428,6 +428,81 @@ std::string FieldPathString(const FieldPath& p) {
   return s;
 }
 
+namespace {
+
+using Conflicts = std::vector<std::pair<std::size_t, FieldPath>>;
+
+// The applied configuration merged into the live object (metadata through the ObjectMeta
+// schema; fields only the server sets, apiVersion and kind stay as they are).
+json MergeApplied(const json& live, const json& config, const SsaType& type) {
+  Cursor root = Root(type);
+  json merged = live;
+  for (const auto& [k, v] : config.items()) {
+    if (k == "metadata" && v.is_object()) {
+      Cursor mc = MetaCursor(type);
+      for (const auto& [mk, mv] : v.items()) {
+        if (ServerMeta(mk)) continue;
+        merged["metadata"][mk] =
+            merged["metadata"].contains(mk) ? Merge(merged["metadata"][mk], mv, mc.Child(mk)) : mv;
+      }
+      continue;
+    }
+    if (k == "apiVersion" || k == "kind") continue;
+    merged[k] = merged.contains(k) ? Merge(merged[k], v, root.Child(k)) : v;
+  }
+  return merged;
+}
+
+// The 409 an unforced apply gets, worded like the real server: one conflict on one line,
+// several grouped by manager.
+ApiError ApplyConflictError(const Conflicts& conflicts, const json& entries, std::string_view kind,
+                            std::string_view group, const std::string& name) {
+  ApiError e;
+  e.code = 409;
+  e.reason = "Conflict";
+  e.kind = std::string(kind);
+  e.group = std::string(group);
+  e.name = name;
+  for (const auto& [i, p] : conflicts)
+    e.causes.push_back(
+        {"FieldManagerConflict", "conflict with " + PrintManager(entries[i]), FieldPathString(p)});
+  if (conflicts.size() == 1) {
+    e.message = "Apply failed with 1 conflict: conflict with " +
+                PrintManager(entries[conflicts[0].first]) + ": " +
+                FieldPathString(conflicts[0].second);
+    return e;
+  }
+  std::vector<std::size_t> order;
+  for (const auto& [i, p] : conflicts)
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  std::string msg;
+  for (std::size_t i : order) {
+    msg +=
+        (msg.empty() ? "" : "\n") + std::string("conflicts with ") + PrintManager(entries[i]) + ":";
+    for (const auto& [j, p] : conflicts)
+      if (j == i) msg += "\n- " + FieldPathString(p);
+  }
+  e.message = "Apply failed with " + std::to_string(conflicts.size()) + " conflicts: " + msg;
+  return e;
+}
+
+// Fields this manager applied before and dropped now go, unless someone else owns them.
+// Shallowest first: a dropped list item goes whole (its key fields with it), and what was
+// under it is then gone already; a field under a kept item goes on its own.
+void RemoveDroppedFields(const std::vector<FieldSet>& sets, std::size_t mine,
+                         const FieldSet& applied, json& merged) {
+  FieldSet others;
+  for (std::size_t i = 0; i < sets.size(); ++i)
+    if (i != mine) others.insert(sets[i].begin(), sets[i].end());
+  FieldSet dropped = Minus(Minus(sets[mine], applied), others);
+  std::vector<FieldPath> order(dropped.begin(), dropped.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const FieldPath& a, const FieldPath& b) { return a.size() < b.size(); });
+  for (const auto& p : order) RemoveAt(merged, p);
+}
+
+}  // namespace
+
 ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType& type,
                              const ManagerInfo& who, bool force, std::string_view kind,
                              std::string_view group) {
@@ -440,7 +515,6 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
     out.object["metadata"]["managedFields"] = json::array({Entry("Apply", who, applied)});
     return out;
   }
-  Cursor root = Root(type);
   json entries = ManagedOf(live);
   std::vector<FieldSet> sets;
   int mine = -1;
@@ -449,78 +523,28 @@ ApplyOutcome ServerSideApply(const json& live, const json& config, const SsaType
     if (SameManager(entries[i], "Apply", who)) mine = static_cast<int>(i);
   }
   const std::vector<FieldSet> original = sets;
-  // Merge (metadata through the ObjectMeta schema).
-  json merged = live;
-  for (const auto& [k, v] : config.items()) {
-    if (k == "metadata" && v.is_object()) {
-      Cursor mc = MetaCursor(type);
-      for (const auto& [mk, mv] : v.items()) {
-        if (ServerMeta(mk)) continue;
-        merged["metadata"][mk] = merged["metadata"].contains(mk)
-                                     ? Merge(merged["metadata"][mk], mv, mc.Child(mk))
-                                     : mv;
-      }
-      continue;
-    }
-    if (k == "apiVersion" || k == "kind") continue;
-    merged[k] = merged.contains(k) ? Merge(merged[k], v, root.Child(k)) : v;
-  }
+  json merged = MergeApplied(live, config, type);
   // Conflicts: fields this apply changes that another manager owns.
-  std::vector<std::pair<std::size_t, FieldPath>> conflicts;
+  Conflicts conflicts;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (static_cast<int>(i) == mine) continue;
     for (const auto& p : changed)
       if (sets[i].count(p)) conflicts.emplace_back(i, p);
   }
   if (!conflicts.empty() && !force) {
-    ApiError e;
-    e.code = 409;
-    e.reason = "Conflict";
-    e.kind = std::string(kind);
-    e.group = std::string(group);
-    e.name = live["metadata"].value("name", "");
-    for (const auto& [i, p] : conflicts)
-      e.causes.push_back({"FieldManagerConflict", "conflict with " + PrintManager(entries[i]),
-                          FieldPathString(p)});
-    if (conflicts.size() == 1) {
-      e.message = "Apply failed with 1 conflict: conflict with " +
-                  PrintManager(entries[conflicts[0].first]) + ": " +
-                  FieldPathString(conflicts[0].second);
-    } else {
-      std::vector<std::size_t> order;
-      for (const auto& [i, p] : conflicts)
-        if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
-      std::string msg;
-      for (std::size_t i : order) {
-        msg += (msg.empty() ? "" : "\n") + std::string("conflicts with ") + PrintManager(entries[i]) + ":";
-        for (const auto& [j, p] : conflicts)
-          if (j == i) msg += "\n- " + FieldPathString(p);
-      }
-      e.message = "Apply failed with " + std::to_string(conflicts.size()) + " conflicts: " + msg;
-    }
-    out.err = std::move(e);
+    out.err =
+        ApplyConflictError(conflicts, entries, kind, group, live["metadata"].value("name", ""));
     return out;
   }
   for (const auto& [i, p] : conflicts) sets[i].erase(p);  // forced: ownership moves
-  // Fields this manager applied before and dropped now go, unless someone else owns them.
   if (mine >= 0) {
-    FieldSet others;
-    for (std::size_t i = 0; i < entries.size(); ++i)
-      if (static_cast<int>(i) != mine) others.insert(sets[i].begin(), sets[i].end());
-    FieldSet dropped = Minus(Minus(sets[mine], applied), others);
-    // Shallowest first: a dropped list item goes whole (its key fields with it), and what
-    // was under it is then gone already; a field under a kept item goes on its own.
-    std::vector<FieldPath> order(dropped.begin(), dropped.end());
-    std::stable_sort(order.begin(), order.end(),
-                     [](const FieldPath& a, const FieldPath& b) { return a.size() < b.size(); });
-    for (const auto& p : order) RemoveAt(merged, p);
+    RemoveDroppedFields(sets, static_cast<std::size_t>(mine), applied, merged);
     sets[mine] = applied;
   } else {
     entries.push_back(Entry("Apply", who, applied));
     sets.push_back(applied);
   }
-  json rebuilt = Rebuild(entries, original, sets, who.now);
-  merged["metadata"]["managedFields"] = std::move(rebuilt);
+  merged["metadata"]["managedFields"] = Rebuild(entries, original, sets, who.now);
   out.object = std::move(merged);
   return out;
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/time_util.h"
+#include "sim/json_path.h"
 #include "sim/registry.h"
 
 namespace gg::sim {
@@ -26,25 +27,13 @@ std::string Lower(std::string s) {
   return s;
 }
 
-const json& At(const json& j, std::initializer_list<const char*> path) {
-  static const json kNull;
-  const json* cur = &j;
-  for (const char* p : path) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(p);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
-
 std::string Str(const json& j, std::initializer_list<const char*> path) {
-  const json& v = At(j, path);
+  const json& v = JsonAt(j, path);
   return v.is_string() ? v.get<std::string>() : std::string();
 }
 
 std::int64_t Int(const json& j, std::initializer_list<const char*> path) {
-  const json& v = At(j, path);
+  const json& v = JsonAt(j, path);
   return v.is_number() ? v.get<std::int64_t>() : 0;
 }
 
@@ -86,8 +75,8 @@ json AgeCol() { return Col("Age", "string", 0, kAgeDoc); }
 // The templates' container names and images, joined by ",".
 std::pair<std::string, std::string> ContainersAndImages(const json& pod_spec) {
   std::string names, images;
-  for (const auto& c : At(pod_spec, {"containers"}).is_array() ? pod_spec["containers"]
-                                                                : json::array()) {
+  for (const auto& c :
+       JsonAt(pod_spec, {"containers"}).is_array() ? pod_spec["containers"] : json::array()) {
     if (!names.empty()) names += ",";
     if (!images.empty()) images += ",";
     names += Str(c, {"name"});
@@ -107,7 +96,7 @@ std::string FormatSelector(const json& sel) {
     for (const auto& e : sel["matchExpressions"]) {
       std::string key = Str(e, {"key"}), op = Str(e, {"operator"});
       std::vector<std::string> vals;
-      for (const auto& v : At(e, {"values"}).is_array() ? e["values"] : json::array())
+      for (const auto& v : JsonAt(e, {"values"}).is_array() ? e["values"] : json::array())
         if (v.is_string()) vals.push_back(v.get<std::string>());
       std::string joined;
       for (const auto& v : vals) joined += (joined.empty() ? "" : ",") + v;
@@ -141,17 +130,17 @@ std::string IntOrString(const json& v) {
 
 json NodeCells(const json& o, WallTime now) {
   std::vector<std::string> status;
-  for (const auto& c : At(o, {"status", "conditions"}).is_array() ? o["status"]["conditions"]
-                                                                   : json::array()) {
+  for (const auto& c :
+       JsonAt(o, {"status", "conditions"}).is_array() ? o["status"]["conditions"] : json::array()) {
     if (Str(c, {"type"}) != "Ready") continue;
     status = {Str(c, {"status"}) == "True" ? "Ready" : "NotReady"};
   }
   if (status.empty()) status.push_back("Unknown");
-  if (At(o, {"spec", "unschedulable"}) == true) status.push_back("SchedulingDisabled");
+  if (JsonAt(o, {"spec", "unschedulable"}) == true) status.push_back("SchedulingDisabled");
   std::string st;
   for (const auto& s : status) st += (st.empty() ? "" : ",") + s;
   std::set<std::string> roles;
-  const json& labels = At(o, {"metadata", "labels"});
+  const json& labels = JsonAt(o, {"metadata", "labels"});
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       const std::string prefix = "node-role.kubernetes.io/";
@@ -163,8 +152,8 @@ json NodeCells(const json& o, WallTime now) {
   std::string role_s;
   for (const auto& r : roles) role_s += (role_s.empty() ? "" : ",") + r;
   auto addr = [&](const char* type) {
-    for (const auto& a : At(o, {"status", "addresses"}).is_array() ? o["status"]["addresses"]
-                                                                    : json::array())
+    for (const auto& a :
+         JsonAt(o, {"status", "addresses"}).is_array() ? o["status"]["addresses"] : json::array())
       if (Str(a, {"type"}) == type) return Str(a, {"address"});
     return std::string("<none>");
   };
@@ -181,8 +170,8 @@ json NodeCells(const json& o, WallTime now) {
 }
 
 json PodCells(const json& o, WallTime now) {
-  const json& cs = At(o, {"status", "containerStatuses"});
-  std::int64_t total = At(o, {"spec", "containers"}).is_array()
+  const json& cs = JsonAt(o, {"status", "containerStatuses"});
+  std::int64_t total = JsonAt(o, {"spec", "containers"}).is_array()
                            ? static_cast<std::int64_t>(o["spec"]["containers"].size())
                            : 0;
   std::int64_t ready = 0, restarts = 0;
@@ -199,26 +188,27 @@ json PodCells(const json& o, WallTime now) {
         reason = waiting;
       } else if (!term.empty()) {
         reason = term;
-      } else if (At(c, {"state", "terminated"}).is_object()) {
+      } else if (JsonAt(c, {"state", "terminated"}).is_object()) {
         std::int64_t sig = Int(c, {"state", "terminated", "signal"});
         reason = sig ? "Signal:" + std::to_string(sig)
                      : "ExitCode:" + std::to_string(Int(c, {"state", "terminated", "exitCode"}));
-      } else if (c.value("ready", false) && At(c, {"state", "running"}).is_object()) {
+      } else if (c.value("ready", false) && JsonAt(c, {"state", "running"}).is_object()) {
         running = true;
         ++ready;
       }
     }
   }
   if (reason == "Completed" && running) reason = "Running";
-  if (At(o, {"metadata", "deletionTimestamp"}).is_string())
+  if (JsonAt(o, {"metadata", "deletionTimestamp"}).is_string())
     reason = Str(o, {"status", "reason"}) == "NodeLost" ? "Unknown" : "Terminating";
   std::string gates = "<none>";
-  const json& rg = At(o, {"spec", "readinessGates"});
+  const json& rg = JsonAt(o, {"spec", "readinessGates"});
   if (rg.is_array() && !rg.empty()) {
     std::int64_t ok = 0;
     for (const auto& g : rg)
-      for (const auto& c : At(o, {"status", "conditions"}).is_array() ? o["status"]["conditions"]
-                                                                       : json::array())
+      for (const auto& c : JsonAt(o, {"status", "conditions"}).is_array()
+                               ? o["status"]["conditions"]
+                               : json::array())
         if (Str(c, {"type"}) == Str(g, {"conditionType"}) && Str(c, {"status"}) == "True") ++ok;
     gates = std::to_string(ok) + "/" + std::to_string(rg.size());
   }
@@ -239,7 +229,7 @@ json EventCells(const json& o, WallTime now) {
                                                          : micro_since("firstTimestamp");
   std::string last = Str(o, {"lastTimestamp"}).empty() ? first : micro_since("lastTimestamp");
   std::int64_t count = Int(o, {"count"});
-  if (At(o, {"series"}).is_object()) {
+  if (JsonAt(o, {"series"}).is_object()) {
     last = Since(Str(o, {"series", "lastObservedTime"}), now);
     count = Int(o, {"series", "count"});
   } else if (count == 0) {
@@ -381,102 +371,185 @@ StatusOr<IncludeObject> ParseIncludeObject(std::string_view v) {
                               "\": supported values: \"Metadata\", \"None\", \"Object\"");
 }
 
-json TableColumns(const ResourceInfo& ri) {
-  json cols = json::array({NameCol()});
-  auto add = [&](std::initializer_list<json> cs) {
-    for (const auto& c : cs) cols.push_back(c);
-  };
-  const std::string& r = ri.resource;
-  const bool core = ri.group.empty();
-  if (ri.custom) {
-    if (ri.printer_columns.is_array() && !ri.printer_columns.empty()) {
-      for (const auto& c : ri.printer_columns) {
-        std::string desc = c.value("description", "");
-        if (desc.empty())
-          desc = "Custom resource definition column (in JSONPath format): " + c.value("jsonPath", "");
-        cols.push_back({{"name", c.value("name", "")},
-                        {"type", c.value("type", "string")},
-                        {"format", c.value("format", "")},
-                        {"description", desc},
-                        {"priority", c.value("priority", 0)}});
-      }
-    } else {
-      add({Col("Age", "date", 0, kAgeDoc)});
-    }
-  } else if (core && r == "nodes") {
-    add({Col("Status", "string", 0, "The status of the node"),
-         Col("Roles", "string", 0, "The roles of the node"), AgeCol(),
-         Col("Version", "string", 0, "Kubelet Version reported by the node."),
-         Col("Internal-IP", "string", 1, "List of addresses reachable to the node. Queried from cloud provider, if available."),
-         Col("External-IP", "string", 1, "List of addresses reachable to the node. Queried from cloud provider, if available."),
-         Col("OS-Image", "string", 1, "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
-         Col("Kernel-Version", "string", 1, "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
-         Col("Container-Runtime", "string", 1, "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).")});
-  } else if (core && r == "pods") {
-    add({Col("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
-         Col("Status", "string", 0, "The aggregate status of the containers in this pod."),
-         Col("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
-         AgeCol(),
-         Col("IP", "string", 1, "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
-         Col("Node", "string", 1, "NodeName is a request to schedule this pod onto a specific node."),
-         Col("Nominated Node", "string", 1, "nominatedNodeName is set only when this pod preempts other pods on the node."),
-         Col("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness.")});
-  } else if (ri.storage == "events") {
-    cols = json::array();
-    add({Col("Last Seen", "string", 0, "The last time this event was observed."),
-         Col("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future."),
-         Col("Reason", "string", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-         Col("Object", "string", 0, "The object this Event is about."),
-         Col("Subobject", "string", 1, "The subobject (fieldPath) this Event is about."),
-         Col("Source", "string", 1, "The component reporting this event."),
-         Col("Message", "string", 0, "A human-readable description of the status of this operation."),
-         Col("First Seen", "string", 1, "The time at which the event was first recorded."),
-         Col("Count", "integer", 1, "The number of times this event has occurred."),
-         Col("Name", "string", 1, kNameDoc, "name")});
-  } else if (core && r == "namespaces") {
-    add({Col("Status", "string", 0, "The status of the namespace"), AgeCol()});
-  } else if (core && r == "configmaps") {
-    add({Col("Data", "string", 0, "Data contains the configuration data."), AgeCol()});
-  } else if (ri.group == "coordination.k8s.io" && r == "leases") {
-    add({Col("Holder", "string", 0, "holderIdentity contains the identity of the holder of a current lease."),
-         AgeCol()});
-  } else if (ri.group == "apps" && r == "deployments") {
-    add({Col("Ready", "string", 0, "Number of the pod with ready state"),
-         Col("Up-to-date", "string", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-         Col("Available", "string", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
-         AgeCol(), Col("Containers", "string", 1, "Names of each container in the template."),
-         Col("Images", "string", 1, "Images referenced by each container in the template."),
-         Col("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.")});
-  } else if (ri.group == "apps" && r == "daemonsets") {
-    add({Col("Desired", "integer", 0, "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod)."),
-         Col("Current", "integer", 0, "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod."),
-         Col("Ready", "integer", 0, "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition."),
-         Col("Up-to-date", "integer", 0, "The total number of nodes that are running updated daemon pod"),
-         Col("Available", "integer", 0, "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)"),
-         Col("Node Selector", "string", 0, "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node."),
-         AgeCol(), Col("Containers", "string", 1, "Names of each container in the template."),
-         Col("Images", "string", 1, "Images referenced by each container in the template."),
-         Col("Selector", "string", 1, "A label query over pods that are managed by the daemon set.")});
-  } else if (ri.group == "apps" && r == "replicasets") {
-    add({Col("Desired", "integer", 0, "Replicas is the number of desired pods."),
-         Col("Current", "integer", 0, "Replicas is the most recently observed number of replicas."),
-         Col("Ready", "integer", 0, "The number of ready replicas for this replica set."), AgeCol(),
-         Col("Containers", "string", 1, "Names of each container in the template."),
-         Col("Images", "string", 1, "Images referenced by each container in the template."),
-         Col("Selector", "string", 1, "Selector is a label query over pods that should match the replica count.")});
-  } else if (ri.group == "policy" && r == "poddisruptionbudgets") {
-    add({Col("Min Available", "string", 0, "The minimum number of pods that must be available simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\"."),
-         Col("Max Unavailable", "string", 0, "The maximum number of pods that may be unavailable simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\"."),
-         Col("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
-         AgeCol()});
-  } else if (ri.group == "resource.k8s.io" && r == "resourceslices") {
-    add({Col("Node", "string", 0, "nodeName is the name of the node which provides the resources."),
-         Col("Driver", "string", 0, "driver is the name of the DRA driver which provides the resources."),
-         Col("Pool", "string", 0, "pool is the name of the pool of resources."), AgeCol()});
-  } else {
-    // The server's default table convertor.
-    add({Col("Created At", "date", 0, kAgeDoc)});
+// kubectl's columns after Name, per kind, as the real server's table convertors print them.
+namespace {
+
+using Columns = std::vector<json>;
+
+// A custom resource's additionalPrinterColumns (Age without any).
+Columns CustomResourceColumns(const ResourceInfo& ri) {
+  if (!ri.printer_columns.is_array() || ri.printer_columns.empty())
+    return {Col("Age", "date", 0, kAgeDoc)};
+  Columns cols;
+  for (const auto& c : ri.printer_columns) {
+    std::string desc = c.value("description", "");
+    if (desc.empty())
+      desc = "Custom resource definition column (in JSONPath format): " + c.value("jsonPath", "");
+    cols.push_back({{"name", c.value("name", "")},
+                    {"type", c.value("type", "string")},
+                    {"format", c.value("format", "")},
+                    {"description", desc},
+                    {"priority", c.value("priority", 0)}});
   }
+  return cols;
+}
+
+Columns CoreColumns(const std::string& r) {
+  if (r == "nodes")
+    return {
+        Col("Status", "string", 0, "The status of the node"),
+        Col("Roles", "string", 0, "The roles of the node"),
+        AgeCol(),
+        Col("Version", "string", 0, "Kubelet Version reported by the node."),
+        Col("Internal-IP", "string", 1,
+            "List of addresses reachable to the node. Queried from cloud provider, if available."),
+        Col("External-IP", "string", 1,
+            "List of addresses reachable to the node. Queried from cloud provider, if available."),
+        Col("OS-Image", "string", 1,
+            "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 "
+            "(wheezy))."),
+        Col("Kernel-Version", "string", 1,
+            "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
+        Col("Container-Runtime", "string", 1,
+            "ContainerRuntime Version reported by the node through runtime remote API (e.g. "
+            "containerd://1.4.2).")};
+  if (r == "pods")
+    return {Col("Ready", "string", 0,
+                "The aggregate readiness state of this pod for accepting traffic."),
+            Col("Status", "string", 0, "The aggregate status of the containers in this pod."),
+            Col("Restarts", "string", 0,
+                "The number of times the containers in this pod have been restarted and when the "
+                "last container in this pod has restarted."),
+            AgeCol(),
+            Col("IP", "string", 1,
+                "IP address allocated to the pod. Routable at least within the cluster. Empty if "
+                "not yet allocated."),
+            Col("Node", "string", 1,
+                "NodeName is a request to schedule this pod onto a specific node."),
+            Col("Nominated Node", "string", 1,
+                "nominatedNodeName is set only when this pod preempts other pods on the node."),
+            Col("Readiness Gates", "string", 1,
+                "If specified, all readiness gates will be evaluated for pod readiness.")};
+  if (r == "namespaces")
+    return {Col("Status", "string", 0, "The status of the namespace"), AgeCol()};
+  if (r == "configmaps")
+    return {Col("Data", "string", 0, "Data contains the configuration data."), AgeCol()};
+  return {};
+}
+
+// Events have no Name column first: theirs is last, at priority 1.
+Columns EventColumns() {
+  return {
+      Col("Last Seen", "string", 0, "The last time this event was observed."),
+      Col("Type", "string", 0,
+          "Type of this event (Normal, Warning), new types could be added in the future."),
+      Col("Reason", "string", 0,
+          "This should be a short, machine understandable string that gives the reason for the "
+          "transition into the object's current status."),
+      Col("Object", "string", 0, "The object this Event is about."),
+      Col("Subobject", "string", 1, "The subobject (fieldPath) this Event is about."),
+      Col("Source", "string", 1, "The component reporting this event."),
+      Col("Message", "string", 0, "A human-readable description of the status of this operation."),
+      Col("First Seen", "string", 1, "The time at which the event was first recorded."),
+      Col("Count", "integer", 1, "The number of times this event has occurred."),
+      Col("Name", "string", 1, kNameDoc, "name")};
+}
+
+Columns AppsColumns(const std::string& r) {
+  if (r == "deployments")
+    return {Col("Ready", "string", 0, "Number of the pod with ready state"),
+            Col("Up-to-date", "string", 0,
+                "Total number of non-terminated pods targeted by this deployment that have the "
+                "desired template spec."),
+            Col("Available", "string", 0,
+                "Total number of available pods (ready for at least minReadySeconds) targeted by "
+                "this deployment."),
+            AgeCol(),
+            Col("Containers", "string", 1, "Names of each container in the template."),
+            Col("Images", "string", 1, "Images referenced by each container in the template."),
+            Col("Selector", "string", 1,
+                "Label selector for pods. Existing ReplicaSets whose pods are selected by this "
+                "will be the ones affected by this deployment.")};
+  if (r == "daemonsets")
+    return {
+        Col("Desired", "integer", 0,
+            "The total number of nodes that should be running the daemon pod (including nodes "
+            "correctly running the daemon pod)."),
+        Col("Current", "integer", 0,
+            "The number of nodes that are running at least 1 daemon pod and are supposed to run "
+            "the daemon pod."),
+        Col("Ready", "integer", 0,
+            "numberReady is the number of nodes that should be running the daemon pod and have one "
+            "or more of the daemon pod running with a Ready Condition."),
+        Col("Up-to-date", "integer", 0,
+            "The total number of nodes that are running updated daemon pod"),
+        Col("Available", "integer", 0,
+            "The number of nodes that should be running the daemon pod and have one or more of the "
+            "daemon pod running and available (ready for at least spec.minReadySeconds)"),
+        Col("Node Selector", "string", 0,
+            "NodeSelector is a selector which must be true for the pod to fit on a node. Selector "
+            "which must match a node's labels for the pod to be scheduled on that node."),
+        AgeCol(),
+        Col("Containers", "string", 1, "Names of each container in the template."),
+        Col("Images", "string", 1, "Images referenced by each container in the template."),
+        Col("Selector", "string", 1,
+            "A label query over pods that are managed by the daemon set.")};
+  if (r == "replicasets")
+    return {
+        Col("Desired", "integer", 0, "Replicas is the number of desired pods."),
+        Col("Current", "integer", 0, "Replicas is the most recently observed number of replicas."),
+        Col("Ready", "integer", 0, "The number of ready replicas for this replica set."),
+        AgeCol(),
+        Col("Containers", "string", 1, "Names of each container in the template."),
+        Col("Images", "string", 1, "Images referenced by each container in the template."),
+        Col("Selector", "string", 1,
+            "Selector is a label query over pods that should match the replica count.")};
+  return {};
+}
+
+Columns OtherBuiltinColumns(const ResourceInfo& ri) {
+  const std::string& r = ri.resource;
+  if (ri.group == "coordination.k8s.io" && r == "leases")
+    return {Col("Holder", "string", 0,
+                "holderIdentity contains the identity of the holder of a current lease."),
+            AgeCol()};
+  if (ri.group == "policy" && r == "poddisruptionbudgets")
+    return {Col("Min Available", "string", 0,
+                "The minimum number of pods that must be available simultaneously.  This can be "
+                "either an integer or a string specifying a percentage, e.g. \"28%\"."),
+            Col("Max Unavailable", "string", 0,
+                "The maximum number of pods that may be unavailable simultaneously.  This can be "
+                "either an integer or a string specifying a percentage, e.g. \"28%\"."),
+            Col("Allowed Disruptions", "integer", 0,
+                "Calculated number of pods that may be disrupted at this time."),
+            AgeCol()};
+  if (ri.group == "resource.k8s.io" && r == "resourceslices")
+    return {
+        Col("Node", "string", 0, "nodeName is the name of the node which provides the resources."),
+        Col("Driver", "string", 0,
+            "driver is the name of the DRA driver which provides the resources."),
+        Col("Pool", "string", 0, "pool is the name of the pool of resources."), AgeCol()};
+  return {};
+}
+
+}  // namespace
+
+json TableColumns(const ResourceInfo& ri) {
+  Columns more;
+  if (ri.custom)
+    more = CustomResourceColumns(ri);
+  else if (ri.storage == "events")
+    return json(EventColumns());
+  else if (ri.group.empty())
+    more = CoreColumns(ri.resource);
+  else if (ri.group == "apps")
+    more = AppsColumns(ri.resource);
+  else
+    more = OtherBuiltinColumns(ri);
+  // The server's default table convertor.
+  if (more.empty()) more = {Col("Created At", "date", 0, kAgeDoc)};
+  json cols = json::array({NameCol()});
+  for (auto& c : more) cols.push_back(std::move(c));
   return cols;
 }
 
@@ -504,14 +577,14 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
   } else if (core && r == "configmaps") {
     std::int64_t n = 0;
     for (const char* f : {"data", "binaryData"})
-      if (At(o, {f}).is_object()) n += static_cast<std::int64_t>(o[f].size());
+      if (JsonAt(o, {f}).is_object()) n += static_cast<std::int64_t>(o[f].size());
     extend({n, age});
   } else if (ri.group == "coordination.k8s.io" && r == "leases") {
     extend({Str(o, {"spec", "holderIdentity"}), age});
   } else if (ri.group == "apps" && (r == "deployments" || r == "daemonsets" || r == "replicasets")) {
-    auto [names, images] = ContainersAndImages(At(o, {"spec", "template", "spec"}));
-    std::string sel = FormatSelector(At(o, {"spec", "selector"}));
-    const json& rep = At(o, {"spec", "replicas"});
+    auto [names, images] = ContainersAndImages(JsonAt(o, {"spec", "template", "spec"}));
+    std::string sel = FormatSelector(JsonAt(o, {"spec", "selector"}));
+    const json& rep = JsonAt(o, {"spec", "replicas"});
     std::int64_t want = rep.is_number() ? rep.get<std::int64_t>() : 1;
     if (r == "deployments") {
       extend({std::to_string(Int(o, {"status", "readyReplicas"})) + "/" + std::to_string(want),
@@ -521,15 +594,15 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
       extend({Int(o, {"status", "desiredNumberScheduled"}),
               Int(o, {"status", "currentNumberScheduled"}), Int(o, {"status", "numberReady"}),
               Int(o, {"status", "updatedNumberScheduled"}), Int(o, {"status", "numberAvailable"}),
-              FormatLabels(At(o, {"spec", "template", "spec", "nodeSelector"})), age, names, images,
-              sel});
+              FormatLabels(JsonAt(o, {"spec", "template", "spec", "nodeSelector"})), age, names,
+              images, sel});
     } else {
       extend({want, Int(o, {"status", "replicas"}), Int(o, {"status", "readyReplicas"}), age, names,
               images, sel});
     }
   } else if (ri.group == "policy" && r == "poddisruptionbudgets") {
-    extend({IntOrString(At(o, {"spec", "minAvailable"})),
-            IntOrString(At(o, {"spec", "maxUnavailable"})),
+    extend({IntOrString(JsonAt(o, {"spec", "minAvailable"})),
+            IntOrString(JsonAt(o, {"spec", "maxUnavailable"})),
             Int(o, {"status", "disruptionsAllowed"}), age});
   } else if (ri.group == "resource.k8s.io" && r == "resourceslices") {
     std::string node = Str(o, {"spec", "nodeName"});
@@ -543,7 +616,7 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
   } else if (inc == IncludeObject::kMetadata) {
     row["object"] = {{"kind", "PartialObjectMetadata"},
                      {"apiVersion", "meta.k8s.io/v1"},
-                     {"metadata", At(view_obj, {"metadata"})}};
+                     {"metadata", JsonAt(view_obj, {"metadata"})}};
   }
   return row;
 }
@@ -577,7 +650,128 @@ struct PathParser {
     if (!Eat(q)) return std::nullopt;
     return out;
   }
+  void Spaces() {
+    while (i < s.size() && s[i] == ' ') ++i;
+  }
 };
+
+using Nodes = std::vector<const json*>;
+
+// ".key" or ".*" (every member or element); false when neither follows the dot.
+bool DotStep(PathParser& ps, const Nodes& cur, Nodes& next) {
+  std::string key = ps.Ident();
+  if (key.empty()) {
+    if (!ps.Eat('*')) return false;
+    for (const json* c : cur)
+      if (c->is_object() || c->is_array())
+        for (const auto& v : *c) next.push_back(&v);
+    return true;
+  }
+  for (const json* c : cur)
+    if (c->is_object())
+      if (auto it = c->find(key); it != c->end()) next.push_back(&*it);
+  return true;
+}
+
+// A filter "(@.a.b == lit)" or "!=" after "[?": the field path, the operator, the literal
+// (quoted string or JSON).
+struct Filter {
+  std::vector<std::string> fields;
+  bool neq = false;
+  json lit;
+};
+
+bool ParseFilter(PathParser& ps, Filter* f) {
+  if (!ps.Eat('(') || !ps.Eat('@')) return false;
+  while (ps.Eat('.')) {
+    std::string field = ps.Ident();
+    if (field.empty()) return false;
+    f->fields.push_back(field);
+  }
+  ps.Spaces();
+  if (ps.Eat('=')) {
+    if (!ps.Eat('=')) return false;
+  } else if (ps.Eat('!')) {
+    if (!ps.Eat('=')) return false;
+    f->neq = true;
+  } else {
+    return false;
+  }
+  ps.Spaces();
+  if (auto q = ps.Quoted()) {
+    f->lit = *q;
+  } else {
+    std::size_t b = ps.i;
+    while (ps.i < ps.s.size() && ps.s[ps.i] != ')') ++ps.i;
+    f->lit = json::parse(Trim(ps.s.substr(b, ps.i - b)), nullptr, false);
+    if (f->lit.is_discarded()) return false;
+  }
+  ps.Spaces();
+  return ps.Eat(')') && ps.Eat(']');
+}
+
+// The elements of arrays in `cur` whose field path compares to the literal as asked
+// (numbers by value).
+void ApplyFilter(const Filter& f, const Nodes& cur, Nodes& next) {
+  for (const json* c : cur) {
+    if (!c->is_array()) continue;
+    for (const auto& el : *c) {
+      const json* v = &el;
+      for (const auto& field : f.fields) {
+        if (!v->is_object() || !v->contains(field)) {
+          v = nullptr;
+          break;
+        }
+        v = &(*v)[field];
+      }
+      if (!v) continue;
+      bool eq = (v->is_number() && f.lit.is_number()) ? v->get<double>() == f.lit.get<double>()
+                                                      : *v == f.lit;
+      if (eq != f.neq) next.push_back(&el);
+    }
+  }
+}
+
+// "[N]" or "[-N]" (from the end) after "[".
+bool IndexStep(PathParser& ps, const Nodes& cur, Nodes& next) {
+  std::size_t b = ps.i;
+  bool neg = ps.Eat('-');
+  while (ps.i < ps.s.size() && std::isdigit(static_cast<unsigned char>(ps.s[ps.i]))) ++ps.i;
+  if (ps.i == b + (neg ? 1 : 0) || !ps.Eat(']')) return false;
+  long idx = std::stol(std::string(ps.s.substr(b, ps.i - 1 - b)));
+  for (const json* c : cur) {
+    if (!c->is_array()) continue;
+    long n = static_cast<long>(c->size());
+    long k = idx < 0 ? n + idx : idx;
+    if (k >= 0 && k < n) next.push_back(&(*c)[static_cast<std::size_t>(k)]);
+  }
+  return true;
+}
+
+// After "[": ['key'], [*], [?(filter)] or [index].
+bool BracketStep(PathParser& ps, const Nodes& cur, Nodes& next) {
+  if (auto q = ps.Quoted()) {
+    if (!ps.Eat(']')) return false;
+    for (const json* c : cur)
+      if (c->is_object())
+        if (auto it = c->find(*q); it != c->end()) next.push_back(&*it);
+    return true;
+  }
+  if (ps.Eat('*')) {
+    if (!ps.Eat(']')) return false;
+    for (const json* c : cur)
+      if (c->is_array())
+        for (const auto& v : *c) next.push_back(&v);
+    return true;
+  }
+  if (ps.Eat('?')) {
+    Filter f;
+    if (!ParseFilter(ps, &f)) return false;
+    ApplyFilter(f, cur, next);
+    return true;
+  }
+  return IndexStep(ps, cur, next);
+}
 
 }  // namespace
 
@@ -588,103 +782,17 @@ StatusOr<std::vector<const json*>> JsonPathFind(const json& doc, std::string_vie
   if (sv.size() >= 2 && sv.front() == '{' && sv.back() == '}') sv = sv.substr(1, sv.size() - 2);
   PathParser ps{sv};
   ps.Eat('$');
-  auto bad = [&] {
-    return InvalidArgumentError("unsupported JSONPath " + std::string(path) + " at offset " +
-                                std::to_string(ps.i));
-  };
-  std::vector<const json*> cur = {&doc};
+  Nodes cur = {&doc};
   while (ps.i < sv.size()) {
-    std::vector<const json*> next;
-    if (ps.Eat('.')) {
-      std::string key = ps.Ident();
-      if (key.empty()) {
-        if (ps.Eat('*')) {
-          for (const json* c : cur)
-            if (c->is_object() || c->is_array())
-              for (const auto& v : *c) next.push_back(&v);
-          cur = std::move(next);
-          continue;
-        }
-        return bad();
-      }
-      for (const json* c : cur)
-        if (c->is_object())
-          if (auto it = c->find(key); it != c->end()) next.push_back(&*it);
-    } else if (ps.Eat('[')) {
-      if (auto q = ps.Quoted()) {
-        if (!ps.Eat(']')) return bad();
-        for (const json* c : cur)
-          if (c->is_object())
-            if (auto it = c->find(*q); it != c->end()) next.push_back(&*it);
-      } else if (ps.Eat('*')) {
-        if (!ps.Eat(']')) return bad();
-        for (const json* c : cur)
-          if (c->is_array())
-            for (const auto& v : *c) next.push_back(&v);
-      } else if (ps.Eat('?')) {
-        // [?(@.a.b == "v")]
-        if (!ps.Eat('(') || !ps.Eat('@')) return bad();
-        std::vector<std::string> fields;
-        while (ps.Eat('.')) {
-          std::string f = ps.Ident();
-          if (f.empty()) return bad();
-          fields.push_back(f);
-        }
-        while (ps.i < sv.size() && sv[ps.i] == ' ') ++ps.i;
-        bool neq = false;
-        if (ps.Eat('=')) {
-          if (!ps.Eat('=')) return bad();
-        } else if (ps.Eat('!')) {
-          if (!ps.Eat('=')) return bad();
-          neq = true;
-        } else {
-          return bad();
-        }
-        while (ps.i < sv.size() && sv[ps.i] == ' ') ++ps.i;
-        json lit;
-        if (auto q = ps.Quoted()) {
-          lit = *q;
-        } else {
-          std::size_t b = ps.i;
-          while (ps.i < sv.size() && sv[ps.i] != ')') ++ps.i;
-          lit = json::parse(Trim(sv.substr(b, ps.i - b)), nullptr, false);
-          if (lit.is_discarded()) return bad();
-        }
-        while (ps.i < sv.size() && sv[ps.i] == ' ') ++ps.i;
-        if (!ps.Eat(')') || !ps.Eat(']')) return bad();
-        for (const json* c : cur) {
-          if (!c->is_array()) continue;
-          for (const auto& el : *c) {
-            const json* v = &el;
-            for (const auto& f : fields) {
-              if (!v->is_object() || !v->contains(f)) {
-                v = nullptr;
-                break;
-              }
-              v = &(*v)[f];
-            }
-            if (!v) continue;
-            bool eq = (v->is_number() && lit.is_number()) ? v->get<double>() == lit.get<double>()
-                                                          : *v == lit;
-            if (eq != neq) next.push_back(&el);
-          }
-        }
-      } else {
-        std::size_t b = ps.i;
-        bool neg = ps.Eat('-');
-        while (ps.i < sv.size() && std::isdigit(static_cast<unsigned char>(sv[ps.i]))) ++ps.i;
-        if (ps.i == b + (neg ? 1 : 0) || !ps.Eat(']')) return bad();
-        long idx = std::stol(std::string(sv.substr(b, ps.i - 1 - b)));
-        for (const json* c : cur) {
-          if (!c->is_array()) continue;
-          long n = static_cast<long>(c->size());
-          long k = idx < 0 ? n + idx : idx;
-          if (k >= 0 && k < n) next.push_back(&(*c)[static_cast<std::size_t>(k)]);
-        }
-      }
-    } else {
-      return bad();
-    }
+    Nodes next;
+    bool ok = false;
+    if (ps.Eat('.'))
+      ok = DotStep(ps, cur, next);
+    else if (ps.Eat('['))
+      ok = BracketStep(ps, cur, next);
+    if (!ok)
+      return InvalidArgumentError("unsupported JSONPath " + std::string(path) + " at offset " +
+                                  std::to_string(ps.i));
     cur = std::move(next);
   }
   return cur;

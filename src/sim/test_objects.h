@@ -2,9 +2,10 @@
 // carry its own copy.
 #pragma once
 
-#include <string>
-
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "sim/server.h"
 
@@ -75,6 +76,39 @@ inline Status PutReportStatus(SimServer& sim, const std::string& node, const nlo
                                  {"kind", "GPUNodeHealth"},
                                  {"metadata", {{"name", node}}},
                                  {"status", status}});
+}
+
+// A Ready GPU node labelled nvidia.com/gpu.present=true with `gpus` nvidia.com/gpu, as the
+// operator's fleet tests seed it.
+inline nlohmann::json ReadyGpuNode(const std::string& name, int gpus = 1) {
+  using json = nlohmann::json;
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+          {"spec", json::object()},
+          {"status",
+           {{"capacity", {{"nvidia.com/gpu", std::to_string(gpus)}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+// A simulator with the two gpuguardian.io CRDs (GuardianCrd) and, per name, a ReadyGpuNode
+// with the report `report(name)`; no kubelet, scheduler or controllers.
+template <typename ReportFn>
+StatusOr<std::unique_ptr<SimServer>> StartGuardianFleet(const std::vector<std::string>& nodes,
+                                                        ReportFn report) {
+  SimOptions o;
+  o.kubelet = o.scheduler = o.controllers = false;
+  auto s = SimServer::Start(o);
+  if (!s.ok()) return s.status();
+  SimServer& srv = **s;
+  const char* crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  GG_RETURN_IF_ERROR(srv.Create(crds, GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")));
+  GG_RETURN_IF_ERROR(srv.Create(crds, GuardianCrd("gpunodehealths", "GPUNodeHealth")));
+  for (const std::string& n : nodes) {
+    GG_RETURN_IF_ERROR(srv.Create("/api/v1/nodes", ReadyGpuNode(n)));
+    GG_RETURN_IF_ERROR(PutReportStatus(srv, n, report(n)));
+  }
+  return s;
 }
 
 }  // namespace gg::sim
