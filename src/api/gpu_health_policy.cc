@@ -458,15 +458,18 @@ void ValidateEscalate(const EscalationTemplate& t, const AddError& add) {
   if (slash == std::string::npos || slash == 0 || slash + 1 == t.api_version.size() ||
       !ValidSubdomain(t.api_version.substr(0, slash)) ||
       !ValidName(t.api_version.substr(slash + 1))) {
-    add(p + ".apiVersion", "must be group/version of the template's CRD (e.g. "
-                           "self-node-remediation.medik8s.io/v1alpha1)");
+    add(p + ".apiVersion",
+        "must be group/version of the template's CRD (e.g. "
+        "self-node-remediation.medik8s.io/v1alpha1)");
   }
   constexpr std::string_view kSuffix = "Template";
   if (t.kind.size() <= kSuffix.size() || !t.kind.ends_with(kSuffix) ||
       !(t.kind.front() >= 'A' && t.kind.front() <= 'Z') ||
-      !std::all_of(t.kind.begin(), t.kind.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
-    add(p + ".kind", "must be a kind ending in Template (the remediation kind is the same "
-                     "without the suffix)");
+      !std::all_of(t.kind.begin(), t.kind.end(),
+                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
+    add(p + ".kind",
+        "must be a kind ending in Template (the remediation kind is the same "
+        "without the suffix)");
   }
   if (!ValidName(t.namespace_)) add(p + ".namespace", "must be a namespace name");
   if (!ValidSubdomain(t.name)) add(p + ".name", "must be an object name (DNS subdomain)");

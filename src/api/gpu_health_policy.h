@@ -208,7 +208,7 @@ struct RemediationSpec {
   int max_bad_gpus_for_device_level = 2;
   DeviceTaintEffect device_taint_effect = DeviceTaintEffect::kNoSchedule;
   std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
-  std::optional<EscalationTemplate> escalate;         // remediation.escalate.template; none
+  std::optional<EscalationTemplate> escalate;        // remediation.escalate.template; none
   // Device level: also mark the ResourceClaims holding a fenced device (KEP-4817
   // status.devices[].conditions, type GPUHealthy). Needs the optional claim-status RBAC.
   bool claim_status = false;

@@ -308,7 +308,8 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
 }
 
 // spec.remediation.escalate: {template: {apiVersion, kind, namespace, name}}.
-Status DecodeEscalate(const object& so, const std::string& p, std::optional<EscalationTemplate>* out) {
+Status DecodeEscalate(const object& so, const std::string& p,
+                      std::optional<EscalationTemplate>* out) {
   element ee;
   if (!Find(so, "escalate", &ee)) return OkStatus();
   const std::string ep = p + ".escalate";

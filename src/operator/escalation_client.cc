@@ -10,8 +10,7 @@ using json = nlohmann::json;
 StatusOr<k8s::ResourceType> EscalationResource(const std::string& api_version,
                                                const std::string& kind) {
   const size_t slash = api_version.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == api_version.size() ||
-      kind.empty()) {
+  if (slash == std::string::npos || slash == 0 || slash + 1 == api_version.size() || kind.empty()) {
     return InvalidArgumentError("escalation: apiVersion \"" + api_version +
                                 "\" must be group/version and kind must be set");
   }
@@ -59,8 +58,7 @@ StatusOr<std::string> BuildRemediationObject(const api::EscalationTemplate& tmpl
   return obj.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Status EscalationClient::Create(const api::EscalationTemplate& tmpl,
-                                const EscalationOwner& owner) {
+Status EscalationClient::Create(const api::EscalationTemplate& tmpl, const EscalationOwner& owner) {
   auto tmpl_type = EscalationResource(tmpl.api_version, tmpl.kind);
   if (!tmpl_type.ok()) return tmpl_type.status();
   auto rem_type = EscalationResource(tmpl.api_version, tmpl.RemediationKind());

@@ -20,8 +20,8 @@
 #include "api/gpu_health_policy.h"
 #include "api/gpu_node_health.h"
 #include "common/status.h"
-#include "k8s/rest_client.h"
 #include "k8s/resource.h"
+#include "k8s/rest_client.h"
 #include "remediation/record.h"
 
 namespace gg::op {

@@ -46,7 +46,8 @@ TEST(EscalationClient, ObjectCopiesTheTemplateSpecAndNamesTheNodeAndUs) {
 }
 
 TEST(EscalationClient, TemplateWithoutSpecTemplateSpecIsAClearError) {
-  for (const char* bad : {"not json", "[]", R"({"spec":{}})", R"({"spec":{"template":{"spec":3}}})"}) {
+  for (const char* bad :
+       {"not json", "[]", R"({"spec":{}})", R"({"spec":{"template":{"spec":3}}})"}) {
     auto body = BuildRemediationObject(kTmpl, {"gpu-1", "o", "p"}, bad);
     ASSERT_FALSE(body.ok()) << bad;
     EXPECT_NE(body.status().message().find("medik8s/automatic"), std::string::npos)

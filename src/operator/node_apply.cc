@@ -137,11 +137,13 @@ Status NodeReconciler::ApplyEscalation(Pass& pass, const NodeChange& change) {
     d_.metrics.Remediation("unescalate", s.ok() ? kResultSuccess : kResultFailure);
     if (!s.ok()) return s;
     Log(pass).Info("remediation object deleted",
-                   {{"action", "unescalate"}, {"object", del->kind + " " + del->namespace_ + "/" + del->name}});
+                   {{"action", "unescalate"},
+                    {"object", del->kind + " " + del->namespace_ + "/" + del->name}});
   }
   if (const auto& tmpl = change.create_escalation) {
-    const remediation::RemediationRecord* rec =
-        change.record ? &*change.record : pass.assessment.record ? &*pass.assessment.record : nullptr;
+    const remediation::RemediationRecord* rec = change.record            ? &*change.record
+                                                : pass.assessment.record ? &*pass.assessment.record
+                                                                         : nullptr;
     EscalationOwner owner{pass.node.meta.name, rec ? rec->occurrence : "",
                           pass.assessment.policy ? pass.assessment.policy->name : ""};
     Status s = d_.escalation->Create(*tmpl, owner);

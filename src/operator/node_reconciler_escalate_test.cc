@@ -38,9 +38,8 @@ struct EscalateWorld {
     p.spec.rules = {r};
     p.spec.safety.max_unhealthy = api::IntOrPercent{100, true};
     p.spec.recovery.healthy_for = minutes(2);
-    p.spec.remediation.escalate =
-        api::EscalationTemplate{"remediation.example.com/v1alpha1", "RebootRemediationTemplate",
-                                "ops", "reboot"};
+    p.spec.remediation.escalate = api::EscalationTemplate{
+        "remediation.example.com/v1alpha1", "RebootRemediationTemplate", "ops", "reboot"};
     cluster.PutPolicy(p);
     k8s::Node n;
     n.meta.name = "gpu-1";

@@ -260,10 +260,10 @@ struct Operator::Impl {
 
   // The node and policy reconcilers and the controllers that feed them from their queues.
   void MakeControllers() {
-    node_reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
-        view, *node_writer, *recorder, *drains, index, metrics, clock,
-        [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
-        log.WithName("node-reconciler"), dra.get(), escalation.get()});
+    node_reconciler = std::make_unique<NodeReconciler>(
+        NodeReconcilerDeps{view, *node_writer, *recorder, *drains, index, metrics, clock,
+                           [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
+                           log.WithName("node-reconciler"), dra.get(), escalation.get()});
     policy_reconciler = std::make_unique<PolicyReconciler>(PolicyReconcilerDeps{
         view, *status_writer, *recorder, index, metrics, clock, log.WithName("policy-reconciler"),
         dra.get()});

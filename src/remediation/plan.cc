@@ -377,9 +377,9 @@ void Planner::Escalate() {
   rec_.escalation =
       EscalationRecord{tmpl->api_version, tmpl->RemediationKind(), tmpl->namespace_, node_.name};
   Event(events::kRemediationEscalated,
-        "Node handed to external remediation: " + tmpl->RemediationKind() + " " +
-            tmpl->namespace_ + "/" + node_.name + " from template " + tmpl->kind + " " +
-            tmpl->namespace_ + "/" + tmpl->name + " (occurrence " + rec_.occurrence + ", drain " +
+        "Node handed to external remediation: " + tmpl->RemediationKind() + " " + tmpl->namespace_ +
+            "/" + node_.name + " from template " + tmpl->kind + " " + tmpl->namespace_ + "/" +
+            tmpl->name + " (occurrence " + rec_.occurrence + ", drain " +
             std::string(DrainPhaseName(rec_.drain.phase)) + ")");
 }
 

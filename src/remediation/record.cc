@@ -181,8 +181,10 @@ std::string EncodeRecord(const RemediationRecord& r) {
     j["deviceTaints"] = arr;
   }
   if (const auto& x = r.escalation) {
-    j["escalation"] = {
-        {"apiVersion", x->api_version}, {"kind", x->kind}, {"namespace", x->namespace_}, {"name", x->name}};
+    j["escalation"] = {{"apiVersion", x->api_version},
+                       {"kind", x->kind},
+                       {"namespace", x->namespace_},
+                       {"name", x->name}};
   }
   if (r.cancelled) j["cancelled"] = true;
   PutTime(j, "cancelledAt", r.cancelled_at);

@@ -65,12 +65,12 @@ TEST(Escalate, RemediationObjectAfterTheDrainGoneOnRecovery) {
   auto at = [&](const char* f) { return dir.path() + "/" + f; };
   std::ofstream(at("policy.yaml")) << kPolicy;
   std::ofstream(at("script.yaml")) << kScript;
-  Process sim({bin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
-               src + "/deploy/demo/cluster.yaml", "--apply", src + "/deploy/namespace.yaml",
-               "--apply", src + "/deploy/crds", "--apply",
-               src + "/test/e2e/testdata/fake-remediation-crds.yaml", "--apply", at("policy.yaml"),
-               "--write-kubeconfig", at("kubeconfig")},
-              at("sim.log"));
+  Process sim(
+      {bin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
+       src + "/deploy/demo/cluster.yaml", "--apply", src + "/deploy/namespace.yaml", "--apply",
+       src + "/deploy/crds", "--apply", src + "/test/e2e/testdata/fake-remediation-crds.yaml",
+       "--apply", at("policy.yaml"), "--write-kubeconfig", at("kubeconfig")},
+      at("sim.log"));
   ASSERT_NE(sim.WaitForLog("listening on", 30s), "") << sim.Log();
   auto cfg = k8s::LoadKubeconfig(at("kubeconfig"));
   ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -98,8 +98,7 @@ TEST(Escalate, RemediationObjectAfterTheDrainGoneOnRecovery) {
     if (!body.ok() || !object()) return false;
     auto n = k8s::ParseObject<k8s::Node>(*body);
     auto rec = n.ok() ? n->meta.annotations.Get(api::kRemediationAnnotation) : std::nullopt;
-    return rec && rec->find("\"escalation\"") != std::string::npos &&
-           n->unschedulable;
+    return rec && rec->find("\"escalation\"") != std::string::npos && n->unschedulable;
   };
   ASSERT_TRUE(Eventually(drained_and_handed_over, 38s)) << op.Log() << agent.Log();
   auto obj = object();
