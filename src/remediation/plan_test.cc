@@ -631,7 +631,8 @@ TEST(PlanEscalate, NothingBeforeTheDrainFinishes) {
   NodeChange first = Plan(Bad(Action::kDrain), Node(), Escalating(), BrakeAllowAll(), kNow);
   EXPECT_FALSE(first.create_escalation);
   NodeView n = ApplyChange(Node(), first);
-  NodeChange again = Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + seconds(30));
+  NodeChange again =
+      Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + seconds(30));
   EXPECT_FALSE(again.create_escalation);
   EXPECT_FALSE(Record(n).escalation);
 }
@@ -650,7 +651,8 @@ TEST(PlanEscalate, CreatedOnceAfterTheDrainThenDeletedOnRecovery) {
   EXPECT_EQ(esc->namespace_, "ops");
   EXPECT_EQ(esc->name, "node-a");
   // Once per occurrence: later passes (still faulty, then healthy but not yet recovered) keep it.
-  EXPECT_TRUE(Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(3)).Empty());
+  EXPECT_TRUE(
+      Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(3)).Empty());
   NodeChange hold = Plan(Healthy(false), n, Escalating(), BrakeAllowAll(), kNow + minutes(4));
   EXPECT_FALSE(hold.create_escalation);
   EXPECT_FALSE(hold.delete_escalation);
@@ -667,30 +669,36 @@ TEST(PlanEscalate, CreatedOnceAfterTheDrainThenDeletedOnRecovery) {
 
 TEST(PlanEscalate, BlockedDrainEscalatesToo) {
   NodeView n = Drained(Escalating(), /*done=*/false);
-  EXPECT_TRUE(Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2)).create_escalation);
+  EXPECT_TRUE(Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2))
+                  .create_escalation);
 }
 
 TEST(PlanEscalate, NoFieldOrDryRunCreatesNothing) {
   NodeView n = Drained(Escalating(false));
-  EXPECT_FALSE(Plan(Bad(Action::kDrain), n, Escalating(false), BrakeAllowAll(), kNow + minutes(2)).create_escalation);
+  EXPECT_FALSE(Plan(Bad(Action::kDrain), n, Escalating(false), BrakeAllowAll(), kNow + minutes(2))
+                   .create_escalation);
   PolicyRemediation dry = Escalating();
   dry.dry_run = true;
   NodeView d = ApplyChange(Node(), Plan(Bad(Action::kDrain), Node(), dry, BrakeAllowAll(), kNow));
-  EXPECT_FALSE(Plan(Bad(Action::kDrain), d, dry, BrakeAllowAll(), kNow + minutes(2)).create_escalation);
+  EXPECT_FALSE(
+      Plan(Bad(Action::kDrain), d, dry, BrakeAllowAll(), kNow + minutes(2)).create_escalation);
 }
 
 TEST(PlanEscalate, ExclusionAndReleaseTakeItBack) {
   NodeView n = Drained(Escalating());
-  n = ApplyChange(n, Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2)));
+  n = ApplyChange(n,
+                  Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2)));
   ASSERT_TRUE(Record(n).escalation);
   PolicyRemediation excluded = Escalating();
   excluded.governance = Governance::kExcluded;
-  EXPECT_TRUE(Plan(Bad(Action::kDrain), n, excluded, BrakeAllowAll(), kNow + minutes(3)).delete_escalation);
+  EXPECT_TRUE(
+      Plan(Bad(Action::kDrain), n, excluded, BrakeAllowAll(), kNow + minutes(3)).delete_escalation);
   // `kubectl gpu-guardian release` cancels the occurrence; the next pass deletes the object
   // and does not create another while the same fault lasts.
   NodeView rel = ApplyChange(n, PlanRelease(n, "reseated", kNow + minutes(3)));
   EXPECT_TRUE(HoldsOurs(rel, Record(rel)));
-  NodeChange next = Plan(Bad(Action::kDrain), rel, Escalating(), BrakeAllowAll(), kNow + minutes(4));
+  NodeChange next =
+      Plan(Bad(Action::kDrain), rel, Escalating(), BrakeAllowAll(), kNow + minutes(4));
   EXPECT_TRUE(next.delete_escalation);
   EXPECT_FALSE(next.create_escalation);
 }
