@@ -58,6 +58,8 @@ class NodeReconciler final : public runtime::Reconciler {
 
   // Time a brake-held node waits before it is looked at again.
   static constexpr Duration kBrakeRecheck = std::chrono::seconds(10);
+  // Time before a failed remediation.escalate create is tried again.
+  static constexpr Duration kEscalationRetry = std::chrono::seconds(30);
 
  private:
   // One pass's context for the apply layer and its log lines.
@@ -94,7 +96,9 @@ class NodeReconciler final : public runtime::Reconciler {
   Status ApplyDeviceTaints(Pass& pass, remediation::NodeChange& change);
   // Creates or deletes the remediation object (before the Node patch, like the DRA rules:
   // an object without its record entry is created again, AlreadyExists, on the next pass).
-  Status ApplyEscalation(Pass& pass, const remediation::NodeChange& change);
+  // A failed create is logged and retried (after kEscalationRetry) without failing the pass.
+  Status ApplyEscalation(Pass& pass, remediation::NodeChange& change);
+  void NotEscalated(Pass& pass, remediation::NodeChange& change, const Status& why);
   void MarkClaims(Pass& pass, const remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);

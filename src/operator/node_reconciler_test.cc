@@ -562,7 +562,7 @@ TEST(NodeReconciler, NodeConditionRuleFencesOnAnotherDetectorsCondition) {
 }
 
 // remediation.escalate: after the drain the remediation object exists (once), the record says
-// so, and recovery takes it away; a failed create changes nothing and is retried.
+// so, and recovery takes it away; a failed create is logged, not recorded, and retried.
 api::GpuHealthPolicy EscalatingPolicy() {
   api::GpuHealthPolicy p = Policy(api::Action::kDrain);
   p.spec.recovery.healthy_for = minutes(2);
@@ -616,17 +616,23 @@ TEST(NodeReconcilerEscalate, ObjectAfterTheDrainOnceThenGoneOnRecovery) {
   EXPECT_FALSE(w.Record("gpu-1")->Active());
 }
 
-TEST(NodeReconcilerEscalate, MissingTemplateFailsThePassAndIsRetried) {
+TEST(NodeReconcilerEscalate, MissingTemplateIsLoggedAndRetriedWithoutLosingThePass) {
   World w;
-  Status s = FenceAndDrain(w);
-  EXPECT_TRUE(IsNotFound(s)) << s;
+  ASSERT_TRUE(FenceAndDrain(w).ok());
   EXPECT_FALSE(w.escalation.Get("ops", "gpu-1"));
-  ASSERT_TRUE(w.Record("gpu-1"));
-  EXPECT_FALSE(w.Record("gpu-1")->escalation) << "the record claims only what exists";
+  auto rec = w.Record("gpu-1");
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->drain.phase, remediation::DrainPhase::kCompleted) << "the drain is recorded";
+  EXPECT_FALSE(rec->escalation) << "the record claims only what exists";
+  EXPECT_EQ(w.recorder.Count(events::kNodeDrained, "gpu-1"), 1);
+  EXPECT_EQ(w.recorder.Count(events::kRemediationEscalated, "gpu-1"), 0);
+  EXPECT_NE(w.logs->Find({"remediation object not created", "node=gpu-1", "not found"}), "");
   w.escalation.PutTemplate("ops", "reboot");
-  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  auto again = w.Pass("gpu-1");
+  ASSERT_TRUE(again.ok());
   EXPECT_TRUE(w.escalation.Get("ops", "gpu-1"));
   EXPECT_TRUE(w.Record("gpu-1")->escalation);
+  EXPECT_EQ(w.recorder.Count(events::kRemediationEscalated, "gpu-1"), 1);
 }
 
 }  // namespace
