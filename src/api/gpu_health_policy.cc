@@ -198,6 +198,12 @@ GpuHealthPolicySpec DefaultPolicySpec() {
   return spec;
 }
 
+std::string EscalationTemplate::RemediationKind() const {
+  constexpr std::string_view kSuffix = "Template";
+  if (!kind.ends_with(kSuffix)) return kind;
+  return kind.substr(0, kind.size() - kSuffix.size());
+}
+
 namespace {
 
 bool ValidName(const std::string& s) {
@@ -433,6 +439,42 @@ void ValidateRemediationAndRecovery(const GpuHealthPolicySpec& spec, const AddEr
   }
 }
 
+// A DNS subdomain (RFC 1123): dot-separated labels, at most 253 characters.
+bool ValidSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    if (!ValidName(s.substr(start, dot == std::string::npos ? s.npos : dot - start))) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// The template reference: a namespaced object of a CRD kind <X>Template.
+void ValidateEscalate(const EscalationTemplate& t, const AddError& add) {
+  const std::string p = "spec.remediation.escalate.template";
+  const size_t slash = t.api_version.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == t.api_version.size() ||
+      !ValidSubdomain(t.api_version.substr(0, slash)) ||
+      !ValidName(t.api_version.substr(slash + 1))) {
+    add(p + ".apiVersion",
+        "must be group/version of the template's CRD (e.g. "
+        "self-node-remediation.medik8s.io/v1alpha1)");
+  }
+  constexpr std::string_view kSuffix = "Template";
+  if (t.kind.size() <= kSuffix.size() || !t.kind.ends_with(kSuffix) ||
+      !(t.kind.front() >= 'A' && t.kind.front() <= 'Z') ||
+      !std::all_of(t.kind.begin(), t.kind.end(),
+                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)); })) {
+    add(p + ".kind",
+        "must be a kind ending in Template (the remediation kind is the same "
+        "without the suffix)");
+  }
+  if (!ValidName(t.namespace_)) add(p + ".namespace", "must be a namespace name");
+  if (!ValidSubdomain(t.name)) add(p + ".name", "must be an object name (DNS subdomain)");
+}
+
 void ValidateSafety(const SafetySpec& s, const AddError& add) {
   if (s.max_unhealthy.value < 0) add("spec.safety.maxUnhealthy", "must not be negative");
   if (s.max_unhealthy.percent && s.max_unhealthy.value > 100) {
@@ -460,6 +502,7 @@ std::vector<FieldError> ValidatePolicySpec(const GpuHealthPolicySpec& spec) {
   ValidateRules(spec.rules, add);
   ValidateRemediationAndRecovery(spec, add);
   ValidateSafety(spec.safety, add);
+  if (spec.remediation.escalate) ValidateEscalate(*spec.remediation.escalate, add);
   return errs;
 }
 

@@ -186,6 +186,20 @@ struct DrainSpec {
   bool force = false;  // also evict pods without a controller
   friend bool operator==(const DrainSpec&, const DrainSpec&) = default;
 };
+// Escalation hand-off (the medik8s NodeHealthCheck remediation-template convention): a
+// namespaced template object of kind <X>Template; after our drain of an occurrence finishes,
+// the operator creates one <X> named after the node in the template's namespace, its spec
+// copied from the template's spec.template.spec, and deletes it when the node recovers.
+struct EscalationTemplate {
+  std::string api_version;  // "group/version" of the template kind (a CRD: group required)
+  std::string kind;         // ends in "Template"
+  std::string namespace_;
+  std::string name;
+  // The remediation object's kind: `kind` without the "Template" suffix.
+  std::string RemediationKind() const;
+  friend bool operator==(const EscalationTemplate&, const EscalationTemplate&) = default;
+};
+
 struct RemediationSpec {
   TaintEffect taint_effect = TaintEffect::kNoSchedule;
   DrainSpec drain;
@@ -194,6 +208,7 @@ struct RemediationSpec {
   int max_bad_gpus_for_device_level = 2;
   DeviceTaintEffect device_taint_effect = DeviceTaintEffect::kNoSchedule;
   std::string device_driver = kDefaultDeviceDriver;  // ResourceSlice spec.driver of the GPUs
+  std::optional<EscalationTemplate> escalate;        // remediation.escalate.template; none
   // Device level: also mark the ResourceClaims holding a fenced device (KEP-4817
   // status.devices[].conditions, type GPUHealthy). Needs the optional claim-status RBAC.
   bool claim_status = false;

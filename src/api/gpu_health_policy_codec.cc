@@ -307,6 +307,28 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
                EnumDecoder<Action>(ParseAction, "None, Event, Taint, Cordon, Drain"));
 }
 
+// spec.remediation.escalate: {template: {apiVersion, kind, namespace, name}}.
+Status DecodeEscalate(const object& so, const std::string& p,
+                      std::optional<EscalationTemplate>* out) {
+  element ee;
+  if (!Find(so, "escalate", &ee)) return OkStatus();
+  const std::string ep = p + ".escalate";
+  object eo;
+  GG_RETURN_IF_ERROR(AsObject(ee, ep, &eo));
+  element te;
+  if (!Find(eo, "template", &te)) return InvalidArgumentError(ep + ".template: required");
+  const std::string tp = ep + ".template";
+  object to;
+  GG_RETURN_IF_ERROR(AsObject(te, tp, &to));
+  EscalationTemplate t;
+  GG_RETURN_IF_ERROR(Field(to, "apiVersion", tp, &t.api_version, AsString));
+  GG_RETURN_IF_ERROR(Field(to, "kind", tp, &t.kind, AsString));
+  GG_RETURN_IF_ERROR(Field(to, "namespace", tp, &t.namespace_, AsString));
+  GG_RETURN_IF_ERROR(Field(to, "name", tp, &t.name, AsString));
+  *out = std::move(t);
+  return OkStatus();
+}
+
 // spec.recovery onto the defaults in `r` (absent fields keep them).
 Status DecodeRecovery(const element& e, const std::string& p, RecoverySpec* r) {
   object so;
@@ -379,6 +401,7 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
                                                             "None, NoSchedule, NoExecute")));
     GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
     GG_RETURN_IF_ERROR(Field(so, "claimStatus", p, &rem.claim_status, AsBool));
+    GG_RETURN_IF_ERROR(DecodeEscalate(so, p, &rem.escalate));
   }
   GG_RETURN_IF_ERROR(Field(o, "recovery", path, &spec->recovery, DecodeRecovery));
   if (Find(o, "safety", &sub)) {
@@ -546,6 +569,13 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
       {"deviceTaintEffect", std::string(DeviceTaintEffectName(s.remediation.device_taint_effect))},
       {"deviceDriver", s.remediation.device_driver},
       {"claimStatus", s.remediation.claim_status}};
+  if (const auto& t = s.remediation.escalate) {
+    j["remediation"]["escalate"] = {{"template",
+                                     {{"apiVersion", t->api_version},
+                                      {"kind", t->kind},
+                                      {"namespace", t->namespace_},
+                                      {"name", t->name}}}};
+  }
   j["recovery"] = {
       {"automatic", s.recovery.automatic},
       {"healthyFor", Dur(s.recovery.healthy_for)},

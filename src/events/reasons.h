@@ -28,6 +28,7 @@ inline constexpr char kPolicyInvalid[] = "PolicyInvalid";
 inline constexpr char kNodeUngoverned[] = "NodeUngoverned";
 inline constexpr char kNodeQuarantined[] = "NodeQuarantined";
 inline constexpr char kNodeReleased[] = "NodeReleased";
+inline constexpr char kRemediationEscalated[] = "RemediationEscalated";
 
 struct ReasonInfo {
   std::string_view reason;
@@ -55,6 +56,8 @@ inline constexpr ReasonInfo kReasons[] = {
      "fenced recovery.quarantine.after times within its window: held until released by hand"},
     {kNodeReleased, EventType::kNormal,
      "our fences were handed back (exclude label, kubectl gpu-guardian release)"},
+    {kRemediationEscalated, EventType::kNormal,
+     "after the drain, a remediation object was created from remediation.escalate.template"},
 };
 
 // Type of a catalog reason; kNormal for names outside the catalog.

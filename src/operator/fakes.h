@@ -17,6 +17,7 @@
 #include "operator/cluster_view.h"
 #include "operator/dra_client.h"
 #include "operator/drain_runner.h"
+#include "operator/escalation_client.h"
 #include "operator/node_writer.h"
 
 namespace gg::op {
@@ -261,6 +262,49 @@ class FakeDra final : public DraApi {
   std::map<std::string, remediation::DeviceRef> devices;  // "<node>/<gpu uuid>" -> device
   std::map<std::string, std::string> rules;               // our rules: name -> GPU UUID
   std::map<std::string, std::string> holders;             // device (record form) -> pod UID
+};
+
+// The escalation hand-off's store: remediation objects by "namespace/name", created from a
+// template the test puts (a missing template is NotFound, as from the API server).
+class FakeEscalation final : public EscalationApi {
+ public:
+  struct Object {
+    std::string api_version;
+    std::string kind;
+    EscalationOwner owner;
+    std::string template_name;
+  };
+  void PutTemplate(const std::string& ns, const std::string& name) {
+    std::scoped_lock lock(mu_);
+    templates_.insert(ns + "/" + name);
+  }
+  Status Create(const api::EscalationTemplate& t, const EscalationOwner& owner) override {
+    std::scoped_lock lock(mu_);
+    if (!templates_.contains(t.namespace_ + "/" + t.name)) {
+      return NotFoundError(t.kind + " \"" + t.name + "\" not found");
+    }
+    const std::string key = t.namespace_ + "/" + owner.node;
+    if (objects_.contains(key)) return OkStatus();  // AlreadyExists is fine
+    objects_[key] = Object{t.api_version, t.RemediationKind(), owner, t.name};
+    ++creates;
+    return OkStatus();
+  }
+  Status Delete(const remediation::EscalationRecord& r) override {
+    std::scoped_lock lock(mu_);
+    objects_.erase(r.namespace_ + "/" + r.name);  // NotFound is fine
+    return OkStatus();
+  }
+  std::optional<Object> Get(const std::string& ns, const std::string& name) const {
+    std::scoped_lock lock(mu_);
+    auto it = objects_.find(ns + "/" + name);
+    return it == objects_.end() ? std::nullopt : std::optional(it->second);
+  }
+  int creates = 0;
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> templates_;
+  std::map<std::string, Object> objects_;
 };
 
 }  // namespace gg::op

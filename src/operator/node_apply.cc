@@ -54,6 +54,7 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
                                                 std::unique_lock<std::mutex>& brake_lock) {
   if (!pass.assessment.verdict) return ApplyNotSelected(pass.node.meta.name, change);
   if (Status s = ApplyDeviceTaints(pass, change); !s.ok()) return s;
+  if (Status s = ApplyEscalation(pass, change); !s.ok()) return s;
   MarkClaims(pass, change);
   if (Status s = WriteNode(pass, change); !s.ok()) return s;
   brake_lock = {};  // the index now reflects what we started
@@ -124,6 +125,50 @@ Status NodeReconciler::ApplyDeviceTaints(Pass& pass, NodeChange& change) {
     }
   }
   return OkStatus();
+}
+
+Status NodeReconciler::ApplyEscalation(Pass& pass, NodeChange& change) {
+  if (!change.create_escalation && !change.delete_escalation) return OkStatus();
+  if (d_.escalation == nullptr) {
+    return FailedPreconditionError("remediation.escalate: this operator has no escalation client");
+  }
+  if (const auto& del = change.delete_escalation) {
+    Status s = d_.escalation->Delete(*del);
+    d_.metrics.Remediation("unescalate", s.ok() ? kResultSuccess : kResultFailure);
+    if (!s.ok()) return s;  // retried before the record forgets the object
+    Log(pass).Info("remediation object deleted",
+                   {{"action", "unescalate"},
+                    {"object", del->kind + " " + del->namespace_ + "/" + del->name}});
+  }
+  if (const auto& tmpl = change.create_escalation) {
+    const std::string occurrence = change.record ? change.record->occurrence : "";
+    EscalationOwner owner{pass.node.meta.name, occurrence,
+                          pass.assessment.policy ? pass.assessment.policy->name : ""};
+    Status s = d_.escalation->Create(*tmpl, owner);
+    d_.metrics.Remediation("escalate", s.ok() ? kResultSuccess : kResultFailure);
+    if (!s.ok()) {
+      NotEscalated(pass, change, s);
+      return OkStatus();
+    }
+    Log(pass).Info("remediation object created",
+                   {{"action", "escalate"},
+                    {"object", tmpl->RemediationKind() + " " + tmpl->namespace_ + "/" + owner.node},
+                    {"template", tmpl->kind + " " + tmpl->namespace_ + "/" + tmpl->name}});
+  }
+  return OkStatus();
+}
+
+// The hand-off failed (template missing or without spec.template.spec, RBAC not granted): the
+// rest of the pass (the drain's outcome, the condition) is still written, the record does not
+// claim the object, and the node is looked at again soon to retry.
+void NodeReconciler::NotEscalated(Pass& pass, NodeChange& change, const Status& why) {
+  Log(pass).Error("remediation object not created (retried)", {{"error", why.ToString()}});
+  if (change.record) change.record->escalation.reset();
+  std::erase_if(change.events, [](const remediation::PlannedEvent& e) {
+    return e.reason == events::kRemediationEscalated;
+  });
+  const WallTime retry = pass.now + kEscalationRetry;
+  if (!change.requeue_at || *change.requeue_at > retry) change.requeue_at = retry;
 }
 
 // KEP-4817 (remediation.claimStatus): the claims holding a device fenced or released in this

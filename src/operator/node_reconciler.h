@@ -21,6 +21,7 @@
 #include "operator/cluster_view.h"
 #include "operator/dra_client.h"
 #include "operator/drain_runner.h"
+#include "operator/escalation_client.h"
 #include "operator/fleet_index.h"
 #include "operator/metrics.h"
 #include "operator/node_writer.h"
@@ -41,6 +42,8 @@ struct NodeReconcilerDeps {
   Logger log = Logger().WithName("node-reconciler");
   // Device-level (DRA) remediation; null: never device-level (every fence is node-level).
   DraApi* dra = nullptr;
+  // remediation.escalate hand-off; null: a policy asking for it fails its node's pass.
+  EscalationApi* escalation = nullptr;
 };
 
 class NodeReconciler final : public runtime::Reconciler {
@@ -55,6 +58,8 @@ class NodeReconciler final : public runtime::Reconciler {
 
   // Time a brake-held node waits before it is looked at again.
   static constexpr Duration kBrakeRecheck = std::chrono::seconds(10);
+  // Time before a failed remediation.escalate create is tried again.
+  static constexpr Duration kEscalationRetry = std::chrono::seconds(30);
 
  private:
   // One pass's context for the apply layer and its log lines.
@@ -89,6 +94,11 @@ class NodeReconciler final : public runtime::Reconciler {
   // Deletes and creates our DeviceTaintRules (before the Node patch: a rule that exists
   // without its record entry is found again on the next pass; the reverse would never be).
   Status ApplyDeviceTaints(Pass& pass, remediation::NodeChange& change);
+  // Creates or deletes the remediation object (before the Node patch, like the DRA rules:
+  // an object without its record entry is created again, AlreadyExists, on the next pass).
+  // A failed create is logged and retried (after kEscalationRetry) without failing the pass.
+  Status ApplyEscalation(Pass& pass, remediation::NodeChange& change);
+  void NotEscalated(Pass& pass, remediation::NodeChange& change, const Status& why);
   void MarkClaims(Pass& pass, const remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);

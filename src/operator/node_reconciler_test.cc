@@ -57,6 +57,7 @@ struct World {
   FakeCluster cluster;
   FakeDrains drains;
   FakeDra dra;
+  FakeEscalation escalation;
   events::FakeRecorder recorder;
   metrics::Registry registry;
   OperatorMetrics metrics{registry};
@@ -68,7 +69,7 @@ struct World {
   void Start() {
     reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
         cluster, cluster, recorder, drains, index, metrics, clock, [](const std::string&) {},
-        Logger(logs).WithName("node-reconciler"), with_dra ? &dra : nullptr});
+        Logger(logs).WithName("node-reconciler"), with_dra ? &dra : nullptr, &escalation});
   }
   void AddNode(const std::string& name, bool unschedulable = false,
                std::map<std::string, std::string> labels = {}) {
@@ -558,6 +559,80 @@ TEST(NodeReconciler, NodeConditionRuleFencesOnAnotherDetectorsCondition) {
   EXPECT_EQ(w.Condition("gpu-1"), "False");
   ASSERT_TRUE(w.Record("gpu-1").has_value());
   EXPECT_EQ(w.Record("gpu-1")->rules, std::vector<std::string>{"npd-xid"});
+}
+
+// remediation.escalate: after the drain the remediation object exists (once), the record says
+// so, and recovery takes it away; a failed create is logged, not recorded, and retried.
+api::GpuHealthPolicy EscalatingPolicy() {
+  api::GpuHealthPolicy p = Policy(api::Action::kDrain);
+  p.spec.recovery.healthy_for = minutes(2);
+  p.spec.remediation.escalate = api::EscalationTemplate{
+      "remediation.example.com/v1alpha1", "RebootRemediationTemplate", "ops", "reboot"};
+  return p;
+}
+
+// gpu-1 fenced and drained (Done) under EscalatingPolicy, and the pass that records the drain.
+Status FenceAndDrain(World& w) {
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(EscalatingPolicy());
+  w.Start();
+  GG_RETURN_IF_ERROR(w.Pass("gpu-1").status());
+  if (w.escalation.Get("ops", "gpu-1")) return InternalError("escalated before the drain ended");
+  remediation::DrainResult d;
+  d.state = remediation::DrainState::kDone;
+  d.message = "evicted 1 pod(s)";
+  w.drains.Finish("gpu-1", d);
+  w.clock.Advance(seconds(30));
+  return w.Pass("gpu-1").status();
+}
+
+TEST(NodeReconcilerEscalate, ObjectAfterTheDrainOnceThenGoneOnRecovery) {
+  World w;
+  w.escalation.PutTemplate("ops", "reboot");
+  ASSERT_TRUE(FenceAndDrain(w).ok());
+  auto obj = w.escalation.Get("ops", "gpu-1");
+  ASSERT_TRUE(obj);
+  EXPECT_EQ(obj->kind, "RebootRemediation");
+  EXPECT_EQ(obj->template_name, "reboot");
+  EXPECT_EQ(obj->owner.policy, "default");
+  ASSERT_TRUE(w.Record("gpu-1"));
+  EXPECT_EQ(obj->owner.occurrence, w.Record("gpu-1")->occurrence);
+  ASSERT_TRUE(w.Record("gpu-1")->escalation);
+  EXPECT_EQ(w.Record("gpu-1")->escalation->name, "gpu-1");
+  EXPECT_EQ(w.recorder.Count(events::kRemediationEscalated, "gpu-1"), 1);
+  EXPECT_NE(w.logs->Find({"remediation object created", "node=gpu-1", "action=escalate"}), "");
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_EQ(w.escalation.creates, 1) << "one per occurrence";
+  w.clock.Advance(minutes(1));
+  w.Report("gpu-1", false);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.escalation.Get("ops", "gpu-1")) << "held until healthyFor";
+  w.clock.Advance(minutes(3));
+  w.Report("gpu-1", false);
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  EXPECT_FALSE(w.escalation.Get("ops", "gpu-1"));
+  EXPECT_FALSE(w.Record("gpu-1")->escalation);
+  EXPECT_FALSE(w.Record("gpu-1")->Active());
+}
+
+TEST(NodeReconcilerEscalate, MissingTemplateIsLoggedAndRetriedWithoutLosingThePass) {
+  World w;
+  ASSERT_TRUE(FenceAndDrain(w).ok());
+  EXPECT_FALSE(w.escalation.Get("ops", "gpu-1"));
+  auto rec = w.Record("gpu-1");
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->drain.phase, remediation::DrainPhase::kCompleted) << "the drain is recorded";
+  EXPECT_FALSE(rec->escalation) << "the record claims only what exists";
+  EXPECT_EQ(w.recorder.Count(events::kNodeDrained, "gpu-1"), 1);
+  EXPECT_EQ(w.recorder.Count(events::kRemediationEscalated, "gpu-1"), 0);
+  EXPECT_NE(w.logs->Find({"remediation object not created", "node=gpu-1", "not found"}), "");
+  w.escalation.PutTemplate("ops", "reboot");
+  auto again = w.Pass("gpu-1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(w.escalation.Get("ops", "gpu-1"));
+  EXPECT_TRUE(w.Record("gpu-1")->escalation);
+  EXPECT_EQ(w.recorder.Count(events::kRemediationEscalated, "gpu-1"), 1);
 }
 
 }  // namespace

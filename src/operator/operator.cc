@@ -230,6 +230,7 @@ struct Operator::Impl {
     pod_api = std::make_unique<remediation::RestPodApi>(client);
     // DRA: no request is made until a policy asks for deviceLevel Auto.
     dra = std::make_unique<DraClient>(client, clock);
+    escalation = std::make_unique<EscalationClient>(client);  // remediation.escalate
     remediation::DrainerOptions dopts;
     dopts.max_concurrent_evictions = config.max_concurrent_evictions;
     dopts.poll_interval = config.drain_poll_interval;
@@ -259,10 +260,10 @@ struct Operator::Impl {
 
   // The node and policy reconcilers and the controllers that feed them from their queues.
   void MakeControllers() {
-    node_reconciler = std::make_unique<NodeReconciler>(NodeReconcilerDeps{
-        view, *node_writer, *recorder, *drains, index, metrics, clock,
-        [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
-        log.WithName("node-reconciler"), dra.get()});
+    node_reconciler = std::make_unique<NodeReconciler>(
+        NodeReconcilerDeps{view, *node_writer, *recorder, *drains, index, metrics, clock,
+                           [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
+                           log.WithName("node-reconciler"), dra.get(), escalation.get()});
     policy_reconciler = std::make_unique<PolicyReconciler>(PolicyReconcilerDeps{
         view, *status_writer, *recorder, index, metrics, clock, log.WithName("policy-reconciler"),
         dra.get()});
@@ -432,6 +433,7 @@ struct Operator::Impl {
   std::unique_ptr<RestPolicyStatusWriter> status_writer;
   std::unique_ptr<remediation::RestPodApi> pod_api;
   std::unique_ptr<DraClient> dra;
+  std::unique_ptr<EscalationClient> escalation;
   std::unique_ptr<PdbBudgets> budgets;  // before the drainer and drains that use it
   std::unique_ptr<remediation::Drainer> drainer;
   std::unique_ptr<DrainRunner> drains;

@@ -84,7 +84,9 @@ class Planner {
     return rec_.tainted || rec_.cordoned || !rec_.device_taints.empty() ||
            rec_.drain.phase == DrainPhase::kRunning || (rec_.dry_run && rec_.action >= Action::kTaint);
   }
-  bool HoldsAnything() const { return rec_.Active() || NodeFenced() || OurTaint(); }
+  bool HoldsAnything() const {
+    return rec_.Active() || NodeFenced() || OurTaint() || rec_.escalation.has_value();
+  }
   // Records why new remediation is held back, announcing it once per distinct reason.
   void HeldBack(std::string why) {
     plan_blocked_ = true;
@@ -116,6 +118,7 @@ class Planner {
   void AnnounceDryRun(Action target, bool device_level);
   void FenceDevices();
   void FenceNode(Action target);
+  void Escalate();
   void RequestDrain(bool device_level);
   void FinishRecord();
 
@@ -226,6 +229,11 @@ void Planner::Release(const std::string& why, bool node_level_only) {
     undone = true;
   }
   rec_.device_taints.clear();
+  if (rec_.escalation) {
+    out_.delete_escalation = rec_.escalation;
+    rec_.escalation.reset();
+    undone = true;
+  }
   if (rec_.drain.phase == DrainPhase::kRunning) {
     if (!pol_.dry_run) out_.stop_drain = true;
     rec_.drain.phase = DrainPhase::kCancelled;
@@ -355,6 +363,24 @@ void Planner::RequestDrain(bool device_level) {
     req.deadline = rec_.drain.started_at.value_or(now_) + pol_.remediation.drain.timeout;
     out_.drain = req;
   }
+}
+
+// remediation.escalate: once this occurrence's drain has finished (Done or Blocked), hand the
+// node to the external remediator: one remediation object per occurrence, recorded as ours.
+void Planner::Escalate() {
+  const auto& tmpl = pol_.remediation.escalate;
+  if (!tmpl || pol_.dry_run || !rec_.Active() || rec_.cancelled || rec_.escalation) return;
+  if (rec_.drain.phase != DrainPhase::kCompleted && rec_.drain.phase != DrainPhase::kBlocked) {
+    return;
+  }
+  out_.create_escalation = *tmpl;
+  rec_.escalation =
+      EscalationRecord{tmpl->api_version, tmpl->RemediationKind(), tmpl->namespace_, node_.name};
+  Event(events::kRemediationEscalated,
+        "Node handed to external remediation: " + tmpl->RemediationKind() + " " + tmpl->namespace_ +
+            "/" + node_.name + " from template " + tmpl->kind + " " + tmpl->namespace_ + "/" +
+            tmpl->name + " (occurrence " + rec_.occurrence + ", drain " +
+            std::string(DrainPhaseName(rec_.drain.phase)) + ")");
 }
 
 void Planner::Apply(Action target) {
@@ -507,6 +533,7 @@ void Planner::Govern() {
   } else if (rec_.Active() && !rec_.cancelled) {
     Apply(rec_.action);  // Unknown: we cannot tell, so hold (never escalate, never undo)
   }
+  Escalate();
   // The recovery settings the node is fenced under, for when no policy governs it any more.
   if (rec_.Active() && !rec_.cancelled) {
     rec_.healthy_for = pol_.recovery.healthy_for;
@@ -621,7 +648,7 @@ bool HoldsOurs(const NodeView& node, const std::optional<RemediationRecord>& r) 
     if (t.key == api::kTaintKey) return true;
   }
   return r && (r->Active() || r->tainted || r->cordoned || !r->device_taints.empty() ||
-               r->drain.phase == DrainPhase::kRunning || r->quarantined);
+               r->drain.phase == DrainPhase::kRunning || r->quarantined || r->escalation);
 }
 
 NodeChange PlanRelease(const NodeView& node, const std::string& reason, WallTime now) {

@@ -115,6 +115,10 @@ struct NodeChange {
   std::vector<DeviceTaintChange> delete_device_taints;
   std::vector<DeviceTaintChange> create_device_taints;
   std::vector<PlannedEvent> events;
+  // remediation.escalate: hand the drained node to an external remediator (create the object
+  // from the template; AlreadyExists is fine), or delete the one we created (NotFound is fine).
+  std::optional<api::EscalationTemplate> create_escalation;
+  std::optional<EscalationRecord> delete_escalation;
 
   std::optional<DrainRequest> drain;
   bool stop_drain = false;     // abandon a running drain (recovery, admin uncordon, exclusion)
@@ -134,7 +138,8 @@ struct NodeChange {
   // Nothing to write and nothing to announce (drain work is not a change).
   bool Empty() const {
     return !WritesNode() && !condition && delete_device_taints.empty() &&
-           create_device_taints.empty() && events.empty();
+           create_device_taints.empty() && events.empty() && !create_escalation &&
+           !delete_escalation;
   }
 };
 

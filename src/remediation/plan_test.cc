@@ -601,5 +601,118 @@ TEST(PlanRelease, DeviceTaintsAndDrainAreLeftForTheOperatorToUndo) {
   EXPECT_FALSE(next.drain.has_value());
 }
 
+// remediation.escalate: one remediation object per occurrence once our drain has finished
+// (Done or Blocked), recorded as ours, deleted on recovery, exclusion or release; never in dry
+// run, never before the drain ends, never without the field.
+api::EscalationTemplate Tmpl() {
+  return {"remediation.example.com/v1alpha1", "RebootRemediationTemplate", "ops", "reboot"};
+}
+
+PolicyRemediation Escalating(bool escalate = true) {
+  PolicyRemediation p = Pol();
+  if (escalate) p.remediation.escalate = Tmpl();
+  return p;
+}
+
+// Fences and starts the drain, then records the drain's outcome as the operator does.
+NodeView Drained(const PolicyRemediation& pol, bool done = true) {
+  NodeView n = ApplyChange(Node(), Plan(Bad(Action::kDrain), Node(), pol, BrakeAllowAll(), kNow));
+  RemediationRecord r = Record(n);
+  if (done) {
+    MarkDrainCompleted(r, kNow + minutes(1));
+  } else {
+    MarkDrainBlocked(r, "pod a/b: PDB", kNow + minutes(1));
+  }
+  n.record_annotation = EncodeRecord(r);
+  return n;
+}
+
+TEST(PlanEscalate, NothingBeforeTheDrainFinishes) {
+  NodeChange first = Plan(Bad(Action::kDrain), Node(), Escalating(), BrakeAllowAll(), kNow);
+  EXPECT_FALSE(first.create_escalation);
+  NodeView n = ApplyChange(Node(), first);
+  NodeChange again =
+      Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + seconds(30));
+  EXPECT_FALSE(again.create_escalation);
+  EXPECT_FALSE(Record(n).escalation);
+}
+
+TEST(PlanEscalate, CreatedOnceAfterTheDrainThenDeletedOnRecovery) {
+  NodeView n = Drained(Escalating());
+  NodeChange c = Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2));
+  ASSERT_TRUE(c.create_escalation);
+  EXPECT_EQ(*c.create_escalation, Tmpl());
+  EXPECT_TRUE(HasEvent(c, events::kRemediationEscalated));
+  n = ApplyChange(n, c);
+  auto esc = Record(n).escalation;
+  ASSERT_TRUE(esc);
+  EXPECT_EQ(esc->kind, "RebootRemediation");
+  EXPECT_EQ(esc->api_version, "remediation.example.com/v1alpha1");
+  EXPECT_EQ(esc->namespace_, "ops");
+  EXPECT_EQ(esc->name, "node-a");
+  // Once per occurrence: later passes (still faulty, then healthy but not yet recovered) keep it.
+  EXPECT_TRUE(
+      Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(3)).Empty());
+  NodeChange hold = Plan(Healthy(false), n, Escalating(), BrakeAllowAll(), kNow + minutes(4));
+  EXPECT_FALSE(hold.create_escalation);
+  EXPECT_FALSE(hold.delete_escalation);
+  n = ApplyChange(n, hold);
+  // Recovery deletes exactly what was created and forgets it.
+  NodeChange rec = Plan(Healthy(true), n, Escalating(), BrakeAllowAll(), kNow + minutes(20));
+  ASSERT_TRUE(rec.delete_escalation);
+  EXPECT_EQ(*rec.delete_escalation, *esc);
+  n = ApplyChange(n, rec);
+  EXPECT_FALSE(Record(n).escalation);
+  EXPECT_FALSE(Record(n).Active());
+  EXPECT_TRUE(Plan(Healthy(true), n, Escalating(), BrakeAllowAll(), kNow + minutes(21)).Empty());
+}
+
+TEST(PlanEscalate, BlockedDrainEscalatesToo) {
+  NodeView n = Drained(Escalating(), /*done=*/false);
+  EXPECT_TRUE(Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2))
+                  .create_escalation);
+}
+
+TEST(PlanEscalate, NoFieldOrDryRunCreatesNothing) {
+  NodeView n = Drained(Escalating(false));
+  EXPECT_FALSE(Plan(Bad(Action::kDrain), n, Escalating(false), BrakeAllowAll(), kNow + minutes(2))
+                   .create_escalation);
+  PolicyRemediation dry = Escalating();
+  dry.dry_run = true;
+  NodeView d = ApplyChange(Node(), Plan(Bad(Action::kDrain), Node(), dry, BrakeAllowAll(), kNow));
+  EXPECT_FALSE(
+      Plan(Bad(Action::kDrain), d, dry, BrakeAllowAll(), kNow + minutes(2)).create_escalation);
+}
+
+TEST(PlanEscalate, ExclusionAndReleaseTakeItBack) {
+  NodeView n = Drained(Escalating());
+  n = ApplyChange(n,
+                  Plan(Bad(Action::kDrain), n, Escalating(), BrakeAllowAll(), kNow + minutes(2)));
+  ASSERT_TRUE(Record(n).escalation);
+  PolicyRemediation excluded = Escalating();
+  excluded.governance = Governance::kExcluded;
+  EXPECT_TRUE(
+      Plan(Bad(Action::kDrain), n, excluded, BrakeAllowAll(), kNow + minutes(3)).delete_escalation);
+  // `kubectl gpu-guardian release` cancels the occurrence; the next pass deletes the object
+  // and does not create another while the same fault lasts.
+  NodeView rel = ApplyChange(n, PlanRelease(n, "reseated", kNow + minutes(3)));
+  EXPECT_TRUE(HoldsOurs(rel, Record(rel)));
+  NodeChange next =
+      Plan(Bad(Action::kDrain), rel, Escalating(), BrakeAllowAll(), kNow + minutes(4));
+  EXPECT_TRUE(next.delete_escalation);
+  EXPECT_FALSE(next.create_escalation);
+}
+
+TEST(PlanEscalate, RecordRoundTripsTheEscalation) {
+  RemediationRecord r;
+  r.occurrence = "node-a-1";
+  r.escalation = EscalationRecord{"g.example.com/v1", "FooRemediation", "ns", "node-a"};
+  auto back = DecodeRecord(EncodeRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r);
+  EXPECT_FALSE(DecodeRecord(R"({"v":1,"escalation":{"kind":"X"}})").ok());
+  EXPECT_FALSE(DecodeRecord(R"({"v":1,"escalation":"x"})").ok());
+}
+
 }  // namespace
 }  // namespace gg::remediation

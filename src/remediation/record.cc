@@ -125,6 +125,23 @@ Status DecodeRepeatFields(const Reader& rd, RemediationRecord& r) {
   return rd.Time("releasedAt", &r.released_at);
 }
 
+Status DecodeEscalation(const Reader& rd, RemediationRecord& r) {
+  const json* e = rd.Get("escalation");
+  if (!e) return OkStatus();
+  if (!e->is_object()) return rd.Err("escalation", "object");
+  Reader er(*e, "record.escalation");
+  EscalationRecord x;
+  GG_RETURN_IF_ERROR(er.Str("apiVersion", &x.api_version));
+  GG_RETURN_IF_ERROR(er.Str("kind", &x.kind));
+  GG_RETURN_IF_ERROR(er.Str("namespace", &x.namespace_));
+  GG_RETURN_IF_ERROR(er.Str("name", &x.name));
+  if (x.api_version.empty() || x.kind.empty() || x.namespace_.empty() || x.name.empty()) {
+    return InvalidArgumentError("record.escalation: apiVersion, kind, namespace and name required");
+  }
+  r.escalation = std::move(x);
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string EncodeRecord(const RemediationRecord& r) {
@@ -162,6 +179,12 @@ std::string EncodeRecord(const RemediationRecord& r) {
       arr.push_back(e);
     }
     j["deviceTaints"] = arr;
+  }
+  if (const auto& x = r.escalation) {
+    j["escalation"] = {{"apiVersion", x->api_version},
+                       {"kind", x->kind},
+                       {"namespace", x->namespace_},
+                       {"name", x->name}};
   }
   if (r.cancelled) j["cancelled"] = true;
   PutTime(j, "cancelledAt", r.cancelled_at);
@@ -259,6 +282,7 @@ StatusOr<RemediationRecord> DecodeRecord(std::string_view text) {
   GG_RETURN_IF_ERROR(rd.Str("skipped", &r.skipped));
   GG_RETURN_IF_ERROR(rd.Time("recoveredAt", &r.recovered_at));
   GG_RETURN_IF_ERROR(DecodeRepeatFields(rd, r));
+  GG_RETURN_IF_ERROR(DecodeEscalation(rd, r));
   if (const json* m = rd.Get("memory")) {
     if (!m->is_object()) return rd.Err("memory", "object");
     for (auto it = m->begin(); it != m->end(); ++it) {

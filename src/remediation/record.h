@@ -44,6 +44,16 @@ struct DeviceTaintRecord {
   friend bool operator==(const DeviceTaintRecord&, const DeviceTaintRecord&) = default;
 };
 
+// The remediation object we created for the occurrence (remediation.escalate): enough to
+// delete it on recovery even after the policy changed.
+struct EscalationRecord {
+  std::string api_version;  // of the remediation kind (the template's apiVersion)
+  std::string kind;         // the template kind without "Template"
+  std::string namespace_;   // the template's namespace
+  std::string name;         // the node's name
+  friend bool operator==(const EscalationRecord&, const EscalationRecord&) = default;
+};
+
 struct RemediationRecord {
   int version = kRecordVersion;
   // Last verdict state announced (drives once-per-transition Events). Empty: none yet.
@@ -66,6 +76,8 @@ struct RemediationRecord {
   bool cordoned = false;
   DrainRecord drain;
   std::vector<DeviceTaintRecord> device_taints;
+  // The remediation object handed to an external remediator after the drain (ours to delete).
+  std::optional<EscalationRecord> escalation;
 
   // An admin uncordoned our cordon: nothing more is done for this occurrence.
   bool cancelled = false;
