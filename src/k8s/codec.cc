@@ -175,7 +175,6 @@ Status ReadStringMap(od::value v, std::string_view field, LabelMap* out,
   return ReadStringMapLike(v, field, out, nullptr, keep);
 }
 
-
 namespace {
 StatusOr<std::int64_t> ParseQuantityCount(std::string_view s) {
   std::int64_t n = 0;

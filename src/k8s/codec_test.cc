@@ -359,7 +359,8 @@ TEST(LabelTest, AppendKeepsTheLastOfARepeatedKey) {
     EXPECT_TRUE(m.Append("zz.app/b", "3"));
     EXPECT_FALSE(m.Append(std::string_view("x\0y", 3), "v"));
     m.FinishAppend();
-    EXPECT_EQ(m.ToMap(), (std::map<std::string, std::string>{{"zz.app/a", "2"}, {"zz.app/b", "3"}}));
+    EXPECT_EQ(m.ToMap(),
+              (std::map<std::string, std::string>{{"zz.app/a", "2"}, {"zz.app/b", "3"}}));
     EXPECT_EQ(copy.ToMap(), (std::map<std::string, std::string>{{"zz.app/a", "0"}}));
     LabelMap empty;
     empty.FinishAppend();
@@ -367,8 +368,8 @@ TEST(LabelTest, AppendKeepsTheLastOfARepeatedKey) {
   }
   EXPECT_EQ(LabelMap::InternedEntries(), before);
 
-  auto node = ParseObject<Node>(
-      R"({"metadata":{"name":"n","labels":{"zz.k":"1","zz.j":"x","zz.k":"2"}}})");
+  auto node =
+      ParseObject<Node>(R"({"metadata":{"name":"n","labels":{"zz.k":"1","zz.j":"x","zz.k":"2"}}})");
   ASSERT_TRUE(node.ok()) << node.status().ToString();
   EXPECT_EQ(node->meta.labels.size(), 2u);
   EXPECT_EQ(node->meta.labels.Get("zz.k").value_or(""), "2");
@@ -392,19 +393,21 @@ TEST(LabelTest, DecodingLikeThePreviousVersionKeepsTheNewLabels) {
   ASSERT_TRUE(node.ok()) << node.status().ToString();
   EXPECT_EQ(node->meta.labels.ToMap(),
             (std::map<std::string, std::string>{{"zz.a", "5"}, {"zz.b", "9"}, {"zz.d", "4"}}));
-  auto same = ParseObject<Node>(R"({"metadata":{"name":"n","labels":{"zz.a":"1","zz.b":"2","zz.c":"3"}}})");
+  auto same =
+      ParseObject<Node>(R"({"metadata":{"name":"n","labels":{"zz.a":"1","zz.b":"2","zz.c":"3"}}})");
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->meta.labels == cached);
   auto shifted = ParseObject<Node>(
       R"({"metadata":{"name":"n","labels":{"zz.0":"0","zz.a":"1","zz.c":"3","zz.b":"2"}}})");
   ASSERT_TRUE(shifted.ok());
-  EXPECT_EQ(shifted->meta.labels.ToMap(), (std::map<std::string, std::string>{
-                                              {"zz.0", "0"}, {"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
+  EXPECT_EQ(shifted->meta.labels.ToMap(),
+            (std::map<std::string, std::string>{
+                {"zz.0", "0"}, {"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
   auto other = ParseObject<Node>(R"({"metadata":{"name":"m","labels":{"zz.a":"1"}}})");
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->meta.labels.ToMap(), (std::map<std::string, std::string>{{"zz.a", "1"}}));
-  EXPECT_EQ(cached.ToMap(), (std::map<std::string, std::string>{
-                                {"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
+  EXPECT_EQ(cached.ToMap(),
+            (std::map<std::string, std::string>{{"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
 }
 
 // Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
