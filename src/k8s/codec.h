@@ -58,4 +58,14 @@ class PreviousLabels {
 // "code"; an unparsable body gives a Status built from http_status alone.
 Status StatusFromBody(std::string_view body, int http_status);
 
+namespace json {
+// A LIST page (500 Nodes: ~7 MB) grows the thread's parser to several times the page, and a
+// parser never shrinks: at 10k nodes that was ~38 MB held for good by the informer threads.
+// Frees the parser's buffers when they are past kKeepParserCapacity (the next parse
+// allocates again). Call after a whole LIST, not per page. Declared here, not in
+// k8s/json_decode.h, so callers outside src/k8s need not include simdjson's on-demand types,
+// whose kernel depends on the flags src/k8s is built with.
+void ReleaseLargeThreadParser();
+}  // namespace json
+
 }  // namespace gg::k8s

@@ -78,12 +78,8 @@ Status DecodeLabelSelector(od::value v, std::string_view field, LabelSelector* o
 
 // Thread-local reusable parser.
 od::parser& ThreadParser();
-// A LIST page (500 Nodes: ~7 MB) grows the thread's parser to several times the page, and a
-// parser never shrinks: at 10k nodes that was ~38 MB held for good by the informer threads.
-// Frees the parser's buffers when they are past kKeepParserCapacity (the next parse
-// allocates again). Call after a whole LIST, not per page.
+// The thread's parser keeps at most this much after ReleaseLargeThreadParser (k8s/codec.h).
 inline constexpr std::size_t kKeepParserCapacity = 1 << 20;
-void ReleaseLargeThreadParser();
 // Ensures `s` has kBodyPadding spare capacity (may reallocate once).
 void EnsurePadding(std::string& s);
 // Copies into a thread-local padded buffer.

@@ -6,7 +6,7 @@
 #include "k8s/backoff.h"
 #include "k8s/crd_hint.h"
 #include "k8s/errors.h"
-#include "k8s/json_decode.h"
+#include "k8s/codec.h"
 
 namespace gg::runtime {
 namespace {
