@@ -14,8 +14,8 @@
 // Bytes from the API server: the operator talks to the sim through a loopback proxy in this
 // process that counts what the sim sent (response headers and bodies, watch streams).
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -100,9 +100,11 @@ class Agents {
 
  private:
   void Heartbeat(const std::string& node) {
-    json hb = {{"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+    json hb = {
+        {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
     auto r = srv_.MergePatch(std::string(bench::kReportsPath) + "/" + node, hb);
-    if (!r.ok()) std::fprintf(stderr, "heartbeat %s: %s\n", node.c_str(), r.status().ToString().c_str());
+    if (!r.ok())
+      std::fprintf(stderr, "heartbeat %s: %s\n", node.c_str(), r.status().ToString().c_str());
   }
   void Write(const std::string& node, int temperature) {
     auto st = json::parse(api::EncodeGpuNodeHealthStatus(bench::AgentReport(node, false, temperature)));

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -112,7 +112,8 @@ double BudgetMinimum(sim::SimServer& srv, const std::set<std::string>& nodes, do
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Args args = bench::ParseArgs(argc, argv, {"time-scale", "pods-per-node", "pdbs", "ready-delay"});
+  bench::Args args =
+      bench::ParseArgs(argc, argv, {"time-scale", "pods-per-node", "pdbs", "ready-delay"});
   if (!args.ok) return 2;
   const long n = args.nodes ? args.nodes : (args.mode == "scale" ? 512 : 128);
   const long faults = n / 4;

@@ -30,7 +30,8 @@ void AddFlags(CLI::App& app, gg::agent::AgentConfig& cfg, TextFlags& t) {
   app.add_option("--file", cfg.file_path, "JSON file for the file source");
   app.add_option("--script", cfg.script_path, "YAML fault timeline for the script source");
   app.add_option("--time-scale", cfg.time_scale, "Script time scale")->capture_default_str();
-  app.add_option("--publish", t.publish, "Publish modes: resource,annotation")->capture_default_str();
+  app.add_option("--publish", t.publish, "Publish modes: resource,annotation")
+      ->capture_default_str();
   app.add_option("--heartbeat", t.heartbeat, "Heartbeat interval")->capture_default_str();
   app.add_option("--sweep-interval", t.sweep, "NVML sweep interval")->capture_default_str();
   app.add_option("--debounce", t.debounce, "Minimum time between writes")->capture_default_str();

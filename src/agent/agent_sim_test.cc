@@ -210,9 +210,8 @@ TEST_F(AgentSimTest, HeartbeatRewritesUnchangedReport) {
   ASSERT_TRUE(WaitFor(
       [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"change"}) >= 1; }));
   const double hb0 = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
-  ASSERT_TRUE(WaitFor([&] {
-    return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb0;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb0; }));
   const json before = Gnh()["status"];
   ASSERT_TRUE(WaitFor([&] {
     return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb0 + 1;

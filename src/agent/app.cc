@@ -212,7 +212,8 @@ void AgentApp::MakePublishers() {
     } else {
       w = std::make_unique<AnnotationWriter>(*client_, config_.node_name);
     }
-    agent_->AddPublisher(std::make_unique<Publisher>(std::move(w), clock_, po, metrics_.get(), log_));
+    agent_->AddPublisher(
+        std::make_unique<Publisher>(std::move(w), clock_, po, metrics_.get(), log_));
   }
 }
 

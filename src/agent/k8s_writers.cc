@@ -45,7 +45,7 @@ std::string ResourceWriter::StatusPatchBody(const api::GpuNodeHealthStatus& repo
 }
 
 std::string ResourceWriter::HeartbeatPatchBody(WallTime heartbeat_time,
-                                              const std::string& resource_version) {
+                                               const std::string& resource_version) {
   Json body = {{"metadata", {{"resourceVersion", resource_version}}},
                {"status", {{"heartbeatTime", FormatRfc3339Micro(heartbeat_time)}}}};
   return DumpJson(body);

@@ -31,7 +31,8 @@ class ResourceWriter final : public ReportWriter {
   Status Heartbeat(const api::GpuNodeHealthStatus& report) override;
 
   // The heartbeat's patch: {"metadata":{"resourceVersion":rv},"status":{"heartbeatTime":t}}.
-  static std::string HeartbeatPatchBody(WallTime heartbeat_time, const std::string& resource_version);
+  static std::string HeartbeatPatchBody(WallTime heartbeat_time,
+                                        const std::string& resource_version);
   // The body of the status patch: {"status": <report>} with explicit nulls for top-level
   // fields the report omits, so a merge patch clears them instead of keeping stale values.
   static std::string StatusPatchBody(const api::GpuNodeHealthStatus& report);

@@ -120,8 +120,8 @@ void Publisher::OnWriteFailed(const Status& st, MonoTime done) {
     ++failures_unlogged_;
     return;
   }
-  const long long failing_s = static_cast<long long>(
-      std::chrono::duration<double>(done - failing_since_).count());
+  const long long failing_s =
+      static_cast<long long>(std::chrono::duration<double>(done - failing_since_).count());
   if (k8s::IsResourceNotServed(st)) {
     log_.Error("cannot publish: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths),
                {{"error", err},
@@ -146,10 +146,11 @@ void Publisher::OnWriteFailed(const Status& st, MonoTime done) {
 void Publisher::OnWritten(const Due& due, MonoTime done) {
   const api::GpuNodeHealthStatus& report = *due.report;
   if (failures_in_row_ > 0) {
-    log_.Info("report write recovered",
-              {{"failed_attempts", static_cast<long long>(failures_in_row_)},
-               {"failing_for_s", static_cast<long long>(
-                                     std::chrono::duration<double>(done - failing_since_).count())}});
+    log_.Info(
+        "report write recovered",
+        {{"failed_attempts", static_cast<long long>(failures_in_row_)},
+         {"failing_for_s",
+          static_cast<long long>(std::chrono::duration<double>(done - failing_since_).count())}});
     failures_in_row_ = failures_unlogged_ = 0;
     last_logged_error_.clear();
   } else if (!wrote_) {

@@ -37,7 +37,8 @@ TEST(XidCatalogTest, ShortNamesFromTheCatalog) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->Find(5)->short_name, "short five");
   EXPECT_EQ(c->Find(6)->short_name, "");  // a short row leaves it empty
-  auto without = XidCatalog::FromCsv("xid,name,category,recommended_action\n5,X,memory,RESET_GPU\n");
+  auto without =
+      XidCatalog::FromCsv("xid,name,category,recommended_action\n5,X,memory,RESET_GPU\n");
   ASSERT_TRUE(without.ok());
   EXPECT_EQ(without->Find(5)->short_name, "");
 }

@@ -113,7 +113,8 @@ void PdbBudgets::OnChange(const k8s::PodDisruptionBudget& pdb) {
   {
     std::scoped_lock lock(mu_);
     Budget& b = by_ns_[pdb.meta.namespace_][pdb.meta.name];
-    const bool same_selector = b.version != 0 && b.selector.has_value() == pdb.selector.has_value() &&
+    const bool same_selector = b.version != 0 &&
+                               b.selector.has_value() == pdb.selector.has_value() &&
                                (!b.selector || *b.selector == *pdb.selector);
     if (same_selector && b.allowed == pdb.disruptions_allowed) return;  // no news for a drain
     b.selector = pdb.selector;
@@ -139,7 +140,8 @@ void PdbBudgets::OnDelete(const k8s::PodDisruptionBudget& pdb) {
   for (const auto& [id, fn] : subs_) fn(pdb.meta.namespace_);
 }
 
-std::optional<std::vector<remediation::BudgetState>> PdbBudgets::Covering(const k8s::Pod& pod) const {
+std::optional<std::vector<remediation::BudgetState>> PdbBudgets::Covering(
+    const k8s::Pod& pod) const {
   if (!informer_.HasSynced()) return std::nullopt;
   std::vector<remediation::BudgetState> out;
   std::scoped_lock lock(mu_);

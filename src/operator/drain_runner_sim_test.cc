@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -44,15 +43,21 @@ TEST(PdbBudgetsSimTest, CoversMatchingPodsAndWakesWhenABudgetAllowsAgain) {
   auto s = sim::SimServer::Start(o);
   ASSERT_TRUE(s.ok()) << s.status();
   sim::SimServer& srv = **s;
-  ASSERT_TRUE(srv.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                                {"metadata", {{"name", "ml"}}}})
-                  .ok());
-  json pdb = {{"apiVersion", "policy/v1"},
-              {"kind", "PodDisruptionBudget"},
-              {"metadata", {{"name", "infer-pdb"}, {"namespace", "ml"}}},
-              {"spec", {{"maxUnavailable", 1}, {"selector", {{"matchLabels", {{"app", "infer"}}}}}}},
-              {"status", {{"disruptionsAllowed", 0}, {"currentHealthy", 3}, {"desiredHealthy", 3},
-                          {"expectedPods", 4}, {"observedGeneration", 1}}}};
+  ASSERT_TRUE(
+      srv.Create("/api/v1/namespaces",
+                 {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}})
+          .ok());
+  json pdb = {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", {{"name", "infer-pdb"}, {"namespace", "ml"}}},
+      {"spec", {{"maxUnavailable", 1}, {"selector", {{"matchLabels", {{"app", "infer"}}}}}}},
+      {"status",
+       {{"disruptionsAllowed", 0},
+        {"currentHealthy", 3},
+        {"desiredHealthy", 3},
+        {"expectedPods", 4},
+        {"observedGeneration", 1}}}};
   ASSERT_TRUE(srv.Create(kPdbs, pdb).ok());
 
   k8s::ClientConfig cfg;
@@ -84,9 +89,9 @@ TEST(PdbBudgetsSimTest, CoversMatchingPodsAndWakesWhenABudgetAllowsAgain) {
 
   // Back to 0 (an eviction spent it): no wake-up for that.
   const int wakes_before = wakes.load();
-  ASSERT_TRUE(srv.MergePatch(std::string(kPdbs) + "/infer-pdb",
-                             {{"status", {{"disruptionsAllowed", 0}}}})
-                  .ok());
+  ASSERT_TRUE(
+      srv.MergePatch(std::string(kPdbs) + "/infer-pdb", {{"status", {{"disruptionsAllowed", 0}}}})
+          .ok());
   ASSERT_TRUE(sim::WaitFor([&] { return Cover(budgets, infer).first == 0; }));
   EXPECT_EQ(wakes.load(), wakes_before);
 

@@ -54,7 +54,8 @@ TEST(HeartbeatSimTest, HeartbeatOnlyPatchesKeepANodeFreshASilentAgentTurnsItUnkn
   // The agent of "beating": nothing but heartbeatTime, every 500 ms.
   std::jthread agent([&](std::stop_token st) {
     while (!st.stop_requested()) {
-      json hb = {{"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+      json hb = {
+          {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
       (void)srv.MergePatch(std::string(kReports) + "beating", hb);
       std::this_thread::sleep_for(500ms);
     }

@@ -20,10 +20,10 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
       brake_engaged(r.AddGauge("gpu_guardian_brake_engaged",
                                "1 while a policy's blast-radius brake holds back new remediations.",
                                {"policy"})),
-      detection_to_action(r.AddHistogram(
-          "gpu_guardian_detection_to_action_seconds",
-          "Time from the report's observedAt to the operator's first fencing write.", {},
-          {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300})),
+      detection_to_action(
+          r.AddHistogram("gpu_guardian_detection_to_action_seconds",
+                         "Time from the report's observedAt to the operator's first fencing write.",
+                         {}, {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300})),
       evictions(r.AddCounter("gpu_guardian_evictions_total",
                              "Pod evictions attempted by drains, by result (success, pdb_blocked, "
                              "not_found, error).",

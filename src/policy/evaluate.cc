@@ -54,8 +54,8 @@ struct Condition {
   std::optional<WallTime> expires;  // Xid rules: when the newest occurrence leaves the window
   bool recent_in_window = false;    // Xid rules: some matching occurrence is inside the window
   std::vector<CounterSample> samples;  // rate rules: the counter's samples to keep in memory
-  std::set<MigInstance> mig;        // Xid rules: MIG instances the matching Xids were confined to
-  bool whole_gpu = false;           // some matching Xid concerns the whole GPU
+  std::set<MigInstance> mig;  // Xid rules: MIG instances the matching Xids were confined to
+  bool whole_gpu = false;     // some matching Xid concerns the whole GPU
 };
 
 template <typename N>

@@ -103,8 +103,8 @@ struct Tracked {
 struct Wake {
   std::mutex mu;
   bool pending = false;
-  std::stop_source* sleeper = nullptr;   // the round's sleep, while it sleeps
-  std::set<std::string> namespaces;      // of pods waiting on a budget
+  std::stop_source* sleeper = nullptr;  // the round's sleep, while it sleeps
+  std::set<std::string> namespaces;     // of pods waiting on a budget
 
   void Notify(std::string_view ns) {
     std::scoped_lock lock(mu);
@@ -374,7 +374,8 @@ bool DrainRun::Sleep(Duration d, std::stop_token stop) {
 
 DrainResult DrainRun::Run(std::stop_token stop) {
   std::uint64_t sub = 0;
-  if (opts_.budgets) sub = opts_.budgets->Subscribe([this](std::string_view ns) { wake_.Notify(ns); });
+  if (opts_.budgets)
+    sub = opts_.budgets->Subscribe([this](std::string_view ns) { wake_.Notify(ns); });
   struct Unsubscribe {
     BudgetWatch* w;
     std::uint64_t id;

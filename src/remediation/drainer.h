@@ -75,9 +75,9 @@ class RestPodApi final : public PodApi {
 
 // One PodDisruptionBudget as the drainer sees it.
 struct BudgetState {
-  std::string key;             // "namespace/name"
-  std::int32_t allowed = 0;    // status.disruptionsAllowed
-  std::uint64_t version = 0;   // rises whenever the budget's status or selector changes
+  std::string key;            // "namespace/name"
+  std::int32_t allowed = 0;   // status.disruptionsAllowed
+  std::uint64_t version = 0;  // rises whenever the budget's status or selector changes
 };
 
 // What the drainer may know about the budgets that cover pods (the operator's PdbBudgets: a

@@ -167,7 +167,8 @@ class FakeBudgets final : public BudgetWatch {
     if (!app) return std::vector<BudgetState>{};
     auto b = api_.Budget(std::string(*app));
     if (!b) return std::vector<BudgetState>{};
-    if (stale_allowed_) return std::vector<BudgetState>{{"ml/" + std::string(*app) + "-pdb", *stale_allowed_, 1}};
+    if (stale_allowed_)
+      return std::vector<BudgetState>{{"ml/" + std::string(*app) + "-pdb", *stale_allowed_, 1}};
     return std::vector<BudgetState>{{"ml/" + std::string(*app) + "-pdb", b->first, b->second}};
   }
   std::uint64_t Subscribe(std::function<void(std::string_view)> fn) override {
@@ -280,7 +281,8 @@ TEST(DrainerTest, PdbRefusalsBackOffAndFinishWithinBudget) {
 // is done in well under it, and no eviction is sent that the budget did not allow.
 TEST(DrainerTest, RefusedEvictionRetriedWhenItsBudgetAllowsNotWhenTheTimerRunsOut) {
   FakePodApi api;
-  for (int i = 0; i < 3; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
+  for (int i = 0; i < 3; ++i)
+    api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
   api.Add(MakePod("other-0", "n1", 1, "ReplicaSet", {}, "other"));
   api.SetBudget("infer", 0);
   api.SetBudget("other", 0);
@@ -317,7 +319,8 @@ TEST(DrainerTest, RefusedEvictionRetriedWhenItsBudgetAllowsNotWhenTheTimerRunsOu
 TEST(DrainerTest, StaleBudgetViewFallsBackToTheCappedTimer) {
   for (int shown : {1, 0}) {
     FakePodApi api;
-    for (int i = 0; i < 3; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
+    for (int i = 0; i < 3; ++i)
+      api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
     api.SetBudget("infer", shown == 1 ? 0 : 1);
     FakeBudgets budgets(api);
     budgets.ShowStale(shown);

@@ -4,9 +4,9 @@
 #include <random>
 
 #include "k8s/backoff.h"
+#include "k8s/codec.h"
 #include "k8s/crd_hint.h"
 #include "k8s/errors.h"
-#include "k8s/codec.h"
 
 namespace gg::runtime {
 namespace {

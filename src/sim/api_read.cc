@@ -581,7 +581,8 @@ ApiResponse ApiCore::Handle(const ApiRequest& req) {
 
 namespace {
 
-constexpr const char* kMethodNotAllowed = "the server does not allow this method on the requested resource";
+constexpr const char* kMethodNotAllowed =
+    "the server does not allow this method on the requested resource";
 
 ApiResponse WithVerb(ApiResponse r, const std::string& verb) {
   r.verb = verb;
@@ -592,7 +593,8 @@ ApiResponse WithVerb(ApiResponse r, const std::string& verb) {
 // it names one object. Empty for a method the server does not serve.
 std::string RequestVerb(const ApiRequest& req, const Target& t) {
   const std::string& m = req.method;
-  if (m == "GET") return t.name.empty() ? (ParseBoolParam(Q(req.query, "watch")) ? "watch" : "list") : "get";
+  if (m == "GET")
+    return t.name.empty() ? (ParseBoolParam(Q(req.query, "watch")) ? "watch" : "list") : "get";
   if (m == "POST") return "create";
   if (m == "PUT") return "update";
   if (m == "PATCH") return "patch";
@@ -610,9 +612,10 @@ bool MethodRefusedOnPath(const std::string& m, const Target& t) {
 
 // Write options from the query: dryRun, fieldValidation, and for create, update and patch the
 // field manager and force (apply only). A refused option is the response to send.
-std::optional<ApiResponse> ParseWriteOpts(const ApiRequest& req, const std::string& verb, WriteOpts* wo) {
-  if (auto it = req.query.find("dryRun"); it != req.query.end() && verb != "get" && verb != "list" &&
-                                          verb != "watch") {
+std::optional<ApiResponse> ParseWriteOpts(const ApiRequest& req, const std::string& verb,
+                                          WriteOpts* wo) {
+  if (auto it = req.query.find("dryRun");
+      it != req.query.end() && verb != "get" && verb != "list" && verb != "watch") {
     if (auto e = ParseDryRun(json::array({it->second}), &wo->dry_run)) return ErrorResponse(*e);
   }
   wo->strict = Q(req.query, "fieldValidation") == "Strict";
@@ -622,9 +625,10 @@ std::optional<ApiResponse> ParseWriteOpts(const ApiRequest& req, const std::stri
   if (verb != "create" && verb != "update" && verb != "patch") return std::nullopt;
   const bool apply = MediaType(req.content_type) == "application/apply-patch+yaml";
   auto invalid = [&](const std::string& field, const std::string& msg) {
-    return ErrorResponse(InvalidErr(
-        verb == "patch" ? "PatchOptions" : verb == "create" ? "CreateOptions" : "UpdateOptions",
-        "meta.k8s.io", "", {{"FieldValueInvalid", msg, field}}));
+    return ErrorResponse(InvalidErr(verb == "patch"    ? "PatchOptions"
+                                    : verb == "create" ? "CreateOptions"
+                                                       : "UpdateOptions",
+                                    "meta.k8s.io", "", {{"FieldValueInvalid", msg, field}}));
   };
   wo->field_manager = Q(req.query, "fieldManager");
   auto force = req.query.find("force");
@@ -658,7 +662,8 @@ ApiResponse ResultResponse(const ResourceInfo& ri, const std::string& verb, ApiR
     return r;
   }
   r.code = res.code;
-  for (const auto& w : res.warnings) r.headers.emplace_back("Warning", "299 - " + nlohmann::json(w).dump());
+  for (const auto& w : res.warnings)
+    r.headers.emplace_back("Warning", "299 - " + nlohmann::json(w).dump());
   // A write's result is the object just stored: send its stored JSON when it is that very
   // state (same kind, version and resourceVersion) rather than serializing it again.
   if (res.stored && ri.storage != "events" && res.stored->api_version == ri.ApiVersion() &&
@@ -668,7 +673,8 @@ ApiResponse ResultResponse(const ResourceInfo& ri, const std::string& verb, ApiR
     r.body = res.stored->json;
     return r;
   }
-  if (ri.storage == "events" && ri.group == "events.k8s.io" && res.obj.value("apiVersion", "") == "v1")
+  if (ri.storage == "events" && ri.group == "events.k8s.io" &&
+      res.obj.value("apiVersion", "") == "v1")
     res.obj = CoreEventToEventsV1(res.obj);
   else if (res.obj.is_object() && res.obj.value("kind", "") == ri.kind)
     res.obj["apiVersion"] = ri.ApiVersion();
@@ -677,7 +683,8 @@ ApiResponse ResultResponse(const ResourceInfo& ri, const std::string& verb, ApiR
 }
 
 // The request body as JSON, from JSON, YAML or protobuf; an empty body is null.
-std::optional<ApiError> DecodeRequestBody(const ApiRequest& req, std::size_t max_bytes, json* body) {
+std::optional<ApiError> DecodeRequestBody(const ApiRequest& req, std::size_t max_bytes,
+                                          json* body) {
   if (req.body.size() > max_bytes) {
     ApiError e;
     e.code = 413;
@@ -703,7 +710,8 @@ std::optional<ApiError> DecodeRequestBody(const ApiRequest& req, std::size_t max
   } else {
     *body = json::parse(req.body, nullptr, false);
     if (body->is_discarded())
-      return BadRequestErr("couldn't get version/kind; json parse error: invalid character in request body");
+      return BadRequestErr(
+          "couldn't get version/kind; json parse error: invalid character in request body");
   }
   return std::nullopt;
 }
@@ -833,18 +841,21 @@ ApiResult ApiCore::WriteRequest(const ApiRequest& req, const Target& t, const st
 ApiResponse ApiCore::HandleResource(const ApiRequest& req, const Target& t) {
   const auto& ri = *t.ri;
   const std::string verb = RequestVerb(req, t);
-  if (verb.empty()) return WithVerb(ErrorResponse(MethodNotAllowedErr(kMethodNotAllowed)), req.method);
+  if (verb.empty())
+    return WithVerb(ErrorResponse(MethodNotAllowedErr(kMethodNotAllowed)), req.method);
   if (MethodRefusedOnPath(req.method, t))
     return WithVerb(ErrorResponse(MethodNotAllowedErr(kMethodNotAllowed)), verb);
   if (auto denied = AuthorizeRequest(req, t, verb)) return *denied;
   WriteOpts wo;
   if (auto refused = ParseWriteOpts(req, verb, &wo)) return WithVerb(*refused, verb);
   auto finish = [&](ApiResult res) { return ResultResponse(ri, verb, std::move(res)); };
-  if (ri.review && verb != "create") return finish(ApiResult::Err(MethodNotAllowedErr(kMethodNotAllowed)));
+  if (ri.review && verb != "create")
+    return finish(ApiResult::Err(MethodNotAllowedErr(kMethodNotAllowed)));
   if (verb == "watch") return WithVerb(StartWatch(req, t), verb);
   if (verb == "list" || verb == "get") return HandleRead(req, t, verb, wo);
   json body;
-  if (auto e = DecodeRequestBody(req, opts_.max_body_bytes, &body)) return finish(ApiResult::Err(*e));
+  if (auto e = DecodeRequestBody(req, opts_.max_body_bytes, &body))
+    return finish(ApiResult::Err(*e));
   if (verb == "delete" || verb == "deletecollection")
     return finish(DeleteRequest(req, t, verb, body, wo));
   return finish(WriteRequest(req, t, verb, std::move(body), wo));

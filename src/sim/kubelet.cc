@@ -7,8 +7,6 @@
 // hostIP = the node's InternalIP. With --exec-images, pods whose image is an executable are
 // handed to the PodRunner, which runs them as processes and owns their status and
 // termination from then on.
-#include "sim/controllers.h"
-
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include <tuple>
 
 #include "sim/controller_util.h"
+#include "sim/controllers.h"
 #include "sim/pod_runner.h"
 
 namespace gg::sim {
@@ -118,10 +117,13 @@ std::chrono::milliseconds FirstProbeDelay(const json& p, double time_scale) {
 json RunningPodStatus(const json& p, const std::string& ts, const std::string& host_ip,
                       const std::string& pod_ip, bool ready) {
   json conds = json::array();
-  for (const char* c : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
+  for (const char* c :
+       {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"}) {
     const bool gated = std::string_view(c) == "Ready" || std::string_view(c) == "ContainersReady";
-    conds.push_back({{"type", c}, {"status", gated && !ready ? "False" : "True"},
-                     {"lastProbeTime", nullptr}, {"lastTransitionTime", ts}});
+    conds.push_back({{"type", c},
+                     {"status", gated && !ready ? "False" : "True"},
+                     {"lastProbeTime", nullptr},
+                     {"lastTransitionTime", ts}});
   }
   json cstat = json::array();
   for (const auto& c : p["spec"].value("containers", json::array()))
@@ -150,7 +152,8 @@ json RunningPodStatus(const json& p, const std::string& ts, const std::string& h
 void MarkReady(ApiCore& core, const std::shared_ptr<const ResourceInfo>& pods_ri,
                const std::string& ns, const std::string& name, const std::string& uid) {
   auto r = core.Get(Target{pods_ri, ns, name, ""});
-  if (!r.ok() || Str(r.obj, {"metadata", "uid"}) != uid || r.obj["metadata"].contains("deletionTimestamp"))
+  if (!r.ok() || Str(r.obj, {"metadata", "uid"}) != uid ||
+      r.obj["metadata"].contains("deletionTimestamp"))
     return;
   json st = r.obj.value("status", json::object());
   const std::string ts = core.NowRfc3339();
@@ -158,9 +161,11 @@ void MarkReady(ApiCore& core, const std::shared_ptr<const ResourceInfo>& pods_ri
     if (c.value("type", "") == "Ready" || c.value("type", "") == "ContainersReady")
       c["status"] = "True", c["lastTransitionTime"] = ts;
   for (auto& c : st["containerStatuses"]) c["ready"] = true;
-  core.Patch(Target{pods_ri, ns, name, "status"}, "application/merge-patch+json",
-             json{{"status", {{"conditions", st["conditions"]}, {"containerStatuses", st["containerStatuses"]}}}},
-             WriteOpts{});
+  core.Patch(
+      Target{pods_ri, ns, name, "status"}, "application/merge-patch+json",
+      json{{"status",
+            {{"conditions", st["conditions"]}, {"containerStatuses", st["containerStatuses"]}}}},
+      WriteOpts{});
 }
 
 }  // namespace
@@ -225,8 +230,10 @@ void Controllers::KubeletLoop(std::stop_token stop) {
         continue;
       }
       const auto probe_delay = FirstProbeDelay(p, opts_.time_scale);
-      json status = RunningPodStatus(p, core_.NowRfc3339(), host_ip, pod_ip, probe_delay.count() == 0);
-      if (probe_delay.count() > 0) ready_due.emplace(now + probe_delay, std::make_tuple(e.obj->ns, e.obj->name, e.obj->uid));
+      json status =
+          RunningPodStatus(p, core_.NowRfc3339(), host_ip, pod_ip, probe_delay.count() == 0);
+      if (probe_delay.count() > 0)
+        ready_due.emplace(now + probe_delay, std::make_tuple(e.obj->ns, e.obj->name, e.obj->uid));
       core_.Patch(Target{pods_ri, e.obj->ns, e.obj->name, "status"}, "application/merge-patch+json",
                   json{{"status", status}}, WriteOpts{});
     }
@@ -235,8 +242,10 @@ void Controllers::KubeletLoop(std::stop_token stop) {
       due.erase(due.begin());
       core_.FinishTermination(Target{pods_ri, ns, name, ""}, uid);
     }
-    for (; !ready_due.empty() && ready_due.begin()->first <= now; ready_due.erase(ready_due.begin()))
-      std::apply([&](const auto&... a) { MarkReady(core_, pods_ri, a...); }, ready_due.begin()->second);
+    for (; !ready_due.empty() && ready_due.begin()->first <= now;
+         ready_due.erase(ready_due.begin()))
+      std::apply([&](const auto&... a) { MarkReady(core_, pods_ri, a...); },
+                 ready_due.begin()->second);
   }
 }
 

@@ -140,7 +140,7 @@ struct SimServer::Impl::WatchStream {
   int cut_after = 0;
   bool initial_end_sent = false;
   bool finished = false;
-  bool alive = true;                // the watcher is open (false: closed and drained)
+  bool alive = true;               // the watcher is open (false: closed and drained)
   std::deque<WatchEvent> pending;  // popped, not yet written
   std::string buf;                 // reused for every batch
 };
@@ -173,7 +173,8 @@ std::string ProgressBookmarkLine(const WatchSpec& spec, std::uint64_t rv) {
 
 }  // namespace
 
-void SimServer::Impl::AppendWatchEvent(const WatchSpec& spec, const WatchEvent& e, std::string& buf) {
+void SimServer::Impl::AppendWatchEvent(const WatchSpec& spec, const WatchEvent& e,
+                                       std::string& buf) {
   if (spec.table_version.empty()) {
     // The stored JSON is appended as is when the watch is in its version.
     buf += "{\"type\":\"";
@@ -398,7 +399,8 @@ void SetTokenUser(const std::string& user, ApiRequest* req) {
   if (user.rfind(sa, 0) == 0) {
     std::string rest = user.substr(sa.size());
     std::string ns = rest.substr(0, rest.find(':'));
-    req->groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"};
+    req->groups = {"system:serviceaccounts", "system:serviceaccounts:" + ns,
+                   "system:authenticated"};
   }
 }
 
@@ -413,30 +415,31 @@ void StreamList(std::shared_ptr<ListStream> list, const std::string& content_typ
   auto cur = std::make_shared<Cursor>();
   cur->list = std::move(list);
   std::size_t total = cur->list->Size();
-  res.set_content_provider(total, content_type, [cur](std::size_t, std::size_t, httplib::DataSink& sink) {
-    const ListStream& l = *cur->list;
-    // Gather up to ~256 KB per write: one syscall per object would dominate.
-    std::string buf;
-    while (buf.size() < (std::size_t{256} << 10) && cur->piece <= l.items.size() + 1) {
-      std::string_view piece;
-      if (cur->piece == 0) {
-        piece = l.head;
-      } else if (cur->piece <= l.items.size()) {
-        piece = l.items[cur->piece - 1]->json;
-        if (cur->piece > 1 && cur->done == 0) buf += ',';
-      } else {
-        piece = l.tail;
-      }
-      std::size_t n = std::min<std::size_t>(piece.size() - cur->done, std::size_t{256} << 10);
-      buf.append(piece.substr(cur->done, n));
-      cur->done += n;
-      if (cur->done == piece.size()) {
-        ++cur->piece;
-        cur->done = 0;
-      }
-    }
-    return sink.write(buf.data(), buf.size());
-  });
+  res.set_content_provider(
+      total, content_type, [cur](std::size_t, std::size_t, httplib::DataSink& sink) {
+        const ListStream& l = *cur->list;
+        // Gather up to ~256 KB per write: one syscall per object would dominate.
+        std::string buf;
+        while (buf.size() < (std::size_t{256} << 10) && cur->piece <= l.items.size() + 1) {
+          std::string_view piece;
+          if (cur->piece == 0) {
+            piece = l.head;
+          } else if (cur->piece <= l.items.size()) {
+            piece = l.items[cur->piece - 1]->json;
+            if (cur->piece > 1 && cur->done == 0) buf += ',';
+          } else {
+            piece = l.tail;
+          }
+          std::size_t n = std::min<std::size_t>(piece.size() - cur->done, std::size_t{256} << 10);
+          buf.append(piece.substr(cur->done, n));
+          cur->done += n;
+          if (cur->done == piece.size()) {
+            ++cur->piece;
+            cur->done = 0;
+          }
+        }
+        return sink.write(buf.data(), buf.size());
+      });
 }
 
 }  // namespace
@@ -706,7 +709,8 @@ Status ParseListen(const std::string& listen, std::string* host, int* port) {
   *host = listen.substr(0, colon);
   std::string ps = listen.substr(colon + 1);
   auto r = std::from_chars(ps.data(), ps.data() + ps.size(), *port);
-  if (ps.empty() || r.ec != std::errc() || r.ptr != ps.data() + ps.size() || *port < 0 || *port > 65535)
+  if (ps.empty() || r.ec != std::errc() || r.ptr != ps.data() + ps.size() || *port < 0 ||
+      *port > 65535)
     return InvalidArgumentError("--listen must be HOST:PORT with a port in 0-65535, got " + listen);
   if (host->size() >= 2 && host->front() == '[' && host->back() == ']')
     *host = host->substr(1, host->size() - 2);
@@ -804,16 +808,17 @@ void SimServer::Impl::RouteRequests() {
   http->Put(".*", handler);
   http->Patch(".*", handler);
   http->Delete(".*", handler);
-  http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    SetError(res, InternalErr(what));
-  });
+  http->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SetError(res, InternalErr(what));
+      });
   if (opts.log_requests) {
     http->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       log.Info("request", {{"method", req.method}, {"path", req.path}, {"code", res.status}});
@@ -830,7 +835,8 @@ Status SimServer::Impl::Listen(int want_port) {
     if (std::string why = BindProbe(host, want_port); !why.empty())
       return UnavailableError("failed to listen on " + opts.listen + ": listen tcp " + opts.listen +
                               ": bind: " + why);
-    if (!http->bind_to_port(host, want_port)) return UnavailableError("failed to listen on " + opts.listen);
+    if (!http->bind_to_port(host, want_port))
+      return UnavailableError("failed to listen on " + opts.listen);
     port = want_port;
   }
   core->SeedKubernetesService(host, port);
@@ -841,7 +847,8 @@ Status SimServer::Impl::Listen(int want_port) {
   // cpp-httplib 0.11's stop() does nothing until the accept loop has set is_running(), and
   // the loop then never ends: a Stop() right after Start() (a test restarting the sim, a
   // SIGTERM on a loaded machine) hung join() forever. Return only once the loop runs.
-  while (!http->is_running() && !listener_exited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!http->is_running() && !listener_exited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (listener_exited) {
     thread.join();
     return UnavailableError("the HTTP server on " + opts.listen + " stopped at once");
