@@ -26,11 +26,11 @@ namespace {
 // Flags that take a value (kubectl's globals we honour, and ours), for finding the command
 // among the arguments.
 const std::set<std::string>& ValueFlags() {
-  static const std::set<std::string> f = {
+  static const std::set<std::string> kFlags = {
       "--kubeconfig", "--context",  "-n",      "--namespace", "--request-timeout",
       "-s",           "--server",   "-o",      "--output",    "--log-format",
       "--log-level",  "--duration", "--lease", "--reason"};
-  return f;
+  return kFlags;
 }
 
 // The first argument that is not a flag or a flag's value ("" when none).
@@ -342,8 +342,8 @@ int RunTimelineCommand(k8s::RestClient& client, Clock& clock, const PluginFlags&
 }  // namespace
 
 const std::vector<std::string>& PluginCommands() {
-  static const std::vector<std::string> c = {"status", "explain", "timeline", "release"};
-  return c;
+  static const std::vector<std::string> kCommands = {"status", "explain", "timeline", "release"};
+  return kCommands;
 }
 
 int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,

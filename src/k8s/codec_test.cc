@@ -425,7 +425,7 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
     EXPECT_EQ(a.Get("zz.test/k1").value_or(""), "v1");  // copies do not share mutations
     EXPECT_EQ(c.Get("zz.test/k1").value_or(""), "other");
     LabelMap d = std::move(c);
-    EXPECT_TRUE(c.empty());
+    EXPECT_TRUE(c.empty());  // NOLINT(bugprone-use-after-move): a moved-from map is empty
     c = d;
     EXPECT_TRUE(c == d);
     const LabelMap& alias = a;

@@ -48,12 +48,12 @@ json Load(const std::string& rel) {
 }
 
 const json& PolicyCrd() {
-  static const json crd = Load("deploy/crds/gpuhealthpolicies.yaml");
-  return crd;
+  static const json kCrd = Load("deploy/crds/gpuhealthpolicies.yaml");
+  return kCrd;
 }
 const json& PolicySchema() {
-  static const json s = PolicyCrd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-  return s;
+  static const json kSchema = PolicyCrd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+  return kSchema;
 }
 
 // ---- pod defaults -----------------------------------------------------------------

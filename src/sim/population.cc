@@ -307,12 +307,13 @@ std::string FeatureLabels(const json& labels) {
 
 json NodeConditions(const PopulationSpec& spec) {
   json conds = json::array();
-  const char* kConds[][4] = {
-      {"MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"},
+  static const char* const kConditions[][4] = {
+      {"MemoryPressure", "False", "KubeletHasSufficientMemory",
+       "kubelet has sufficient memory available"},
       {"DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"},
       {"PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
       {"Ready", "True", "KubeletReady", "kubelet is posting ready status"}};
-  for (const auto& c : kConds)
+  for (const auto& c : kConditions)
     conds.push_back({{"type", c[0]}, {"status", c[1]}, {"reason", c[2]}, {"message", c[3]},
                      {"lastHeartbeatTime", spec.creation_timestamp},
                      {"lastTransitionTime", spec.creation_timestamp}});
@@ -321,23 +322,37 @@ json NodeConditions(const PopulationSpec& spec) {
 
 json NodeImages() {
   json images = json::array();
-  static const char* kImages[] = {
-      "nvcr.io/nvidia/pytorch", "nvcr.io/nvidia/tritonserver", "nvcr.io/nvidia/nemo",
-      "nvcr.io/nvidia/tensorrt", "nvcr.io/nvidia/cuda", "nvcr.io/nvidia/k8s-device-plugin",
-      "nvcr.io/nvidia/gpu-feature-discovery", "nvcr.io/nvidia/k8s/dcgm-exporter",
-      "nvcr.io/nvidia/gpu-operator", "nvcr.io/nvidia/k8s/container-toolkit",
-      "nvcr.io/nvidia/cloud-native/gpu-operator-validator", "nvcr.io/nvidia/driver",
-      "registry.k8s.io/kube-proxy", "registry.k8s.io/pause", "registry.k8s.io/coredns/coredns",
+  static const char* const kImages[] = {
+      "nvcr.io/nvidia/pytorch",
+      "nvcr.io/nvidia/tritonserver",
+      "nvcr.io/nvidia/nemo",
+      "nvcr.io/nvidia/tensorrt",
+      "nvcr.io/nvidia/cuda",
+      "nvcr.io/nvidia/k8s-device-plugin",
+      "nvcr.io/nvidia/gpu-feature-discovery",
+      "nvcr.io/nvidia/k8s/dcgm-exporter",
+      "nvcr.io/nvidia/gpu-operator",
+      "nvcr.io/nvidia/k8s/container-toolkit",
+      "nvcr.io/nvidia/cloud-native/gpu-operator-validator",
+      "nvcr.io/nvidia/driver",
+      "registry.k8s.io/kube-proxy",
+      "registry.k8s.io/pause",
+      "registry.k8s.io/coredns/coredns",
       "602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon-k8s-cni",
       "602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon-k8s-cni-init",
       "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-ebs-csi-driver",
       "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/csi-node-driver-registrar",
       "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/livenessprobe",
       "public.ecr.aws/efa-device-plugin/efa-k8s-device-plugin",
-      "registry.k8s.io/nfd/node-feature-discovery", "quay.io/prometheus/node-exporter",
-      "docker.io/fluent/fluent-bit", "ghcr.io/gpu-guardian/agent", "docker.io/library/busybox",
-      "nvcr.io/nvidia/cloud-native/k8s-mig-manager", "nvcr.io/nvidia/cloud-native/dcgm",
-      "nvcr.io/nvidia/cloud-native/k8s-kata-manager", "nvcr.io/nvidia/cloud-native/vgpu-device-manager"};
+      "registry.k8s.io/nfd/node-feature-discovery",
+      "quay.io/prometheus/node-exporter",
+      "docker.io/fluent/fluent-bit",
+      "ghcr.io/gpu-guardian/agent",
+      "docker.io/library/busybox",
+      "nvcr.io/nvidia/cloud-native/k8s-mig-manager",
+      "nvcr.io/nvidia/cloud-native/dcgm",
+      "nvcr.io/nvidia/cloud-native/k8s-kata-manager",
+      "nvcr.io/nvidia/cloud-native/vgpu-device-manager"};
   int i = 0;
   for (const char* img : kImages) {
     std::string tag = "v" + std::to_string(1 + i % 5) + "." + std::to_string(i % 7) + ".0";

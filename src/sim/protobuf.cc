@@ -104,24 +104,25 @@ StatusOr<json> DecodeValue(const Raw& raw, const std::string& type, std::string_
 
 // Standard base64 with padding: how Go's encoding/json writes []byte.
 std::string StdBase64(std::string_view in) {
-  static constexpr char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((in.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
     unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
                  (static_cast<unsigned char>(in[i + 1]) << 8) | static_cast<unsigned char>(in[i + 2]);
-    out += k[(v >> 18) & 63];
-    out += k[(v >> 12) & 63];
-    out += k[(v >> 6) & 63];
-    out += k[v & 63];
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
   }
   if (i < in.size()) {
     unsigned v = static_cast<unsigned char>(in[i]) << 16;
     if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
-    out += k[(v >> 18) & 63];
-    out += k[(v >> 12) & 63];
-    out += i + 1 < in.size() ? k[(v >> 6) & 63] : '=';
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
     out += '=';
   }
   return out;

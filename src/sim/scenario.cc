@@ -330,6 +330,8 @@ Status ScenarioEmitter::ExpandNodes(const json& n) {
   std::string product = Str(n, "product", base_.gpu_product);
   std::map<std::string, std::string> labels;
   const json node_labels = n.value("labels", json::object());
+  if (!node_labels.is_object())
+    return InvalidArgumentError("scenario: node " + Str(n, "name") + ": labels is not a mapping");
   for (auto it = node_labels.begin(); it != node_labels.end(); ++it)
     labels[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
   json taints = n.value("taints", json());
@@ -523,6 +525,8 @@ Status ScenarioEmitter::EmitWorkload(const json& w) {
          {"value", Int(w, "priority", 1000)}}));
   json labels = {{"app", name}};
   const json extra_labels = w.value("labels", json::object());
+  if (!extra_labels.is_object())
+    return InvalidArgumentError("scenario: workload " + name + ": labels is not a mapping");
   for (auto it = extra_labels.begin(); it != extra_labels.end(); ++it) labels[it.key()] = *it;
   json tmpl = WorkloadTemplate(w, kind, labels);
   GG_ASSIGN_OR_RETURN(WorkloadOwner owner, EmitController(w, kind, labels, tmpl));

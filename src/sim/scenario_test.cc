@@ -149,5 +149,19 @@ TEST(ScenarioTest, ErrorsCarryLineNumbers) {
   EXPECT_FALSE(LoadScenarioFile("/nonexistent/scenario.yaml").ok());
 }
 
+// Found by scenario_fuzz: with a repeated `nodes:` key the checks and the emitter could read
+// different entries, and labels that are not a mapping threw. Either step may refuse the
+// input, but with an error, never a crash.
+TEST(ScenarioTest, LabelsThatAreNotAMappingAreAnError) {
+  for (const char* text : {"nodes:\n  - name: a\nnodes:\n  - name: b\n    labels: training}\n",
+                           "workloads:\n  - name: w\nworkloads:\n  - name: v\n    labels: x\n"}) {
+    auto s = ParseScenario(text);
+    if (!s.ok()) continue;
+    Status st = EmitScenario(*s, [](json&&) { return OkStatus(); });
+    EXPECT_FALSE(st.ok()) << text;
+    EXPECT_NE(st.message().find("labels is not a mapping"), std::string::npos) << st;
+  }
+}
+
 }  // namespace
 }  // namespace gg::sim

@@ -1028,9 +1028,8 @@ StatusOr<json> SimServer::Update(std::string_view path, const json& obj) {
   std::optional<ApiError> err;
   auto t = impl_->core->ResolvePath(path, &err);
   if (!t || t->name.empty()) return NotFoundError("no object at " + std::string(path));
-  json body = obj;
   // In-process updates write status too: first the main resource, then /status.
-  auto r = impl_->core->Update(*t, body, WriteOpts{});
+  auto r = impl_->core->Update(*t, obj, WriteOpts{});
   if (!r.ok()) return ToStatus(*r.err);
   if (t->ri->status_subresource && obj.contains("status") && t->sub.empty()) {
     Target st = *t;
