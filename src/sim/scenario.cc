@@ -180,7 +180,23 @@ Status ValidateWorkload(const YAML::Node& w, std::set<std::string>& names,
   return OkStatus();
 }
 
+// A key given twice in one mapping: the checks would read one value and the emitted JSON the
+// other, so the file is refused as strict Kubernetes decoding refuses a duplicate field.
+Status CheckNoDuplicateKeys(const YAML::Node& n) {
+  if (n.IsSequence())
+    for (const auto& item : n) GG_RETURN_IF_ERROR(CheckNoDuplicateKeys(item));
+  if (!n.IsMap()) return OkStatus();
+  std::set<std::string> seen;
+  for (const auto& kv : n) {
+    std::string key = kv.first.IsScalar() ? kv.first.Scalar() : YAML::Dump(kv.first);
+    if (!seen.insert(key).second) return Err(kv.first, "duplicate key \"" + key + "\"");
+    GG_RETURN_IF_ERROR(CheckNoDuplicateKeys(kv.second));
+  }
+  return OkStatus();
+}
+
 Status Validate(const YAML::Node& root) {
+  GG_RETURN_IF_ERROR(CheckNoDuplicateKeys(root));
   GG_RETURN_IF_ERROR(ValidateHeader(root));
   std::set<std::string> node_names;
   if (YAML::Node nodes = root["nodes"]) GG_RETURN_IF_ERROR(ValidateNodes(nodes, node_names));

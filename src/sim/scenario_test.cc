@@ -147,19 +147,35 @@ TEST(ScenarioTest, ErrorsCarryLineNumbers) {
   EXPECT_FALSE(ParseScenario("- a\n- b\n").ok());
   EXPECT_FALSE(ParseScenario("objects:\n  - {kind: X}\n").ok());
   EXPECT_FALSE(LoadScenarioFile("/nonexistent/scenario.yaml").ok());
+  auto dup = ParseScenario("seed: 1\nnodes:\n  - name: a\n    gpus: 1\n    gpus: 2\n");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(std::string(dup.status().message()).find("line 5: duplicate key \"gpus\""),
+            std::string::npos)
+      << dup.status();
 }
 
 // Found by scenario_fuzz: with a repeated `nodes:` key the checks and the emitter could read
-// different entries, and labels that are not a mapping threw. Either step may refuse the
-// input, but with an error, never a crash.
+// different entries, and labels that are not a mapping threw. The parser refuses the repeated
+// key; the emitter still refuses such labels (a Scenario can be built without the parser).
 TEST(ScenarioTest, LabelsThatAreNotAMappingAreAnError) {
   for (const char* text : {"nodes:\n  - name: a\nnodes:\n  - name: b\n    labels: training}\n",
                            "workloads:\n  - name: w\nworkloads:\n  - name: v\n    labels: x\n"}) {
     auto s = ParseScenario(text);
-    if (!s.ok()) continue;
+    if (!s.ok()) {
+      EXPECT_NE(std::string(s.status().message()).find("duplicate key"), std::string::npos)
+          << s.status();
+      continue;
+    }
     Status st = EmitScenario(*s, [](json&&) { return OkStatus(); });
     EXPECT_FALSE(st.ok()) << text;
     EXPECT_NE(st.message().find("labels is not a mapping"), std::string::npos) << st;
+  }
+  for (const char* doc : {R"({"nodes":[{"name":"b","labels":"training}"}]})",
+                          R"({"workloads":[{"name":"v","labels":"x"}]})"}) {
+    Scenario built;
+    built.doc = json::parse(doc);
+    Status st = EmitScenario(built, [](json&&) { return OkStatus(); });
+    EXPECT_NE(st.message().find("labels is not a mapping"), std::string::npos) << doc << ": " << st;
   }
 }
 
