@@ -309,10 +309,12 @@ struct Smp {
     return path.empty() ? key : path + "." + key;
   }
 
-  // Returns nullopt when the patch deletes the whole map ($patch: delete).
-  StatusOr<std::optional<json>> MergeMap(const json& original, const json& patch,
+  // Returns nullopt when the patch deletes the whole map ($patch: delete). Takes `original` by
+  // value: a caller moves the subtree in, so nested maps are merged in place (copying each
+  // level again cost a whole node's status per nodes/status patch).
+  StatusOr<std::optional<json>> MergeMap(json original, const json& patch,
                                          const std::string& path) const {
-    json out = original.is_object() ? original : json::object();
+    json out = original.is_object() ? std::move(original) : json::object();
     if (auto d = patch.find("$patch"); d != patch.end()) {
       if (!d->is_string()) return InvalidArgumentError("invalid $patch directive: must be a string");
       const std::string& v = d->get_ref<const std::string&>();
@@ -370,7 +372,9 @@ struct Smp {
       auto cur = out.find(key);
       const json& orig = cur == out.end() ? json() : *cur;
       if (it->is_object()) {
-        GG_ASSIGN_OR_RETURN(auto merged, MergeMap(orig.is_object() ? orig : json::object(), *it, child));
+        // Moved out and back in: on an error `out` is dropped anyway.
+        json sub = cur != out.end() && cur->is_object() ? std::move(*cur) : json::object();
+        GG_ASSIGN_OR_RETURN(auto merged, MergeMap(std::move(sub), *it, child));
         if (merged) out[key] = std::move(*merged);
         else out.erase(key);
       } else if (it->is_array()) {
@@ -473,7 +477,7 @@ struct Smp {
       json elem = e;
       if (directive == "merge") elem.erase("$patch");
       if (match != out.end()) {
-        GG_ASSIGN_OR_RETURN(auto merged, MergeMap(*match, elem, elem_path));
+        GG_ASSIGN_OR_RETURN(auto merged, MergeMap(std::move(*match), elem, elem_path));
         if (merged) *match = std::move(*merged);
         else out.erase(match);
       } else {
