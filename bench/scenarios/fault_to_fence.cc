@@ -76,7 +76,8 @@ double Pct(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Args args = bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tcache-count"});
+  bench::Args args =
+      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tcache-count"});
   if (!args.ok) return 2;
   const long tcache_count = static_cast<long>(args.Num("tcache-count", 4096));
   TuneMallocOnce(argv, tcache_count);
@@ -212,7 +213,8 @@ int main(int argc, char** argv) {
               if (auto at = line.find(kRv); at != std::string_view::npos) {
                 auto end = line.find('"', at + kRv.size());
                 if (end != std::string_view::npos)
-                  wo.resource_version = std::string(line.substr(at + kRv.size(), end - at - kRv.size()));
+                  wo.resource_version =
+                      std::string(line.substr(at + kRv.size(), end - at - kRv.size()));
               }
               return true;
             }
