@@ -274,6 +274,14 @@ json CrdSchemaV2(const json& structural, const std::string& group, const std::st
 
 namespace {
 
+// The Named* messages of gnostic's maps: {name = 1, value = 2}, as field `field` of `w`.
+void WriteNamed(ProtobufWriter& w, int field, std::string_view name, std::string_view value) {
+  ProtobufWriter named;
+  named.Bytes(1, name);
+  named.Bytes(2, value);
+  w.Bytes(field, named.data());
+}
+
 using Fields = std::initializer_list<std::pair<const char*, int>>;
 
 bool IsExtension(const std::string& k) { return k.rfind("x-", 0) == 0; }
@@ -291,10 +299,7 @@ std::string AnyBytes(const json& v) {
 
 // NamedAny{name=1, value=2}: a vendor extension.
 void WriteExtension(ProtobufWriter& w, int field, const std::string& name, const json& v) {
-  ProtobufWriter named;
-  named.Bytes(1, name);
-  named.Bytes(2, AnyBytes(v));
-  w.Bytes(field, named.data());
+  WriteNamed(w, field, name, AnyBytes(v));
 }
 
 void WriteString(ProtobufWriter& w, int field, const json& v) {
@@ -359,10 +364,7 @@ Status WriteSchemaChildren(ProtobufWriter& w, const std::string& k, const json& 
     for (const auto& [name, sub] : v.items()) {
       auto enc = EncodeSchema(sub);
       if (!enc.ok()) return enc.status();
-      ProtobufWriter named;
-      named.Bytes(1, name);
-      named.Bytes(2, *enc);
-      props.Bytes(1, named.data());
+      WriteNamed(props, 1, name, *enc);
     }
     w.Bytes(25, props.data());
   } else if (k == "additionalProperties") {
@@ -515,11 +517,9 @@ StatusOr<std::string> EncodeResponses(const json& rs) {
       item.Bytes(1, *enc);
       resp.Bytes(2, item.data());
     }
-    ProtobufWriter value, named;
+    ProtobufWriter value;
     value.Bytes(1, resp.data());
-    named.Bytes(1, code);
-    named.Bytes(2, value.data());
-    w.Bytes(1, named.data());
+    WriteNamed(w, 1, code, value.data());
   }
   for (const auto& [k, v] : rs.items())
     if (IsExtension(k)) WriteExtension(w, 2, k, v);
@@ -587,11 +587,9 @@ std::string EncodeSecurityDefinitions(const json& defs) {
     WriteString(key, 2, d.value("name", json()));
     WriteString(key, 3, d.value("in", json()));
     WriteString(key, 4, d.value("description", json()));
-    ProtobufWriter item, named;
+    ProtobufWriter item;
     item.Bytes(2, key.data());  // SecurityDefinitionsItem oneof api_key_security = 2
-    named.Bytes(1, name);
-    named.Bytes(2, item.data());
-    w.Bytes(1, named.data());
+    WriteNamed(w, 1, name, item.data());
   }
   return w.Take();
 }
@@ -599,13 +597,24 @@ std::string EncodeSecurityDefinitions(const json& defs) {
 std::string EncodeSecurityRequirement(const json& req) {
   ProtobufWriter w;
   for (const auto& [name, scopes] : req.items()) {
-    ProtobufWriter array, named;
+    ProtobufWriter array;
     WriteStrings(array, 1, scopes);
-    named.Bytes(1, name);
-    named.Bytes(2, array.data());
-    w.Bytes(1, named.data());
+    WriteNamed(w, 1, name, array.data());
   }
   return w.Take();
+}
+
+// Each entry of the object v2[key] encoded by `encode`, as a Named* message; an error names
+// the entry.
+Status WriteNamedMap(ProtobufWriter& w, int field, const json& v2, const char* key,
+                     StatusOr<std::string> (*encode)(const json&)) {
+  if (!v2.contains(key)) return OkStatus();
+  for (const auto& [name, value] : v2[key].items()) {
+    auto enc = encode(value);
+    if (!enc.ok()) return Status(enc.status().code(), name + ": " + enc.status().message());
+    WriteNamed(w, field, name, *enc);
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -620,28 +629,11 @@ StatusOr<std::string> EncodeOpenApiV2Protobuf(const json& v2) {
     WriteString(info, 3, v2["info"].value("description", json()));
     w.Bytes(2, info.data());
   }
-  ProtobufWriter paths;
-  static const json kNone = json::object();
-  const json& v2_paths = v2.contains("paths") ? v2["paths"] : kNone;
-  for (const auto& [path, item] : v2_paths.items()) {
-    auto enc = EncodePathItem(item);
-    if (!enc.ok()) return Status(enc.status().code(), path + ": " + enc.status().message());
-    ProtobufWriter named;
-    named.Bytes(1, path);
-    named.Bytes(2, *enc);
-    paths.Bytes(2, named.data());
-  }
+  ProtobufWriter paths, defs;  // Paths{path = 2}, Definitions{additional_properties = 1}
+  Status st = WriteNamedMap(paths, 2, v2, "paths", EncodePathItem);
+  if (st.ok()) st = WriteNamedMap(defs, 1, v2, "definitions", EncodeSchema);
+  if (!st.ok()) return st;
   w.Bytes(8, paths.data());
-  ProtobufWriter defs;
-  const json& v2_defs = v2.contains("definitions") ? v2["definitions"] : kNone;
-  for (const auto& [name, s] : v2_defs.items()) {
-    auto enc = EncodeSchema(s);
-    if (!enc.ok()) return Status(enc.status().code(), name + ": " + enc.status().message());
-    ProtobufWriter named;
-    named.Bytes(1, name);
-    named.Bytes(2, *enc);
-    defs.Bytes(1, named.data());
-  }
   w.Bytes(9, defs.data());
   if (v2.contains("security"))
     for (const auto& req : v2["security"]) w.Bytes(12, EncodeSecurityRequirement(req));
