@@ -68,7 +68,7 @@ class RealClientTest : public ::testing::Test {
   }
   CmdResult Kubectl(const std::string& args) {
     return RunCmd("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() +
-               " HOME=" + dir_.string() + " timeout 120 " + KubectlPath() + " " + args);
+                  " HOME=" + dir_.string() + " timeout 120 " + KubectlPath() + " " + args);
   }
   std::unique_ptr<SimServer> sim_;
   fs::path dir_;
@@ -473,11 +473,14 @@ TEST_F(RealClientTest, KubectlApplyKustomizationAndValidation) {
   if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   const std::string src = GG_SOURCE_DIR;
   auto r = Kubectl("apply -k " + src + "/deploy/");
-  EXPECT_NE(r.out.find("deployment.apps/gpu-guardian-operator created"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("deployment.apps/gpu-guardian-operator created"), std::string::npos)
+      << r.out;
   r = Kubectl("apply -k " + src + "/deploy/");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_TRUE(sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/deployments/gpu-guardian-operator").ok());
-  EXPECT_TRUE(sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/daemonsets/gpu-guardian-agent").ok());
+  EXPECT_TRUE(
+      sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/deployments/gpu-guardian-operator").ok());
+  EXPECT_TRUE(
+      sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/daemonsets/gpu-guardian-agent").ok());
   EXPECT_TRUE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
   std::ofstream(dir_ / "bad-deploy.yaml") << R"(apiVersion: apps/v1
 kind: Deployment

@@ -21,7 +21,8 @@ namespace {
 
 constexpr std::string_view kV3Prefix = "#/components/schemas/";
 constexpr std::string_view kV2Prefix = "#/definitions/";
-constexpr const char* kObjectMetaRef = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+constexpr const char* kObjectMetaRef =
+    "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 std::string V2Ref(const std::string& ref) {
   if (ref.rfind(kV3Prefix, 0) != 0) return ref;
@@ -85,7 +86,8 @@ json ParametersV3ToV2(const json& ps) {
 
 // The schema of a v3 `content` map (the JSON one when there is one).
 json ContentSchema(const json& content) {
-  if (content.contains("application/json")) return content["application/json"].value("schema", json());
+  if (content.contains("application/json"))
+    return content["application/json"].value("schema", json());
   for (const auto& [type, media] : content.items())
     if (media.contains("schema")) return media["schema"];
   return json();
@@ -189,10 +191,13 @@ void StripForV2(json& s) {
       s["required"].is_array()) {
     json kept = json::array();
     for (const auto& r : s["required"])
-      if (!(r.is_string() && IsTrue(s["properties"].value(r.get<std::string>(), json()), "nullable")))
+      if (!(r.is_string() &&
+            IsTrue(s["properties"].value(r.get<std::string>(), json()), "nullable")))
         kept.push_back(r);
-    if (kept.empty()) s.erase("required");
-    else s["required"] = std::move(kept);
+    if (kept.empty())
+      s.erase("required");
+    else
+      s["required"] = std::move(kept);
   }
   if (s.contains("additionalProperties") && IsTrue(s["additionalProperties"], "nullable"))
     s.erase("required");
@@ -232,8 +237,8 @@ void AddEmbeddedProperties(json& s) {
   if (IsTrue(s, "x-kubernetes-preserve-unknown-fields") ||
       !IsTrue(s, "x-kubernetes-embedded-resource"))
     return;
-  s["properties"]["apiVersion"] =
-      StringProperty("apiVersion defines the versioned schema of this representation of an object.");
+  s["properties"]["apiVersion"] = StringProperty(
+      "apiVersion defines the versioned schema of this representation of an object.");
   s["properties"]["kind"] =
       StringProperty("kind is a string value representing the type of this object. In CamelCase.");
   s["properties"]["metadata"] = MetadataProperty();
@@ -303,7 +308,8 @@ void WriteExtension(ProtobufWriter& w, int field, const std::string& name, const
 }
 
 void WriteString(ProtobufWriter& w, int field, const json& v) {
-  if (v.is_string() && !v.get_ref<const std::string&>().empty()) w.Bytes(field, v.get<std::string>());
+  if (v.is_string() && !v.get_ref<const std::string&>().empty())
+    w.Bytes(field, v.get<std::string>());
 }
 
 void WriteStrings(ProtobufWriter& w, int field, const json& v) {
@@ -411,12 +417,22 @@ StatusOr<std::string> EncodeSchema(const json& s) {
       continue;
     }
     if (WriteScalarKeyword(w, k, v,
-                           {{"$ref", 1}, {"format", 2}, {"title", 3}, {"description", 4},
-                            {"pattern", 13}, {"discriminator", 26}},
-                           {{"exclusiveMaximum", 8}, {"exclusiveMinimum", 10}, {"uniqueItems", 16},
+                           {{"$ref", 1},
+                            {"format", 2},
+                            {"title", 3},
+                            {"description", 4},
+                            {"pattern", 13},
+                            {"discriminator", 26}},
+                           {{"exclusiveMaximum", 8},
+                            {"exclusiveMinimum", 10},
+                            {"uniqueItems", 16},
                             {"readOnly", 27}},
-                           {{"maxLength", 11}, {"minLength", 12}, {"maxItems", 14}, {"minItems", 15},
-                            {"maxProperties", 17}, {"minProperties", 18}},
+                           {{"maxLength", 11},
+                            {"minLength", 12},
+                            {"maxItems", 14},
+                            {"minItems", 15},
+                            {"maxProperties", 17},
+                            {"minProperties", 18}},
                            {{"multipleOf", 6}, {"maximum", 7}, {"minimum", 9}},
                            {{"default", 5}, {"enum", 20}, {"example", 30}}))
       continue;
@@ -448,16 +464,24 @@ StatusOr<std::string> EncodeNonBodyParameter(const json& p, int* oneof_field) {
       WriteString(items, 1, v.value("type", json()));
       WriteString(items, 2, v.value("format", json()));
       w.Bytes(b + 2, items.data());
-    } else if (!WriteScalarKeyword(
-                   w, k, v,
-                   {{"in", 2}, {"description", 3}, {"name", 4}, {"type", b}, {"format", b + 1},
-                    {"collectionFormat", b + 3}, {"pattern", b + 11}},
-                   {{"required", 1}, {"exclusiveMaximum", b + 6}, {"exclusiveMinimum", b + 8},
-                    {"uniqueItems", b + 14}},
-                   {{"maxLength", b + 9}, {"minLength", b + 10}, {"maxItems", b + 12},
-                    {"minItems", b + 13}},
-                   {{"maximum", b + 5}, {"minimum", b + 7}, {"multipleOf", b + 16}},
-                   {{"default", b + 4}, {"enum", b + 15}})) {
+    } else if (!WriteScalarKeyword(w, k, v,
+                                   {{"in", 2},
+                                    {"description", 3},
+                                    {"name", 4},
+                                    {"type", b},
+                                    {"format", b + 1},
+                                    {"collectionFormat", b + 3},
+                                    {"pattern", b + 11}},
+                                   {{"required", 1},
+                                    {"exclusiveMaximum", b + 6},
+                                    {"exclusiveMinimum", b + 8},
+                                    {"uniqueItems", b + 14}},
+                                   {{"maxLength", b + 9},
+                                    {"minLength", b + 10},
+                                    {"maxItems", b + 12},
+                                    {"minItems", b + 13}},
+                                   {{"maximum", b + 5}, {"minimum", b + 7}, {"multipleOf", b + 16}},
+                                   {{"default", b + 4}, {"enum", b + 15}})) {
       return UnknownKey("parameter", k);
     }
   }
@@ -554,7 +578,7 @@ StatusOr<std::string> EncodeOperation(const json& op) {
 }
 
 StatusOr<std::string> EncodePathItem(const json& item) {
-  static const std::map<std::string, int> kOps = {{"get", 2},    {"put", 3},  {"post", 4},
+  static const std::map<std::string, int> kOps = {{"get", 2},    {"put", 3},     {"post", 4},
                                                   {"delete", 5}, {"options", 6}, {"head", 7},
                                                   {"patch", 8}};
   ProtobufWriter w;
@@ -709,8 +733,7 @@ std::string OpenApiV2Format(std::string_view accept) {
   std::stable_sort(clauses.begin(), clauses.end(),
                    [](const Clause& x, const Clause& y) { return x.q > y.q; });
   for (const auto& c : clauses) {
-    if (c.type == "*/*" || c.type == "application/*" || c.type == "application/json")
-      return "json";
+    if (c.type == "*/*" || c.type == "application/*" || c.type == "application/json") return "json";
     if (c.type == "application/com.github.proto-openapi.spec.v2@v1.0+protobuf" ||
         c.type == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
       return "protobuf";

@@ -15,9 +15,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kProtobufAccept = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+constexpr const char* kProtobufAccept =
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 
-const json kCrd = json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+const json kCrd =
+    json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
   "metadata":{"name":"gpuhealthpolicies.gpuguardian.io"},
   "spec":{"group":"gpuguardian.io","scope":"Cluster",
     "names":{"plural":"gpuhealthpolicies","singular":"gpuhealthpolicy","kind":"GPUHealthPolicy"},
@@ -100,7 +102,9 @@ TEST_F(OpenApiV2Test, JsonHasBuiltinKindsWithTheirExtensionsAndResolvableRefs) {
 TEST_F(OpenApiV2Test, CustomResourceDefinitionsAppearOnceEstablished) {
   auto before = Get("application/json");
   ASSERT_TRUE(before);
-  EXPECT_EQ(json::parse(before->body)["definitions"].count("io.gpuguardian.v1alpha1.GPUHealthPolicy"), 0u);
+  EXPECT_EQ(
+      json::parse(before->body)["definitions"].count("io.gpuguardian.v1alpha1.GPUHealthPolicy"),
+      0u);
   ASSERT_TRUE(sim_->Create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", kCrd).ok());
   auto after = Get("application/json");
   ASSERT_TRUE(after);
@@ -108,16 +112,18 @@ TEST_F(OpenApiV2Test, CustomResourceDefinitionsAppearOnceEstablished) {
   json defs = json::parse(after->body)["definitions"];
   ASSERT_TRUE(defs.contains("io.gpuguardian.v1alpha1.GPUHealthPolicy"));
   const json& s = defs["io.gpuguardian.v1alpha1.GPUHealthPolicy"];
-  EXPECT_EQ(s["x-kubernetes-group-version-kind"][0],
-            json({{"group", "gpuguardian.io"}, {"kind", "GPUHealthPolicy"}, {"version", "v1alpha1"}}));
+  EXPECT_EQ(
+      s["x-kubernetes-group-version-kind"][0],
+      json({{"group", "gpuguardian.io"}, {"kind", "GPUHealthPolicy"}, {"version", "v1alpha1"}}));
   EXPECT_EQ(s["properties"]["metadata"]["$ref"],
             "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
   // nullable and preserve-unknown-fields lose their type, as the real server publishes them.
   EXPECT_FALSE(s["properties"]["spec"]["properties"]["note"].contains("type"));
   EXPECT_FALSE(s["properties"]["status"].contains("type"));
   EXPECT_TRUE(defs.contains("io.gpuguardian.v1alpha1.GPUHealthPolicyList"));
-  EXPECT_EQ(defs["io.gpuguardian.v1alpha1.GPUHealthPolicyList"]["properties"]["items"]["items"]["$ref"],
-            "#/definitions/io.gpuguardian.v1alpha1.GPUHealthPolicy");
+  EXPECT_EQ(
+      defs["io.gpuguardian.v1alpha1.GPUHealthPolicyList"]["properties"]["items"]["items"]["$ref"],
+      "#/definitions/io.gpuguardian.v1alpha1.GPUHealthPolicy");
 }
 
 // The protobuf answer, read back with our own reader: a Document (swagger = 1, info = 2,
@@ -213,7 +219,8 @@ TEST(OpenApiV2Releases, EachKubeVersionServesAConsistentDocument) {
     EXPECT_EQ(doc["info"]["version"], "v" + std::string(version) + ".0");
     std::set<std::string> refs;
     CollectRefs(doc, refs);
-    for (const auto& ref : refs) EXPECT_TRUE(doc["definitions"].contains(ref.substr(14))) << version << " " << ref;
+    for (const auto& ref : refs)
+      EXPECT_TRUE(doc["definitions"].contains(ref.substr(14))) << version << " " << ref;
     (*s)->Stop();
   }
 }
@@ -236,14 +243,17 @@ TEST(OpenApiV2Schema, CrdStructuralSchemaLosesWhatV2CannotSay) {
   EXPECT_FALSE(p["d"].contains("anyOf"));
   EXPECT_TRUE(p["d"]["x-kubernetes-int-or-string"].get<bool>());
   EXPECT_TRUE(p.contains("apiVersion") && p.contains("kind"));
-  json open = CrdSchemaV2(json::parse(R"({"type":"object","x-kubernetes-preserve-unknown-fields":true,
-    "properties":{"x":{"type":"string"}}})"), "example.com", "v1", "Open");
+  json open =
+      CrdSchemaV2(json::parse(R"({"type":"object","x-kubernetes-preserve-unknown-fields":true,
+    "properties":{"x":{"type":"string"}}})"),
+                  "example.com", "v1", "Open");
   EXPECT_EQ(open.size(), 2u) << open;  // {type: object} and the GVK extension only
   EXPECT_TRUE(EncodeOpenApiV2Protobuf({{"definitions", {{"Thing", v2}}}}).ok());
 }
 
 TEST(OpenApiV2Schema, EncoderRejectsKeysSwagger2DoesNotHave) {
-  auto bad = EncodeOpenApiV2Protobuf({{"definitions", {{"X", {{"type", "string"}, {"nullable", true}}}}}});
+  auto bad =
+      EncodeOpenApiV2Protobuf({{"definitions", {{"X", {{"type", "string"}, {"nullable", true}}}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("nullable"), std::string::npos) << bad.status();

@@ -7,11 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -39,7 +38,7 @@ class ProtobufWriter {
  public:
   void Varint(int field, std::uint64_t v);
   void Bool(int field, bool v) { Varint(field, v ? 1 : 0); }
-  void Double(int field, double v);  // fixed64, little-endian
+  void Double(int field, double v);           // fixed64, little-endian
   void Bytes(int field, std::string_view v);  // strings and embedded messages
   const std::string& data() const { return out_; }
   std::string Take() { return std::move(out_); }
