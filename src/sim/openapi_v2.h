@@ -52,18 +52,17 @@ struct OpenApiV2Served {
   std::string etag;  // quoted, as the real server's: "<SHA-512 of the JSON, upper-case hex>"
 };
 
-// The served document, rebuilt only when the set of custom resource definitions changes:
-// the built-in part is converted once, the custom part is compared by its content.
+// The served document, rebuilt only when the set of custom resource definitions changes
+// (compared by the custom part's content); only the served forms are kept.
 class OpenApiV2Cache {
  public:
-  // `builtin` builds the built-in document (called once); `custom` is the current v2
+  // `builtin` builds the built-in document (called on a rebuild); `custom` is the current v2
   // document of custom resources (definitions and paths only).
   StatusOr<std::shared_ptr<const OpenApiV2Served>> Get(
       const std::function<nlohmann::json()>& builtin, const nlohmann::json& custom);
 
  private:
   std::mutex mu_;
-  std::unique_ptr<nlohmann::json> builtin_;
   std::string custom_key_;
   std::shared_ptr<const OpenApiV2Served> served_;
 };
