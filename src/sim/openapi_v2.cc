@@ -731,8 +731,13 @@ std::string OpenApiV2Format(std::string_view accept) {
     }
     if (c.q > 0) clauses.push_back(c);
   }
-  std::stable_sort(clauses.begin(), clauses.end(),
-                   [](const Clause& x, const Clause& y) { return x.q > y.q; });
+  // As goautoneg orders them: by q, then a concrete type before a wildcard one.
+  auto wild = [](const Clause& c) {
+    return (c.type.rfind("*/", 0) == 0 ? 2 : 0) + (c.type.size() >= 2 && c.type.ends_with("/*") ? 1 : 0);
+  };
+  std::stable_sort(clauses.begin(), clauses.end(), [&wild](const Clause& x, const Clause& y) {
+    return x.q != y.q ? x.q > y.q : wild(x) < wild(y);
+  });
   for (const auto& c : clauses) {
     if (c.type == "*/*" || c.type == "application/*" || c.type == "application/json") return "json";
     if (c.type == "application/com.github.proto-openapi.spec.v2@v1.0+protobuf" ||

@@ -195,6 +195,8 @@ TEST_F(OpenApiV2Test, AcceptChoosesTheFormOr406) {
             "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
   EXPECT_EQ(OpenApiV2Format("application/json;q=0.5, " + std::string(kProtobufAccept)), "protobuf");
   EXPECT_EQ(OpenApiV2Format("text/plain, */*;q=0.1"), "json");
+  EXPECT_EQ(OpenApiV2Format("*/*, " + std::string(kProtobufAccept)), "protobuf");  // concrete first
+  EXPECT_EQ(OpenApiV2Format("application/json;q=0"), "");
   std::string etag = any->get_header_value("Etag");
   EXPECT_EQ(etag.size(), 130u) << etag;  // quoted SHA-512, upper-case hex
 }
