@@ -47,18 +47,21 @@ api::GpuNodeHealthStatus Report(const std::string& node, bool xid) {
 }
 
 // glibc keeps 7 freed chunks per size class per thread (tcache); the rest of a request's
-// thousands of small JSON nodes go to the arena's shared bins, where the next large request
-// consolidates and sorts them under the arena lock. On the heap of 100k nodes those lists
+// thousands of small JSON nodes go to the arena's fast bins, which the next large request
+// merges and sorts into shared bins under the arena lock. On the heap of 100k nodes those bins
 // span gigabytes: malloc was 40 % of the CPU and made the initial reconcile 1.45x dearer per
-// node than at 10k. A deeper tcache keeps a request's garbage on its own thread for the next
-// one (tunables are read at start-up, so the runner re-executes itself once with it set).
-// A GLIBC_TUNABLES that already names tcache_count is left as it is.
-void TuneMallocOnce(char** argv, long tcache_count) {
-  if (tcache_count <= 0 || std::getenv("GG_BENCH_MALLOC_TUNED") != nullptr) return;
-  std::string t = "glibc.malloc.tcache_count=" + std::to_string(tcache_count);
-  if (const char* cur = std::getenv("GLIBC_TUNABLES")) {
-    if (std::string(cur).find("tcache_count") != std::string::npos) return;
-    t = std::string(cur) + ":" + t;
+// node than at 10k. A deeper tcache keeps a request's garbage on its thread for the next one;
+// no fast bins means no deferred merge (1,000 drain threads exiting flush their caches at
+// once). Tunables are read at start-up, so the runner re-executes itself once with them set;
+// one that GLIBC_TUNABLES already names is left as it is. docs/reference/glibc-malloc.md.
+void TuneMallocOnce(char** argv) {
+  if (std::getenv("GG_BENCH_MALLOC_TUNED") != nullptr) return;
+  const char* cur = std::getenv("GLIBC_TUNABLES");
+  std::string t = cur ? cur : "";
+  for (const char* want : {"glibc.malloc.tcache_count=4096", "glibc.malloc.mxfast=0"}) {
+    const std::string name = std::string(want).substr(0, std::string(want).find('='));
+    if (t.find(name) != std::string::npos) continue;
+    t += (t.empty() ? "" : ":") + std::string(want);
   }
   setenv("GLIBC_TUNABLES", t.c_str(), 1);
   setenv("GG_BENCH_MALLOC_TUNED", "1", 1);
@@ -77,10 +80,9 @@ double Pct(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   bench::Args args =
-      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tcache-count"});
+      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tune-malloc"});
   if (!args.ok) return 2;
-  const long tcache_count = static_cast<long>(args.Num("tcache-count", 4096));
-  TuneMallocOnce(argv, tcache_count);
+  if (args.Num("tune-malloc", 1) != 0) TuneMallocOnce(argv);  // 0: glibc's defaults
   const long n = args.nodes ? args.nodes : (args.mode == "scale" ? 10000 : 1000);
   const long k = args.events ? args.events : std::min<long>(200, n / 4);
   const long burst = std::min<long>(1000, n - k);
