@@ -79,8 +79,7 @@ double Pct(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Args args =
-      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tune-malloc"});
+  bench::Args args = bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tune-malloc"});
   if (!args.ok) return 2;
   if (args.Num("tune-malloc", 1) != 0) TuneMallocOnce(argv);  // 0: glibc's defaults
   const long n = args.nodes ? args.nodes : (args.mode == "scale" ? 10000 : 1000);
