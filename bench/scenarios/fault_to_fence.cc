@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
 #include "bench/scenarios/bench_util.h"
+#include "bench/scenarios/fleet.h"
+#include "bench/scenarios/populate.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "k8s/codec.h"
@@ -35,16 +38,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr char kPolicies[] = "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies";
-constexpr char kReports[] = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
+using SysTime = std::chrono::system_clock::time_point;
+using Sec = std::chrono::duration<double>;
 
-
-api::GpuNodeHealthStatus Report(const std::string& node, bool xid) {
-  auto s = api::testing::HealthyReport(node, std::chrono::system_clock::now(), 8, sim::FakeGpuUuid,
-                                       "bench");
-  if (xid) api::testing::AddXid(s);
-  return s;
-}
+double Ms(SysTime later, SysTime earlier) { return Sec(later - earlier).count() * 1000; }
 
 // glibc keeps 7 freed chunks per size class per thread (tcache); the rest of a request's
 // thousands of small JSON nodes go to the arena's fast bins, which the next large request
@@ -74,6 +71,229 @@ double Pct(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   std::size_t i = static_cast<std::size_t>(p * (v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+// The fleet: CRDs, N nodes and their healthy reports, the policy fencing on Xid 79.
+bool Populate(sim::SimServer& srv, const sim::PopulationSpec& spec, long n, bench::Report& rep) {
+  double p0 = bench::Now();
+  if (!bench::CreateCrds(srv) || !bench::PopulateNodes(srv, spec, n) ||
+      !bench::CreateReports(srv, spec, n)) {
+    return false;
+  }
+  rep.Add("populate nodes + healthy reports", bench::Now() - p0, "s", -1, false);
+  nlohmann::json policy = bench::XidPolicy();
+  policy["spec"]["remediation"]["drain"]["timeout"] = "2m";
+  return srv.Create(bench::kPoliciesPath, policy).ok();
+}
+
+// Round trip of one node PATCH over loopback HTTP (the operator's write path).
+void ProbePatch(k8s::RestClient& client, const sim::PopulationSpec& spec, long n,
+                bench::Report& rep) {
+  std::vector<double> lat;
+  for (int i = 0; i < 50; ++i) {
+    std::string body = R"({"metadata":{"labels":{"bench.gpuguardian.io/probe":")" +
+                       std::to_string(i) + R"("}}})";
+    double t = bench::Now();
+    auto r = client.Patch(k8s::kNodes, "", bench::NodeName(spec, i % n), k8s::PatchType::kMerge,
+                          body);
+    if (!r.ok()) break;
+    lat.push_back((bench::Now() - t) * 1000);
+  }
+  rep.Add("node PATCH round trip over HTTP p50", Pct(lat, 0.5), "ms", -1, false, "50 sequential");
+  rep.Add("node PATCH round trip over HTTP max", Pct(lat, 1.0), "ms", -1, false);
+}
+
+// A node watch from `rv`: the first time each node shows our taint and unschedulable.
+class FenceWatch {
+ public:
+  FenceWatch(k8s::RestClient& client, std::string rv)
+      : client_(client), thread_([this, rv](std::stop_token st) { Run(rv, st); }) {}
+  ~FenceWatch() { thread_.request_stop(); }
+
+  // Until every name is fenced (true) or `timeout` seconds pass.
+  bool WaitAll(const std::vector<std::string>& names, double timeout) {
+    double end = bench::Now() + timeout;
+    std::size_t seen = 0;  // names[0, seen) are fenced: each name is looked up until it is
+    while (bench::Now() < end) {
+      {
+        std::scoped_lock l(mu_);
+        while (seen < names.size() && fenced_.count(names[seen])) ++seen;
+        if (seen == names.size()) return true;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    return false;
+  }
+  std::optional<SysTime> When(const std::string& name) {
+    std::scoped_lock l(mu_);
+    auto it = fenced_.find(name);
+    return it == fenced_.end() ? std::nullopt : std::optional<SysTime>(it->second);
+  }
+
+ private:
+  void Run(std::string rv, std::stop_token st) {
+    k8s::WatchOptions wo;
+    wo.resource_version = std::move(rv);
+    while (!st.stop_requested()) {
+      (void)client_.Watch(
+          k8s::kNodes, "", wo, [&](std::string_view line) { return OnLine(line, wo); }, st);
+    }
+  }
+  bool OnLine(std::string_view line, k8s::WatchOptions& wo) {
+    // Most events (the initial reconcile's 100k condition writes) cannot carry our taint: keep
+    // only their resourceVersion (metadata's is the first unescaped one; annotations sort
+    // before it but hold no such key here) instead of decoding the whole node. A watcher that
+    // lags behind the flood inflates every measured step.
+    if (line.find(api::kTaintKey) == std::string_view::npos) {
+      constexpr std::string_view kRv = "\"resourceVersion\":\"";
+      if (auto at = line.find(kRv); at != std::string_view::npos) {
+        auto end = line.find('"', at + kRv.size());
+        if (end != std::string_view::npos)
+          wo.resource_version = std::string(line.substr(at + kRv.size(), end - at - kRv.size()));
+      }
+      return true;
+    }
+    auto ev = k8s::ParseWatchEvent<k8s::Node>(line, true);
+    if (!ev.ok()) return true;
+    if (!ev->object.meta.resource_version.empty())
+      wo.resource_version = ev->object.meta.resource_version;
+    if (ev->object.unschedulable && ev->object.FindTaint(api::kTaintKey)) {
+      auto now = std::chrono::system_clock::now();
+      std::scoped_lock l(mu_);
+      fenced_.try_emplace(ev->object.meta.name, now);
+    }
+    return true;
+  }
+
+  k8s::RestClient& client_;
+  std::mutex mu_;
+  std::map<std::string, SysTime> fenced_;
+  std::jthread thread_;  // last: stops and joins before the members it uses go
+};
+
+// The runner's state after the operator synced: the sim, the fence watch, the names.
+struct Run {
+  sim::SimServer& srv;
+  metrics::Registry& registry;
+  FenceWatch& watch;
+  bench::Report& rep;
+  const sim::PopulationSpec& spec;
+  long n, paced, burst, early, stride;
+
+  // Writes an Xid 79 report for `node` into the store: (its observedAt, when the write returned).
+  std::pair<SysTime, SysTime> WriteFault(const std::string& node) {
+    auto rs = bench::AgentReport(node, true);
+    json st = json::parse(api::EncodeGpuNodeHealthStatus(rs));
+    auto r = srv.MergePatch(std::string(bench::kReportsPath) + "/" + node, {{"status", st}});
+    if (!r.ok()) std::fprintf(stderr, "report %s: %s\n", node.c_str(), r.status().ToString().c_str());
+    return {rs.observed_at, std::chrono::system_clock::now()};
+  }
+  double QueueDepth() { return registry.Value("workqueue_depth", {"node"}); }
+  void EarlyFaults();
+  void InitialReconcile(double r0, double cpu0);
+  void PacedFaults();
+  void Burst();
+};
+
+// Faults on nodes between the paced ones, written while the initial reconcile runs.
+void Run::EarlyFaults() {
+  std::vector<std::string> names;
+  std::map<std::string, SysTime> written;
+  double depth_at_first = QueueDepth();
+  for (long i = 0; i < early && stride > 1; ++i) {
+    std::string nm = bench::NodeName(spec, i * stride + 1);
+    names.push_back(nm);
+    written[nm] = WriteFault(nm).second;
+    std::this_thread::sleep_for(50ms);
+  }
+  if (names.empty()) return;
+  bool all = watch.WaitAll(names, 120);
+  double depth_after = QueueDepth();
+  std::vector<double> step;
+  for (auto& nm : names) {
+    if (auto t = watch.When(nm)) step.push_back(Ms(*t, written[nm]));
+  }
+  rep.Add("faults during the initial reconcile, fenced", double(step.size()), "",
+          double(names.size()), true, all ? "" : "timeout 120 s");
+  rep.Add("  their operator step p50", Pct(step, 0.5), "ms", -1, false);
+  rep.Add("  their operator step p99", Pct(step, 0.99), "ms", 50, false,
+          "housekeeping queued: " + bench::Report::Fmt(depth_at_first) + " nodes at the first, " +
+              bench::Report::Fmt(depth_after) + " when all were fenced");
+  rep.Add("  their operator step max", Pct(step, 1.0), "ms", -1, false);
+}
+
+// The initial reconcile of every node (GPUHealthy condition written): wait until the node
+// queue has stayed empty for 1 s, so the paced faults measure the steady state.
+void Run::InitialReconcile(double r0, double cpu0) {
+  int quiet = 0;
+  while (quiet < 10 && bench::Now() - r0 < 1200) {
+    std::this_thread::sleep_for(100ms);
+    quiet = QueueDepth() == 0 ? quiet + 1 : 0;
+  }
+  double rs = bench::Now() - r0 - 1.0;
+  const double cpu = bench::CpuSeconds() - cpu0;
+  std::fprintf(stderr, "fault_to_fence: initial reconcile done\n");
+  rep.Add("initial reconcile of all nodes", rs, "s", -1, false,
+          bench::Report::Fmt(n / std::max(rs, 1e-3)) + " nodes/s");
+  // Process CPU (sim + operator + runner) per node: robust to load, unlike nodes/s; it should
+  // not grow with the fleet.
+  rep.Add("  CPU per node (whole process)", cpu / n * 1e6, "us", -1, false,
+          bench::Report::Fmt(n / std::max(cpu, 1e-3)) + " nodes per CPU-second");
+}
+
+// Faults at 20/s in the steady state.
+void Run::PacedFaults() {
+  std::vector<std::string> names;
+  std::map<std::string, std::pair<SysTime, SysTime>> written;
+  for (long i = 0; i < paced; ++i) {
+    std::string nm = bench::NodeName(spec, i * stride);
+    names.push_back(nm);
+    written[nm] = WriteFault(nm);
+    std::this_thread::sleep_for(50ms);
+  }
+  bool all = watch.WaitAll(names, 120);
+  std::vector<double> total, op_step, write_leg;
+  for (auto& nm : names) {
+    auto t = watch.When(nm);
+    if (!t) continue;
+    total.push_back(Ms(*t, written[nm].first));
+    op_step.push_back(Ms(*t, written[nm].second));
+    write_leg.push_back(Ms(written[nm].second, written[nm].first));
+  }
+  rep.Add("paced faults fenced", double(total.size()), "", double(paced), true,
+          all ? "" : "timeout 120 s");
+  rep.Add("report write (direct store) p99", Pct(write_leg, 0.99), "ms", -1, false);
+  rep.Add("operator step p50 (write → fence on watch)", Pct(op_step, 0.5), "ms", -1, false);
+  rep.Add("operator step p90", Pct(op_step, 0.9), "ms", -1, false);
+  rep.Add("operator step p99", Pct(op_step, 0.99), "ms", 50, false,
+          "target is for 100k nodes; N=" + std::to_string(n));
+  rep.Add("operator step max", Pct(op_step, 1.0), "ms", -1, false);
+  rep.Add("observedAt → fence p50", Pct(total, 0.5), "ms", -1, false);
+  rep.Add("observedAt → fence p99", Pct(total, 0.99), "ms", -1, false);
+  rep.Add("observedAt → fence max", Pct(total, 1.0), "ms", -1, false);
+}
+
+// `burst` faults written at once on the last nodes: time until all are cordoned.
+void Run::Burst() {
+  std::vector<std::string> names;
+  for (long i = n - burst; i < n; ++i) names.push_back(bench::NodeName(spec, i));
+  std::fprintf(stderr, "fault_to_fence: burst running\n");
+  const double cpu0 = bench::CpuSeconds();
+  double b0 = bench::Now();
+  for (auto& nm : names) WriteFault(nm);
+  double bw = bench::Now() - b0;
+  bool all = watch.WaitAll(names, 300);
+  double bt = bench::Now() - b0;
+  const double cpu = bench::CpuSeconds() - cpu0;
+  std::fprintf(stderr, "fault_to_fence: burst done\n");
+  std::size_t got = 0;
+  for (auto& nm : names) got += watch.When(nm) ? 1 : 0;
+  rep.Add("burst faults cordoned", double(got), "", double(burst), true);
+  rep.Add("burst: writing the reports", bw, "s", -1, false);
+  rep.Add("burst: first report → all cordoned", all ? bt : -1, "s", 5.0, false,
+          all ? "" : "not all within 300 s");
+  rep.Add("  burst CPU per fault (whole process)", cpu / std::max<long>(burst, 1) * 1e3, "ms", -1,
+          false, "report write, fence, condition, drain, record, Events");
 }
 
 }  // namespace
@@ -109,68 +329,10 @@ int main(int argc, char** argv) {
   cfg.timeout = 120000ms;
   auto client = k8s::RestClient::Create(cfg, RealClock::Default());
   if (!client.ok()) return 1;
-  k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                         "CustomResourceDefinition", false};
-  if (!(*client)->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok() ||
-      !(*client)->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok()) {
-    std::fprintf(stderr, "cannot create CRDs\n");
-    return 1;
-  }
-  (void)srv->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                           {"metadata", {{"name", "gpu-guardian-system"}}}});
   sim::PopulationSpec spec;
-  spec.nodes = static_cast<int>(n);
-  spec.pods_per_node = 0;
-  spec.daemonset_pods = false;
-  spec.pdbs = false;
-  double p0 = bench::Now();
-  Status s = sim::GeneratePopulation(spec, [&](json&& obj) -> Status {
-    const std::string kind = obj.value("kind", "");
-    if (kind != "Node" && kind != "Namespace") return OkStatus();
-    return srv->Insert(obj);
-  });
-  if (!s.ok()) return 1;
-  auto name_of = [&](long i) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%s%05ld", spec.node_prefix.c_str(), i);
-    return std::string(b);
-  };
-  for (long i = 0; i < n; ++i) {
-    json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                {"kind", "GPUNodeHealth"},
-                {"metadata", {{"name", name_of(i)}}},
-                {"status", json::parse(api::EncodeGpuNodeHealthStatus(Report(name_of(i), false)))}};
-    if (!srv->Create(kReports, obj).ok()) return 1;
-  }
-  rep.Add("populate nodes + healthy reports", bench::Now() - p0, "s", -1, false);
-  json policy = {{"apiVersion", "gpuguardian.io/v1alpha1"},
-                 {"kind", "GPUHealthPolicy"},
-                 {"metadata", {{"name", "bench"}}},
-                 {"spec", json::parse(R"({
-      "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
-      "rules": [{"name": "fatal-xid", "xid": {"codes": [79]}, "count": 1, "action": "Drain"}],
-      "remediation": {"taint": {"effect": "NoSchedule"},
-                      "drain": {"scope": "GPUPods", "timeout": "2m"}},
-      "recovery": {"automatic": false},
-      "safety": {"maxUnhealthy": "100%", "maxNodesPerHour": 1000000,
-                 "maxConcurrentDrains": 100000}
-    })")}};
-  if (!srv->Create(kPolicies, policy).ok()) return 1;
+  if (!Populate(*srv, spec, n, rep)) return 1;
+  ProbePatch(**client, spec, n, rep);
 
-  {
-    // Round trip of one node PATCH over loopback HTTP (the operator's write path).
-    std::vector<double> lat;
-    for (int i = 0; i < 50; ++i) {
-      std::string body = R"({"metadata":{"labels":{"bench.gpuguardian.io/probe":")" +
-                         std::to_string(i) + R"("}}})";
-      double t = bench::Now();
-      auto r = (*client)->Patch(k8s::kNodes, "", name_of(i % n), k8s::PatchType::kMerge, body);
-      if (!r.ok()) break;
-      lat.push_back((bench::Now() - t) * 1000);
-    }
-    rep.Add("node PATCH round trip over HTTP p50", Pct(lat, 0.5), "ms", -1, false, "50 sequential");
-    rep.Add("node PATCH round trip over HTTP max", Pct(lat, 1.0), "ms", -1, false);
-  }
   metrics::Registry registry;
   auto op_client = k8s::RestClient::Create(cfg, RealClock::Default());
   if (!op_client.ok()) return 1;
@@ -194,184 +356,20 @@ int main(int argc, char** argv) {
   const double initial_cpu0 = bench::CpuSeconds();
   // Progress on stderr, so a profiler can attach for the initial reconcile's window alone.
   std::fprintf(stderr, "fault_to_fence: synced, initial reconcile running\n");
-  // Watch nodes: first time each shows our taint and unschedulable.
-  std::mutex mu;
-  std::map<std::string, std::chrono::system_clock::time_point> fenced;
-  std::string rv = std::to_string(srv->ResourceVersion());
-  std::jthread watcher([&](std::stop_token st) {
-    k8s::WatchOptions wo;
-    wo.resource_version = rv;
-    while (!st.stop_requested()) {
-      auto r = (*client)->Watch(
-          k8s::kNodes, "", wo,
-          [&](std::string_view line) {
-            // Most events (the initial reconcile's 100k condition writes) cannot carry our
-            // taint: keep only their resourceVersion (metadata's is the first unescaped one;
-            // annotations sort before it but hold no such key here) instead of decoding the
-            // whole node. A watcher that lags behind the flood inflates every measured step.
-            if (line.find(api::kTaintKey) == std::string_view::npos) {
-              constexpr std::string_view kRv = "\"resourceVersion\":\"";
-              if (auto at = line.find(kRv); at != std::string_view::npos) {
-                auto end = line.find('"', at + kRv.size());
-                if (end != std::string_view::npos)
-                  wo.resource_version =
-                      std::string(line.substr(at + kRv.size(), end - at - kRv.size()));
-              }
-              return true;
-            }
-            auto ev = k8s::ParseWatchEvent<k8s::Node>(line, true);
-            if (!ev.ok()) return true;
-            if (!ev->object.meta.resource_version.empty())
-              wo.resource_version = ev->object.meta.resource_version;
-            if (ev->object.unschedulable && ev->object.FindTaint(api::kTaintKey)) {
-              auto now = std::chrono::system_clock::now();
-              std::scoped_lock l(mu);
-              fenced.try_emplace(ev->object.meta.name, now);
-            }
-            return true;
-          },
-          st);
-      (void)r;
-    }
-  });
-  std::this_thread::sleep_for(300ms);
-  auto write_fault = [&](const std::string& node) {
-    auto rs = Report(node, true);
-    json st = json::parse(api::EncodeGpuNodeHealthStatus(rs));
-    auto r = srv->MergePatch(std::string(kReports) + "/" + node, {{"status", st}});
-    if (!r.ok()) std::fprintf(stderr, "report %s: %s\n", node.c_str(), r.status().ToString().c_str());
-    return std::make_pair(rs.observed_at, std::chrono::system_clock::now());
-  };
-  auto wait_fenced = [&](const std::vector<std::string>& names, double timeout) {
-    double end = bench::Now() + timeout;
-    std::size_t seen = 0;  // names[0, seen) are fenced: each name is looked up until it is
-    while (bench::Now() < end) {
-      {
-        std::scoped_lock l(mu);
-        while (seen < names.size() && fenced.count(names[seen])) ++seen;
-        if (seen == names.size()) return true;
-      }
-      std::this_thread::sleep_for(2ms);
-    }
-    return false;
-  };
-  using Sec = std::chrono::duration<double>;
-
-  const long stride = std::max<long>(1, (n - burst) / std::max<long>(k, 1));
-  // Early faults: on nodes between the paced ones, written while the initial reconcile runs.
-  std::vector<std::string> early_names;
-  std::map<std::string, std::chrono::system_clock::time_point> early_written;
-  double depth_at_first_early = registry.Value("workqueue_depth", {"node"});
-  for (long i = 0; i < early && stride > 1; ++i) {
-    std::string nm = name_of(i * stride + 1);
-    early_names.push_back(nm);
-    early_written[nm] = write_fault(nm).second;
-    std::this_thread::sleep_for(50ms);
-  }
-  if (!early_names.empty()) {
-    bool all_early = wait_fenced(early_names, 120);
-    double depth_after = registry.Value("workqueue_depth", {"node"});
-    std::vector<double> early_step;
-    {
-      std::scoped_lock l(mu);
-      for (auto& nm : early_names) {
-        auto it = fenced.find(nm);
-        if (it != fenced.end()) early_step.push_back(Sec(it->second - early_written[nm]).count() * 1000);
-      }
-    }
-    rep.Add("faults during the initial reconcile, fenced", double(early_step.size()), "",
-            double(early_names.size()), true, all_early ? "" : "timeout 120 s");
-    rep.Add("  their operator step p50", Pct(early_step, 0.5), "ms", -1, false);
-    rep.Add("  their operator step p99", Pct(early_step, 0.99), "ms", 50, false,
-            "housekeeping queued: " + bench::Report::Fmt(depth_at_first_early) + " nodes at the first, " +
-                bench::Report::Fmt(depth_after) + " when all were fenced");
-    rep.Add("  their operator step max", Pct(early_step, 1.0), "ms", -1, false);
-  }
-
-  // The initial reconcile of every node (GPUHealthy condition written): wait until the node
-  // queue has stayed empty for 1 s, so the paced faults below measure the steady state.
   {
-    const double r0 = initial_r0;
-    int quiet = 0;
-    while (quiet < 10 && bench::Now() - r0 < 1200) {
-      std::this_thread::sleep_for(100ms);
-      quiet = registry.Value("workqueue_depth", {"node"}) == 0 ? quiet + 1 : 0;
-    }
-    double rs = bench::Now() - r0 - 1.0;
-    const double cpu = bench::CpuSeconds() - initial_cpu0;
-    std::fprintf(stderr, "fault_to_fence: initial reconcile done\n");
-    rep.Add("initial reconcile of all nodes", rs, "s", -1, false,
-            bench::Report::Fmt(n / std::max(rs, 1e-3)) + " nodes/s");
-    // Process CPU (sim + operator + runner) per node: robust to load, unlike nodes/s; it
-    // should not grow with the fleet.
-    rep.Add("  CPU per node (whole process)", cpu / n * 1e6, "us", -1, false,
-            bench::Report::Fmt(n / std::max(cpu, 1e-3)) + " nodes per CPU-second");
+    FenceWatch watch(**client, std::to_string(srv->ResourceVersion()));
+    std::this_thread::sleep_for(300ms);
+    const long stride = std::max<long>(1, (n - burst) / std::max<long>(k, 1));
+    Run run{*srv, registry, watch, rep, spec, n, k, burst, early, stride};
+    run.EarlyFaults();
+    run.InitialReconcile(initial_r0, initial_cpu0);
+    run.PacedFaults();
+    run.Burst();
+    rep.Add("operator RSS (whole process incl. sim)", bench::RssBytes() / 1048576.0, "MiB", -1,
+            false);
   }
-
-  // Paced faults (20/s).
-  std::vector<std::string> paced;
-  std::map<std::string, std::pair<std::chrono::system_clock::time_point,
-                                  std::chrono::system_clock::time_point>> written;
-  for (long i = 0; i < k; ++i) {
-    std::string nm = name_of(i * stride);
-    paced.push_back(nm);
-    written[nm] = write_fault(nm);
-    std::this_thread::sleep_for(50ms);
-  }
-  bool all_paced = wait_fenced(paced, 120);
-  std::vector<double> total, op_step, write_leg;
-  {
-    std::scoped_lock l(mu);
-    for (auto& nm : paced) {
-      auto it = fenced.find(nm);
-      if (it == fenced.end()) continue;
-      total.push_back(Sec(it->second - written[nm].first).count() * 1000);
-      op_step.push_back(Sec(it->second - written[nm].second).count() * 1000);
-      write_leg.push_back(Sec(written[nm].second - written[nm].first).count() * 1000);
-    }
-  }
-  rep.Add("paced faults fenced", double(total.size()), "", double(k), true,
-          all_paced ? "" : "timeout 120 s");
-  rep.Add("report write (direct store) p99", Pct(write_leg, 0.99), "ms", -1, false);
-  rep.Add("operator step p50 (write → fence on watch)", Pct(op_step, 0.5), "ms", -1, false);
-  rep.Add("operator step p90", Pct(op_step, 0.9), "ms", -1, false);
-  rep.Add("operator step p99", Pct(op_step, 0.99), "ms", 50, false,
-          "target is for 100k nodes; N=" + std::to_string(n));
-  rep.Add("operator step max", Pct(op_step, 1.0), "ms", -1, false);
-  rep.Add("observedAt → fence p50", Pct(total, 0.5), "ms", -1, false);
-  rep.Add("observedAt → fence p99", Pct(total, 0.99), "ms", -1, false);
-  rep.Add("observedAt → fence max", Pct(total, 1.0), "ms", -1, false);
-
-  // Burst.
-  std::vector<std::string> bnames;
-  for (long i = n - burst; i < n; ++i) bnames.push_back(name_of(i));
-  std::fprintf(stderr, "fault_to_fence: burst running\n");
-  const double burst_cpu0 = bench::CpuSeconds();
-  double b0 = bench::Now();
-  for (auto& nm : bnames) write_fault(nm);
-  double bw = bench::Now() - b0;
-  bool all_burst = wait_fenced(bnames, 300);
-  double bt = bench::Now() - b0;
-  const double burst_cpu = bench::CpuSeconds() - burst_cpu0;
-  std::fprintf(stderr, "fault_to_fence: burst done\n");
-  std::size_t got = 0;
-  {
-    std::scoped_lock l(mu);
-    for (auto& nm : bnames) got += fenced.count(nm);
-  }
-  rep.Add("burst faults cordoned", double(got), "", double(burst), true);
-  rep.Add("burst: writing the reports", bw, "s", -1, false);
-  rep.Add("burst: first report → all cordoned", all_burst ? bt : -1, "s", 5.0, false,
-          all_burst ? "" : "not all within 300 s");
-  rep.Add("  burst CPU per fault (whole process)", burst_cpu / std::max<long>(burst, 1) * 1e3, "ms",
-          -1, false, "report write, fence, condition, drain, record, Events");
-  rep.Add("operator RSS (whole process incl. sim)", bench::RssBytes() / 1048576.0, "MiB", -1,
-          false);
-
-  watcher.request_stop();
   op_stop.request_stop();
   op_thread.join();
-  watcher = {};
   srv->Stop();
   return rep.Write() ? 0 : 1;
 }
