@@ -91,11 +91,11 @@ void ProbePatch(k8s::RestClient& client, const sim::PopulationSpec& spec, long n
                 bench::Report& rep) {
   std::vector<double> lat;
   for (int i = 0; i < 50; ++i) {
-    std::string body = R"({"metadata":{"labels":{"bench.gpuguardian.io/probe":")" +
-                       std::to_string(i) + R"("}}})";
+    std::string body =
+        R"({"metadata":{"labels":{"bench.gpuguardian.io/probe":")" + std::to_string(i) + R"("}}})";
     double t = bench::Now();
-    auto r = client.Patch(k8s::kNodes, "", bench::NodeName(spec, i % n), k8s::PatchType::kMerge,
-                          body);
+    auto r =
+        client.Patch(k8s::kNodes, "", bench::NodeName(spec, i % n), k8s::PatchType::kMerge, body);
     if (!r.ok()) break;
     lat.push_back((bench::Now() - t) * 1000);
   }
@@ -185,7 +185,8 @@ struct Run {
     auto rs = bench::AgentReport(node, true);
     json st = json::parse(api::EncodeGpuNodeHealthStatus(rs));
     auto r = srv.MergePatch(std::string(bench::kReportsPath) + "/" + node, {{"status", st}});
-    if (!r.ok()) std::fprintf(stderr, "report %s: %s\n", node.c_str(), r.status().ToString().c_str());
+    if (!r.ok())
+      std::fprintf(stderr, "report %s: %s\n", node.c_str(), r.status().ToString().c_str());
     return {rs.observed_at, std::chrono::system_clock::now()};
   }
   double QueueDepth() { return registry.Value("workqueue_depth", {"node"}); }
