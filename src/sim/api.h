@@ -243,7 +243,9 @@ class ApiCore {
   ApiResult OptimisticUpdate(const Target& t,
                              const std::function<PreparedUpdate(const ObjPtr&)>& compute,
                              const std::function<ApiResult()>& on_missing);
-  PendingObj MakePending(const Target& t, nlohmann::json& obj) const;
+  // `size_hint`: the expected size of the serialized object (the old one's for an update), so
+  // it is written into one buffer instead of growing by doubling; 0 = unknown.
+  PendingObj MakePending(const Target& t, nlohmann::json& obj, std::size_t size_hint = 0) const;
   ObjPtr FinishPending(PendingObj& p, std::uint64_t rv, nlohmann::json* dom) const;
   std::optional<ApiError> Validate(const Target& t, const nlohmann::json& obj, bool create,
                                    const WriteOpts& o);
