@@ -410,6 +410,37 @@ TEST(LabelTest, DecodingLikeThePreviousVersionKeepsTheNewLabels) {
             (std::map<std::string, std::string>{{"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
 }
 
+// A server that sorts keys sends metadata.labels before name and namespace (the real API server
+// sends name first): the cached version is still looked up under the object's own name, and the
+// labels decoded are the JSON's.
+TEST(LabelTest, PreviousVersionIsFoundWhenLabelsComeBeforeTheName) {
+  LabelMap cached{{"zz.a", "1"}, {"zz.b", "2"}};
+  static const LabelMap* current = nullptr;
+  static std::vector<std::string> asked;
+  current = &cached;
+  asked.clear();
+  auto lookup = [](const void*, std::string_view ns, std::string_view name) -> const LabelMap* {
+    asked.push_back(std::string(ns) + "/" + std::string(name));
+    return current;
+  };
+  PreviousLabels hint(lookup, nullptr);
+  auto node = ParseObject<Node>(
+      R"({"metadata":{"labels":{"zz.a":"1","zz.b":"3"},"name":"n","resourceVersion":"7"}})");
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node->meta.labels.ToMap(),
+            (std::map<std::string, std::string>{{"zz.a", "1"}, {"zz.b", "3"}}));
+  auto pod = ParseObject<Pod>(
+      R"({"metadata":{"labels":{"zz.a":"1"},"name":"p","namespace":"ns1"}})");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->meta.labels.ToMap(), (std::map<std::string, std::string>{{"zz.a", "1"}}));
+  EXPECT_EQ(asked, (std::vector<std::string>{"/n", "ns1/p"}));
+  // A bad label value is still an error naming the label.
+  auto bad = ParseObject<Node>(R"({"metadata":{"labels":{"zz.a":1},"name":"n"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("metadata.labels.zz.a"), std::string::npos)
+      << bad.status().ToString();
+}
+
 // Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
 // is freed with the last map holding it (also when maps are built and dropped concurrently).
 TEST(LabelTest, InternedPairsAreSharedAndFreed) {
