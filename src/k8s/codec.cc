@@ -233,6 +233,10 @@ namespace {
 // size it found.
 thread_local std::vector<std::pair<std::string_view, std::string_view>> label_pairs;
 
+// SiblingLabels state: how many are alive on this thread, and the labels decoded last.
+thread_local int sibling_scopes = 0;
+thread_local LabelMap sibling_labels;
+
 Status CollectLabelPairs(od::value& v) {
   od::object o;
   bool present = false;
@@ -254,6 +258,7 @@ Status CollectLabelPairs(od::value& v) {
 // Builds m->labels from label_pairs[base..], sharing the cached version's pairs.
 Status BuildLabels(ObjectMeta* m, std::size_t base) {
   const LabelMap* prev = PreviousLabels::Find(m->namespace_, m->name);
+  if (!prev && sibling_scopes > 0) prev = &sibling_labels;
   Status s;
   for (std::size_t i = base; i < label_pairs.size(); ++i) {
     const auto& [k, val] = label_pairs[i];
@@ -263,6 +268,7 @@ Status BuildLabels(ObjectMeta* m, std::size_t base) {
     }
   }
   m->labels.FinishAppend();
+  if (sibling_scopes > 0) sibling_labels = m->labels;  // shares the array, no copy
   return s;
 }
 
@@ -310,6 +316,12 @@ Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std
 }
 
 }  // namespace
+
+SiblingLabels::SiblingLabels() { ++sibling_scopes; }
+
+SiblingLabels::~SiblingLabels() {
+  if (--sibling_scopes == 0) sibling_labels.clear();
+}
 
 Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std::string_view)) {
   const std::size_t base = label_pairs.size();

@@ -441,6 +441,29 @@ TEST(LabelTest, PreviousVersionIsFoundWhenLabelsComeBeforeTheName) {
       << bad.status().ToString();
 }
 
+// Items of one list share the pairs they have in common with the item before them: each keeps
+// its own labels, and nothing outlives the list (the shared pairs are freed with the items).
+TEST(LabelTest, ListItemsKeepTheirOwnLabelsAndReleaseThemAfterTheList) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    auto list = ParseList<Node>(
+        R"({"items":[{"metadata":{"name":"a","labels":{"zz.s/k1":"x","zz.s/k2":"y","zz.s/h":"a"}}},)"
+        R"({"metadata":{"name":"b","labels":{"zz.s/k1":"x","zz.s/k2":"z","zz.s/h":"b"}}},)"
+        R"({"metadata":{"name":"c","labels":{"zz.s/k0":"w","zz.s/k1":"x","zz.s/k2":"y"}}}]})");
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    ASSERT_EQ(list->items.size(), 3u);
+    using M = std::map<std::string, std::string>;
+    EXPECT_EQ(list->items[0].meta.labels.ToMap(),
+              (M{{"zz.s/k1", "x"}, {"zz.s/k2", "y"}, {"zz.s/h", "a"}}));
+    EXPECT_EQ(list->items[1].meta.labels.ToMap(),
+              (M{{"zz.s/k1", "x"}, {"zz.s/k2", "z"}, {"zz.s/h", "b"}}));
+    EXPECT_EQ(list->items[2].meta.labels.ToMap(),
+              (M{{"zz.s/k0", "w"}, {"zz.s/k1", "x"}, {"zz.s/k2", "y"}}));
+    EXPECT_EQ(LabelMap::InternedEntries(), before + 6);  // k2=y appears twice
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+}
+
 // Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
 // is freed with the last map holding it (also when maps are built and dropped concurrently).
 TEST(LabelTest, InternedPairsAreSharedAndFreed) {
