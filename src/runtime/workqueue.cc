@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -63,7 +64,9 @@ struct WorkQueue::Impl {
   std::unique_ptr<RateLimiter> limiter;
 
   mutable std::mutex mu;
-  std::condition_variable_any cv;
+  // A plain condition variable: condition_variable_any's own internal mutex cost the woken
+  // getter a second futex round per Add. Stop tokens wake waiters through WakeOnStop.
+  std::condition_variable cv;
   // Node-based map: element addresses are stable, so lanes/running hold pointers into it.
   std::unordered_map<std::string, Item> items;
   std::deque<Entry> urgent_lane, normal_lane;
@@ -96,6 +99,20 @@ struct WorkQueue::Impl {
   metrics::Gauge* longest = nullptr;
 
   MonoTime Now() const { return depth ? clock.Monotonic() : MonoTime{}; }
+
+  // Wakes the waiters when `stop` is requested. Notified under mu, so the wakeup cannot fall
+  // between a waiter's check of stop_requested() and its wait. Construct it before taking mu
+  // (it runs at once when the stop was already requested).
+  struct Waker {
+    Impl* q;
+    void operator()() const {
+      std::scoped_lock lock(q->mu);
+      q->cv.notify_all();
+    }
+  };
+  std::stop_callback<Waker> WakeOnStop(std::stop_token stop) {
+    return std::stop_callback<Waker>(std::move(stop), Waker{this});
+  }
 
   // Requires mu. Appends the current entry of a ready item to its lane.
   void PushLocked(Node& node) {
@@ -347,10 +364,11 @@ int WorkQueue::NumRequeues(const std::string& key) { return impl_->limiter->NumR
 
 std::optional<std::string> WorkQueue::Get(std::stop_token stop) {
   Impl& q = *impl_;
+  auto on_stop = q.WakeOnStop(stop);
   std::unique_lock lock(q.mu);
   // Counted while inside wait (mu is released only there), so adders know to notify.
   ++q.sleepers;
-  q.cv.wait(lock, stop, [&] { return q.ready > 0 || q.shutting_down; });
+  q.cv.wait(lock, [&] { return q.ready > 0 || q.shutting_down || stop.stop_requested(); });
   --q.sleepers;
   if (q.signalled > 0) --q.signalled;
   if (q.ready == 0 || stop.stop_requested()) return std::nullopt;
@@ -397,9 +415,10 @@ void WorkQueue::ShutDown() {
 void WorkQueue::ShutDownWithDrain(std::stop_token stop) {
   ShutDown();
   Impl& q = *impl_;
+  auto on_stop = q.WakeOnStop(stop);
   std::unique_lock lock(q.mu);
   ++q.drain_waiters;
-  q.cv.wait(lock, stop, [&] { return q.running.empty(); });
+  q.cv.wait(lock, [&] { return q.running.empty() || stop.stop_requested(); });
   --q.drain_waiters;
 }
 
