@@ -332,8 +332,6 @@ Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std:
   return s;
 }
 
-
-
 Status DecodeLabelSelector(od::value v, std::string_view field, LabelSelector* out) {
   return ForObjectFields(v, field, [&](od::raw_json_string k, od::value& val) -> Status {
     if (k == "matchLabels") {

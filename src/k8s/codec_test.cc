@@ -429,8 +429,8 @@ TEST(LabelTest, PreviousVersionIsFoundWhenLabelsComeBeforeTheName) {
   ASSERT_TRUE(node.ok()) << node.status().ToString();
   EXPECT_EQ(node->meta.labels.ToMap(),
             (std::map<std::string, std::string>{{"zz.a", "1"}, {"zz.b", "3"}}));
-  auto pod = ParseObject<Pod>(
-      R"({"metadata":{"labels":{"zz.a":"1"},"name":"p","namespace":"ns1"}})");
+  auto pod =
+      ParseObject<Pod>(R"({"metadata":{"labels":{"zz.a":"1"},"name":"p","namespace":"ns1"}})");
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();
   EXPECT_EQ(pod->meta.labels.ToMap(), (std::map<std::string, std::string>{{"zz.a", "1"}}));
   EXPECT_EQ(asked, (std::vector<std::string>{"/n", "ns1/p"}));

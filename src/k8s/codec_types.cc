@@ -99,16 +99,16 @@ Status KeepNodeCondition(const RawCondition& r, std::vector<NodeCondition>* out)
 
 Status DecodeNodeCondition(od::object& o, std::vector<NodeCondition>* out) {
   RawCondition r;
-  GG_RETURN_IF_ERROR(ForFields(o, "condition", [&](od::raw_json_string ck,
-                                                   od::value& cv) -> Status {
-    if (ck == "type") return ReadView(cv, "type", &r.type);
-    if (ck == "status") return ReadView(cv, "status", &r.status);
-    if (ck == "reason") return ReadView(cv, "reason", &r.reason);
-    if (ck == "message") return ReadView(cv, "message", &r.message);
-    if (ck == "lastTransitionTime") return ReadOptView(cv, "lastTransitionTime", &r.transition);
-    if (ck == "lastHeartbeatTime") return ReadOptView(cv, "lastHeartbeatTime", &r.heartbeat);
-    return OkStatus();
-  }));
+  GG_RETURN_IF_ERROR(
+      ForFields(o, "condition", [&](od::raw_json_string ck, od::value& cv) -> Status {
+        if (ck == "type") return ReadView(cv, "type", &r.type);
+        if (ck == "status") return ReadView(cv, "status", &r.status);
+        if (ck == "reason") return ReadView(cv, "reason", &r.reason);
+        if (ck == "message") return ReadView(cv, "message", &r.message);
+        if (ck == "lastTransitionTime") return ReadOptView(cv, "lastTransitionTime", &r.transition);
+        if (ck == "lastHeartbeatTime") return ReadOptView(cv, "lastHeartbeatTime", &r.heartbeat);
+        return OkStatus();
+      }));
   return KeepNodeCondition(r, out);
 }
 
@@ -139,8 +139,9 @@ Status DecodeNode(od::object& obj, Node* n) {
     if (k == "status") {
       return ObjFields(v, "status", [&](od::raw_json_string sk, od::value& sv) -> Status {
         if (sk == "conditions") {
-          return ArrayObjects(sv, "status.conditions",
-                              [&](od::object& o) { return DecodeNodeCondition(o, &n->conditions); });
+          return ArrayObjects(sv, "status.conditions", [&](od::object& o) {
+            return DecodeNodeCondition(o, &n->conditions);
+          });
         }
         if (sk == "capacity" || sk == "allocatable") {
           std::int64_t* dst = sk == "capacity" ? &n->gpu_capacity : &n->gpu_allocatable;

@@ -202,7 +202,8 @@ TEST_F(WorkQueueTest, EachAddWakesAnotherSleepingGetter) {
     }
     ASSERT_TRUE(Eventually([&] { return q_.Len() == 0; }));
     std::this_thread::sleep_for(milliseconds(2));  // let the getters fall asleep
-    for (int i = 0; i < kGetters; ++i) q_.Add("r" + std::to_string(round) + "k" + std::to_string(i));
+    for (int i = 0; i < kGetters; ++i)
+      q_.Add("r" + std::to_string(round) + "k" + std::to_string(i));
     ASSERT_TRUE(Eventually([&] { return holding.load() == kGetters; }, std::chrono::seconds(10)))
         << "round " << round << ": " << holding.load() << " getters woke for " << kGetters
         << " keys";
