@@ -183,7 +183,7 @@ class Informer final : public InformerCore {
     seen_.clear();
   }
   StatusOr<k8s::ListPageInfo> OnListPage(std::string& body) override {
-    looked_up_valid_ = false;
+    ForgetLookup();
     k8s::PreviousLabels hint(&CachedLabels, this);
     auto sink = [this](T&& obj) { Upsert(std::move(obj), /*from_list=*/true); };
     std::function<void(T&&)> fn = sink;
@@ -208,7 +208,7 @@ class Informer final : public InformerCore {
     for (const auto& g : gone) Dispatch(nullptr, nullptr, g.get());
   }
   Status OnWatchLine(std::string_view line, std::string* rv) override {
-    looked_up_valid_ = false;
+    ForgetLookup();
     auto ev = [&] {
       k8s::PreviousLabels hint(&CachedLabels, this);
       return codec_.parse_event(line);
@@ -287,9 +287,13 @@ class Informer final : public InformerCore {
   // this key up, else from the map.
   Ptr TakeCached(const std::string& key) {
     Ptr p = looked_up_valid_ && looked_up_key_ == key ? std::move(looked_up_) : GetByKey(key);
+    ForgetLookup();
+    return p;
+  }
+  // Also drops what a decode that failed after its lookup left behind.
+  void ForgetLookup() {
     looked_up_valid_ = false;
     looked_up_.reset();
-    return p;
   }
   // Labels and annotations that did not change keep the cached object's arrays (LabelMap
   // copies share them), so an update does not add a copy per node for the fleet index.
