@@ -222,13 +222,14 @@ TEST(InformerTest, LabelsFollowEachVersionWhateverTheKeyOrder) {
   ScriptedTransport t;
   t.QueueList({{"", R"({"metadata":{"resourceVersion":"10"},"items":[)" +
                         node(1, R"("k1":"x","k2":"y","k3":"z")") + "]}"}});
-  t.QueueList({{"", R"({"metadata":{"resourceVersion":"40"},"items":[)" +
-                        node(4, R"("k2":"y2")") + "]}"}});
-  t.PushWatch({{R"({"object":)" + node(2, R"("k0":"w","k1":"x","k2":"y2","k3":"z")") +
-                    R"(,"type":"MODIFIED"})",
-                R"({"object":)" + node(3, R"("k1":"x","k2":"y2")") + R"(,"type":"MODIFIED"})",
-                R"j({"object":{"kind":"Status","status":"Failure","reason":"Expired","code":410},"type":"ERROR"})j"},
-               true});
+  t.QueueList(
+      {{"", R"({"metadata":{"resourceVersion":"40"},"items":[)" + node(4, R"("k2":"y2")") + "]}"}});
+  t.PushWatch(
+      {{R"({"object":)" + node(2, R"("k0":"w","k1":"x","k2":"y2","k3":"z")") +
+            R"(,"type":"MODIFIED"})",
+        R"({"object":)" + node(3, R"("k1":"x","k2":"y2")") + R"(,"type":"MODIFIED"})",
+        R"j({"object":{"kind":"Status","status":"Failure","reason":"Expired","code":410},"type":"ERROR"})j"},
+       true});
   k8s::ClientConfig cfg;
   k8s::RestClient client(t, cfg, RealClock::Default());
   Informer<k8s::Node> inf(client, k8s::kNodes, RealClock::Default(), FastOptions());
@@ -246,11 +247,10 @@ TEST(InformerTest, LabelsFollowEachVersionWhateverTheKeyOrder) {
   inf.AddEventHandler(std::move(h));
   inf.Start();
   ASSERT_TRUE(WaitFor([&] { return inf.stats().relists.load() == 1 && rec.Get().size() >= 4; }));
-  EXPECT_EQ(rec.Get(), (std::vector<std::string>{
-                           "add k1=x;k2=y;k3=z;",
-                           "update k1=x;k2=y;k3=z; -> k0=w;k1=x;k2=y2;k3=z;",
-                           "update k0=w;k1=x;k2=y2;k3=z; -> k1=x;k2=y2;",
-                           "update k1=x;k2=y2; -> k2=y2;"}));
+  EXPECT_EQ(rec.Get(),
+            (std::vector<std::string>{
+                "add k1=x;k2=y;k3=z;", "update k1=x;k2=y;k3=z; -> k0=w;k1=x;k2=y2;k3=z;",
+                "update k0=w;k1=x;k2=y2;k3=z; -> k1=x;k2=y2;", "update k1=x;k2=y2; -> k2=y2;"}));
   ASSERT_NE(inf.Get("", "a"), nullptr);
   EXPECT_EQ(show(*inf.Get("", "a")), "k2=y2;");
   inf.Stop();
