@@ -368,9 +368,14 @@ std::optional<std::string> WorkQueue::Get(std::stop_token stop) {
   std::unique_lock lock(q.mu);
   // Counted while inside wait (mu is released only there), so adders know to notify.
   ++q.sleepers;
-  q.cv.wait(lock, [&] { return q.ready > 0 || q.shutting_down || stop.stop_requested(); });
+  while (q.ready == 0 && !q.shutting_down && !stop.stop_requested()) {
+    q.cv.wait(lock);
+    // Every wake uses up one notify on its way (or was spurious): a getter that finds the key
+    // already taken (by another getter, by TryGet) sleeps again counted as not signalled, so
+    // the next Add wakes it.
+    if (q.signalled > 0) --q.signalled;
+  }
   --q.sleepers;
-  if (q.signalled > 0) --q.signalled;
   if (q.ready == 0 || stop.stop_requested()) return std::nullopt;
   return q.PopLocked();
 }

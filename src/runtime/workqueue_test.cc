@@ -210,6 +210,28 @@ TEST_F(WorkQueueTest, EachAddWakesAnotherSleepingGetter) {
   }
 }
 
+// A getter woken for a key that TryGet took first sleeps again — and the next Add wakes it.
+TEST_F(WorkQueueTest, GetterWokenForAStolenKeyIsWokenByTheNextAdd) {
+  for (int i = 0; i < 200; ++i) {
+    std::atomic<bool> got{false};
+    std::jthread getter([&](std::stop_token st) {
+      if (auto k = q_.Get(st)) {
+        got = true;
+        q_.Done(*k);
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // let it fall asleep
+    const std::string a = "a" + std::to_string(i), b = "b" + std::to_string(i);
+    q_.Add(a);
+    if (auto k = q_.TryGet()) q_.Done(*k);  // usually before the getter runs
+    if (got) continue;                      // the getter was first this time
+    std::this_thread::sleep_for(milliseconds(1));  // the woken getter finds nothing, sleeps again
+    q_.Add(b);
+    ASSERT_TRUE(Eventually([&] { return got.load(); }, std::chrono::seconds(5)))
+        << "iteration " << i << ": the getter slept through " << b;
+  }
+}
+
 TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
   std::vector<std::thread> ts;
   std::atomic<int> woke{0};
