@@ -1,8 +1,10 @@
 // Freshness from heartbeats against the in-process simulator with the whole operator: a node
-// whose agent only renews status.heartbeatTime (the agent's heartbeat patch, no report) stays
-// Healthy past the heartbeat budget, and a node whose agent went silent turns Unknown.
+// whose agent only renews status.heartbeatTime (the agent's fallback heartbeat patch, no
+// report) or only its per-node Lease (the agent's heartbeat) stays Healthy past the heartbeat
+// budget, and a node whose agent went silent — or stopped renewing its Lease — turns Unknown.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -69,6 +71,76 @@ TEST(HeartbeatSimTest, HeartbeatOnlyPatchesKeepANodeFreshASilentAgentTurnsItUnkn
   auto beating = srv.Get(std::string(kReports) + "beating");
   ASSERT_TRUE(beating.ok());
   EXPECT_EQ((*beating)["status"]["gpus"].size(), 1u) << "the heartbeat kept the report";
+  agent.request_stop();
+  agent.join();
+  stop.request_stop();
+  run.join();
+  srv.Stop();
+}
+
+constexpr char kLeases[] = "/apis/coordination.k8s.io/v1/namespaces/gpu-guardian/leases";
+
+// The agent's heartbeat Lease of `node`, renewed now.
+json AgentLease(const std::string& node) {
+  return {{"apiVersion", "coordination.k8s.io/v1"},
+          {"kind", "Lease"},
+          {"metadata",
+           {{"name", "gpu-guardian-agent-" + node},
+            {"namespace", "gpu-guardian"},
+            {"labels", {{"gpuguardian.io/agent-lease", "true"}}}}},
+          {"spec",
+           {{"holderIdentity", node},
+            {"leaseDurationSeconds", 2},
+            {"renewTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+}
+
+// Reports written once at the start; "leased" has an agent renewing only its Lease, "silent"
+// none. The Lease keeps "leased" Healthy well past the 3 s budget with its report untouched;
+// once the renewals stop it turns Unknown like a silent agent's node; renewals again bring it
+// back.
+TEST(HeartbeatSimTest, LeaseRenewalsKeepANodeFreshStoppedRenewalsTurnItUnknown) {
+  auto s = sim::StartGuardianFleet({"leased", "silent"}, HealthyReport);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sim::SimServer& srv = **s;
+  ASSERT_TRUE(srv.Create("/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}).ok());
+  const json policy = XidCordonPolicy({{"unknown", {{"after", "3s"}}}});
+  ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies", policy).ok());
+  // Another holder's Lease under the silent node's name counts for nothing.
+  json forged = AgentLease("silent");
+  forged["spec"]["holderIdentity"] = "leased";
+  ASSERT_TRUE(srv.Create(kLeases, forged).ok());
+
+  auto client = SimClient(srv);
+  ASSERT_TRUE(client.ok());
+  metrics::Registry registry;
+  OperatorConfig oc = SingleOperatorConfig("lease-test");
+  oc.agent_lease_namespace = "gpu-guardian";
+  Operator op(**client, RealClock::Default(), registry, oc);
+  std::stop_source stop;
+  std::jthread run([&] { (void)op.Run(stop.get_token()); });
+  std::atomic<bool> renewing{true};
+  std::jthread agent([&](std::stop_token st) {
+    const std::string path = std::string(kLeases) + "/gpu-guardian-agent-leased";
+    while (!st.stop_requested()) {
+      if (renewing.load() && !srv.Update(path, AgentLease("leased")).ok())
+        (void)srv.Create(kLeases, AgentLease("leased"));
+      std::this_thread::sleep_for(500ms);
+    }
+  });
+  ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "leased") == "True"; }, 30s));
+  ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "silent") == "Unknown"; }, 30s))
+      << GpuHealthy(srv, "silent");
+  const auto report_rv = (*srv.Get(std::string(kReports) + "leased"))["metadata"]["resourceVersion"];
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(GpuHealthy(srv, "leased"), "True");
+  EXPECT_EQ((*srv.Get(std::string(kReports) + "leased"))["metadata"]["resourceVersion"], report_rv)
+      << "fresh through the Lease alone";
+  renewing = false;
+  EXPECT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "leased") == "Unknown"; }, 30s))
+      << GpuHealthy(srv, "leased");
+  renewing = true;
+  EXPECT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "leased") == "True"; }, 30s))
+      << GpuHealthy(srv, "leased");
   agent.request_stop();
   agent.join();
   stop.request_stop();
