@@ -23,11 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include "api/gpu_node_health.h"
 #include "bench/scenarios/bench_util.h"
 #include "bench/scenarios/fleet.h"
 #include "bench/scenarios/populate.h"
 #include "bench/scenarios/proc.h"
-#include "api/gpu_node_health.h"
 #include "common/log.h"
 #include "common/time_util.h"
 #include "sim/population.h"
@@ -64,7 +64,8 @@ json AgentLease(const std::string& node) {
            {{"name", api::kAgentLeasePrefix + node},
             {"namespace", "gpu-guardian"},
             {"labels",
-             {{api::kAgentLeaseLabel, "true"}, {"app.kubernetes.io/managed-by", "gpu-guardian-agent"}}}}},
+             {{api::kAgentLeaseLabel, "true"},
+              {"app.kubernetes.io/managed-by", "gpu-guardian-agent"}}}}},
           {"spec",
            {{"holderIdentity", node},
             {"leaseDurationSeconds", 900},
@@ -73,7 +74,8 @@ json AgentLease(const std::string& node) {
 
 // The namespace and every node's Lease, as a running fleet of agents has them.
 bool CreateLeases(sim::SimServer& srv, const sim::PopulationSpec& spec, long n) {
-  if (!srv.Create("/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}).ok()) return false;
+  if (!srv.Create("/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}).ok())
+    return false;
   for (long i = 0; i < n; ++i) {
     if (!srv.Create(kLeasesPath, AgentLease(bench::NodeName(spec, i))).ok()) return false;
   }

@@ -219,13 +219,13 @@ void AgentApp::MakePublishers() {
     std::unique_ptr<ReportWriter> w;
     if (mode == "resource") {
       auto rw = std::make_unique<ResourceWriter>(*client_, config_.node_name, log_);
-      const std::string ns = config_.lease_namespace.empty() ? DefaultLeaseNamespace()
-                                                              : config_.lease_namespace;
+      const std::string ns =
+          config_.lease_namespace.empty() ? DefaultLeaseNamespace() : config_.lease_namespace;
       // Valid for three heartbeats, as the kubelet's node Lease covers several renewals.
       const auto hb_s = std::chrono::ceil<std::chrono::seconds>(config_.heartbeat).count();
-      rw->UseLease(std::make_unique<NodeLease>(*client_, config_.node_name, ns,
-                                               static_cast<std::int32_t>(std::min<long long>(
-                                                   3 * hb_s, 3600 * 24))));
+      rw->UseLease(std::make_unique<NodeLease>(
+          *client_, config_.node_name, ns,
+          static_cast<std::int32_t>(std::min<long long>(3 * hb_s, 3600 * 24))));
       Agent* agent = agent_.get();
       rw->OnNodeCapacity([agent](int n) { agent->SetExpectedGpus(n); });
       w = std::move(rw);

@@ -44,10 +44,11 @@ std::string NodeLease::NameFor(std::string_view node_name) {
 std::string NodeLease::Body(const std::string& node_name, const std::string& lease_namespace,
                             const std::string& resource_version, std::int32_t duration_s,
                             WallTime renew_time) {
-  Json meta = {{"name", NameFor(node_name)},
-               {"namespace", lease_namespace},
-               {"labels",
-                {{api::kAgentLeaseLabel, "true"}, {"app.kubernetes.io/managed-by", kFieldManager}}}};
+  Json meta = {
+      {"name", NameFor(node_name)},
+      {"namespace", lease_namespace},
+      {"labels",
+       {{api::kAgentLeaseLabel, "true"}, {"app.kubernetes.io/managed-by", kFieldManager}}}};
   if (!resource_version.empty()) meta["resourceVersion"] = resource_version;
   Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                 {"kind", "Lease"},
@@ -63,7 +64,7 @@ Status NodeLease::Renew(WallTime now) {
   if (rv_.empty()) return ReadAndUpdate(now);
   Status st = Update(now);
   if (k8s::IsConflict(st)) return ReadAndUpdate(now);  // written by someone else since
-  if (IsNotFound(st)) return Create(now);               // deleted since
+  if (IsNotFound(st)) return Create(now);              // deleted since
   return st;
 }
 
@@ -73,7 +74,8 @@ Status NodeLease::ReadAndUpdate(WallTime now) {
   if (!got.ok() && IsNotFound(got.status())) return Create(now);
   if (!got.ok()) return got.status().WithContext("reading Lease " + ns_ + "/" + name_);
   rv_ = LeaseVersion(*got);
-  if (rv_.empty()) return InvalidArgumentError("Lease " + ns_ + "/" + name_ + " has no resourceVersion");
+  if (rv_.empty())
+    return InvalidArgumentError("Lease " + ns_ + "/" + name_ + " has no resourceVersion");
   return Update(now);
 }
 
@@ -86,8 +88,8 @@ Status NodeLease::Create(WallTime now) {
 }
 
 Status NodeLease::Update(WallTime now) {
-  auto r = client_.Update(k8s::kLeases, ns_, name_, Body(node_, ns_, rv_, duration_s_, now),
-                          Manager());
+  auto r =
+      client_.Update(k8s::kLeases, ns_, name_, Body(node_, ns_, rv_, duration_s_, now), Manager());
   if (!r.ok()) {
     rv_.clear();
     return r.status().WithContext("renewing Lease " + ns_ + "/" + name_);

@@ -130,7 +130,8 @@ TEST(HeartbeatSimTest, LeaseRenewalsKeepANodeFreshStoppedRenewalsTurnItUnknown) 
   ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "leased") == "True"; }, 30s));
   ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "silent") == "Unknown"; }, 30s))
       << GpuHealthy(srv, "silent");
-  const auto report_rv = (*srv.Get(std::string(kReports) + "leased"))["metadata"]["resourceVersion"];
+  const auto report_rv =
+      (*srv.Get(std::string(kReports) + "leased"))["metadata"]["resourceVersion"];
   std::this_thread::sleep_for(4s);
   EXPECT_EQ(GpuHealthy(srv, "leased"), "True");
   EXPECT_EQ((*srv.Get(std::string(kReports) + "leased"))["metadata"]["resourceVersion"], report_rv)

@@ -41,7 +41,8 @@ std::optional<WallTime> AgentLeases::RenewTime(const std::string& node) const {
   std::shared_lock lock(mu_);
   auto it = renew_ns_.find(node);
   if (it == renew_ns_.end()) return std::nullopt;
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(it->second)));
+  return WallTime(
+      std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(it->second)));
 }
 
 std::size_t AgentLeases::Size() const {
@@ -83,7 +84,9 @@ void AgentLeases::Forget(const std::string& node) {
 void AgentLeases::BeginRelist() { seen_.clear(); }
 
 StatusOr<k8s::ListPageInfo> AgentLeases::OnListPage(std::string& body) {
-  std::function<void(k8s::Lease&&)> sink = [this](k8s::Lease&& l) { Apply(l, /*from_list=*/true); };
+  std::function<void(k8s::Lease &&)> sink = [this](k8s::Lease&& l) {
+    Apply(l, /*from_list=*/true);
+  };
   auto list = k8s::ParseListInto<k8s::Lease>(body, sink);
   if (!list.ok()) return list.status();
   return k8s::ListPageInfo{list->resource_version, list->continue_token};

@@ -54,7 +54,7 @@ class AgentLeases final : public runtime::InformerCore {
 
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::int64_t> renew_ns_;  // node → renewTime, ns since epoch
-  std::unordered_set<std::string> seen_;                   // nodes seen by the current relist
+  std::unordered_set<std::string> seen_;                    // nodes seen by the current relist
   std::function<void(const std::string&)> on_change_;
 };
 

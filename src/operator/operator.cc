@@ -262,9 +262,18 @@ struct Operator::Impl {
 
   // The node and policy reconcilers and the controllers that feed them from their queues.
   void MakeControllers() {
-    NodeReconcilerDeps deps{view, *node_writer, *recorder, *drains, index, metrics, clock,
-                            [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
-                            log.WithName("node-reconciler"), dra.get(), escalation.get()};
+    NodeReconcilerDeps deps{
+        view,
+        *node_writer,
+        *recorder,
+        *drains,
+        index,
+        metrics,
+        clock,
+        [this](const std::string& p) { policy_queue.AddAfter(p, kPolicyBatch); },
+        log.WithName("node-reconciler"),
+        dra.get(),
+        escalation.get()};
     deps.lease_renewed = [this](const std::string& n) { return leases.RenewTime(n); };
     node_reconciler = std::make_unique<NodeReconciler>(std::move(deps));
     policy_reconciler = std::make_unique<PolicyReconciler>(PolicyReconcilerDeps{

@@ -209,8 +209,9 @@ TEST(AgentOwnNodePolicy, HeartbeatLeaseOnlyForTheAgentsOwnNode) {
     EXPECT_TRUE(p.Admit(Lease("gpu-1", "gpu-guardian-agent-gpu-1", "gpu-1", op)).allowed) << op;
     Decision other = p.Admit(Lease("gpu-1", "gpu-guardian-agent-gpu-2", "gpu-2", op));
     EXPECT_FALSE(other.allowed) << op;
-    EXPECT_EQ(other.message,
-              "gpu-guardian-agent may only write objects of its own node, not gpu-guardian-agent-gpu-2");
+    EXPECT_EQ(
+        other.message,
+        "gpu-guardian-agent may only write objects of its own node, not gpu-guardian-agent-gpu-2");
     // Its own Lease naming another holder, or another name altogether.
     EXPECT_FALSE(p.Admit(Lease("gpu-1", "gpu-guardian-agent-gpu-1", "gpu-2", op)).allowed) << op;
     EXPECT_FALSE(p.Admit(Lease("gpu-1", "gpu-1", "gpu-1", op)).allowed) << op;
