@@ -214,6 +214,9 @@ TEST_F(AgentSimTest, HeartbeatRenewsTheNodeLeaseNotTheReport) {
   ASSERT_TRUE(WaitFor(
       [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"change"}) >= 1; }));
   ASSERT_TRUE(WaitFor([&] { return sim_->Get(kLeasePath).ok(); })) << "created with the report";
+  // A heartbeat comes only after a quiet interval: from then on the facts are settled.
+  ASSERT_TRUE(WaitFor(
+      [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) >= 1; }));
   const json report = Gnh();
   const double hb0 = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
   const json lease0 = *sim_->Get(kLeasePath);
@@ -251,8 +254,8 @@ TEST_F(AgentSimTest, ALeaseChangedOrDeletedBehindTheAgentIsRenewedAgain) {
   }));
   ASSERT_TRUE(sim_->Delete(kLeasePath).ok());
   EXPECT_TRUE(WaitFor([&] { return sim_->Get(kLeasePath).ok(); }));
-  const double hb = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
   const json report = Gnh();
+  const double hb = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
   ASSERT_TRUE(WaitFor([&] {
     return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb + 1;
   }));
