@@ -5,7 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -142,6 +147,66 @@ TEST(HeartbeatSimTest, LeaseRenewalsKeepANodeFreshStoppedRenewalsTurnItUnknown) 
   renewing = true;
   EXPECT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "leased") == "True"; }, 30s))
       << GpuHealthy(srv, "leased");
+  agent.request_stop();
+  agent.join();
+  stop.request_stop();
+  run.join();
+  srv.Stop();
+}
+
+// An operator whose RBAC predates the agents' Leases (no list or watch on leases) still
+// becomes ready and takes freshness from the reports alone, which the agents then renew
+// through their fallback heartbeat patch.
+TEST(HeartbeatSimTest, WithoutLeaseRbacTheOperatorRunsOnReportsAlone) {
+  std::ifstream in(std::string(GG_SOURCE_DIR) + "/deploy/rbac/operator.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string rbac = ss.str();
+  const std::string verbs = "verbs: [get, create, update, list, watch]";
+  ASSERT_NE(rbac.find(verbs), std::string::npos) << "the shipped lease grant moved";
+  rbac.replace(rbac.find(verbs), verbs.size(), "verbs: [get, create, update, watch]");
+  const std::string file = std::filesystem::temp_directory_path() /
+                           ("gg-old-rbac-" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(file) << rbac;
+  sim::SimOptions o;
+  o.kubelet = o.scheduler = o.controllers = false;
+  o.authz = "rbac";
+  o.rbac_files = {file};
+  o.token_users = {{"op-token", "system:serviceaccount:gpu-guardian:gpu-guardian-operator"}};
+  auto s = sim::SimServer::Start(o);
+  std::filesystem::remove(file);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sim::SimServer& srv = **s;
+  const char* crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
+  ASSERT_TRUE(srv.Create(crds, sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
+  ASSERT_TRUE(srv.Create("/api/v1/nodes", sim::ReadyGpuNode("beating")).ok());
+  ASSERT_TRUE(sim::PutReportStatus(srv, "beating", HealthyReport("beating")).ok());
+  ASSERT_TRUE(srv.Create("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies",
+                         XidCordonPolicy({{"unknown", {{"after", "3s"}}}}))
+                  .ok());
+  k8s::ClientConfig cfg;
+  cfg.server = srv.Url();
+  cfg.token = "op-token";
+  auto client = k8s::RestClient::Create(cfg, RealClock::Default());
+  ASSERT_TRUE(client.ok());
+  metrics::Registry registry;
+  Operator op(**client, RealClock::Default(), registry, SingleOperatorConfig("old-rbac"));
+  std::stop_source stop;
+  std::jthread run([&] { (void)op.Run(stop.get_token()); });
+  std::jthread agent([&](std::stop_token st) {
+    while (!st.stop_requested()) {
+      json hb = {
+          {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+      (void)srv.MergePatch(std::string(kReports) + "beating", hb);
+      std::this_thread::sleep_for(500ms);
+    }
+  });
+  EXPECT_TRUE(sim::WaitFor([&] { return op.Synced(); }, 30s)) << "never ready";
+  ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "beating") == "True"; }, 30s))
+      << GpuHealthy(srv, "beating");
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(GpuHealthy(srv, "beating"), "True");
   agent.request_stop();
   agent.join();
   stop.request_stop();
