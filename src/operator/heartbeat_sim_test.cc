@@ -3,15 +3,14 @@
 // report) or only its per-node Lease (the agent's heartbeat) stays Healthy past the heartbeat
 // budget, and a node whose agent went silent — or stopped renewing its Lease — turns Unknown.
 #include <gtest/gtest.h>
-
-#include <atomic>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "api/gpu_node_health.h"

@@ -412,10 +412,11 @@ struct Operator::Impl {
     if (r.ok() || (r.status().code() != StatusCode::kPermissionDenied && !IsNotFound(r.status()))) {
       return true;  // a transient error: the informer retries
     }
-    log.Error("cannot list the agents' heartbeat Leases: node freshness comes from the reports alone",
-              {{"namespace", config.agent_lease_namespace},
-               {"error", r.status().ToString()},
-               {"fix", "grant list and watch on leases in that namespace (deploy/rbac/operator.yaml)"}});
+    log.Error(
+        "cannot list the agents' heartbeat Leases: node freshness comes from the reports alone",
+        {{"namespace", config.agent_lease_namespace},
+         {"error", r.status().ToString()},
+         {"fix", "grant list and watch on leases in that namespace (deploy/rbac/operator.yaml)"}});
     return false;
   }
 
