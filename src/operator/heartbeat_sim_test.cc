@@ -43,6 +43,18 @@ std::string GpuHealthy(sim::SimServer& srv, const std::string& node) {
   return "";
 }
 
+// An agent that patches nothing but its report's heartbeatTime, every 500 ms, until stopped.
+std::jthread ReportHeartbeats(sim::SimServer& srv, const std::string& node) {
+  return std::jthread([&srv, node](std::stop_token st) {
+    while (!st.stop_requested()) {
+      json hb = {
+          {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+      (void)srv.MergePatch(std::string(kReports) + node, hb);
+      std::this_thread::sleep_for(500ms);
+    }
+  });
+}
+
 TEST(HeartbeatSimTest, HeartbeatOnlyPatchesKeepANodeFreshASilentAgentTurnsItUnknown) {
   auto s = sim::StartGuardianFleet({"beating", "silent"}, HealthyReport);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -58,14 +70,7 @@ TEST(HeartbeatSimTest, HeartbeatOnlyPatchesKeepANodeFreshASilentAgentTurnsItUnkn
   std::stop_source stop;
   std::jthread run([&] { (void)op.Run(stop.get_token()); });
   // The agent of "beating": nothing but heartbeatTime, every 500 ms.
-  std::jthread agent([&](std::stop_token st) {
-    while (!st.stop_requested()) {
-      json hb = {
-          {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
-      (void)srv.MergePatch(std::string(kReports) + "beating", hb);
-      std::this_thread::sleep_for(500ms);
-    }
-  });
+  std::jthread agent = ReportHeartbeats(srv, "beating");
   ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "beating") == "True"; }, 30s));
   ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "silent") == "Unknown"; }, 30s))
       << GpuHealthy(srv, "silent");
@@ -193,14 +198,7 @@ TEST(HeartbeatSimTest, WithoutLeaseRbacTheOperatorRunsOnReportsAlone) {
   Operator op(**client, RealClock::Default(), registry, SingleOperatorConfig("old-rbac"));
   std::stop_source stop;
   std::jthread run([&] { (void)op.Run(stop.get_token()); });
-  std::jthread agent([&](std::stop_token st) {
-    while (!st.stop_requested()) {
-      json hb = {
-          {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
-      (void)srv.MergePatch(std::string(kReports) + "beating", hb);
-      std::this_thread::sleep_for(500ms);
-    }
-  });
+  std::jthread agent = ReportHeartbeats(srv, "beating");
   EXPECT_TRUE(sim::WaitFor([&] { return op.Synced(); }, 30s)) << "never ready";
   ASSERT_TRUE(sim::WaitFor([&] { return GpuHealthy(srv, "beating") == "True"; }, 30s))
       << GpuHealthy(srv, "beating");
