@@ -223,8 +223,8 @@ TEST_F(WorkQueueTest, GetterWokenForAStolenKeyIsWokenByTheNextAdd) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));  // let it fall asleep
     const std::string a = "a" + std::to_string(i), b = "b" + std::to_string(i);
     q_.Add(a);
-    if (auto k = q_.TryGet()) q_.Done(*k);  // usually before the getter runs
-    if (got) continue;                      // the getter was first this time
+    if (auto k = q_.TryGet()) q_.Done(*k);         // usually before the getter runs
+    if (got) continue;                             // the getter was first this time
     std::this_thread::sleep_for(milliseconds(1));  // the woken getter finds nothing, sleeps again
     q_.Add(b);
     ASSERT_TRUE(Eventually([&] { return got.load(); }, std::chrono::seconds(5)))
