@@ -82,7 +82,9 @@ nlohmann::json RowsToJson(const std::vector<NodeRow>& rows);
 nlohmann::json StatusToJson(const ClusterStatus& status);
 
 // `explain NODE`: the evidence, the rule that decided, the record and recent Events.
-StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node, WallTime now);
+// agent_ns: where the agent's heartbeat Lease lives; empty: found by name in any namespace.
+StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node, WallTime now,
+                              const std::string& agent_ns = "");
 
 // "3m12s" style age.
 std::string Age(WallTime since, WallTime now);
