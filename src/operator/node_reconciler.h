@@ -69,6 +69,7 @@ class NodeReconciler final : public runtime::Reconciler {
     const remediation::Assessment& assessment;
     remediation::Lookups lookups;
     remediation::GpuDeviceMap devices;  // the GPUs DeviceLevelPossible looked up
+    bool slices_listed = false;         // `devices` holds this pass's one slice LIST
     WallTime now;
     std::optional<Logger> logger;  // built on the first line logged (most passes log none)
   };
@@ -82,6 +83,10 @@ class NodeReconciler final : public runtime::Reconciler {
   // The brake (under brake_mu_, held by `brake_lock` until the fence is written) and the DRA
   // lookups Plan needs for the assessed verdict.
   Status Lookup(Pass& pass, std::unique_lock<std::mutex>& brake_lock);
+  // The DRA driver's own device taints (policy deviceLevel Auto, DeviceTaintRule served, and
+  // something device-level to look at), folded into `a` as evidence; the LIST they come from
+  // also fills pass.devices for DeviceLevelPossible.
+  Status ReadDriverTaints(Pass& pass, remediation::Assessment& a);
   // Whether the bad GPUs can be fenced device by device on the node (policy deviceLevel Auto,
   // DeviceTaintRule served, every GPU not fenced yet found in the node's ResourceSlices);
   // fills pass.devices with the GPUs it looked up.

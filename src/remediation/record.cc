@@ -176,6 +176,7 @@ std::string EncodeRecord(const RemediationRecord& r) {
       json e = {{"gpuUUID", d.gpu_uuid}, {"effect", d.effect}, {"since", FormatRfc3339(d.since)}};
       if (!d.rule_name.empty()) e["ruleName"] = d.rule_name;
       if (!d.device.empty()) e["device"] = d.device;
+      if (!d.driver_taint.empty()) e["driverTaint"] = d.driver_taint;
       arr.push_back(e);
     }
     j["deviceTaints"] = arr;
@@ -272,6 +273,7 @@ StatusOr<RemediationRecord> DecodeRecord(std::string_view text) {
       GG_RETURN_IF_ERROR(er.Str("effect", &t.effect));
       GG_RETURN_IF_ERROR(er.Str("ruleName", &t.rule_name));
       GG_RETURN_IF_ERROR(er.Str("device", &t.device));
+      GG_RETURN_IF_ERROR(er.Str("driverTaint", &t.driver_taint));
       GG_RETURN_IF_ERROR(er.Time("since", &since));
       if (since) t.since = *since;
       r.device_taints.push_back(std::move(t));
