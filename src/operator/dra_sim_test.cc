@@ -625,7 +625,9 @@ TEST_P(DraSimTest, DriverTaintIsEvidenceDrainsItsPodAndIsNeverDuplicatedOrRemove
   // Recovery deleted only our rule; the driver's slice is as the driver left it.
   json after = slice();
   EXPECT_EQ(after["metadata"].value("resourceVersion", ""), driver_rv);
-  if (f.kube_ >= "1.35") EXPECT_EQ(device_taints(after, "gpu-6").size(), 1u) << after.dump();
+  if (f.kube_ >= "1.35") {
+    EXPECT_EQ(device_taints(after, "gpu-6").size(), 1u) << after.dump();
+  }
   json rec_after = json::parse(
       f.Node(node)["metadata"]["annotations"].value(std::string(api::kRemediationAnnotation), "{}"));
   EXPECT_FALSE(rec_after.contains("deviceTaints")) << rec_after.dump();
