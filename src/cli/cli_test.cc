@@ -29,8 +29,8 @@ TEST(Status, DriverTaintLinesPerDevice) {
   k8s::Device d;
   d.name = "gpu-3";
   d.attributes["uuid"] = "GPU-3";
-  d.taints.push_back(k8s::Taint{"gpu.nvidia.com/xid", "48", "NoSchedule",
-                                *ParseRfc3339("2026-11-29T10:00:00Z")});
+  d.taints.push_back(
+      k8s::Taint{"gpu.nvidia.com/xid", "48", "NoSchedule", *ParseRfc3339("2026-11-29T10:00:00Z")});
   d.taints.push_back({"gpu.nvidia.com/xid", "", "None", std::nullopt});
   s.devices.push_back(d);
   k8s::Device clean;
@@ -43,7 +43,8 @@ TEST(Status, DriverTaintLinesPerDevice) {
   EXPECT_EQ(lines[0],
             "gpu.nvidia.com/dgx-4/gpu-3 (GPU-3) gpu.nvidia.com/xid=48:NoSchedule since "
             "2026-11-29T10:00:00Z, published by the driver");
-  EXPECT_EQ(lines[1], "gpu.nvidia.com/dgx-4/gpu-3 (GPU-3) gpu.nvidia.com/xid:None, published by the driver");
+  EXPECT_EQ(lines[1],
+            "gpu.nvidia.com/dgx-4/gpu-3 (GPU-3) gpu.nvidia.com/xid:None, published by the driver");
   EXPECT_TRUE(DriverTaintLines({s}, "dgx-9").empty());
 }
 

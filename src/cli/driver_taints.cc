@@ -36,12 +36,13 @@ std::vector<k8s::ResourceSlice> ListSlices(k8s::RestClient& client, const std::s
   // Newest first: v1 from 1.34, v1beta2 from 1.33, v1beta1 (the `basic` shape) before.
   for (const char* version : {"v1", "v1beta2", "v1beta1"}) {
     std::vector<k8s::ResourceSlice> got;
-    Status st = client.ListPages(
-        k8s::ResourceSlices(version), "", lo, [&](std::string& page) -> StatusOr<k8s::ListPageInfo> {
-          GG_ASSIGN_OR_RETURN(auto list, k8s::ParseList<k8s::ResourceSlice>(page));
-          for (auto& s : list.items) got.push_back(std::move(s));
-          return k8s::ListPageInfo{list.resource_version, list.continue_token};
-        });
+    Status st =
+        client.ListPages(k8s::ResourceSlices(version), "", lo,
+                         [&](std::string& page) -> StatusOr<k8s::ListPageInfo> {
+                           GG_ASSIGN_OR_RETURN(auto list, k8s::ParseList<k8s::ResourceSlice>(page));
+                           for (auto& s : list.items) got.push_back(std::move(s));
+                           return k8s::ListPageInfo{list.resource_version, list.continue_token};
+                         });
     if (st.ok()) return got;
     if (!IsNotFound(st) && !k8s::IsResourceNotServed(st)) return out;  // forbidden, down: none
   }

@@ -612,7 +612,8 @@ TEST_P(DraSimTest, DriverTaintIsEvidenceDrainsItsPodAndIsNeverDuplicatedOrRemove
     json& h = d.contains("basic") ? d["basic"] : d;
     h.erase("taints");
     if (f.kube_ >= "1.35" && d.value("name", "") == "gpu-6") {
-      h["taints"] = json::array({{{"key", "gpu.nvidia.com/xid"}, {"value", "13"}, {"effect", "None"}}});
+      h["taints"] =
+          json::array({{{"key", "gpu.nvidia.com/xid"}, {"value", "13"}, {"effect", "None"}}});
     }
   }
   auto put = f.sim_->Update(slices + "/" + republished["metadata"].value("name", ""), republished);
@@ -628,8 +629,8 @@ TEST_P(DraSimTest, DriverTaintIsEvidenceDrainsItsPodAndIsNeverDuplicatedOrRemove
   if (f.kube_ >= "1.35") {
     EXPECT_EQ(device_taints(after, "gpu-6").size(), 1u) << after.dump();
   }
-  json rec_after = json::parse(
-      f.Node(node)["metadata"]["annotations"].value(std::string(api::kRemediationAnnotation), "{}"));
+  json rec_after = json::parse(f.Node(node)["metadata"]["annotations"].value(
+      std::string(api::kRemediationAnnotation), "{}"));
   EXPECT_FALSE(rec_after.contains("deviceTaints")) << rec_after.dump();
 }
 

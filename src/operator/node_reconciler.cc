@@ -160,7 +160,8 @@ StatusOr<bool> NodeReconciler::DeviceLevelPossible(Pass& pass) {
   if (!caps->UsableFor(rem.device_taint_effect)) return false;  // announced on the policy
   if (need.empty()) return true;
   if (!pass.slices_listed) {
-    auto m = d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, pass.assessment.DevicesToMap());
+    auto m =
+        d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, pass.assessment.DevicesToMap());
     if (!m.ok()) return m.status();
     pass.devices = std::move(*m);
   }

@@ -32,7 +32,10 @@ api::GpuHealthPolicy Policy(api::DeviceTaintEffect effect = api::DeviceTaintEffe
 DriverTaint Taint(int gpu, const std::string& effect, const std::string& uuid = "") {
   return DriverTaint{DeviceRef{"gpu.nvidia.com", "node-a", "gpu-" + std::to_string(gpu)},
                      uuid.empty() ? "GPU-node-a-" + std::to_string(gpu) : uuid,
-                     "gpu.nvidia.com/xid", "48", effect, kNow - seconds(30)};
+                     "gpu.nvidia.com/xid",
+                     "48",
+                     effect,
+                     kNow - seconds(30)};
 }
 
 NodeInput Input(const api::GpuHealthPolicy& p, std::optional<std::string> record = {}) {

@@ -12,13 +12,13 @@
 #include "sim/admission.h"
 #include "sim/api_util.h"
 #include "sim/claim_status.h"
-#include "sim/slice_taints.h"
 #include "sim/controllers.h"
 #include "sim/patch.h"
 #include "sim/pdb.h"
 #include "sim/rbac.h"
 #include "sim/schema.h"
 #include "sim/selector.h"
+#include "sim/slice_taints.h"
 #include "sim/ssa.h"
 
 namespace gg::sim {

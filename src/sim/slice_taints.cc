@@ -15,10 +15,9 @@ void PrepareSliceTaints(const ResourceInfo& ri, std::string_view kube_version,
   for (auto& d : devices) {
     if (!d.is_object()) continue;
     // v1beta1 keeps them under `basic`; v1beta2/v1 on the device itself.
-    json* holder = ri.version == "v1beta1" ? (d.contains("basic") && d["basic"].is_object()
-                                                  ? &d["basic"]
-                                                  : nullptr)
-                                           : &d;
+    json* holder = ri.version == "v1beta1"
+                       ? (d.contains("basic") && d["basic"].is_object() ? &d["basic"] : nullptr)
+                       : &d;
     if (!holder || !holder->contains("taints")) continue;
     if (!served) {
       holder->erase("taints");

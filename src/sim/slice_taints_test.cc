@@ -29,7 +29,9 @@ class SliceTaintsTest : public ::testing::TestWithParam<std::string> {
     if (sim_) sim_->Stop();
   }
   std::string Kube() const { return GetParam(); }
-  std::string Slices() const { return "/apis/" + ResourceSliceApiVersion(Kube()) + "/resourceslices"; }
+  std::string Slices() const {
+    return "/apis/" + ResourceSliceApiVersion(Kube()) + "/resourceslices";
+  }
   // The slice of node-0 as the driver would write it, gpu-1 carrying `t` (unchecked).
   json SliceWith(const json& taint) const {
     json s = MakeResourceSlice("node-0", 2, "NVIDIA-H100-80GB-HBM3", Kube());
@@ -68,9 +70,11 @@ TEST_P(SliceTaintsTest, TheDriversTaintIsKeptWhereTheReleaseServesIt) {
   // A timeAdded the driver sets is kept; an update without one gets the write's time.
   json again = *created;
   json& dev = again["spec"]["devices"][0];
-  (dev.contains("basic") ? dev["basic"] : dev)["taints"] = json::array(
-      {{{"key", "gpu.nvidia.com/xid"}, {"value", "48"}, {"effect", "NoExecute"},
-        {"timeAdded", "2026-01-02T03:04:05Z"}}});
+  (dev.contains("basic") ? dev["basic"] : dev)["taints"] =
+      json::array({{{"key", "gpu.nvidia.com/xid"},
+                    {"value", "48"},
+                    {"effect", "NoExecute"},
+                    {"timeAdded", "2026-01-02T03:04:05Z"}}});
   auto updated = sim_->Update(Slices() + "/" + again["metadata"].value("name", ""), again);
   ASSERT_TRUE(updated.ok()) << updated.status();
   EXPECT_EQ(TaintsOf(*updated, 0)[0].value("timeAdded", ""), "2026-01-02T03:04:05Z");
@@ -82,7 +86,8 @@ TEST_P(SliceTaintsTest, EffectAndKeyAreValidatedPerRelease) {
   json s = SliceWith(none);
   s["metadata"]["name"] = "with-none";
   auto created = sim_->CreateAndGet(Slices(), s);
-  EXPECT_EQ(created.ok(), Kube() >= "1.35") << (created.ok() ? created->dump() : created.status().ToString());
+  EXPECT_EQ(created.ok(), Kube() >= "1.35")
+      << (created.ok() ? created->dump() : created.status().ToString());
   DriverTaintSpec t;
   t.device = "gpu-1";
   t.effect = "None";
