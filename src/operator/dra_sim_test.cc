@@ -528,6 +528,68 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
   EXPECT_FALSE(claim("holds-gpu-3-gpu")["status"].contains("devices"));
 }
 
+// remediation.claimStatus with a drain: the claim holding the fenced GPU gets the condition,
+// its pod is drained (the claim, created on its own, stays), and recovery takes the condition
+// off that claim although no pod names it any more: the record kept which claims were marked.
+// The same for a GPU the driver tainted itself (GPU 6: counted as fenced, its claim marked).
+TEST_P(DraSimTest, ClaimStatusIsClearedOnClaimsWhosePodsWereDrained) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-0";
+  sim::DriverTaintSpec dt;
+  dt.device = "gpu-6";
+  dt.value = "48";
+  f.AddNode(node, /*slice=*/true, 0, {dt});
+  f.AddClaimPod("holds-gpu-3", node, 3);
+  f.AddClaimPod("holds-gpu-5", node, 5);
+  f.AddClaimPod("holds-gpu-6", node, 6);
+  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 3; }));
+  f.WriteReport(node, f.HealthyReport(node));
+  json spec = DraFixture::DevicePolicy();
+  spec["remediation"]["claimStatus"] = true;
+  f.CreatePolicy("dra", spec);
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
+  auto marked = [&](const std::string& name) {
+    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() +
+                         "/namespaces/ml/resourceclaims/" + name);
+    if (!c.ok()) return false;
+    for (auto& e : c->value("status", json::object()).value("devices", json::array())) {
+      for (auto& cond : e.value("conditions", json::array())) {
+        if (cond.value("type", "") == "GPUHealthy" && cond.value("status", "") == "False") {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+
+  auto report = f.XidReport(node, 95, 3);
+  api::testing::AddXid(report, 48, 6, "Memory", "RESET_GPU", "Double bit ECC error");
+  f.WriteReport(node, report);
+  ASSERT_TRUE(WaitFor([&] {
+    return !f.LivePods().contains("holds-gpu-3") && !f.LivePods().contains("holds-gpu-6") &&
+           !f.Events("NodeDrained", node).empty();
+  }));
+  EXPECT_EQ(f.RunningPods(), std::set<std::string>{"holds-gpu-5"});
+  EXPECT_TRUE(marked("holds-gpu-3-gpu"));
+  EXPECT_TRUE(marked("holds-gpu-6-gpu"));
+  EXPECT_FALSE(marked("holds-gpu-5-gpu"));
+  EXPECT_EQ(f.OurRules().size(), 1u) << f.Rules().dump();  // GPU 3 only: GPU 6 is the driver's
+
+  // The driver republishes without its taint and our GPUs are healthy: recovery.
+  const std::string slices = "/apis/" + sim::ResourceSliceApiVersion(f.kube_) + "/resourceslices";
+  auto l = f.sim_->List(slices);
+  ASSERT_TRUE(l.ok() && !(*l)["items"].empty());
+  json sl = (*l)["items"][0];
+  for (auto& d : sl["spec"]["devices"]) (d.contains("basic") ? d["basic"] : d).erase("taints");
+  ASSERT_TRUE(f.sim_->Update(slices + "/" + sl["metadata"].value("name", ""), sl).ok());
+  f.WriteReport(node, f.HealthyReport(node));
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().empty() && !f.Events("GPURecovered", node).empty(); }));
+  ASSERT_TRUE(WaitFor([&] { return !marked("holds-gpu-3-gpu") && !marked("holds-gpu-6-gpu"); }))
+      << "conditions left on the claims of drained pods";
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"claim_status_clear", "failure"}), 0);
+}
+
 // NVIDIA's DRA driver taints GPU 3 itself (gpu.nvidia.com/xid=48:NoSchedule, its health
 // check) after an Xid our policy has no rule for. That taint is evidence: the node's verdict
 // and record name it, a DeviceTaintedByDriver Event says so, the pod holding GPU 3 is drained

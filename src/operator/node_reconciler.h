@@ -104,7 +104,7 @@ class NodeReconciler final : public runtime::Reconciler {
   // A failed create is logged and retried (after kEscalationRetry) without failing the pass.
   Status ApplyEscalation(Pass& pass, remediation::NodeChange& change);
   void NotEscalated(Pass& pass, remediation::NodeChange& change, const Status& why);
-  void MarkClaims(Pass& pass, const remediation::NodeChange& change);
+  void MarkClaims(Pass& pass, remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
   void EmitEvents(Pass& pass, const remediation::NodeChange& change);

@@ -177,6 +177,7 @@ std::string EncodeRecord(const RemediationRecord& r) {
       if (!d.rule_name.empty()) e["ruleName"] = d.rule_name;
       if (!d.device.empty()) e["device"] = d.device;
       if (!d.driver_taint.empty()) e["driverTaint"] = d.driver_taint;
+      if (!d.claims.empty()) e["claims"] = d.claims;
       arr.push_back(e);
     }
     j["deviceTaints"] = arr;
@@ -274,6 +275,13 @@ StatusOr<RemediationRecord> DecodeRecord(std::string_view text) {
       GG_RETURN_IF_ERROR(er.Str("ruleName", &t.rule_name));
       GG_RETURN_IF_ERROR(er.Str("device", &t.device));
       GG_RETURN_IF_ERROR(er.Str("driverTaint", &t.driver_taint));
+      if (const json* c = er.Get("claims")) {
+        if (!c->is_array()) return er.Err("claims", "array");
+        for (const auto& k : *c) {
+          if (!k.is_string()) return er.Err("claims", "array of strings");
+          t.claims.push_back(k.get<std::string>());
+        }
+      }
       GG_RETURN_IF_ERROR(er.Time("since", &since));
       if (since) t.since = *since;
       r.device_taints.push_back(std::move(t));

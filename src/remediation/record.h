@@ -46,6 +46,9 @@ struct DeviceTaintRecord {
   // rule of ours exists for it (rule_name stays empty, `device` is set) and recovery only
   // forgets the entry — the driver's taint is never ours to remove.
   std::string driver_taint;
+  // remediation.claimStatus: the ResourceClaims ("namespace/name") our condition was written
+  // on when the device was fenced, so recovery clears them even after their pods are gone.
+  std::vector<std::string> claims;
   friend bool operator==(const DeviceTaintRecord&, const DeviceTaintRecord&) = default;
 };
 
