@@ -146,7 +146,12 @@ TEST(DriverTaints, TheOccurrenceHoldsWhileTheTaintStaysAndRecoveryDeletesOnlyOur
   ASSERT_EQ(first.create_device_taints.size(), 1u);  // GPU 5: ours
   ASSERT_TRUE(first.record);
   first.record->device_taints[1].rule_name = "gpuguardian-node-a-gpu-5-x";  // as applied
+  first.record->device_taints[0].claims = {"ml/holds-gpu-3-gpu"};
   const std::string rec = EncodeRecord(*first.record);
+  auto decoded = DecodeRecord(rec);  // the driver's entry survives the annotation
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->device_taints, first.record->device_taints);
+  EXPECT_EQ(decoded->device_taints[0].driver_taint, "gpu.nvidia.com/xid=48:NoSchedule");
   // The report is healthy again but the driver's taint stays: the occurrence holds (the
   // record notes the evidence now left once, then nothing more is written).
   Assessment a;
