@@ -94,17 +94,18 @@ class DraClient : public DraApi {
   Status DeleteOurRule(const std::string& name, bool* skipped = nullptr) override;
   StatusOr<std::set<std::string>> PodsHolding(
       const std::string& node, const std::vector<remediation::DeviceRef>& devices) override;
-  StatusOr<std::vector<std::string>> MarkClaims(
-      const std::string& node, const std::vector<remediation::DeviceRef>& devices,
-      const remediation::ClaimDeviceCondition& c, const std::vector<std::string>& also) override;
+  StatusOr<std::vector<std::string>> MarkClaims(const std::string& node,
+                                                const std::vector<remediation::DeviceRef>& devices,
+                                                const remediation::ClaimDeviceCondition& c,
+                                                const std::vector<std::string>& also) override;
 
  private:
   StatusOr<DraCapabilities> Discover();
   // The ResourceClaims the pods name (same namespace), as read, keyed "namespace/name";
   // claims deleted meanwhile are left out.
-  StatusOr<std::map<std::string, std::string>> ClaimBodies(const std::vector<k8s::Pod>& pods,
-                                                           const std::string& version,
-                                                           const std::vector<std::string>& also = {});
+  StatusOr<std::map<std::string, std::string>> ClaimBodies(
+      const std::vector<k8s::Pod>& pods, const std::string& version,
+      const std::vector<std::string>& also = {});
   // One claim's condition, re-read and retried on a write conflict.
   StatusOr<bool> MarkClaim(const std::string& version, const std::string& key, std::string body,
                            const std::vector<remediation::DeviceRef>& devices,

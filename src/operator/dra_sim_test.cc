@@ -584,7 +584,8 @@ TEST_P(DraSimTest, ClaimStatusIsClearedOnClaimsWhosePodsWereDrained) {
   for (auto& d : sl["spec"]["devices"]) (d.contains("basic") ? d["basic"] : d).erase("taints");
   ASSERT_TRUE(f.sim_->Update(slices + "/" + sl["metadata"].value("name", ""), sl).ok());
   f.WriteReport(node, f.HealthyReport(node));
-  ASSERT_TRUE(WaitFor([&] { return f.OurRules().empty() && !f.Events("GPURecovered", node).empty(); }));
+  ASSERT_TRUE(
+      WaitFor([&] { return f.OurRules().empty() && !f.Events("GPURecovered", node).empty(); }));
   ASSERT_TRUE(WaitFor([&] { return !marked("holds-gpu-3-gpu") && !marked("holds-gpu-6-gpu"); }))
       << "conditions left on the claims of drained pods";
   EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"claim_status_clear", "failure"}), 0);

@@ -229,7 +229,8 @@ void NodeReconciler::MarkClaims(Pass& pass, NodeChange& change) {
     if (healthy) continue;
     // Kept per device (a claim that does not hold it is simply left alone at recovery).
     constexpr size_t kMaxClaims = 16;
-    for (auto* r : fresh) r->claims.assign(n->begin(), n->begin() + std::min(n->size(), kMaxClaims));
+    for (auto* r : fresh)
+      r->claims.assign(n->begin(), n->begin() + std::min(n->size(), kMaxClaims));
   }
 }
 
