@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/population.h"
+#include "sim/scenario.h"
 #include "sim/server.h"
 
 namespace gg::sim {
@@ -103,6 +104,34 @@ TEST_P(SliceTaintsTest, EffectAndKeyAreValidatedPerRelease) {
   t.device = "gpu-9";
   t.effect = "NoSchedule";
   EXPECT_FALSE(AddDriverTaint(fresh, t, Kube()).ok()) << "no such device";
+}
+
+// A scenario publishes the driver's taints in its nodes' slices; a release without device
+// taints (or an unknown device) is an error naming the node, not a silently clean slice.
+TEST_P(SliceTaintsTest, AScenarioPublishesTheDriversTaints) {
+  auto sc = ParseScenario("kubeVersion: \"" + Kube() + "\"\ndra: true\nnodes:\n"
+                          "  - name: gpu-a\n    gpus: 4\n    driverTaints:\n"
+                          "      - {device: gpu-2, value: 48}\n");
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  std::vector<json> slices;
+  Status st = EmitScenario(*sc, [&](json&& o) {
+    if (o.value("kind", "") == "ResourceSlice") slices.push_back(std::move(o));
+    return OkStatus();
+  });
+  if (Kube() < "1.33") {
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("gpu-a"), std::string::npos) << st;
+    return;
+  }
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(slices.size(), 1u);
+  json taints = TaintsOf(slices[0], 2);
+  ASSERT_EQ(taints.size(), 1u) << slices[0].dump();
+  EXPECT_EQ(taints[0], json({{"key", "gpu.nvidia.com/xid"}, {"value", "48"}, {"effect", "NoSchedule"}}));
+  auto bad = ParseScenario("kubeVersion: \"" + Kube() + "\"\ndra: true\nnodes:\n"
+                           "  - name: gpu-a\n    gpus: 4\n    driverTaints: [{device: gpu-9}]\n");
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_FALSE(EmitScenario(*bad, [](json&&) { return OkStatus(); }).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(KubeVersions, SliceTaintsTest,
