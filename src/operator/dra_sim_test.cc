@@ -141,6 +141,41 @@ class DraFixture {
     AddClaimPod("holds-gpu-5", node, 5);
   }
 
+  // A DRA node whose driver tainted `device` itself (gpu.nvidia.com/xid=48:NoSchedule, its
+  // health check), with a pod holding each GPU of `gpus` (holds-gpu-<i>), running.
+  void AddDriverTaintedNode(const std::string& node, const std::string& device,
+                            const std::vector<int>& gpus) {
+    sim::DriverTaintSpec dt;
+    dt.device = device;
+    dt.value = "48";
+    AddNode(node, /*slice=*/true, 0, {dt});
+    for (int g : gpus) AddClaimPod("holds-gpu-" + std::to_string(g), node, g);
+    ASSERT_TRUE(WaitFor([&] { return RunningPods().size() == gpus.size(); }));
+  }
+  std::string SlicesPath() const {
+    return "/apis/" + sim::ResourceSliceApiVersion(kube_) + "/resourceslices";
+  }
+  // The (only) ResourceSlice, as the server has it.
+  json TheSlice() {
+    auto l = sim_->List(SlicesPath());
+    return l.ok() && !(*l)["items"].empty() ? (*l)["items"][0] : json();
+  }
+
+  // A healthy report for `node`, policy "dra" with `spec`, the operator started and the node
+  // judged healthy.
+  void StartHealthyUnder(const std::string& node, const json& spec) {
+    WriteReport(node, HealthyReport(node));
+    CreatePolicy("dra", spec);
+    StartOperator();
+    ASSERT_TRUE(WaitFor([&] { return GpuCondition(Node(node)) == "True"; }));
+  }
+  // ResourceClaim ml/<name> (null when it cannot be read).
+  json Claim(const std::string& name) {
+    auto c = sim_->Get("/apis/resource.k8s.io/" + ClaimVersion() + "/namespaces/ml/resourceclaims/" +
+                       name);
+    return c.ok() ? *c : json();
+  }
+
   // The claim API version the sim serves first (what kubectl would use).
   std::string ClaimVersion() const { return kube_ >= "1.34" ? "v1" : "v1beta2"; }
   std::string RuleVersion() const { return sim::DeviceTaintRuleVersion(kube_); }
@@ -483,18 +518,11 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
   const std::string node = "dra-0";
   f.AddNodeWithPodsOnGpus3And5(node);
   ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
-  f.WriteReport(node, f.HealthyReport(node));
   json spec = DraFixture::DevicePolicy();
   spec["rules"][0]["action"] = "Taint";  // the pod stays: its claim is what we look at
   spec["remediation"]["claimStatus"] = true;
-  f.CreatePolicy("dra", spec);
-  f.StartOperator();
-  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
-  auto claim = [&](const std::string& name) {
-    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() +
-                         "/namespaces/ml/resourceclaims/" + name);
-    return c.ok() ? *c : json();
-  };
+  f.StartHealthyUnder(node, spec);
+  auto claim = [&](const std::string& name) { return f.Claim(name); };
   auto our_condition = [&](const std::string& name) -> json {
     json c = claim(name);
     if (!c.is_object()) return json();
@@ -535,25 +563,14 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
 TEST_P(DraSimTest, ClaimStatusIsClearedOnClaimsWhosePodsWereDrained) {
   DraFixture& f = *f_;
   const std::string node = "dra-0";
-  sim::DriverTaintSpec dt;
-  dt.device = "gpu-6";
-  dt.value = "48";
-  f.AddNode(node, /*slice=*/true, 0, {dt});
-  f.AddClaimPod("holds-gpu-3", node, 3);
-  f.AddClaimPod("holds-gpu-5", node, 5);
-  f.AddClaimPod("holds-gpu-6", node, 6);
-  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 3; }));
-  f.WriteReport(node, f.HealthyReport(node));
+  f.AddDriverTaintedNode(node, "gpu-6", {3, 5, 6});
   json spec = DraFixture::DevicePolicy();
   spec["remediation"]["claimStatus"] = true;
-  f.CreatePolicy("dra", spec);
-  f.StartOperator();
-  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
+  f.StartHealthyUnder(node, spec);
   auto marked = [&](const std::string& name) {
-    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() +
-                         "/namespaces/ml/resourceclaims/" + name);
-    if (!c.ok()) return false;
-    for (auto& e : c->value("status", json::object()).value("devices", json::array())) {
+    json c = f.Claim(name);
+    if (!c.is_object()) return false;
+    for (auto& e : c.value("status", json::object()).value("devices", json::array())) {
       for (auto& cond : e.value("conditions", json::array())) {
         if (cond.value("type", "") == "GPUHealthy" && cond.value("status", "") == "False") {
           return true;
@@ -577,12 +594,10 @@ TEST_P(DraSimTest, ClaimStatusIsClearedOnClaimsWhosePodsWereDrained) {
   EXPECT_EQ(f.OurRules().size(), 1u) << f.Rules().dump();  // GPU 3 only: GPU 6 is the driver's
 
   // The driver republishes without its taint and our GPUs are healthy: recovery.
-  const std::string slices = "/apis/" + sim::ResourceSliceApiVersion(f.kube_) + "/resourceslices";
-  auto l = f.sim_->List(slices);
-  ASSERT_TRUE(l.ok() && !(*l)["items"].empty());
-  json sl = (*l)["items"][0];
+  json sl = f.TheSlice();
+  ASSERT_TRUE(sl.is_object());
   for (auto& d : sl["spec"]["devices"]) (d.contains("basic") ? d["basic"] : d).erase("taints");
-  ASSERT_TRUE(f.sim_->Update(slices + "/" + sl["metadata"].value("name", ""), sl).ok());
+  ASSERT_TRUE(f.sim_->Update(f.SlicesPath() + "/" + sl["metadata"].value("name", ""), sl).ok());
   f.WriteReport(node, f.HealthyReport(node));
   ASSERT_TRUE(
       WaitFor([&] { return f.OurRules().empty() && !f.Events("GPURecovered", node).empty(); }));
@@ -601,18 +616,9 @@ TEST_P(DraSimTest, ClaimStatusIsClearedOnClaimsWhosePodsWereDrained) {
 TEST_P(DraSimTest, DriverTaintIsEvidenceDrainsItsPodAndIsNeverDuplicatedOrRemoved) {
   DraFixture& f = *f_;
   const std::string node = "dra-0";
-  sim::DriverTaintSpec dt;
-  dt.device = "gpu-3";
-  dt.value = "48";
-  f.AddNode(node, /*slice=*/true, 0, {dt});
-  f.AddClaimPod("holds-gpu-3", node, 3);
-  f.AddClaimPod("holds-gpu-5", node, 5);
-  ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
-  const std::string slices = "/apis/" + sim::ResourceSliceApiVersion(f.kube_) + "/resourceslices";
-  auto slice = [&]() -> json {
-    auto l = f.sim_->List(slices);
-    return l.ok() && !(*l)["items"].empty() ? (*l)["items"][0] : json();
-  };
+  f.AddDriverTaintedNode(node, "gpu-3", {3, 5});
+  const std::string slices = f.SlicesPath();
+  auto slice = [&] { return f.TheSlice(); };
   auto device_taints = [&](const json& sl, const std::string& dev) -> json {
     for (auto& d : sl["spec"]["devices"]) {
       if (d.value("name", "") != dev) continue;
