@@ -91,20 +91,20 @@ Status DecodeNode(od::object& obj, Node* n) {
         if (sk == "conditions") {
           return ArrayObjects(sv, "status.conditions", [&](od::object& o) {
             NodeCondition c;
-            GG_RETURN_IF_ERROR(ForFields(o, "condition", [&](od::raw_json_string ck,
-                                                          od::value& cv) -> Status {
-              if (ck == "type") return ReadString(cv, "type", &c.type);
-              if (ck == "status") return ReadString(cv, "status", &c.status);
-              if (ck == "reason") return ReadString(cv, "reason", &c.reason);
-              if (ck == "message") return ReadString(cv, "message", &c.message);
-              if (ck == "lastTransitionTime") {
-                return ReadTime(cv, "lastTransitionTime", &c.last_transition_time);
-              }
-              if (ck == "lastHeartbeatTime") {
-                return ReadTime(cv, "lastHeartbeatTime", &c.last_heartbeat_time);
-              }
-              return OkStatus();
-            }));
+            GG_RETURN_IF_ERROR(
+                ForFields(o, "condition", [&](od::raw_json_string ck, od::value& cv) -> Status {
+                  if (ck == "type") return ReadString(cv, "type", &c.type);
+                  if (ck == "status") return ReadString(cv, "status", &c.status);
+                  if (ck == "reason") return ReadString(cv, "reason", &c.reason);
+                  if (ck == "message") return ReadString(cv, "message", &c.message);
+                  if (ck == "lastTransitionTime") {
+                    return ReadTime(cv, "lastTransitionTime", &c.last_transition_time);
+                  }
+                  if (ck == "lastHeartbeatTime") {
+                    return ReadTime(cv, "lastHeartbeatTime", &c.last_heartbeat_time);
+                  }
+                  return OkStatus();
+                }));
             if (KeepNodeCondition(c)) n->conditions.push_back(std::move(c));
             return OkStatus();
           });

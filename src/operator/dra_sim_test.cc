@@ -171,8 +171,8 @@ class DraFixture {
   }
   // ResourceClaim ml/<name> (null when it cannot be read).
   json Claim(const std::string& name) {
-    auto c = sim_->Get("/apis/resource.k8s.io/" + ClaimVersion() + "/namespaces/ml/resourceclaims/" +
-                       name);
+    auto c = sim_->Get("/apis/resource.k8s.io/" + ClaimVersion() +
+                       "/namespaces/ml/resourceclaims/" + name);
     return c.ok() ? *c : json();
   }
 

@@ -135,7 +135,8 @@ Status ValidateNodes(const YAML::Node& nodes, std::set<std::string>& node_names)
   if (!nodes.IsSequence()) return Err(nodes, "nodes must be a list");
   for (const auto& n : nodes) {
     GG_RETURN_IF_ERROR(CheckKeys(
-        n, {"name", "gpus", "product", "labels", "taints", "unschedulable", "count", "driverTaints"},
+        n,
+        {"name", "gpus", "product", "labels", "taints", "unschedulable", "count", "driverTaints"},
         "node"));
     GG_RETURN_IF_ERROR(CheckName(n, "node"));
     GG_RETURN_IF_ERROR(CheckInt(n, "gpus", 0, 64, "node"));
@@ -592,7 +593,8 @@ Status ScenarioEmitter::Run() {
       json slice = MakeResourceSlice(node, gp.first, gp.second, sc_.kube_version, sc_.seed);
       for (const auto& t : driver_taints_[node]) {
         Status added = AddDriverTaint(slice, t, sc_.kube_version);
-        if (!added.ok()) return InvalidArgumentError("scenario: node " + node + ": " + added.message());
+        if (!added.ok())
+          return InvalidArgumentError("scenario: node " + node + ": " + added.message());
       }
       GG_RETURN_IF_ERROR(Emit(std::move(slice)));
     }

@@ -109,7 +109,8 @@ TEST_P(SliceTaintsTest, EffectAndKeyAreValidatedPerRelease) {
 // A scenario publishes the driver's taints in its nodes' slices; a release without device
 // taints (or an unknown device) is an error naming the node, not a silently clean slice.
 TEST_P(SliceTaintsTest, AScenarioPublishesTheDriversTaints) {
-  auto sc = ParseScenario("kubeVersion: \"" + Kube() + "\"\ndra: true\nnodes:\n"
+  auto sc = ParseScenario("kubeVersion: \"" + Kube() +
+                          "\"\ndra: true\nnodes:\n"
                           "  - name: gpu-a\n    gpus: 4\n    driverTaints:\n"
                           "      - {device: gpu-2, value: 48}\n");
   ASSERT_TRUE(sc.ok()) << sc.status();
@@ -127,8 +128,10 @@ TEST_P(SliceTaintsTest, AScenarioPublishesTheDriversTaints) {
   ASSERT_EQ(slices.size(), 1u);
   json taints = TaintsOf(slices[0], 2);
   ASSERT_EQ(taints.size(), 1u) << slices[0].dump();
-  EXPECT_EQ(taints[0], json({{"key", "gpu.nvidia.com/xid"}, {"value", "48"}, {"effect", "NoSchedule"}}));
-  auto bad = ParseScenario("kubeVersion: \"" + Kube() + "\"\ndra: true\nnodes:\n"
+  EXPECT_EQ(taints[0],
+            json({{"key", "gpu.nvidia.com/xid"}, {"value", "48"}, {"effect", "NoSchedule"}}));
+  auto bad = ParseScenario("kubeVersion: \"" + Kube() +
+                           "\"\ndra: true\nnodes:\n"
                            "  - name: gpu-a\n    gpus: 4\n    driverTaints: [{device: gpu-9}]\n");
   ASSERT_TRUE(bad.ok()) << bad.status();
   EXPECT_FALSE(EmitScenario(*bad, [](json&&) { return OkStatus(); }).ok());
