@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/driver_taints.h"
 #include "common/strings.h"
 #include "common/time_util.h"
 #include "k8s/codec.h"
@@ -159,6 +160,12 @@ StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
         return k8s::ListPageInfo{list.resource_version, list.continue_token};
       });
   if (!st.ok()) return st.WithContext("listing nodes");
+  const std::vector<k8s::ResourceSlice> slices = ListSlices(client, "");
+  for (auto& row : rows) {
+    row.driver_taints = DriverTaintLines(slices, row.node);
+    if (!row.driver_taints.empty())
+      row.actions.push_back("driver-tainted:" + std::to_string(row.driver_taints.size()));
+  }
   std::sort(rows.begin(), rows.end(), [](const NodeRow& a, const NodeRow& b) { return a.node < b.node; });
   return rows;
 }
@@ -230,6 +237,7 @@ json RowsToJson(const std::vector<NodeRow>& rows) {
               {"message", r.why},     {"gpus", r.gpus_total},     {"badGPUs", r.gpus_bad},
               {"actions", r.actions}, {"policy", r.policy},       {"excluded", r.excluded}};
     if (!r.held_back.empty()) j["heldBack"] = r.held_back;
+    if (!r.driver_taints.empty()) j["driverTaints"] = r.driver_taints;
     if (r.since) j["since"] = FormatRfc3339(*r.since);
     if (r.report_observed) j["reportObservedAt"] = FormatRfc3339(*r.report_observed);
     arr.push_back(std::move(j));
@@ -499,6 +507,8 @@ StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_n
   out << "Cordoned:  " << (node.unschedulable ? "yes" : "no") << "\n";
   for (const auto& t : node.taints)
     out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect << "\n";
+  for (const auto& line : DriverTaintLines(ListSlices(client, node_name), node_name))
+    out << "Device taint: " << line << "\n";
   out << "\nReport " << report_note << "\n";
   if (report) WriteReport(out, *report, FindAgentLease(client, agent_ns, node_name), now);
   if (auto rec = node.meta.annotations.Get(api::kRemediationAnnotation)) {

@@ -30,6 +30,7 @@ struct NodeRow {
   std::optional<WallTime> report_observed;  // report observedAt
   bool excluded = false;
   std::string held_back;  // why the brake holds new remediation back ("" when it does not)
+  std::vector<std::string> driver_taints;  // DriverTaintLines: taints DRA drivers published
 };
 
 // A policy whose brake is engaged (condition BrakeEngaged=True).

@@ -112,6 +112,22 @@ Status DecodeNodeCondition(od::object& o, std::vector<NodeCondition>* out) {
   return KeepNodeCondition(r, out);
 }
 
+// Node taints and DRA device taints share a shape (key, value, effect, timeAdded).
+Status DecodeTaints(od::value& v, const char* path, std::vector<Taint>* out) {
+  return ArrayObjects(v, path, [&](od::object& o) {
+    Taint t;
+    GG_RETURN_IF_ERROR(ForFields(o, "taint", [&](od::raw_json_string tk, od::value& tv) -> Status {
+      if (tk == "key") return ReadString(tv, "key", &t.key);
+      if (tk == "value") return ReadString(tv, "value", &t.value);
+      if (tk == "effect") return ReadString(tv, "effect", &t.effect);
+      if (tk == "timeAdded") return ReadTime(tv, "timeAdded", &t.time_added);
+      return OkStatus();
+    }));
+    out->push_back(std::move(t));
+    return OkStatus();
+  });
+}
+
 Status DecodeNode(od::object& obj, Node* n) {
   return ForFields(obj, "Node", [&](od::raw_json_string k, od::value& v) -> Status {
     if (k == "metadata") return DecodeObjectMeta(v, &n->meta, &KeepProjectAnnotation);
@@ -119,19 +135,7 @@ Status DecodeNode(od::object& obj, Node* n) {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
         if (sk == "unschedulable") return ReadBool(sv, "spec.unschedulable", &n->unschedulable);
         if (sk == "taints") {
-          return ArrayObjects(sv, "spec.taints", [&](od::object& o) {
-            Taint t;
-            GG_RETURN_IF_ERROR(ForFields(o, "taint", [&](od::raw_json_string tk,
-                                                      od::value& tv) -> Status {
-              if (tk == "key") return ReadString(tv, "key", &t.key);
-              if (tk == "value") return ReadString(tv, "value", &t.value);
-              if (tk == "effect") return ReadString(tv, "effect", &t.effect);
-              if (tk == "timeAdded") return ReadTime(tv, "timeAdded", &t.time_added);
-              return OkStatus();
-            }));
-            n->taints.push_back(std::move(t));
-            return OkStatus();
-          });
+          return DecodeTaints(sv, "spec.taints", &n->taints);
         }
         return OkStatus();
       });
@@ -420,9 +424,11 @@ Status DecodeResourceSlice(od::object& obj, ResourceSlice* s) {
                                                      od::value& dv) -> Status {
             if (dk == "name") return ReadString(dv, "name", &d.name);
             if (dk == "attributes") return DecodeAttributes(dv, &d);
+            if (dk == "taints") return DecodeTaints(dv, "taints", &d.taints);
             if (dk == "basic") {  // v1beta1
               return ObjFields(dv, "basic", [&](od::raw_json_string bk, od::value& bv) -> Status {
                 if (bk == "attributes") return DecodeAttributes(bv, &d);
+                if (bk == "taints") return DecodeTaints(bv, "basic.taints", &d.taints);
                 return OkStatus();
               });
             }

@@ -206,6 +206,8 @@ struct Device {
   std::string name;
   // Attribute values flattened to strings ("uuid" → "GPU-…", ints/bools/versions as text).
   std::map<std::string, std::string> attributes;
+  // Device taints the driver published (KEP-5055: `taints`, v1beta1 `basic.taints`).
+  std::vector<Taint> taints;
 };
 struct ResourceSlice {
   ObjectMeta meta;
