@@ -520,6 +520,42 @@ TEST(LabelTest, FleetWidePairsAreSharedAsOneSet) {
   EXPECT_EQ(LabelMap::InternedBytes(), bytes_before);
 }
 
+// Nodes with equal conditions share one list; a write makes the node's own (interned) list.
+TEST(ConditionListTest, EqualListsAreOneList) {
+  const std::size_t before = ConditionList::InternedLists();
+  {
+    const WallTime t = std::chrono::system_clock::from_time_t(1767225600);
+    NodeCondition ok{"GPUHealthy", "True", "AllGpusHealthy", "8 GPUs healthy", t, t};
+    std::vector<Node> fleet(5);
+    for (auto& n : fleet) n.conditions.push_back(ok);
+    EXPECT_EQ(ConditionList::InternedLists(), before + 1);
+    EXPECT_TRUE(fleet[0].conditions == fleet[4].conditions);
+    EXPECT_EQ(fleet[0].conditions.begin(), fleet[4].conditions.begin());  // one copy
+    EXPECT_LT(fleet[0].conditions.MemoryBytes(), sizeof(NodeCondition));  // a fifth of it each
+
+    NodeCondition other{"Other", "True", "R", "", t, std::nullopt};
+    fleet[1].conditions.push_back(other);
+    ASSERT_EQ(fleet[1].conditions.size(), 2u);
+    EXPECT_EQ(fleet[1].conditions[1].type, "Other");
+    EXPECT_EQ(fleet[0].conditions.size(), 1u);  // the others keep theirs
+    EXPECT_FALSE(fleet[0].conditions == fleet[1].conditions);
+    EXPECT_EQ(fleet[1].conditions.erase_if(
+                  [](const NodeCondition& c) { return c.type == "GPUHealthy"; }),
+              1u);
+    EXPECT_EQ(fleet[1].FindCondition("GPUHealthy"), nullptr);
+    EXPECT_EQ(fleet[1].FindCondition("Other")->reason, "R");
+    fleet[2].conditions.clear();
+    EXPECT_TRUE(fleet[2].conditions.empty());
+    ConditionList copy = fleet[3].conditions;
+    NodeCondition later = ok;
+    later.last_transition_time = t + std::chrono::seconds(1);
+    copy.Assign({later});
+    EXPECT_FALSE(copy == fleet[3].conditions);  // a different time is a different list
+    EXPECT_EQ(fleet[3].conditions[0].last_transition_time, t);
+  }
+  EXPECT_EQ(ConditionList::InternedLists(), before);
+}
+
 TEST(LabelTest, CopiesShareOneArrayUntilWritten) {
   const std::size_t before = LabelMap::InternedEntries();
   {

@@ -535,6 +535,158 @@ bool operator==(const LabelMap& a, const LabelMap& b) {
   return pa == pb;
 }
 
+// ConditionList: one immutable vector per distinct list, reference-counted, interned by value.
+struct ConditionList::Rep {
+  std::atomic<std::uint32_t> refs{1};
+  std::size_t hash = 0;
+  std::vector<NodeCondition> items;
+};
+
+namespace {
+
+std::size_t HashTime(const std::optional<WallTime>& t) {
+  return t ? std::hash<std::int64_t>{}(t->time_since_epoch().count()) : 0x51ed;
+}
+
+std::size_t HashConditions(const std::vector<NodeCondition>& v) {
+  std::hash<std::string> hs;
+  std::size_t h = v.size();
+  auto mix = [&h](std::size_t x) { h = (h ^ x) * 0x100000001b3ULL; };
+  for (const NodeCondition& c : v) {
+    mix(hs(c.type));
+    mix(hs(c.status));
+    mix(hs(c.reason));
+    mix(hs(c.message));
+    mix(HashTime(c.last_transition_time));
+    mix(HashTime(c.last_heartbeat_time));
+  }
+  return h;
+}
+
+class ConditionTable {
+ public:
+  using Rep = ConditionList::Rep;
+  // The interned list equal to `v`, with one reference for the caller.
+  Rep* Intern(std::vector<NodeCondition>&& v) {
+    const std::size_t h = HashConditions(v);
+    std::scoped_lock lock(mu_);
+    if (auto it = lists_.find(Key{&v, h}); it != lists_.end()) {
+      (*it)->refs.fetch_add(1, std::memory_order_relaxed);
+      return *it;
+    }
+    auto* r = new Rep;
+    r->hash = h;
+    r->items = std::move(v);
+    r->items.shrink_to_fit();
+    lists_.insert(r);
+    return r;
+  }
+  static void Ref(Rep* r) { r->refs.fetch_add(1, std::memory_order_relaxed); }
+  // As InternTable::Unref: the last reference is dropped under the lock Intern takes.
+  void Unref(Rep* r) {
+    std::uint32_t c = r->refs.load(std::memory_order_relaxed);
+    while (c > 1) {
+      if (r->refs.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) return;
+    }
+    std::scoped_lock lock(mu_);
+    if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    lists_.erase(r);
+    delete r;
+  }
+  std::size_t Size() {
+    std::scoped_lock lock(mu_);
+    return lists_.size();
+  }
+
+ private:
+  struct Key {
+    const std::vector<NodeCondition>* items;
+    std::size_t hash;
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(const Rep* r) const { return r->hash; }
+    std::size_t operator()(const Key& k) const { return k.hash; }
+  };
+  struct Eq {
+    using is_transparent = void;
+    bool operator()(const Rep* a, const Rep* b) const { return a == b; }
+    bool operator()(const Key& k, const Rep* r) const { return *k.items == r->items; }
+    bool operator()(const Rep* r, const Key& k) const { return *k.items == r->items; }
+  };
+  std::mutex mu_;
+  std::unordered_set<Rep*, Hash, Eq> lists_;
+};
+
+ConditionTable& Conditions() {
+  static ConditionTable* t = new ConditionTable;  // never destroyed, like Table()
+  return *t;
+}
+
+}  // namespace
+
+ConditionList::ConditionList(std::initializer_list<NodeCondition> init) {
+  Assign(std::vector<NodeCondition>(init));
+}
+
+ConditionList::ConditionList(const ConditionList& o) : rep_(o.rep_) {
+  if (rep_) ConditionTable::Ref(rep_);
+}
+
+ConditionList& ConditionList::operator=(const ConditionList& o) {
+  if (rep_ == o.rep_) return *this;
+  if (o.rep_) ConditionTable::Ref(o.rep_);
+  clear();
+  rep_ = o.rep_;
+  return *this;
+}
+
+ConditionList& ConditionList::operator=(ConditionList&& o) noexcept {
+  if (this == &o) return *this;
+  clear();
+  rep_ = o.rep_;
+  o.rep_ = nullptr;
+  return *this;
+}
+
+ConditionList::~ConditionList() { clear(); }
+
+void ConditionList::clear() {
+  if (rep_) Conditions().Unref(rep_);
+  rep_ = nullptr;
+}
+
+const NodeCondition* ConditionList::begin() const {
+  return rep_ ? rep_->items.data() : nullptr;
+}
+
+std::size_t ConditionList::size() const { return rep_ ? rep_->items.size() : 0; }
+
+void ConditionList::push_back(NodeCondition c) {
+  std::vector<NodeCondition> v = ToVector();
+  v.push_back(std::move(c));
+  Assign(std::move(v));
+}
+
+void ConditionList::Assign(std::vector<NodeCondition> v) {
+  Rep* r = v.empty() ? nullptr : Conditions().Intern(std::move(v));
+  clear();
+  rep_ = r;
+}
+
+std::size_t ConditionList::MemoryBytes() const {
+  if (!rep_) return 0;
+  std::size_t b = sizeof(Rep) + rep_->items.capacity() * sizeof(NodeCondition);
+  for (const auto& c : rep_->items) {
+    for (const std::string* s : {&c.type, &c.status, &c.reason, &c.message}) {
+      if (s->capacity() > 15) b += s->capacity() + 1;
+    }
+  }
+  return b / std::max<std::uint32_t>(rep_->refs.load(std::memory_order_relaxed), 1);
+}
+
+std::size_t ConditionList::InternedLists() { return Conditions().Size(); }
+
 const OwnerReference* ObjectMeta::Controller() const {
   for (const auto& r : owner_references) {
     if (r.controller) return &r;

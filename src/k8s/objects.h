@@ -131,6 +131,51 @@ struct NodeCondition {
   friend bool operator==(const NodeCondition&, const NodeCondition&) = default;
 };
 
+// A Node's conditions: an immutable list interned by value, so every Node whose list is equal
+// shares one copy. Across a fleet our GPUHealthy condition mostly repeats (same status, reason
+// and message; times written by the operator in the same second), so a node costs a pointer
+// here instead of ~200 bytes. Read like a vector; a write (push_back, erase_if, Assign) builds
+// a new list. Equal lists are the same list, so comparing is a pointer compare.
+class ConditionList {
+ public:
+  ConditionList() = default;
+  ConditionList(std::initializer_list<NodeCondition> init);
+  ConditionList(const ConditionList& o);
+  ConditionList(ConditionList&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
+  ConditionList& operator=(const ConditionList& o);
+  ConditionList& operator=(ConditionList&& o) noexcept;
+  ~ConditionList();
+
+  const NodeCondition* begin() const;
+  const NodeCondition* end() const { return begin() + size(); }
+  std::size_t size() const;
+  bool empty() const { return size() == 0; }
+  const NodeCondition& operator[](std::size_t i) const { return begin()[i]; }
+  std::vector<NodeCondition> ToVector() const { return {begin(), end()}; }
+
+  void push_back(NodeCondition c);
+  void Assign(std::vector<NodeCondition> v);
+  template <typename Pred>
+  std::size_t erase_if(Pred pred) {
+    std::vector<NodeCondition> v = ToVector();
+    const std::size_t n = std::erase_if(v, pred);
+    if (n > 0) Assign(std::move(v));
+    return n;
+  }
+  void clear();
+  // This node's share: the list's bytes ÷ the Nodes holding it.
+  std::size_t MemoryBytes() const;
+  // Distinct lists in the process, for benchmarks.
+  static std::size_t InternedLists();
+
+  friend bool operator==(const ConditionList& a, const ConditionList& b) { return a.rep_ == b.rep_; }
+
+  struct Rep;  // objects.cc
+
+ private:
+  Rep* rep_ = nullptr;  // null = empty
+};
+
 inline constexpr char kGpuResource[] = "nvidia.com/gpu";
 
 struct Node {
@@ -140,7 +185,7 @@ struct Node {
   // Our own "GPUHealthy" whole; other detectors' conditions (nodeCondition rules) without
   // message and heartbeat; the kubelet's Ready and pressure conditions only while they are not
   // in their healthy state (Ready=True, the others False: ~200 bytes a node no decision reads).
-  std::vector<NodeCondition> conditions;
+  ConditionList conditions;
   std::int64_t gpu_capacity = 0;     // status.capacity["nvidia.com/gpu"]
   std::int64_t gpu_allocatable = 0;  // status.allocatable["nvidia.com/gpu"]
 

@@ -45,7 +45,7 @@ std::string DefaultIdentity() {
 // Other detectors' conditions (all but our GPUHealthy, as the projection keeps them: nodeCondition
 // rules read them) differ.
 bool ForeignConditionsChanged(const k8s::Node& a, const k8s::Node& b) {
-  auto next = [](const std::vector<k8s::NodeCondition>& v, std::size_t i) {
+  auto next = [](const k8s::ConditionList& v, std::size_t i) {
     while (i < v.size() && v[i].type == api::kConditionType) ++i;
     return i;
   };
