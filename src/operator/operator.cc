@@ -121,6 +121,9 @@ bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
 }
 
 constexpr auto kPolicyBatch = std::chrono::milliseconds(300);
+// How often the memory trimmer returns free heap pages to the system once the operator is
+// steady.
+constexpr auto kTrimPeriod = std::chrono::seconds(30);
 
 std::string TrimSpace(std::string s) {
   const char* ws = " \t\r\n";
@@ -302,7 +305,9 @@ struct Operator::Impl {
           // The initial LIST pages and the initial reconcile's garbage leave glibc's arenas
           // holding freed memory (tens of MB at 100k nodes) that a steady operator never
           // reuses: give it back once after the caches sync and once when the first backlog
-          // of node work is done.
+          // of node work is done. Then every kTrimPeriod: watch events and PATCH responses
+          // (~15 KB each) are freed between the small objects that stay, leaving free pages
+          // inside the heap that only a trim returns (~1 KB a node of RSS at 10k nodes).
           auto wait = [&](const std::function<bool()>& ready) {
             std::mutex m;
             std::condition_variable_any cv;
@@ -321,6 +326,11 @@ struct Operator::Impl {
             return OkStatus();
           }
           malloc_trim(0);
+          while (wait([this, next = std::chrono::steady_clock::now() + kTrimPeriod] {
+            return std::chrono::steady_clock::now() >= next;
+          })) {
+            malloc_trim(0);
+          }
           return OkStatus();
         },
         /*needs_leader_election=*/false);
