@@ -435,6 +435,8 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
     std::string big(2000, 'x');  // past the stack buffer
     d.Set("zz.test/big", big);
     EXPECT_EQ(d.Get("zz.test/big").value_or(""), big);
+    EXPECT_FALSE(d.Set(std::string(70000, 'k'), "v"));  // a key past 64 KiB is refused
+    EXPECT_EQ(d.size(), 3u);
   }
   EXPECT_EQ(LabelMap::InternedEntries(), before);
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <memory>
 #include <new>
@@ -12,15 +13,16 @@
 
 namespace gg::k8s {
 
-// "key\0value", interned. refs counts the LabelMaps holding it; the table owns none.
+// "key\0value", interned. refs counts the LabelMaps holding it; the table owns none. A 16-byte
+// header: a node's own pair ("kubernetes.io/hostname\0<name>") then fits a 64-byte chunk.
 struct LabelMap::Interned {
   std::atomic<std::uint32_t> refs{1};
-  std::uint32_t key_len = 0;
-  std::uint32_t size = 0;  // key + '\0' + value
+  std::uint32_t size = 0;     // key + '\0' + value
+  std::uint16_t key_len = 0;  // label and annotation keys are at most 317 bytes
   // Set once the pair is held by many maps at once; from then on it goes into shared sets for
   // as long as it lives (a node's own pair never does, whatever order maps are built in).
   std::atomic<bool> common{false};
-  std::size_t hash = 0;
+  std::uint32_t hash = 0;
   // Text follows the header (one allocation per pair).
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }
   std::string_view text() const { return {data(), size}; }
@@ -35,8 +37,8 @@ using Interned = LabelMap::Interned;
 // Sharded so informer threads parsing at once rarely meet on one mutex.
 class InternTable {
  public:
-  Interned* Intern(std::string_view text, std::uint32_t key_len) {
-    const std::size_t h = std::hash<std::string_view>{}(text);
+  Interned* Intern(std::string_view text, std::uint16_t key_len) {
+    const auto h = static_cast<std::uint32_t>(std::hash<std::string_view>{}(text));
     Shard& sh = shards_[h % kShards];
     std::scoped_lock lock(sh.mu);
     auto it = sh.set.find(Key{text, h});
@@ -139,6 +141,7 @@ namespace {
 
 using Rep = LabelMap::Rep;
 static_assert(sizeof(Rep) == 16);
+static_assert(sizeof(Interned) == 16);
 
 // A pair held by at least this many maps at once is a fleet-wide one (the builder's reference
 // counts; a node's own pair is held by at most its cached version and the one being decoded).
@@ -413,9 +416,11 @@ std::optional<std::string_view> LabelMap::Get(std::string_view key) const {
 }
 
 namespace {
-// The interned "key\0value" pair, or null when either contains a NUL.
+// The interned "key\0value" pair, or null when either contains a NUL or the key is longer
+// than 64 KiB (Kubernetes allows 317 bytes).
 Interned* InternPair(std::string_view key, std::string_view value) {
-  if (key.find('\0') != std::string_view::npos || value.find('\0') != std::string_view::npos) {
+  if (key.find('\0') != std::string_view::npos || value.find('\0') != std::string_view::npos ||
+      key.size() > std::numeric_limits<std::uint16_t>::max()) {
     return nullptr;
   }
   // Label keys are ≤ 317 bytes and values ≤ 63, so most pairs fit the stack buffer.
@@ -430,7 +435,7 @@ Interned* InternPair(std::string_view key, std::string_view value) {
   std::memcpy(buf, key.data(), key.size());
   buf[key.size()] = '\0';
   std::memcpy(buf + key.size() + 1, value.data(), value.size());
-  return Table().Intern({buf, n}, static_cast<std::uint32_t>(key.size()));
+  return Table().Intern({buf, n}, static_cast<std::uint16_t>(key.size()));
 }
 }  // namespace
 

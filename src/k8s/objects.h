@@ -39,8 +39,8 @@ class LabelMap {
 
   std::optional<std::string_view> Get(std::string_view key) const;
   bool Has(std::string_view key) const { return Get(key).has_value(); }
-  // Inserts or replaces (copies the map's array: O(size)). Keys/values containing '\0' are
-  // rejected (false).
+  // Inserts or replaces (copies the map's array: O(size)). Keys/values containing '\0', and
+  // keys over 64 KiB, are rejected (false).
   bool Set(std::string_view key, std::string_view value);
   // Bulk fill for decoders: Append adds a pair to a growing list without looking for its key;
   // FinishAppend then sorts it, drops the earlier pairs of a repeated key (the last one wins,
