@@ -153,7 +153,10 @@ bool FleetIndex::OnNode(const k8s::Node& node) {
   std::scoped_lock lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(node.meta.name);
   Entry& e = it->second;
-  if (rv != 0 && rv < e.own_rv_floor) return false;  // older than what we wrote
+  if (auto fl = own_rv_floor_.find(node.meta.name); fl != own_rv_floor_.end()) {
+    if (rv != 0 && rv < fl->second) return false;  // older than what we wrote
+    own_rv_floor_.erase(fl);
+  }
   const bool labels_changed = inserted || !(e.labels == node.meta.labels);
   if (!inserted) Contribute(it->first, e, -1, labels_changed);
   bool changed = labels_changed;
@@ -166,7 +169,6 @@ bool FleetIndex::OnNode(const k8s::Node& node) {
   }
   SetRecord(e, std::move(sum));
   e.rv_num = rv;
-  e.own_rv_floor = 0;
   Contribute(it->first, e, +1, labels_changed);
   return changed;
 }
@@ -177,6 +179,7 @@ void FleetIndex::OnNodeDeleted(const std::string& node) {
   if (it == nodes_.end()) return;
   Contribute(it->first, it->second, -1, true);
   nodes_.erase(it);
+  own_rv_floor_.erase(node);
 }
 
 void FleetIndex::ApplyOwnRecord(const std::string& node,
@@ -187,7 +190,7 @@ void FleetIndex::ApplyOwnRecord(const std::string& node,
   Contribute(it->first, it->second, -1, false);
   SetRecord(it->second, Summarize(record));
   // Deliveries up to the version we wrote over are stale now.
-  it->second.own_rv_floor = it->second.rv_num + 1;
+  own_rv_floor_[node] = it->second.rv_num + 1;
   Contribute(it->first, it->second, +1, false);
 }
 

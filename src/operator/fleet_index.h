@@ -90,11 +90,10 @@ class FleetIndex {
     friend auto operator<=>(const PolicyState&, const PolicyState&) = default;
   };
   using Verdicts = std::vector<PolicyState>;
-  // 48 bytes: the record only for nodes that have one (most have none).
+  // 40 bytes: the record only for nodes that have one (most have none).
   struct Entry {
     k8s::LabelMap labels;
     std::uint64_t rv_num = 0;
-    std::uint64_t own_rv_floor = 0;  // ignore informer deliveries below this (our write landed)
     std::unique_ptr<const RecordSummary> record;  // null: the empty summary
     const Verdicts* states = nullptr;             // null: none yet
     std::uint32_t braked_policy = kNoPolicy;      // id, or kNoPolicy
@@ -121,6 +120,9 @@ class FleetIndex {
 
   std::mutex mu_;
   std::unordered_map<std::string, Entry> nodes_;
+  // Nodes whose informer deliveries below this resourceVersion are ignored: our write landed
+  // and the informer has not delivered it yet (an entry only until it has).
+  std::unordered_map<std::string, std::uint64_t> own_rv_floor_;
   std::unordered_map<std::string, PolicyAgg> policies_;
   int64_t healthy_ = 0, unhealthy_ = 0, unknown_ = 0, remediating_ = 0, excluded_ = 0;
   int64_t quarantined_ = 0;

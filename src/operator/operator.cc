@@ -123,7 +123,7 @@ bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
 constexpr auto kPolicyBatch = std::chrono::milliseconds(300);
 // How often the memory trimmer returns free heap pages to the system once the operator is
 // steady.
-constexpr auto kTrimPeriod = std::chrono::seconds(30);
+constexpr auto kTrimPeriod = std::chrono::seconds(10);
 
 std::string TrimSpace(std::string s) {
   const char* ws = " \t\r\n";
