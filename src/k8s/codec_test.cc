@@ -478,7 +478,7 @@ TEST(LabelTest, FleetWidePairsAreSharedAsOneSet) {
     for (int i = 0; i < 10; ++i) fleet.push_back(build(i, nullptr));
     const LabelMap& last = fleet.back();
     EXPECT_EQ(last.size(), 21u);
-    EXPECT_EQ(last.SharedSize(), 20u);  // all but the hostname
+    EXPECT_EQ(last.SharedSize(), 20u);     // all but the hostname
     EXPECT_EQ(fleet[0].SharedSize(), 0u);  // built before any pair was seen often
     EXPECT_LT(last.MemoryBytes(), fleet[0].MemoryBytes() / 2);
     EXPECT_EQ(last.Get("zz.fleet/k19h").value_or(""), "node-9");
@@ -541,9 +541,9 @@ TEST(ConditionListTest, EqualListsAreOneList) {
     EXPECT_EQ(fleet[1].conditions[1].type, "Other");
     EXPECT_EQ(fleet[0].conditions.size(), 1u);  // the others keep theirs
     EXPECT_FALSE(fleet[0].conditions == fleet[1].conditions);
-    EXPECT_EQ(fleet[1].conditions.erase_if(
-                  [](const NodeCondition& c) { return c.type == "GPUHealthy"; }),
-              1u);
+    EXPECT_EQ(
+        fleet[1].conditions.erase_if([](const NodeCondition& c) { return c.type == "GPUHealthy"; }),
+        1u);
     EXPECT_EQ(fleet[1].FindCondition("GPUHealthy"), nullptr);
     EXPECT_EQ(fleet[1].FindCondition("Other")->reason, "R");
     fleet[2].conditions.clear();

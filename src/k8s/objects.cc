@@ -6,8 +6,8 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <unordered_set>
 
@@ -297,7 +297,8 @@ bool IsCommon(Interned* e) {
 }
 
 LabelMap::Builder* Untag(LabelMap::Rep* r) {
-  return reinterpret_cast<LabelMap::Builder*>(reinterpret_cast<std::uintptr_t>(r) & ~std::uintptr_t{1});
+  return reinterpret_cast<LabelMap::Builder*>(reinterpret_cast<std::uintptr_t>(r) &
+                                              ~std::uintptr_t{1});
 }
 
 LabelMap::Rep* Tag(LabelMap::Builder* b) {
@@ -370,7 +371,8 @@ void LabelMap::Adopt(std::span<Interned* const> sorted) {
   for (Interned* e : sorted) common += IsCommon(e) ? 1 : 0;
   Rep* base = nullptr;
   if (common >= kMinShared) {
-    for (Interned* e : sorted) (e->common.load(std::memory_order_relaxed) ? shared : own).push_back(e);
+    for (Interned* e : sorted)
+      (e->common.load(std::memory_order_relaxed) ? shared : own).push_back(e);
     base = Sets().Intern(shared);
   } else {
     own.assign(sorted.begin(), sorted.end());
@@ -385,9 +387,7 @@ std::size_t LabelMap::size() const {
   return rep_ ? rep_->n + rep_->shared().size() : 0;
 }
 
-std::size_t LabelMap::SharedSize() const {
-  return rep_ && !Building() ? rep_->shared().size() : 0;
-}
+std::size_t LabelMap::SharedSize() const { return rep_ && !Building() ? rep_->shared().size() : 0; }
 
 std::size_t LabelMap::MemoryBytes() const {
   std::size_t b = sizeof(*this);
@@ -661,9 +661,7 @@ void ConditionList::clear() {
   rep_ = nullptr;
 }
 
-const NodeCondition* ConditionList::begin() const {
-  return rep_ ? rep_->items.data() : nullptr;
-}
+const NodeCondition* ConditionList::begin() const { return rep_ ? rep_->items.data() : nullptr; }
 
 std::size_t ConditionList::size() const { return rep_ ? rep_->items.size() : 0; }
 

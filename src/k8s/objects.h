@@ -168,7 +168,9 @@ class ConditionList {
   // Distinct lists in the process, for benchmarks.
   static std::size_t InternedLists();
 
-  friend bool operator==(const ConditionList& a, const ConditionList& b) { return a.rep_ == b.rep_; }
+  friend bool operator==(const ConditionList& a, const ConditionList& b) {
+    return a.rep_ == b.rep_;
+  }
 
   struct Rep;  // objects.cc
 

@@ -85,7 +85,8 @@ void FleetIndex::SetRecord(Entry& e, RecordSummary sum) {
 }
 
 std::uint32_t FleetIndex::PolicyId(const std::string& name) {
-  auto [it, inserted] = policy_ids_.try_emplace(name, static_cast<std::uint32_t>(policy_names_.size()));
+  auto [it, inserted] =
+      policy_ids_.try_emplace(name, static_cast<std::uint32_t>(policy_names_.size()));
   if (inserted) policy_names_.push_back(name);
   return it->second;
 }

@@ -114,8 +114,8 @@ class FleetIndex {
   // an entry is bracketed by the two. `labels_too`: also the per-selector matched counts.
   void Contribute(const std::string& name, const Entry& e, int sign, bool labels_too);
   int64_t Matched(const api::LabelSelector& selector);  // requires mu_
-  std::uint32_t PolicyId(const std::string& name);       // requires mu_
-  const Verdicts* InternVerdicts(Verdicts v);            // requires mu_
+  std::uint32_t PolicyId(const std::string& name);      // requires mu_
+  const Verdicts* InternVerdicts(Verdicts v);           // requires mu_
   static void SetRecord(Entry& e, RecordSummary sum);
 
   std::mutex mu_;
