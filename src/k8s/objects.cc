@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace gg::k8s {
@@ -33,6 +34,17 @@ struct LabelMap::Interned {
 namespace {
 
 using Interned = LabelMap::Interned;
+
+// Drops one of several references without a lock; false when `refs` holds the last one, which
+// the caller must drop under the lock where new references are taken (so an object is never
+// revived after it was found unreferenced and freed).
+bool DropUnlessLast(std::atomic<std::uint32_t>& refs) {
+  std::uint32_t r = refs.load(std::memory_order_relaxed);
+  while (r > 1) {
+    if (refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
 
 // Sharded so informer threads parsing at once rarely meet on one mutex.
 class InternTable {
@@ -61,13 +73,7 @@ class InternTable {
   static void Ref(Interned* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
 
   void Unref(Interned* e) {
-    // Above one reference, drop it without the lock. The last one is dropped under the
-    // shard lock, where Intern takes new references, so a pair is never revived after it
-    // was found unreferenced and freed.
-    std::uint32_t r = e->refs.load(std::memory_order_relaxed);
-    while (r > 1) {
-      if (e->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
-    }
+    if (DropUnlessLast(e->refs)) return;
     Shard& sh = shards_[e->hash % kShards];
     std::scoped_lock lock(sh.mu);
     if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -193,10 +199,7 @@ class SetTable {
 
   // As InternTable::Unref: the last reference is dropped under the lock Intern takes.
   void Release(Rep* r) {
-    std::uint32_t c = r->refs.load(std::memory_order_relaxed);
-    while (c > 1) {
-      if (r->refs.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) return;
-    }
+    if (DropUnlessLast(r->refs)) return;
     std::scoped_lock lock(mu_);
     if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     sets_.erase(r);
@@ -568,6 +571,7 @@ std::size_t HashConditions(const std::vector<NodeCondition>& v) {
   return h;
 }
 
+// Lists by their hash (a multimap: the few lists that collide are compared whole).
 class ConditionTable {
  public:
   using Rep = ConditionList::Rep;
@@ -575,27 +579,31 @@ class ConditionTable {
   Rep* Intern(std::vector<NodeCondition>&& v) {
     const std::size_t h = HashConditions(v);
     std::scoped_lock lock(mu_);
-    if (auto it = lists_.find(Key{&v, h}); it != lists_.end()) {
-      (*it)->refs.fetch_add(1, std::memory_order_relaxed);
-      return *it;
+    auto [first, last] = lists_.equal_range(h);
+    for (auto it = first; it != last; ++it) {
+      if (it->second->items != v) continue;
+      it->second->refs.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
     }
     auto* r = new Rep;
     r->hash = h;
     r->items = std::move(v);
     r->items.shrink_to_fit();
-    lists_.insert(r);
+    lists_.emplace(h, r);
     return r;
   }
   static void Ref(Rep* r) { r->refs.fetch_add(1, std::memory_order_relaxed); }
   // As InternTable::Unref: the last reference is dropped under the lock Intern takes.
   void Unref(Rep* r) {
-    std::uint32_t c = r->refs.load(std::memory_order_relaxed);
-    while (c > 1) {
-      if (r->refs.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) return;
-    }
+    if (DropUnlessLast(r->refs)) return;
     std::scoped_lock lock(mu_);
     if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    lists_.erase(r);
+    auto [first, last] = lists_.equal_range(r->hash);
+    for (auto it = first; it != last; ++it) {
+      if (it->second != r) continue;
+      lists_.erase(it);
+      break;
+    }
     delete r;
   }
   std::size_t Size() {
@@ -604,23 +612,8 @@ class ConditionTable {
   }
 
  private:
-  struct Key {
-    const std::vector<NodeCondition>* items;
-    std::size_t hash;
-  };
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(const Rep* r) const { return r->hash; }
-    std::size_t operator()(const Key& k) const { return k.hash; }
-  };
-  struct Eq {
-    using is_transparent = void;
-    bool operator()(const Rep* a, const Rep* b) const { return a == b; }
-    bool operator()(const Key& k, const Rep* r) const { return *k.items == r->items; }
-    bool operator()(const Rep* r, const Key& k) const { return *k.items == r->items; }
-  };
   std::mutex mu_;
-  std::unordered_set<Rep*, Hash, Eq> lists_;
+  std::unordered_multimap<std::size_t, Rep*> lists_;
 };
 
 ConditionTable& Conditions() {
@@ -647,10 +640,8 @@ ConditionList& ConditionList::operator=(const ConditionList& o) {
 }
 
 ConditionList& ConditionList::operator=(ConditionList&& o) noexcept {
-  if (this == &o) return *this;
-  clear();
-  rep_ = o.rep_;
-  o.rep_ = nullptr;
+  ConditionList taken(std::move(o));  // self-move leaves the list as it was
+  std::swap(rep_, taken.rep_);
   return *this;
 }
 
