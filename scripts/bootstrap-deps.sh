@@ -16,7 +16,13 @@ PKGS=(
   iproute2 util-linux  # gpu-guardian-sim --exec-images: pod veths (ip) and namespaces (nsenter)
   heaptrack  # per-structure memory of the operator (docs/benchmarks.md)
 )
-# kubectl is not in Debian bookworm; tests that use it skip cleanly when it is absent.
+# kubectl: Debian bookworm ships 1.20 as kubernetes-client; `make demo` and the kubectl tests
+# need one. Installed only when no kubectl is on PATH, so a kubectl the user has (a newer
+# one, or one from another source) is never replaced. 1.20 validates manifests with
+# /openapi/v2, which the simulator serves.
+if ! command -v kubectl >/dev/null 2>&1; then
+  PKGS+=(kubernetes-client)
+fi
 if [ "${1:-}" = "--with-images" ]; then
   PKGS+=(buildah ca-certificates binutils)
 fi

@@ -28,7 +28,8 @@ done
 for b in gpu-guardian-sim gpu-guardian-operator gpu-guardian-agent kubectl-gpu_guardian; do
   [ -x "$bin/$b" ] || { echo "demo: $bin/$b is missing (make shipped)" >&2; exit 1; }
 done
-command -v kubectl >/dev/null || { echo "demo: kubectl is needed (it is what users run)" >&2; exit 1; }
+command -v kubectl >/dev/null ||
+  { echo "demo: kubectl is needed (it is what users run; scripts/bootstrap-deps.sh installs Debian's)" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/gpu-guardian-demo.XXXXXX)
 nodes="$work/nodes"

@@ -93,6 +93,13 @@ remediation::NodeInput NodeReconciler::ReadInput(
     }
   }
   in.report = ReadReport(d_.view, node);
+  if (in.report.ok() && d_.lease_renewed &&
+      (in.report->heartbeat_time != WallTime{} || in.report->observed_at != WallTime{})) {
+    // The agent's heartbeat renews its Lease; the report is rewritten only on change.
+    if (auto renewed = d_.lease_renewed(node.meta.name);
+        renewed && *renewed > in.report->heartbeat_time)
+      in.report->heartbeat_time = *renewed;
+  }
   for (const k8s::NodeCondition& c : node.conditions) {
     in.node_conditions.push_back({c.type, c.status, c.reason, c.last_transition_time});
   }

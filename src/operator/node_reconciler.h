@@ -44,6 +44,9 @@ struct NodeReconcilerDeps {
   DraApi* dra = nullptr;
   // remediation.escalate hand-off; null: a policy asking for it fails its node's pass.
   EscalationApi* escalation = nullptr;
+  // The node's agent Lease renewTime (operator/lease_freshness.h); a report is as fresh as
+  // the later of its heartbeatTime and that. Empty: reports alone.
+  std::function<std::optional<WallTime>(const std::string& node)> lease_renewed;
 };
 
 class NodeReconciler final : public runtime::Reconciler {

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "sim/api_error.h"
+#include "sim/openapi_v2.h"
 #include "sim/registry.h"
 #include "sim/store.h"
 #include "sim/table.h"
@@ -213,6 +214,7 @@ class ApiCore {
   ApiResponse ApiGroupDocument(const std::string& group) const;
   ApiResponse HandleOpenApi(const std::vector<std::string>& parts) const;
   ApiResponse OpenApiIndex() const;
+  ApiResponse OpenApiV2(const ApiRequest& req) const;  // GET /openapi/v2 (api_read.cc)
   std::set<std::string> ServedOpenApiPaths() const;
   // ListPieces' steps: wait for a resourceVersion not reached yet, scan the collection.
   std::optional<ApiError> WaitForResourceVersion(std::uint64_t want);
@@ -291,6 +293,7 @@ class ApiCore {
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
   std::shared_ptr<SchemaSet> schemas_;
+  mutable OpenApiV2Cache openapi_v2_;  // the /openapi/v2 document, rebuilt when CRDs change
   std::shared_ptr<Authorizer> authorizer_;
   std::unique_ptr<Admission> admission_;
 };

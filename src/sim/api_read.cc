@@ -499,6 +499,52 @@ ApiResponse ApiCore::HandleOpenApi(const std::vector<std::string>& parts) const 
   return r;
 }
 
+// GET /openapi/v2: one Swagger 2.0 document of every served built-in group version (the
+// documents /openapi/v3 serves, converted) and of the custom resources, as JSON or as
+// gnostic protobuf by Accept; ETag and Vary: Accept as the real handler sets them.
+ApiResponse ApiCore::OpenApiV2(const ApiRequest& req) const {
+  std::error_code ec;
+  if (opts_.openapi_dir.empty() || !std::filesystem::is_directory(opts_.openapi_dir, ec))
+    return ErrorResponse(PathNotFoundErr());
+  std::string format = OpenApiV2Format(req.accept);
+  if (format.empty()) {
+    ApiResponse r;
+    r.code = 406;
+    r.headers.emplace_back("Vary", "Accept");
+    return r;
+  }
+  auto builtin = [this] {
+    std::set<std::string> files;
+    const std::set<std::string> served = ServedOpenApiPaths();
+    std::error_code dir_ec;
+    for (const auto& e : std::filesystem::directory_iterator(opts_.openapi_dir, dir_ec)) {
+      std::string f = e.path().filename().string();
+      if (std::string key = OpenApiFileKey(f); !key.empty() && served.count(key)) files.insert(f);
+    }
+    json doc = NewV2Document(opts_.kube_version);
+    for (const auto& f : files) {
+      std::ifstream in(opts_.openapi_dir + "/" + f, std::ios::binary);
+      json v3 = json::parse(in, nullptr, false);
+      if (v3.is_object()) AddV3DocumentToV2(v3, doc);
+    }
+    return doc;
+  };
+  std::vector<std::shared_ptr<const ResourceInfo>> custom;
+  for (const auto& r : registry_.All())
+    if (r->custom) custom.push_back(r);
+  auto served = openapi_v2_.Get(builtin, CrdOpenApiV2Part(custom, schemas_.get()));
+  if (!served.ok()) return ErrorResponse(InternalErr(served.status().message()));
+  ApiResponse r;
+  r.headers = {{"Vary", "Accept"}, {"Etag", (*served)->etag}};
+  if (format == "protobuf") {
+    r.body = (*served)->protobuf;
+    r.content_type = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+  } else {
+    r.body = (*served)->json;
+  }
+  return r;
+}
+
 // /apis/GROUP: the APIGroup with its versions, the first preferred.
 ApiResponse ApiCore::ApiGroupDocument(const std::string& group) const {
   for (const auto& [g, versions] : registry_.Groups()) {
@@ -539,6 +585,8 @@ ApiResponse ApiCore::HandleDiscovery(const ApiRequest& req, bool* handled) {
     resources = registry_.ApiResourceList(parts[1], parts[2]);
   } else if (parts.size() == 2 && parts[0] == "apis") {
     return ApiGroupDocument(parts[1]);
+  } else if (parts.size() == 2 && parts[0] == "openapi" && parts[1] == "v2") {
+    return OpenApiV2(req);
   } else if (parts.size() >= 2 && parts[0] == "openapi") {
     return HandleOpenApi(parts);
   } else {

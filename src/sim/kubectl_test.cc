@@ -1,5 +1,7 @@
-// Real clients against the simulator: kubectl 1.32 (get, label, cordon, taint, drain,
-// apply CRD + CR) and the Python kubernetes client. Skipped when the client is absent.
+// Real clients against the simulator: kubectl (get, label, cordon, taint, drain, apply CRD +
+// CR, apply -k deploy/) and the Python kubernetes client. Skipped when the client is absent.
+// GG_KUBECTL names the kubectl to run (e.g. the 1.20 of Debian's kubernetes-client package,
+// which validates with /openapi/v2); the default is the one on PATH.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +21,30 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// The kubectl the tests run: $GG_KUBECTL when set (a missing one fails the tests rather than
+// skipping them), else `kubectl` on PATH; "" when there is none.
+const std::string& KubectlPath() {
+  static const std::string path = [] {
+    if (const char* e = std::getenv("GG_KUBECTL"); e && *e) return std::string(e);
+    std::string found = RunCmd("command -v kubectl").out;
+    while (!found.empty() && (found.back() == '\n' || found.back() == ' ')) found.pop_back();
+    return found.find('/') == std::string::npos ? std::string() : found;
+  }();
+  return path;
+}
+
+// The kubectl's minor version (20 for 1.20), 0 when it cannot say. Newer commands and flags
+// (auth whoami: 1.27, --validate=strict: 1.25) are checked only where they exist.
+int KubectlMinor() {
+  static const int minor = [] {
+    auto r = RunCmd("timeout 30 " + KubectlPath() + " version --client -o json");
+    json v = json::parse(r.out, nullptr, false);
+    if (!v.is_object() || !v.contains("clientVersion")) return 0;
+    return std::atoi(v["clientVersion"].value("minor", "0").c_str());
+  }();
+  return minor;
+}
 
 class RealClientTest : public ::testing::Test {
  protected:
@@ -42,7 +68,7 @@ class RealClientTest : public ::testing::Test {
   }
   CmdResult Kubectl(const std::string& args) {
     return RunCmd("KUBECONFIG=" + kubeconfig_ + " KUBECACHEDIR=" + (dir_ / "cache").string() +
-               " HOME=" + dir_.string() + " timeout 120 /usr/bin/kubectl " + args);
+                  " HOME=" + dir_.string() + " timeout 120 " + KubectlPath() + " " + args);
   }
   std::unique_ptr<SimServer> sim_;
   fs::path dir_;
@@ -60,7 +86,7 @@ json GpuNode(const std::string& name) {
 }
 
 TEST_F(RealClientTest, KubectlNodeOperationsAndDrain) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
   auto r = Kubectl("get nodes");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -96,7 +122,10 @@ TEST_F(RealClientTest, KubectlNodeOperationsAndDrain) {
   }
   r = Kubectl("drain gpu-node-1 --ignore-daemonsets --delete-emptydir-data --timeout=90s");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("drained"), std::string::npos) << r.out;
+  // kubectl before 1.23 ends with "node/NAME evicted" (its own wording, fixed upstream in 1.23).
+  EXPECT_TRUE(r.out.find("drained") != std::string::npos ||
+              (KubectlMinor() < 23 && r.out.find("node/gpu-node-1 evicted") != std::string::npos))
+      << r.out;
   EXPECT_EQ((*sim_->Get("/api/v1/nodes/gpu-node-1"))["spec"]["unschedulable"], true);
   r = Kubectl("cordon gpu-node-1");
   EXPECT_NE(r.out.find("already cordoned"), std::string::npos) << r.out;
@@ -105,7 +134,7 @@ TEST_F(RealClientTest, KubectlNodeOperationsAndDrain) {
 }
 
 TEST_F(RealClientTest, KubectlApplyCrdAndCustomResource) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   std::ofstream(dir_ / "crd.yaml") << R"(apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -151,7 +180,7 @@ spec: {maxUnhealthy: 2}
 // Server-side printing: kubectl get asks for a meta.k8s.io Table and prints the server's
 // columns (built-in printers; the CRDs' additionalPrinterColumns), in get -w as well.
 TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   json node = GpuNode("gpu-node-1");
   node["metadata"]["labels"]["node-role.kubernetes.io/gpu-worker"] = "";
   node["status"]["addresses"] = json::array({{{"type", "InternalIP"}, {"address", "10.1.2.3"}}});
@@ -251,7 +280,7 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
 // Generated OpenAPI v3 for CRDs: kubectl explain reads the CRD's schema; apply validates
 // (fieldValidation=Strict) and an unknown field is refused with nothing stored.
 TEST_F(RealClientTest, KubectlExplainAndStrictApplyOfCustomResources) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   const std::string src = GG_SOURCE_DIR;
   auto r = Kubectl("apply -f " + src + "/deploy/crds/gpuhealthpolicies.yaml");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -264,7 +293,10 @@ kind: GPUHealthPolicy
 metadata: {name: bad}
 spec: {bogusField: 1}
 )";
-  r = Kubectl("apply --validate=strict -f " + (dir_ / "bad.yaml").string());
+  // Before 1.25 kubectl has no --validate=strict; its --validate=true checks the CRD's
+  // schema from /openapi/v2 on the client.
+  const char* validate = KubectlMinor() >= 25 ? "--validate=strict" : "--validate=true";
+  r = Kubectl(std::string("apply ") + validate + " -f " + (dir_ / "bad.yaml").string());
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("bogusField"), std::string::npos) << r.out;
   EXPECT_FALSE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/bad").ok());
@@ -276,7 +308,7 @@ spec: {bogusField: 1}
 // kubectl's generators send protobuf bodies ("k8s\0" + runtime.Unknown); each lands as the
 // object it describes.
 TEST_F(RealClientTest, KubectlCreateGeneratorsSendProtobuf) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   for (const char* cmd :
        {"create namespace team-a", "create configmap cfg -n team-a --from-literal=mode=fast",
         "create secret generic creds -n team-a --from-literal=token=s3cr3t",
@@ -319,7 +351,7 @@ TEST_F(RealClientTest, KubectlCreateGeneratorsSendProtobuf) {
 }
 
 TEST_F(RealClientTest, KubectlServerDryRunChangesNothing) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
   auto r = Kubectl("delete node gpu-node-1 --dry-run=server");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -360,17 +392,18 @@ TEST_F(RealClientTest, KubectlServerDryRunChangesNothing) {
 }
 
 TEST_F(RealClientTest, KubectlAuthCanIAndWhoamiWithoutAuthz) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   auto r = Kubectl("auth can-i list nodes");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("yes"), std::string::npos) << r.out;
+  if (KubectlMinor() < 27) GTEST_SKIP() << "kubectl 1." << KubectlMinor() << " has no auth whoami";
   r = Kubectl("auth whoami");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("system:masters"), std::string::npos) << r.out;
 }
 
 TEST_F(RealClientTest, KubectlAuthCanIThroughRbac) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   sim_->Stop();
   std::ofstream(dir_ / "rbac.yaml") << R"(apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -403,6 +436,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
   EXPECT_NE(r.out.find("no"), std::string::npos) << r.out;
   r = Kubectl("auth can-i delete pods -n team-a");
   EXPECT_NE(r.rc, 0) << r.out;
+  if (KubectlMinor() < 27) GTEST_SKIP() << "kubectl 1." << KubectlMinor() << " has no auth whoami";
   r = Kubectl("auth whoami");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("system:serviceaccount:team-a:runner"), std::string::npos) << r.out;
@@ -412,7 +446,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
 // kubectl apply --dry-run=server -k deploy/: client-side validation needs /openapi/v3 for
 // every kind in deploy/, the server answers each object without storing it.
 TEST_F(RealClientTest, KubectlServerDryRunApplyOfDeployKustomization) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   const std::string src = GG_SOURCE_DIR;
   auto r = Kubectl("apply -f " + src + "/deploy/namespace.yaml -f " + src + "/deploy/crds/");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -431,8 +465,46 @@ TEST_F(RealClientTest, KubectlServerDryRunApplyOfDeployKustomization) {
   EXPECT_FALSE(sim_->Get("/apis/rbac.authorization.k8s.io/v1/clusterroles/gpu-guardian-operator").ok());
 }
 
+// kubectl apply -k deploy/ as `make demo` runs it: the first pass creates the CRDs and
+// everything else, the second the policy (its CRD is established by then). kubectl before
+// 1.27 validates each object against /openapi/v2 first; later ones leave it to the server
+// (fieldValidation=Strict). Either way an unknown field is refused and nothing is stored.
+TEST_F(RealClientTest, KubectlApplyKustomizationAndValidation) {
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
+  const std::string src = GG_SOURCE_DIR;
+  auto r = Kubectl("apply -k " + src + "/deploy/");
+  EXPECT_NE(r.out.find("deployment.apps/gpu-guardian-operator created"), std::string::npos)
+      << r.out;
+  r = Kubectl("apply -k " + src + "/deploy/");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(
+      sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/deployments/gpu-guardian-operator").ok());
+  EXPECT_TRUE(
+      sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/daemonsets/gpu-guardian-agent").ok());
+  EXPECT_TRUE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
+  std::ofstream(dir_ / "bad-deploy.yaml") << R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bad, namespace: default}
+spec: {replicaz: 1, selector: {matchLabels: {app: bad}},
+  template: {metadata: {labels: {app: bad}}, spec: {containers: [{name: c, image: busybox}]}}}
+)";
+  r = Kubectl("apply -f " + (dir_ / "bad-deploy.yaml").string());
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("replicaz"), std::string::npos) << r.out;
+  EXPECT_FALSE(sim_->Get("/apis/apps/v1/namespaces/default/deployments/bad").ok());
+  std::ofstream(dir_ / "bad-policy.yaml") << R"(apiVersion: gpuguardian.io/v1alpha1
+kind: GPUHealthPolicy
+metadata: {name: bad}
+spec: {bogusField: 1}
+)";
+  r = Kubectl("apply -f " + (dir_ / "bad-policy.yaml").string());
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("bogusField"), std::string::npos) << r.out;
+  EXPECT_FALSE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/bad").ok());
+}
+
 TEST_F(RealClientTest, KubectlNamespaceDeletionTerminatesThenEmptiesAndGoes) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
   ASSERT_EQ(Kubectl("create namespace doomed").rc, 0);
   ASSERT_EQ(Kubectl("create configmap c -n doomed").rc, 0);
@@ -492,7 +564,7 @@ TEST_F(RealClientTest, SecondSimulatorOnTheSamePortIsRefused) {
 // Server-side apply: managedFields per manager, a 409 naming the other manager and field,
 // --force-conflicts taking it over, and a field its sole applier dropped removed.
 TEST_F(RealClientTest, KubectlServerSideApplyOwnershipAndConflicts) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   const std::string v1 = R"(apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, labels: {tier: front, team: ml}}
@@ -566,7 +638,7 @@ spec:
 }
 
 TEST_F(RealClientTest, KubectlScaleUsesTheScaleSubresource) {
-  if (!fs::exists("/usr/bin/kubectl")) GTEST_SKIP() << "kubectl not installed";
+  if (KubectlPath().empty()) GTEST_SKIP() << "kubectl not installed";
   ASSERT_EQ(Kubectl("create deployment web --image=nginx --replicas=1").rc, 0);
   auto r = Kubectl("scale deployment web --replicas=3");
   ASSERT_EQ(r.rc, 0) << r.out;

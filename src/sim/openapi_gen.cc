@@ -1,9 +1,11 @@
 // OpenAPI v3 generation for CRD group versions.
 #include "sim/openapi_gen.h"
 
+#include <map>
 #include <set>
 #include <string>
 
+#include "sim/openapi_v2.h"
 #include "sim/registry.h"
 #include "sim/schema.h"
 
@@ -228,4 +230,18 @@ json CrdOpenApiDocument(const std::vector<std::shared_ptr<const ResourceInfo>>& 
           {"paths", std::move(paths)},
           {"components", {{"schemas", std::move(schemas)}}}};
 }
+json CrdOpenApiV2Part(const std::vector<std::shared_ptr<const ResourceInfo>>& resources,
+                      const SchemaSet* builtin) {
+  std::map<std::string, std::vector<std::shared_ptr<const ResourceInfo>>> by_gv;
+  for (const auto& r : resources) by_gv[r->group + "/" + r->version].push_back(r);
+  json out = {{"definitions", json::object()}, {"paths", json::object()}};
+  for (const auto& [gv, rs] : by_gv) {
+    AddV3DocumentToV2(CrdOpenApiDocument(rs, builtin), out);
+    for (const auto& ri : rs)
+      out["definitions"][CrdSchemaName(ri->group, ri->version, ri->kind)] =
+          CrdSchemaV2(ri->schema, ri->group, ri->version, ri->kind);
+  }
+  return out;
+}
+
 }  // namespace gg::sim

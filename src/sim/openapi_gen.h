@@ -26,4 +26,10 @@ std::string CrdSchemaName(std::string_view group, std::string_view version, std:
 nlohmann::json CrdOpenApiDocument(const std::vector<std::shared_ptr<const ResourceInfo>>& resources,
                                   const SchemaSet* builtin);
 
+// The custom resources' part of the /openapi/v2 document (definitions and paths): each
+// kind's schema as kube-apiserver publishes it in v2 (CrdSchemaV2), its List, the paths, and
+// the meta.k8s.io definitions they reference.
+nlohmann::json CrdOpenApiV2Part(const std::vector<std::shared_ptr<const ResourceInfo>>& resources,
+                                const SchemaSet* builtin);
+
 }  // namespace gg::sim

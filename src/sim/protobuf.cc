@@ -426,4 +426,46 @@ StatusOr<json> DecodeK8sProtobuf(std::string_view body) {
   return out;
 }
 
+void ProtobufWriter::RawVarint(std::uint64_t v) {
+  while (v >= 0x80) {
+    out_ += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out_ += static_cast<char>(v);
+}
+
+void ProtobufWriter::Varint(int field, std::uint64_t v) {
+  RawVarint(static_cast<std::uint64_t>(field) << 3);
+  RawVarint(v);
+}
+
+void ProtobufWriter::Double(int field, double v) {
+  RawVarint((static_cast<std::uint64_t>(field) << 3) | 1);
+  std::uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  for (int i = 0; i < 8; ++i) out_ += static_cast<char>((bits >> (8 * i)) & 0xff);
+}
+
+void ProtobufWriter::Bytes(int field, std::string_view v) {
+  RawVarint((static_cast<std::uint64_t>(field) << 3) | 2);
+  RawVarint(v.size());
+  out_.append(v);
+}
+
+StatusOr<std::vector<ProtobufField>> ReadProtobufFields(std::string_view message) {
+  std::vector<ProtobufField> out;
+  Reader r(message);
+  while (!r.done()) {
+    ProtobufField f;
+    Raw raw;
+    Status s = ReadField(r, "message", &f.number, &raw);
+    if (!s.ok()) return s;
+    f.wire = raw.wire;
+    f.num = raw.num;
+    f.bytes = raw.bytes;
+    out.push_back(f);
+  }
+  return out;
+}
+
 }  // namespace gg::sim
