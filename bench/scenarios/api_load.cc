@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
   for (auto& r : results) {
     if (r.mode != "watch") continue;
     rep.Add("watch: periodic LISTs in the window", r.verbs["list"], "", 0, false);
-    rep.Add("watch: operator RSS per node, settled", (r.rss - empty_rss) / double(n), "B", 1024,
+    rep.Add("watch: operator RSS per node, settled", (r.rss - empty_rss) / double(n), "B", 2048,
             false, "RSS at end minus empty-fleet RSS, / N");
   }
   if (results.size() == 2) {

@@ -46,7 +46,7 @@ std::string DefaultIdentity() {
 // Other detectors' conditions (all but our GPUHealthy, as the projection keeps them: nodeCondition
 // rules read them) differ.
 bool ForeignConditionsChanged(const k8s::Node& a, const k8s::Node& b) {
-  auto next = [](const std::vector<k8s::NodeCondition>& v, std::size_t i) {
+  auto next = [](const k8s::ConditionList& v, std::size_t i) {
     while (i < v.size() && v[i].type == api::kConditionType) ++i;
     return i;
   };
@@ -122,6 +122,9 @@ bool PolicySpecChanged(const PolicyObject& a, const PolicyObject& b) {
 }
 
 constexpr auto kPolicyBatch = std::chrono::milliseconds(300);
+// How often the memory trimmer returns free heap pages to the system once the operator is
+// steady.
+constexpr auto kTrimPeriod = std::chrono::seconds(10);
 
 std::string TrimSpace(std::string s) {
   const char* ws = " \t\r\n";
@@ -314,7 +317,9 @@ struct Operator::Impl {
           // The initial LIST pages and the initial reconcile's garbage leave glibc's arenas
           // holding freed memory (tens of MB at 100k nodes) that a steady operator never
           // reuses: give it back once after the caches sync and once when the first backlog
-          // of node work is done.
+          // of node work is done. Then every kTrimPeriod: watch events and PATCH responses
+          // (~15 KB each) are freed between the small objects that stay, leaving free pages
+          // inside the heap that only a trim returns (~1 KB a node of RSS at 10k nodes).
           auto wait = [&](const std::function<bool()>& ready) {
             std::mutex m;
             std::condition_variable_any cv;
@@ -333,6 +338,11 @@ struct Operator::Impl {
             return OkStatus();
           }
           malloc_trim(0);
+          while (wait([this, next = std::chrono::steady_clock::now() + kTrimPeriod] {
+            return std::chrono::steady_clock::now() >= next;
+          })) {
+            malloc_trim(0);
+          }
           return OkStatus();
         },
         /*needs_leader_election=*/false);
