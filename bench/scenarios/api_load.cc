@@ -7,7 +7,8 @@
 // N nodes (~14 KB each) with a healthy GPUNodeHealth report each; "agents" in this process
 // write straight into the sim's store (not over HTTP, so the sim's request counters are the
 // operator's alone): a heartbeat per node every 5 simulated minutes (the agent's default; as
-// the agent does, a patch of status.heartbeatTime alone, the report left as it is) and
+// the agent does, a renew of the node's Lease gpu-guardian/gpu-guardian-agent-<node>, the
+// report left as it is; the Leases exist before the operator starts, as in a running fleet) and
 // random report changes (a GPU temperature, N/1000 per simulated second), none of which fences.
 // Time is scaled: `--time-scale X` runs X simulated seconds per wall second, heartbeats and
 // the poll interval (30 s / X) alike, so `--sim-minutes 10` at X=10 takes 60 s of wall time.
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/gpu_node_health.h"
 #include "bench/scenarios/bench_util.h"
 #include "bench/scenarios/fleet.h"
 #include "bench/scenarios/populate.h"
@@ -51,6 +53,34 @@ struct ModeResult {
   double reconciles = 0;
   long heartbeats = 0, changes = 0;
 };
+
+constexpr char kLeasesPath[] = "/apis/coordination.k8s.io/v1/namespaces/gpu-guardian/leases";
+
+// The agent's heartbeat Lease of `node` (agent/node_lease.cc writes the same), renewed now.
+json AgentLease(const std::string& node) {
+  return {{"apiVersion", "coordination.k8s.io/v1"},
+          {"kind", "Lease"},
+          {"metadata",
+           {{"name", api::kAgentLeasePrefix + node},
+            {"namespace", "gpu-guardian"},
+            {"labels",
+             {{api::kAgentLeaseLabel, "true"},
+              {"app.kubernetes.io/managed-by", "gpu-guardian-agent"}}}}},
+          {"spec",
+           {{"holderIdentity", node},
+            {"leaseDurationSeconds", 900},
+            {"renewTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
+}
+
+// The namespace and every node's Lease, as a running fleet of agents has them.
+bool CreateLeases(sim::SimServer& srv, const sim::PopulationSpec& spec, long n) {
+  if (!srv.Create("/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}).ok())
+    return false;
+  for (long i = 0; i < n; ++i) {
+    if (!srv.Create(kLeasesPath, AgentLease(bench::NodeName(spec, i))).ok()) return false;
+  }
+  return true;
+}
 
 class Agents {
  public:
@@ -100,9 +130,8 @@ class Agents {
 
  private:
   void Heartbeat(const std::string& node) {
-    json hb = {
-        {"status", {{"heartbeatTime", FormatRfc3339Micro(std::chrono::system_clock::now())}}}};
-    auto r = srv_.MergePatch(std::string(bench::kReportsPath) + "/" + node, hb);
+    auto r = srv_.Update(std::string(kLeasesPath) + "/" + api::kAgentLeasePrefix + node,
+                         AgentLease(node));
     if (!r.ok())
       std::fprintf(stderr, "heartbeat %s: %s\n", node.c_str(), r.status().ToString().c_str());
   }
@@ -297,7 +326,8 @@ int main(int argc, char** argv) {
   spec.nodes = static_cast<int>(n);
   double p0 = bench::Now();
   if (!bench::CreateCrds(srv) || !bench::PopulateNodes(srv, spec, n) ||
-      !bench::CreateReports(srv, spec, n) || !srv.Create(bench::kPoliciesPath, bench::XidPolicy()).ok()) {
+      !bench::CreateReports(srv, spec, n) || !CreateLeases(srv, spec, n) ||
+      !srv.Create(bench::kPoliciesPath, bench::XidPolicy()).ok()) {
     return 1;
   }
   rep.Add("populate nodes + reports", bench::Now() - p0, "s", -1, false);
@@ -375,7 +405,7 @@ int main(int argc, char** argv) {
   for (auto& r : results) {
     if (r.mode != "watch") continue;
     rep.Add("watch: periodic LISTs in the window", r.verbs["list"], "", 0, false);
-    rep.Add("watch: operator RSS per node, settled", (r.rss - empty_rss) / double(n), "B", 1024,
+    rep.Add("watch: operator RSS per node, settled", (r.rss - empty_rss) / double(n), "B", 2048,
             false, "RSS at end minus empty-fleet RSS, / N");
   }
   if (results.size() == 2) {

@@ -34,9 +34,7 @@ std::size_t NodeBytes(const k8s::Node& n) {
   b += m.owner_references.capacity() * sizeof(k8s::OwnerReference);
   b += n.taints.capacity() * sizeof(k8s::Taint);
   for (const auto& t : n.taints) b += StrHeap(t.key) + StrHeap(t.value) + StrHeap(t.effect);
-  b += n.conditions.capacity() * sizeof(k8s::NodeCondition);
-  for (const auto& c : n.conditions)
-    b += StrHeap(c.type) + StrHeap(c.status) + StrHeap(c.reason) + StrHeap(c.message);
+  b += n.conditions.MemoryBytes();  // this node's share of an interned list
   return b;
 }
 

@@ -32,7 +32,13 @@ void AddFlags(CLI::App& app, gg::agent::AgentConfig& cfg, TextFlags& t) {
   app.add_option("--time-scale", cfg.time_scale, "Script time scale")->capture_default_str();
   app.add_option("--publish", t.publish, "Publish modes: resource,annotation")
       ->capture_default_str();
-  app.add_option("--heartbeat", t.heartbeat, "Heartbeat interval")->capture_default_str();
+  app.add_option("--heartbeat", t.heartbeat,
+                 "Heartbeat interval: renews the node's Lease (the report is written only when "
+                 "its facts change)")
+      ->capture_default_str();
+  app.add_option("--lease-namespace", cfg.lease_namespace,
+                 "Namespace of the node's heartbeat Lease (default: the pod's own, from the "
+                 "service-account namespace file, then $POD_NAMESPACE, else gpu-guardian)");
   app.add_option("--sweep-interval", t.sweep, "NVML sweep interval")->capture_default_str();
   app.add_option("--debounce", t.debounce, "Minimum time between writes")->capture_default_str();
   app.add_flag("--once", cfg.once, "Collect once and exit");

@@ -45,6 +45,10 @@ void DefineFlags(CLI::App& app, OperatorFlags& f) {
   app.add_option("--lease-duration", f.lease_duration, "Lease duration")->capture_default_str();
   app.add_option("--renew-deadline", f.renew_deadline, "Renew deadline")->capture_default_str();
   app.add_option("--retry-period", f.retry_period, "Retry period")->capture_default_str();
+  app.add_option("--agent-lease-namespace", f.cfg.agent_lease_namespace,
+                 "Namespace of the agents' per-node heartbeat Leases (default: the pod's own, "
+                 "from the service-account namespace file, then $POD_NAMESPACE, else "
+                 "gpu-guardian)");
   app.add_option("--workers", f.cfg.workers, "Node reconcilers running in parallel")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -91,6 +95,9 @@ bool ValidateFlags(const CLI::App& app, OperatorFlags& f, gg::Logger& log) {
     return false;
   }
 
+  if (app.count("--agent-lease-namespace") == 0) {
+    if (auto ns = gg::op::DefaultLeaseNamespace(); ns.ok()) f.cfg.agent_lease_namespace = *ns;
+  }
   if (f.cfg.leader_elect && f.cfg.leader_election_namespace.empty()) {
     auto ns = gg::op::DefaultLeaseNamespace();
     if (!ns.ok()) {

@@ -202,6 +202,69 @@ TEST_F(AgentSimTest, ReportCreatedWithOwnerAndUpdatedOnlyOnChange) {
   EXPECT_GT(health, 0);
 }
 
+constexpr char kLeasePath[] =
+    "/apis/coordination.k8s.io/v1/namespaces/gpu-guardian/leases/gpu-guardian-agent-node-a";
+
+// With the Lease's namespace in place a heartbeat renews the node's Lease: the report is
+// written by changes only, so its resourceVersion and heartbeatTime stay put while the Lease's
+// renewTime moves.
+TEST_F(AgentSimTest, HeartbeatRenewsTheNodeLeaseNotTheReport) {
+  ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}).ok());
+  ASSERT_NO_FATAL_FAILURE(StartHeartbeatingAgent());
+  ASSERT_TRUE(WaitFor(
+      [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"change"}) >= 1; }));
+  ASSERT_TRUE(WaitFor([&] { return sim_->Get(kLeasePath).ok(); })) << "created with the report";
+  // A heartbeat comes only after a quiet interval: from then on the facts are settled.
+  ASSERT_TRUE(WaitFor(
+      [&] { return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) >= 1; }));
+  const json report = Gnh();
+  const double hb0 = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
+  const json lease0 = *sim_->Get(kLeasePath);
+  ASSERT_TRUE(WaitFor([&] {
+    return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb0 + 2;
+  }));
+  const json lease = *sim_->Get(kLeasePath);
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "node-a");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 3) << "three 400 ms heartbeats, rounded up";
+  EXPECT_EQ(lease["metadata"]["labels"]["gpuguardian.io/agent-lease"], "true");
+  EXPECT_NE(lease["spec"]["renewTime"], lease0["spec"]["renewTime"]);
+  // MicroTime: RFC 3339 with exactly six fractional digits.
+  const std::string renew = lease["spec"]["renewTime"].get<std::string>();
+  EXPECT_EQ(renew.size(), std::string("2026-01-01T00:00:00.000000Z").size()) << renew;
+  EXPECT_EQ(renew[19], '.') << renew;
+  const json now = Gnh();
+  EXPECT_EQ(now["metadata"]["resourceVersion"], report["metadata"]["resourceVersion"]);
+  EXPECT_EQ(now["status"]["heartbeatTime"], report["status"]["heartbeatTime"]);
+  // A change is still written to the report at once.
+  WriteFile(50);
+  EXPECT_TRUE(WaitFor([&] { return GnhTemp() == 50; }));
+  EXPECT_EQ(registry_.Value("gpu_guardian_agent_publishes_total", {"error"}), 0);
+}
+
+// Someone else wrote the Lease (a conflict on our next PUT) or deleted it: the agent reads it
+// again and renews it, or creates it again.
+TEST_F(AgentSimTest, ALeaseChangedOrDeletedBehindTheAgentIsRenewedAgain) {
+  ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}).ok());
+  ASSERT_NO_FATAL_FAILURE(StartHeartbeatingAgent());
+  ASSERT_TRUE(WaitFor([&] { return sim_->Get(kLeasePath).ok(); }));
+  ASSERT_TRUE(sim_->MergePatch(kLeasePath, {{"spec", {{"holderIdentity", "intruder"}}}}).ok());
+  EXPECT_TRUE(WaitFor([&] {
+    auto l = sim_->Get(kLeasePath);
+    return l.ok() && (*l)["spec"]["holderIdentity"] == "node-a";
+  }));
+  ASSERT_TRUE(sim_->Delete(kLeasePath).ok());
+  EXPECT_TRUE(WaitFor([&] { return sim_->Get(kLeasePath).ok(); }));
+  const json report = Gnh();
+  const double hb = registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"});
+  ASSERT_TRUE(WaitFor([&] {
+    return registry_.Value("gpu_guardian_agent_publishes_total", {"heartbeat"}) > hb + 1;
+  }));
+  EXPECT_EQ(Gnh()["status"]["heartbeatTime"], report["status"]["heartbeatTime"])
+      << "renewed through the Lease, not the report";
+}
+
+// No namespace for the Lease here (an older cluster, or RBAC without the Lease grant): the
+// heartbeat falls back to patching the report's heartbeatTime.
 TEST_F(AgentSimTest, HeartbeatRewritesUnchangedReport) {
   ASSERT_NO_FATAL_FAILURE(StartHeartbeatingAgent());
   // A change write (e.g. expectedGPUs learned from the Node) may come first; wait for a write

@@ -37,6 +37,19 @@ std::vector<std::string> SplitList(std::string_view list) {
   return out;
 }
 
+std::string DefaultLeaseNamespace(const k8s::ConfigEnv& env, const std::string& sa_dir) {
+  auto trim = [](std::string v) {
+    const char* ws = " \t\r\n";
+    v.erase(0, v.find_first_not_of(ws));
+    v.erase(v.find_last_not_of(ws) + 1);
+    return v;
+  };
+  if (auto ns = env.read_file(sa_dir + "/namespace"); ns.ok() && !trim(*ns).empty())
+    return trim(*ns);
+  if (auto ns = env.getenv("POD_NAMESPACE"); ns && !trim(*ns).empty()) return trim(*ns);
+  return api::kDefaultNamespace;
+}
+
 Status ValidateConfig(const AgentConfig& c) {
   if (c.sources.empty()) return InvalidArgumentError("--source: at least one source is needed");
   std::map<std::string, int> seen;
@@ -206,6 +219,13 @@ void AgentApp::MakePublishers() {
     std::unique_ptr<ReportWriter> w;
     if (mode == "resource") {
       auto rw = std::make_unique<ResourceWriter>(*client_, config_.node_name, log_);
+      const std::string ns =
+          config_.lease_namespace.empty() ? DefaultLeaseNamespace() : config_.lease_namespace;
+      // Valid for three heartbeats, as the kubelet's node Lease covers several renewals.
+      const auto hb_s = std::chrono::ceil<std::chrono::seconds>(config_.heartbeat).count();
+      rw->UseLease(std::make_unique<NodeLease>(
+          *client_, config_.node_name, ns,
+          static_cast<std::int32_t>(std::min<long long>(3 * hb_s, 3600 * 24))));
       Agent* agent = agent_.get();
       rw->OnNodeCapacity([agent](int n) { agent->SetExpectedGpus(n); });
       w = std::move(rw);

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "gpu/nvml_api.h"
 #include "gpu/xid_catalog.h"
+#include "k8s/config.h"
 #include "k8s/rest_client.h"
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
@@ -40,6 +41,9 @@ struct AgentConfig {
   double time_scale = 1.0;                             // --time-scale (script timelines)
   std::vector<std::string> publish = {"resource"};     // --publish resource,annotation
   Duration heartbeat = std::chrono::minutes(5);        // --heartbeat
+  // --lease-namespace: where the node's heartbeat Lease lives ("": the pod's own namespace
+  // from the service-account namespace file, then $POD_NAMESPACE, else gpu-guardian).
+  std::string lease_namespace;
   Duration sweep_interval = std::chrono::seconds(10);  // --sweep-interval
   Duration debounce = std::chrono::milliseconds(200);  // --debounce
   bool once = false;                                   // --once
@@ -62,6 +66,10 @@ struct AgentConfig {
 // Flag-level checks (unknown source/publish names, missing --file/--script, node name when
 // publishing). InvalidArgument naming the flag.
 Status ValidateConfig(const AgentConfig& config);
+// The namespace of the node's heartbeat Lease when --lease-namespace is not given: the pod's
+// own (<sa_dir>/namespace, then $POD_NAMESPACE), else api::kDefaultNamespace.
+std::string DefaultLeaseNamespace(const k8s::ConfigEnv& env = k8s::ConfigEnv::Real(),
+                                  const std::string& sa_dir = k8s::kServiceAccountDir);
 // "nvml,kmsg" -> {"nvml","kmsg"} (trimmed, empty items dropped).
 std::vector<std::string> SplitList(std::string_view list);
 

@@ -106,11 +106,50 @@ Status ResourceWriter::Write(const api::GpuNodeHealthStatus& report) {
   }
   if (!r.ok()) return r.status().WithContext("writing GPUNodeHealth status");
   written_rv_ = ResourceVersionOf(*r);
+  if (lease_ && !lease_tried_) {
+    // The Lease exists from the first report on, so the operator sees it before it matters.
+    lease_tried_ = true;
+    (void)RenewLease(report.heartbeat_time);
+  }
   return OkStatus();
+}
+
+bool ResourceWriter::RenewLease(WallTime now) {
+  // About an hour between tries at the default 5-minute heartbeat.
+  constexpr int kLeasePauseHeartbeats = 11;
+  if (!lease_) return false;
+  if (lease_paused_ > 0) {
+    --lease_paused_;
+    return false;
+  }
+  const Status st = lease_->Renew(now);
+  if (st.ok()) {
+    if (lease_failing_) log_.Info("node Lease renewed again", {{"lease", lease_->name()}});
+    lease_failing_ = false;
+    lease_error_.clear();
+    return true;
+  }
+  // A transient failure (timeout, 5xx, 429) is tried again at the next heartbeat; anything
+  // else says this cluster or its RBAC does not take the Lease.
+  const StatusCode c = st.code();
+  const bool transient = c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded ||
+                         c == StatusCode::kResourceExhausted || k8s::IsConflict(st);
+  if (!transient) lease_paused_ = kLeasePauseHeartbeats;
+  lease_failing_ = true;
+  if (st.ToString() != lease_error_) {
+    lease_error_ = st.ToString();
+    log_.Warn("cannot renew the node Lease; heartbeats patch the report instead",
+              {{"lease", lease_->lease_namespace() + "/" + lease_->name()},
+               {"error", lease_error_},
+               {"next_try", transient ? std::string("next heartbeat")
+                                      : std::to_string(kLeasePauseHeartbeats) + " heartbeats"}});
+  }
+  return false;
 }
 
 Status ResourceWriter::Heartbeat(const api::GpuNodeHealthStatus& report) {
   if (!exists_ || written_rv_.empty()) return Write(report);
+  if (RenewLease(report.heartbeat_time)) return OkStatus();
   k8s::WriteOptions wo;
   wo.field_manager = kFieldManager;
   auto r = client_.Patch(k8s::kGpuNodeHealths, "", node_, k8s::PatchType::kMerge,

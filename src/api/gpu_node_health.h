@@ -25,6 +25,13 @@ inline constexpr char kRemediationAnnotation[] = "gpuguardian.io/remediation";
 inline constexpr char kTaintKey[] = "gpuguardian.io/unhealthy";
 inline constexpr char kExcludeLabel[] = "gpuguardian.io/exclude";
 inline constexpr char kConditionType[] = "GPUHealthy";
+// The agent's per-node heartbeat Lease (coordination.k8s.io/v1) in its own namespace: named
+// kAgentLeasePrefix + node name, holderIdentity = node name, labelled kAgentLeaseLabel=true
+// (the operator's informer selects them by that label).
+inline constexpr char kAgentLeasePrefix[] = "gpu-guardian-agent-";
+inline constexpr char kAgentLeaseLabel[] = "gpuguardian.io/agent-lease";
+// Where the shipped manifests (deploy/) run the agent and the operator.
+inline constexpr char kDefaultNamespace[] = "gpu-guardian";
 
 // State of one telemetry source ("nvml", "kmsg", "file", "script").
 enum class SourceState { kOk, kDegraded, kUnavailable };

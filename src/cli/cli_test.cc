@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "cli/driver_taints.h"
 #include "cli/plugin.h"
 #include "cli/status.h"
 #include "cli/timeline.h"
@@ -16,6 +17,35 @@ k8s::Node GpuNode(const std::string& name) {
   n.meta.name = name;
   n.gpu_capacity = 8;
   return n;
+}
+
+// What `status`/`explain` show of the taints a DRA driver published itself: per device, the
+// device, its uuid, key=value:effect, timeAdded, and who published it; other nodes' left out.
+TEST(Status, DriverTaintLinesPerDevice) {
+  k8s::ResourceSlice s;
+  s.driver = "gpu.nvidia.com";
+  s.pool_name = "dgx-4";
+  s.node_name = "dgx-4";
+  k8s::Device d;
+  d.name = "gpu-3";
+  d.attributes["uuid"] = "GPU-3";
+  d.taints.push_back(
+      k8s::Taint{"gpu.nvidia.com/xid", "48", "NoSchedule", *ParseRfc3339("2026-11-29T10:00:00Z")});
+  d.taints.push_back({"gpu.nvidia.com/xid", "", "None", std::nullopt});
+  s.devices.push_back(d);
+  k8s::Device clean;
+  clean.name = "gpu-4";
+  s.devices.push_back(clean);
+  k8s::ResourceSlice other = s;
+  other.node_name = "dgx-5";
+  auto lines = DriverTaintLines({s, other}, "dgx-4");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "gpu.nvidia.com/dgx-4/gpu-3 (GPU-3) gpu.nvidia.com/xid=48:NoSchedule since "
+            "2026-11-29T10:00:00Z, published by the driver");
+  EXPECT_EQ(lines[1],
+            "gpu.nvidia.com/dgx-4/gpu-3 (GPU-3) gpu.nvidia.com/xid:None, published by the driver");
+  EXPECT_TRUE(DriverTaintLines({s}, "dgx-9").empty());
 }
 
 TEST(Status, RowFromConditionTaintAndRecord) {

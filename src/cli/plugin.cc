@@ -144,7 +144,7 @@ PluginSubcommands DefineFlags(CLI::App& app, PluginFlags& f) {
                  "Path to the kubeconfig file (default $KUBECONFIG, ~/.kube/config)");
   app.add_option("--context", f.context, "The kubeconfig context to use");
   app.add_option("-n,--namespace", f.ns,
-                 "Namespace of the operator's Lease (default: found by name)");
+                 "Namespace of the operator's and agents' Leases (default: found by name)");
   app.add_option("--request-timeout", f.request_timeout,
                  "Time to wait for one API request (e.g. 5s, 1m; 0: no limit)");
   app.add_option("-s,--server", f.server, "API server URL (plain HTTP, e.g. kubectl proxy)");
@@ -296,7 +296,7 @@ int RunStatusCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f
 
 int RunExplainCommand(k8s::RestClient& client, Clock& clock, const PluginFlags& f,
                       std::ostream& out, std::ostream& err) {
-  auto text = Explain(client, f.node, clock.Now());
+  auto text = Explain(client, f.node, clock.Now(), f.ns);
   if (!text.ok()) {
     err << "error: " << text.status().message() << "\n";
     return 1;

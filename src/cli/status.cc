@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/driver_taints.h"
 #include "common/strings.h"
 #include "common/time_util.h"
 #include "k8s/codec.h"
@@ -159,6 +160,12 @@ StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
         return k8s::ListPageInfo{list.resource_version, list.continue_token};
       });
   if (!st.ok()) return st.WithContext("listing nodes");
+  const std::vector<k8s::ResourceSlice> slices = ListSlices(client, "");
+  for (auto& row : rows) {
+    row.driver_taints = DriverTaintLines(slices, row.node);
+    if (!row.driver_taints.empty())
+      row.actions.push_back("driver-tainted:" + std::to_string(row.driver_taints.size()));
+  }
   std::sort(rows.begin(), rows.end(), [](const NodeRow& a, const NodeRow& b) { return a.node < b.node; });
   return rows;
 }
@@ -230,6 +237,7 @@ json RowsToJson(const std::vector<NodeRow>& rows) {
               {"message", r.why},     {"gpus", r.gpus_total},     {"badGPUs", r.gpus_bad},
               {"actions", r.actions}, {"policy", r.policy},       {"excluded", r.excluded}};
     if (!r.held_back.empty()) j["heldBack"] = r.held_back;
+    if (!r.driver_taints.empty()) j["driverTaints"] = r.driver_taints;
     if (r.since) j["since"] = FormatRfc3339(*r.since);
     if (r.report_observed) j["reportObservedAt"] = FormatRfc3339(*r.report_observed);
     arr.push_back(std::move(j));
@@ -399,10 +407,40 @@ Status ReadReport(k8s::RestClient& client, const k8s::Node& node, const std::str
   return OkStatus();
 }
 
-// The report's freshness, sources, GPUs and Xids, one line each.
-void WriteReport(std::ostream& out, const api::GpuNodeHealthStatus& report, WallTime now) {
-  out << "  observed " << Age(report.observed_at, now) << " ago, heartbeat "
-      << Age(report.heartbeat_time, now) << " ago, agent " << report.agent_version << "\n";
+// The agent's heartbeat Lease for a node (api::kAgentLeasePrefix + node): in `ns` when given,
+// else found by name in any namespace. Heartbeats renew it, not the report, so the report's own
+// heartbeatTime only moves when its facts change. nullopt when there is none or it cannot be read
+// (an agent too old to write one, or no permission): the report's time is then all there is.
+std::optional<k8s::Lease> FindAgentLease(k8s::RestClient& client, const std::string& ns,
+                                         const std::string& node) {
+  const std::string name = api::kAgentLeasePrefix + node;
+  k8s::ListOptions lo;
+  lo.field_selector = "metadata.name=" + name;
+  auto list = client.List(k8s::kLeases, ns, lo);
+  if (!list.ok()) return std::nullopt;
+  auto parsed = k8s::ParseList<k8s::Lease>(*list);
+  if (!parsed.ok()) return std::nullopt;
+  std::optional<k8s::Lease> best;
+  for (auto& l : parsed->items) {
+    if (l.holder_identity != node || !l.renew_time) continue;  // the operator ignores these too
+    if (!best || *l.renew_time > *best->renew_time) best = std::move(l);
+  }
+  return best;
+}
+
+// The report's freshness, sources, GPUs and Xids, one line each. Freshness is the later of the
+// report's heartbeatTime and the agent Lease's renewTime, as the operator judges it.
+void WriteReport(std::ostream& out, const api::GpuNodeHealthStatus& report,
+                 const std::optional<k8s::Lease>& lease, WallTime now) {
+  WallTime heartbeat = report.heartbeat_time;
+  if (lease && *lease->renew_time > heartbeat) heartbeat = *lease->renew_time;
+  out << "  observed " << Age(report.observed_at, now) << " ago, heartbeat " << Age(heartbeat, now)
+      << " ago";
+  if (lease)
+    out << " (Lease " << lease->meta.namespace_ << "/" << lease->meta.name << ")";
+  else
+    out << " (the report's; no agent Lease found)";
+  out << ", agent " << report.agent_version << "\n";
   for (const auto& s : report.sources)
     out << "  source " << s.name << ": " << api::SourceStateName(s.state)
         << (s.message.empty() ? "" : " (" + s.message + ")") << "\n";
@@ -449,7 +487,8 @@ void WriteNodeEvents(std::ostream& out, k8s::RestClient& client, const std::stri
 
 }  // namespace
 
-StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_name, WallTime now) {
+StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_name, WallTime now,
+                              const std::string& agent_ns) {
   GG_ASSIGN_OR_RETURN(std::string node_body, client.Get(k8s::kNodes, "", node_name));
   GG_ASSIGN_OR_RETURN(k8s::Node node, k8s::ParseObject<k8s::Node>(node_body));
   std::optional<api::GpuNodeHealthStatus> report;
@@ -468,8 +507,10 @@ StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_n
   out << "Cordoned:  " << (node.unschedulable ? "yes" : "no") << "\n";
   for (const auto& t : node.taints)
     out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect << "\n";
+  for (const auto& line : DriverTaintLines(ListSlices(client, node_name), node_name))
+    out << "Device taint: " << line << "\n";
   out << "\nReport " << report_note << "\n";
-  if (report) WriteReport(out, *report, now);
+  if (report) WriteReport(out, *report, FindAgentLease(client, agent_ns, node_name), now);
   if (auto rec = node.meta.annotations.Get(api::kRemediationAnnotation)) {
     json r = json::parse(*rec, nullptr, false);
     out << "\nRemediation record (" << api::kRemediationAnnotation << "):\n"

@@ -30,6 +30,7 @@ struct NodeRow {
   std::optional<WallTime> report_observed;  // report observedAt
   bool excluded = false;
   std::string held_back;  // why the brake holds new remediation back ("" when it does not)
+  std::vector<std::string> driver_taints;  // DriverTaintLines: taints DRA drivers published
 };
 
 // A policy whose brake is engaged (condition BrakeEngaged=True).
@@ -82,7 +83,9 @@ nlohmann::json RowsToJson(const std::vector<NodeRow>& rows);
 nlohmann::json StatusToJson(const ClusterStatus& status);
 
 // `explain NODE`: the evidence, the rule that decided, the record and recent Events.
-StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node, WallTime now);
+// agent_ns: where the agent's heartbeat Lease lives; empty: found by name in any namespace.
+StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node, WallTime now,
+                              const std::string& agent_ns = "");
 
 // "3m12s" style age.
 std::string Age(WallTime since, WallTime now);

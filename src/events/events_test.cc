@@ -62,7 +62,8 @@ class MemorySink final : public EventSink {
 };
 
 TEST(ReasonsTest, CatalogHasArchitectureNames) {
-  EXPECT_EQ(std::size(kReasons), 16u);
+  EXPECT_EQ(std::size(kReasons), 17u);
+  EXPECT_EQ(TypeOfReason(kDeviceTaintedByDriver), EventType::kWarning);
   EXPECT_EQ(TypeOfReason(kDrainBlocked), EventType::kWarning);
   EXPECT_EQ(TypeOfReason(kGPURecovered), EventType::kNormal);
   EXPECT_EQ(TypeOfReason("SomethingElse"), EventType::kNormal);

@@ -29,6 +29,7 @@ inline constexpr char kNodeUngoverned[] = "NodeUngoverned";
 inline constexpr char kNodeQuarantined[] = "NodeQuarantined";
 inline constexpr char kNodeReleased[] = "NodeReleased";
 inline constexpr char kRemediationEscalated[] = "RemediationEscalated";
+inline constexpr char kDeviceTaintedByDriver[] = "DeviceTaintedByDriver";
 
 struct ReasonInfo {
   std::string_view reason;
@@ -62,6 +63,8 @@ inline constexpr ReasonInfo kReasons[] = {
      "our fences were handed back (exclude label, kubectl gpu-guardian release)"},
     {kRemediationEscalated, EventType::kNormal,
      "after the drain, a remediation object was created from remediation.escalate.template"},
+    {kDeviceTaintedByDriver, EventType::kWarning,
+     "the DRA driver tainted a device itself; counted as fenced, no DeviceTaintRule of ours added"},
 };
 
 // Type of a catalog reason; kNormal for names outside the catalog.

@@ -223,7 +223,57 @@ Status ReadStringList(od::value v, std::string_view field, std::vector<std::stri
   return OkStatus();
 }
 
-Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std::string_view)) {
+namespace {
+
+// Label pairs of the metadata being decoded, as views into the parser's string buffer (valid
+// for the whole document). Collected during the pass over metadata and turned into the
+// LabelMap after it, when name and namespace are known whatever their order (the real API
+// server sends name first; a server that sorts keys sends labels first), so the cached
+// version's pairs can be shared. A stack: each DecodeObjectMeta uses the entries above the
+// size it found.
+thread_local std::vector<std::pair<std::string_view, std::string_view>> label_pairs;
+
+// SiblingLabels state: how many are alive on this thread, and the labels decoded last.
+thread_local int sibling_scopes = 0;
+thread_local LabelMap sibling_labels;
+
+Status CollectLabelPairs(od::value& v) {
+  od::object o;
+  bool present = false;
+  GG_RETURN_IF_ERROR(AsObject(v, "metadata.labels", &o, &present));
+  if (!present) return OkStatus();
+  for (auto f : o) {
+    std::string_view key;
+    if (auto ec = f.unescaped_key().get(key)) return JsonError("metadata.labels", ec);
+    od::value val;
+    if (auto ec = f.value().get(val)) return JsonError("metadata.labels", ec);
+    if (IsNull(val)) continue;
+    std::string_view s;
+    if (val.get_string().get(s)) return TypeError("metadata.labels." + std::string(key), "string");
+    label_pairs.emplace_back(key, s);
+  }
+  return OkStatus();
+}
+
+// Builds m->labels from label_pairs[base..], sharing the cached version's pairs.
+Status BuildLabels(ObjectMeta* m, std::size_t base) {
+  const LabelMap* prev = PreviousLabels::Find(m->namespace_, m->name);
+  if (!prev && sibling_scopes > 0) prev = &sibling_labels;
+  Status s;
+  for (std::size_t i = base; i < label_pairs.size(); ++i) {
+    const auto& [k, val] = label_pairs[i];
+    if (!m->labels.AppendLike(prev, k, val)) {
+      s = TypeError("metadata.labels." + std::string(k), "string without NUL");
+      break;
+    }
+  }
+  m->labels.FinishAppend();
+  if (sibling_scopes > 0) sibling_labels = m->labels;  // shares the array, no copy
+  return s;
+}
+
+Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std::string_view),
+                        bool* has_labels) {
   return ForObjectFields(v, "metadata", [&](od::raw_json_string k, od::value& val) -> Status {
     if (k == "name") return ReadString(val, "metadata.name", &m->name);
     if (k == "namespace") return ReadString(val, "metadata.namespace", &m->namespace_);
@@ -233,8 +283,8 @@ Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std:
     }
     if (k == "generation") return ReadInt(val, "metadata.generation", &m->generation);
     if (k == "labels") {
-      const LabelMap* prev = PreviousLabels::Find(m->namespace_, m->name);
-      return ReadStringMapLike(val, "metadata.labels", &m->labels, prev);
+      *has_labels = true;
+      return CollectLabelPairs(val);
     }
     if (k == "annotations") {
       return ReadStringMap(val, "metadata.annotations", &m->annotations, keep_annotation);
@@ -263,6 +313,23 @@ Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std:
     }
     return OkStatus();
   });
+}
+
+}  // namespace
+
+SiblingLabels::SiblingLabels() { ++sibling_scopes; }
+
+SiblingLabels::~SiblingLabels() {
+  if (--sibling_scopes == 0) sibling_labels.clear();
+}
+
+Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std::string_view)) {
+  const std::size_t base = label_pairs.size();
+  bool has_labels = false;
+  Status s = DecodeMetaFields(v, m, keep_annotation, &has_labels);
+  if (s.ok() && has_labels) s = BuildLabels(m, base);
+  label_pairs.resize(base);
+  return s;
 }
 
 Status DecodeLabelSelector(od::value v, std::string_view field, LabelSelector* out) {

@@ -410,6 +410,60 @@ TEST(LabelTest, DecodingLikeThePreviousVersionKeepsTheNewLabels) {
             (std::map<std::string, std::string>{{"zz.a", "1"}, {"zz.b", "2"}, {"zz.c", "3"}}));
 }
 
+// A server that sorts keys sends metadata.labels before name and namespace (the real API server
+// sends name first): the cached version is still looked up under the object's own name, and the
+// labels decoded are the JSON's.
+TEST(LabelTest, PreviousVersionIsFoundWhenLabelsComeBeforeTheName) {
+  LabelMap cached{{"zz.a", "1"}, {"zz.b", "2"}};
+  static const LabelMap* current = nullptr;
+  static std::vector<std::string> asked;
+  current = &cached;
+  asked.clear();
+  auto lookup = [](const void*, std::string_view ns, std::string_view name) -> const LabelMap* {
+    asked.push_back(std::string(ns) + "/" + std::string(name));
+    return current;
+  };
+  PreviousLabels hint(lookup, nullptr);
+  auto node = ParseObject<Node>(
+      R"({"metadata":{"labels":{"zz.a":"1","zz.b":"3"},"name":"n","resourceVersion":"7"}})");
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node->meta.labels.ToMap(),
+            (std::map<std::string, std::string>{{"zz.a", "1"}, {"zz.b", "3"}}));
+  auto pod =
+      ParseObject<Pod>(R"({"metadata":{"labels":{"zz.a":"1"},"name":"p","namespace":"ns1"}})");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(pod->meta.labels.ToMap(), (std::map<std::string, std::string>{{"zz.a", "1"}}));
+  EXPECT_EQ(asked, (std::vector<std::string>{"/n", "ns1/p"}));
+  // A bad label value is still an error naming the label.
+  auto bad = ParseObject<Node>(R"({"metadata":{"labels":{"zz.a":1},"name":"n"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("metadata.labels.zz.a"), std::string::npos)
+      << bad.status().ToString();
+}
+
+// Items of one list share the pairs they have in common with the item before them: each keeps
+// its own labels, and nothing outlives the list (the shared pairs are freed with the items).
+TEST(LabelTest, ListItemsKeepTheirOwnLabelsAndReleaseThemAfterTheList) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    auto list = ParseList<Node>(
+        R"({"items":[{"metadata":{"name":"a","labels":{"zz.s/k1":"x","zz.s/k2":"y","zz.s/h":"a"}}},)"
+        R"({"metadata":{"name":"b","labels":{"zz.s/k1":"x","zz.s/k2":"z","zz.s/h":"b"}}},)"
+        R"({"metadata":{"name":"c","labels":{"zz.s/k0":"w","zz.s/k1":"x","zz.s/k2":"y"}}}]})");
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    ASSERT_EQ(list->items.size(), 3u);
+    using M = std::map<std::string, std::string>;
+    EXPECT_EQ(list->items[0].meta.labels.ToMap(),
+              (M{{"zz.s/k1", "x"}, {"zz.s/k2", "y"}, {"zz.s/h", "a"}}));
+    EXPECT_EQ(list->items[1].meta.labels.ToMap(),
+              (M{{"zz.s/k1", "x"}, {"zz.s/k2", "z"}, {"zz.s/h", "b"}}));
+    EXPECT_EQ(list->items[2].meta.labels.ToMap(),
+              (M{{"zz.s/k0", "w"}, {"zz.s/k1", "x"}, {"zz.s/k2", "y"}}));
+    EXPECT_EQ(LabelMap::InternedEntries(), before + 6);  // k2=y appears twice
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+}
+
 // Pairs are interned: copies share them, equal maps compare equal in any order, and a pair
 // is freed with the last map holding it (also when maps are built and dropped concurrently).
 TEST(LabelTest, InternedPairsAreSharedAndFreed) {
@@ -435,6 +489,8 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
     std::string big(2000, 'x');  // past the stack buffer
     d.Set("zz.test/big", big);
     EXPECT_EQ(d.Get("zz.test/big").value_or(""), big);
+    EXPECT_FALSE(d.Set(std::string(70000, 'k'), "v"));  // a key past 64 KiB is refused
+    EXPECT_EQ(d.size(), 3u);
   }
   EXPECT_EQ(LabelMap::InternedEntries(), before);
 
@@ -450,6 +506,110 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(LabelMap::InternedEntries(), before);
+}
+
+// A fleet's maps: the pairs most maps hold go into one shared set, each map keeps its own few
+// (the hostname); reads, equality and writes see one map whatever the split, and every pair
+// and set is freed with the last map.
+TEST(LabelTest, FleetWidePairsAreSharedAsOneSet) {
+  const std::size_t before = LabelMap::InternedEntries();
+  const std::size_t bytes_before = LabelMap::InternedBytes();
+  {
+    auto build = [](int i, const LabelMap* prev) {
+      LabelMap m;
+      // In key order, as the API server sends them; the hostname sorts in the middle.
+      for (int k = 0; k < 20; ++k) {
+        std::string key = "zz.fleet/k" + std::to_string(10 + k);
+        EXPECT_TRUE(m.AppendLike(prev, key, "v"));
+        if (k == 9) {
+          EXPECT_TRUE(m.AppendLike(prev, "zz.fleet/k19h", "node-" + std::to_string(i)));
+        }
+      }
+      m.FinishAppend();
+      return m;
+    };
+    std::vector<LabelMap> fleet;
+    for (int i = 0; i < 10; ++i) fleet.push_back(build(i, nullptr));
+    const LabelMap& last = fleet.back();
+    EXPECT_EQ(last.size(), 21u);
+    EXPECT_EQ(last.SharedSize(), 20u);     // all but the hostname
+    EXPECT_EQ(fleet[0].SharedSize(), 0u);  // built before any pair was seen often
+    EXPECT_LT(last.MemoryBytes(), fleet[0].MemoryBytes() / 2);
+    EXPECT_EQ(last.Get("zz.fleet/k19h").value_or(""), "node-9");
+    EXPECT_EQ(last.Get("zz.fleet/k29").value_or(""), "v");
+    EXPECT_FALSE(last.Has("zz.fleet/k30"));
+    std::map<std::string, std::string> want;
+    for (int k = 0; k < 20; ++k) want["zz.fleet/k" + std::to_string(10 + k)] = "v";
+    want["zz.fleet/k19h"] = "node-0";
+    EXPECT_EQ(fleet[0].ToMap(), want);
+    // The same pairs split differently (fleet[0] holds all its own) still compare equal.
+    LabelMap again = build(0, nullptr);
+    EXPECT_EQ(again.SharedSize(), 20u);
+    EXPECT_TRUE(again == fleet[0]);
+    EXPECT_FALSE(again == fleet[1]);
+    // Decoding the next version like the cached one shares every pair and the set.
+    const std::size_t pairs = LabelMap::InternedEntries();
+    LabelMap next = build(9, &last);
+    EXPECT_EQ(LabelMap::InternedEntries(), pairs);
+    EXPECT_TRUE(next == last);
+    // Writes to a map with a shared set leave the set and the other maps alone.
+    LabelMap w = last;
+    EXPECT_TRUE(w.Set("zz.fleet/k15", "changed"));
+    EXPECT_TRUE(w.Erase("zz.fleet/k19h"));
+    EXPECT_TRUE(w.Set("zz.fleet/a", "new"));
+    EXPECT_EQ(w.size(), 21u);
+    EXPECT_EQ(w.Get("zz.fleet/k15").value_or(""), "changed");
+    EXPECT_EQ(w.Get("zz.fleet/a").value_or(""), "new");
+    EXPECT_FALSE(w.Has("zz.fleet/k19h"));
+    EXPECT_EQ(last.Get("zz.fleet/k15").value_or(""), "v");
+    EXPECT_EQ(fleet[5].Get("zz.fleet/k15").value_or(""), "v");
+    std::size_t seen = 0;
+    std::string prev_key;
+    w.ForEach([&](std::string_view k, std::string_view) {
+      EXPECT_LT(prev_key, k);  // in key order across both parts
+      prev_key = std::string(k);
+      ++seen;
+    });
+    EXPECT_EQ(seen, 21u);
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+  EXPECT_EQ(LabelMap::InternedBytes(), bytes_before);
+}
+
+// Nodes with equal conditions share one list; a write makes the node's own (interned) list.
+TEST(ConditionListTest, EqualListsAreOneList) {
+  const std::size_t before = ConditionList::InternedLists();
+  {
+    const WallTime t = std::chrono::system_clock::from_time_t(1767225600);
+    NodeCondition ok{"GPUHealthy", "True", "AllGpusHealthy", "8 GPUs healthy", t, t};
+    std::vector<Node> fleet(5);
+    for (auto& n : fleet) n.conditions.push_back(ok);
+    EXPECT_EQ(ConditionList::InternedLists(), before + 1);
+    EXPECT_TRUE(fleet[0].conditions == fleet[4].conditions);
+    EXPECT_EQ(fleet[0].conditions.begin(), fleet[4].conditions.begin());  // one copy
+    EXPECT_LT(fleet[0].conditions.MemoryBytes(), sizeof(NodeCondition));  // a fifth of it each
+
+    NodeCondition other{"Other", "True", "R", "", t, std::nullopt};
+    fleet[1].conditions.push_back(other);
+    ASSERT_EQ(fleet[1].conditions.size(), 2u);
+    EXPECT_EQ(fleet[1].conditions[1].type, "Other");
+    EXPECT_EQ(fleet[0].conditions.size(), 1u);  // the others keep theirs
+    EXPECT_FALSE(fleet[0].conditions == fleet[1].conditions);
+    EXPECT_EQ(
+        fleet[1].conditions.erase_if([](const NodeCondition& c) { return c.type == "GPUHealthy"; }),
+        1u);
+    EXPECT_EQ(fleet[1].FindCondition("GPUHealthy"), nullptr);
+    EXPECT_EQ(fleet[1].FindCondition("Other")->reason, "R");
+    fleet[2].conditions.clear();
+    EXPECT_TRUE(fleet[2].conditions.empty());
+    ConditionList copy = fleet[3].conditions;
+    NodeCondition later = ok;
+    later.last_transition_time = t + std::chrono::seconds(1);
+    copy.Assign({later});
+    EXPECT_FALSE(copy == fleet[3].conditions);  // a different time is a different list
+    EXPECT_EQ(fleet[3].conditions[0].last_transition_time, t);
+  }
+  EXPECT_EQ(ConditionList::InternedLists(), before);
 }
 
 TEST(LabelTest, CopiesShareOneArrayUntilWritten) {

@@ -2,6 +2,7 @@
 // instantiations.
 #include <unordered_set>
 
+#include "common/time_util.h"
 #include "k8s/codec.h"
 #include "k8s/json_decode.h"
 
@@ -43,19 +44,88 @@ bool KeepProjectAnnotation(std::string_view key) {
 // Conditions kept in the projection: our GPUHealthy whole; any other (another detector's, for
 // nodeCondition rules) without message and heartbeat, except the kubelet's Ready and pressure
 // conditions in their healthy state (Ready=True, the others False), which every node carries.
-bool KubeletConditionHealthy(const NodeCondition& c) {
-  if (c.type == "Ready") return c.status == "True";
-  return c.status == "False" && (c.type == "MemoryPressure" || c.type == "DiskPressure" ||
-                                 c.type == "PIDPressure" || c.type == "NetworkUnavailable");
+// A condition's fields as views into the parser's buffer: what is dropped is never copied, and
+// its times (mktime per time) never parsed.
+struct RawCondition {
+  std::string_view type, status, reason, message;
+  std::optional<std::string_view> transition, heartbeat;
+};
+
+// Null leaves `out` unchanged; not a string is InvalidArgument(field).
+Status ReadView(od::value& v, std::string_view field, std::string_view* out) {
+  if (IsNull(v)) return OkStatus();
+  if (v.get_string().get(*out)) return TypeError(field, "string");
+  return OkStatus();
+}
+Status ReadOptView(od::value& v, std::string_view field, std::optional<std::string_view>* out) {
+  if (IsNull(v)) return OkStatus();
+  std::string_view s;
+  if (v.get_string().get(s)) return TypeError(field, "RFC 3339 time string");
+  *out = s;
+  return OkStatus();
 }
 
-bool KeepNodeCondition(NodeCondition& c) {
-  if (c.type == "GPUHealthy") return true;
-  if (KubeletConditionHealthy(c)) return false;
-  c.message.clear();
-  c.message.shrink_to_fit();
-  c.last_heartbeat_time.reset();
-  return true;
+Status ParseTimeView(const std::optional<std::string_view>& s, std::string_view field,
+                     std::optional<WallTime>* out) {
+  if (!s) return OkStatus();
+  auto t = ParseRfc3339(*s);
+  if (!t.ok()) return TypeError(field, "RFC 3339 time");
+  *out = *t;
+  return OkStatus();
+}
+
+bool KubeletConditionHealthy(std::string_view type, std::string_view status) {
+  if (type == "Ready") return status == "True";
+  return status == "False" && (type == "MemoryPressure" || type == "DiskPressure" ||
+                               type == "PIDPressure" || type == "NetworkUnavailable");
+}
+
+// Appends the condition when the projection keeps it (times of dropped ones are not checked).
+Status KeepNodeCondition(const RawCondition& r, std::vector<NodeCondition>* out) {
+  const bool ours = r.type == "GPUHealthy";
+  if (!ours && KubeletConditionHealthy(r.type, r.status)) return OkStatus();
+  NodeCondition c;
+  c.type = r.type;
+  c.status = r.status;
+  c.reason = r.reason;
+  GG_RETURN_IF_ERROR(ParseTimeView(r.transition, "lastTransitionTime", &c.last_transition_time));
+  if (ours) {
+    c.message = r.message;
+    GG_RETURN_IF_ERROR(ParseTimeView(r.heartbeat, "lastHeartbeatTime", &c.last_heartbeat_time));
+  }
+  out->push_back(std::move(c));
+  return OkStatus();
+}
+
+Status DecodeNodeCondition(od::object& o, std::vector<NodeCondition>* out) {
+  RawCondition r;
+  GG_RETURN_IF_ERROR(
+      ForFields(o, "condition", [&](od::raw_json_string ck, od::value& cv) -> Status {
+        if (ck == "type") return ReadView(cv, "type", &r.type);
+        if (ck == "status") return ReadView(cv, "status", &r.status);
+        if (ck == "reason") return ReadView(cv, "reason", &r.reason);
+        if (ck == "message") return ReadView(cv, "message", &r.message);
+        if (ck == "lastTransitionTime") return ReadOptView(cv, "lastTransitionTime", &r.transition);
+        if (ck == "lastHeartbeatTime") return ReadOptView(cv, "lastHeartbeatTime", &r.heartbeat);
+        return OkStatus();
+      }));
+  return KeepNodeCondition(r, out);
+}
+
+// Node taints and DRA device taints share a shape (key, value, effect, timeAdded).
+Status DecodeTaints(od::value& v, const char* path, std::vector<Taint>* out) {
+  return ArrayObjects(v, path, [&](od::object& o) {
+    Taint t;
+    GG_RETURN_IF_ERROR(ForFields(o, "taint", [&](od::raw_json_string tk, od::value& tv) -> Status {
+      if (tk == "key") return ReadString(tv, "key", &t.key);
+      if (tk == "value") return ReadString(tv, "value", &t.value);
+      if (tk == "effect") return ReadString(tv, "effect", &t.effect);
+      if (tk == "timeAdded") return ReadTime(tv, "timeAdded", &t.time_added);
+      return OkStatus();
+    }));
+    out->push_back(std::move(t));
+    return OkStatus();
+  });
 }
 
 Status DecodeNode(od::object& obj, Node* n) {
@@ -65,19 +135,7 @@ Status DecodeNode(od::object& obj, Node* n) {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
         if (sk == "unschedulable") return ReadBool(sv, "spec.unschedulable", &n->unschedulable);
         if (sk == "taints") {
-          return ArrayObjects(sv, "spec.taints", [&](od::object& o) {
-            Taint t;
-            GG_RETURN_IF_ERROR(ForFields(o, "taint", [&](od::raw_json_string tk,
-                                                      od::value& tv) -> Status {
-              if (tk == "key") return ReadString(tv, "key", &t.key);
-              if (tk == "value") return ReadString(tv, "value", &t.value);
-              if (tk == "effect") return ReadString(tv, "effect", &t.effect);
-              if (tk == "timeAdded") return ReadTime(tv, "timeAdded", &t.time_added);
-              return OkStatus();
-            }));
-            n->taints.push_back(std::move(t));
-            return OkStatus();
-          });
+          return DecodeTaints(sv, "spec.taints", &n->taints);
         }
         return OkStatus();
       });
@@ -86,23 +144,7 @@ Status DecodeNode(od::object& obj, Node* n) {
       return ObjFields(v, "status", [&](od::raw_json_string sk, od::value& sv) -> Status {
         if (sk == "conditions") {
           return ArrayObjects(sv, "status.conditions", [&](od::object& o) {
-            NodeCondition c;
-            GG_RETURN_IF_ERROR(ForFields(o, "condition", [&](od::raw_json_string ck,
-                                                          od::value& cv) -> Status {
-              if (ck == "type") return ReadString(cv, "type", &c.type);
-              if (ck == "status") return ReadString(cv, "status", &c.status);
-              if (ck == "reason") return ReadString(cv, "reason", &c.reason);
-              if (ck == "message") return ReadString(cv, "message", &c.message);
-              if (ck == "lastTransitionTime") {
-                return ReadTime(cv, "lastTransitionTime", &c.last_transition_time);
-              }
-              if (ck == "lastHeartbeatTime") {
-                return ReadTime(cv, "lastHeartbeatTime", &c.last_heartbeat_time);
-              }
-              return OkStatus();
-            }));
-            if (KeepNodeCondition(c)) n->conditions.push_back(std::move(c));
-            return OkStatus();
+            return DecodeNodeCondition(o, &n->conditions);
           });
         }
         if (sk == "capacity" || sk == "allocatable") {
@@ -382,9 +424,11 @@ Status DecodeResourceSlice(od::object& obj, ResourceSlice* s) {
                                                      od::value& dv) -> Status {
             if (dk == "name") return ReadString(dv, "name", &d.name);
             if (dk == "attributes") return DecodeAttributes(dv, &d);
+            if (dk == "taints") return DecodeTaints(dv, "taints", &d.taints);
             if (dk == "basic") {  // v1beta1
               return ObjFields(dv, "basic", [&](od::raw_json_string bk, od::value& bv) -> Status {
                 if (bk == "attributes") return DecodeAttributes(bv, &d);
+                if (bk == "taints") return DecodeTaints(bv, "basic.taints", &d.taints);
                 return OkStatus();
               });
             }

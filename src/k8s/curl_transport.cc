@@ -17,6 +17,8 @@ namespace gg::k8s {
 namespace {
 
 constexpr std::size_t kMaxIdleHandles = 16;
+// Receive buffer of a streaming (watch) transfer; libcurl allocates it per transfer.
+constexpr long kStreamBufferSize = 128 * 1024;
 
 void GlobalInit() {
   static std::once_flag once;
@@ -214,6 +216,11 @@ Status CurlTransport::Setup(void* handle, const HttpRequest& req, void* header_l
   }
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min<long long>(timeout.count(), 10000)));
+  if (streaming) {
+    // A watch that falls behind reads several events per receive (the default 16 KB buffer
+    // holds about one 13 KB Node event): fewer poll/recv rounds and callbacks per event.
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kStreamBufferSize);
+  }
   if (!streaming) {
     // A server that stalls mid-body for 30 s (or the whole timeout if shorter) is hung.
     long stall = static_cast<long>(std::max<long long>(1, std::min<long long>(timeout.count() / 1000, 30)));

@@ -88,11 +88,25 @@ simdjson::padded_string_view PaddedCopy(std::string_view s);
 // Parses a Kubernetes Status object into a gg::Status (http_status fallback when absent).
 Status DecodeStatusObject(od::object& obj, int http_status);
 
+// While one is alive on a thread, an object decoded without a cached version (PreviousLabels)
+// shares the label pairs it has in common with the object decoded before it: the items of one
+// list, whose labels (a fleet's GFD/NFD labels) mostly repeat at the same positions, skip the
+// intern table's hash and lock for those pairs. Nestable; the last labels are dropped with
+// the outermost one.
+class SiblingLabels {
+ public:
+  SiblingLabels();
+  ~SiblingLabels();
+  SiblingLabels(const SiblingLabels&) = delete;
+  SiblingLabels& operator=(const SiblingLabels&) = delete;
+};
+
 // Generic drivers. `json` must have kBodyPadding readable bytes after its end.
 template <typename T>
 StatusOr<ObjectList<T>> ParseListPadded(std::string_view json, DecodeFn<T> decode,
                                         const std::function<void(T&&)>* sink = nullptr) {
   ObjectList<T> out;
+  SiblingLabels siblings;
   od::document doc;
   auto ec = ThreadParser().iterate(simdjson::padded_string_view(json.data(), json.size(),
                                                                 json.size() + kBodyPadding))

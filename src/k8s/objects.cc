@@ -5,18 +5,25 @@
 #include <atomic>
 #include <charconv>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace gg::k8s {
 
-// "key\0value", interned. refs counts the LabelMaps holding it; the table owns none.
+// "key\0value", interned. refs counts the LabelMaps holding it; the table owns none. A 16-byte
+// header: a node's own pair ("kubernetes.io/hostname\0<name>") then fits a 64-byte chunk.
 struct LabelMap::Interned {
   std::atomic<std::uint32_t> refs{1};
-  std::uint32_t key_len = 0;
-  std::uint32_t size = 0;  // key + '\0' + value
-  std::size_t hash = 0;
+  std::uint32_t size = 0;     // key + '\0' + value
+  std::uint16_t key_len = 0;  // label and annotation keys are at most 317 bytes
+  // Set once the pair is held by many maps at once; from then on it goes into shared sets for
+  // as long as it lives (a node's own pair never does, whatever order maps are built in).
+  std::atomic<bool> common{false};
+  std::uint32_t hash = 0;
   // Text follows the header (one allocation per pair).
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }
   std::string_view text() const { return {data(), size}; }
@@ -28,11 +35,22 @@ namespace {
 
 using Interned = LabelMap::Interned;
 
+// Drops one of several references without a lock; false when `refs` holds the last one, which
+// the caller must drop under the lock where new references are taken (so an object is never
+// revived after it was found unreferenced and freed).
+bool DropUnlessLast(std::atomic<std::uint32_t>& refs) {
+  std::uint32_t r = refs.load(std::memory_order_relaxed);
+  while (r > 1) {
+    if (refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
 // Sharded so informer threads parsing at once rarely meet on one mutex.
 class InternTable {
  public:
-  Interned* Intern(std::string_view text, std::uint32_t key_len) {
-    const std::size_t h = std::hash<std::string_view>{}(text);
+  Interned* Intern(std::string_view text, std::uint16_t key_len) {
+    const auto h = static_cast<std::uint32_t>(std::hash<std::string_view>{}(text));
     Shard& sh = shards_[h % kShards];
     std::scoped_lock lock(sh.mu);
     auto it = sh.set.find(Key{text, h});
@@ -55,13 +73,7 @@ class InternTable {
   static void Ref(Interned* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
 
   void Unref(Interned* e) {
-    // Above one reference, drop it without the lock. The last one is dropped under the
-    // shard lock, where Intern takes new references, so a pair is never revived after it
-    // was found unreferenced and freed.
-    std::uint32_t r = e->refs.load(std::memory_order_relaxed);
-    while (r > 1) {
-      if (e->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
-    }
+    if (DropUnlessLast(e->refs)) return;
     Shard& sh = shards_[e->hash % kShards];
     std::scoped_lock lock(sh.mu);
     if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -108,24 +120,215 @@ InternTable& Table() {
 
 }  // namespace
 
+// A map's array: its own pairs and the shared set it extends, each sorted by key, their keys
+// disjoint. A shared set is a Rep too (base null), interned by content in SetTable. 16 bytes
+// of header, so a node whose labels are a shared set plus its hostname costs 24 bytes here.
 struct LabelMap::Rep {
   std::atomic<std::uint32_t> refs{1};
-  std::vector<Interned*> entries;
+  std::uint32_t n = 0;  // own entries, stored after the header (each holds one reference)
+  Rep* base = nullptr;  // the shared set (holds one reference), or null
+  Interned** data() { return reinterpret_cast<Interned**>(this + 1); }
+  std::span<Interned* const> own() const {
+    return {reinterpret_cast<Interned* const*>(this + 1), n};
+  }
+  std::span<Interned* const> shared() const {
+    return base ? base->own() : std::span<Interned* const>();
+  }
+};
+
+// The growing list between Append and FinishAppend, and AppendLike's walk over `prev`.
+struct LabelMap::Builder {
+  std::vector<Interned*> entries;  // one reference each, in arrival order
+  const Rep* prev = nullptr;
+  std::uint32_t prev_own = 0, prev_shared = 0;
 };
 
 namespace {
-const std::vector<LabelMap::Interned*> kNoEntries;
+
+using Rep = LabelMap::Rep;
+static_assert(sizeof(Rep) == 16);
+static_assert(sizeof(Interned) == 16);
+
+// A pair held by at least this many maps at once is a fleet-wide one (the builder's reference
+// counts; a node's own pair is held by at most its cached version and the one being decoded).
+constexpr std::uint32_t kCommonRefs = 4;
+// Fewer common pairs than this stay in the map's own array (a shared set costs a look-up).
+constexpr std::size_t kMinShared = 8;
+
+Rep* NewRep(std::span<Interned* const> own, Rep* base) {
+  void* mem = ::operator new(sizeof(Rep) + own.size() * sizeof(Interned*));
+  auto* r = new (mem) Rep;
+  r->n = static_cast<std::uint32_t>(own.size());
+  r->base = base;
+  std::copy(own.begin(), own.end(), r->data());
+  return r;
+}
+
+void FreeRep(Rep* r) {
+  r->~Rep();
+  ::operator delete(r);
+}
+
+std::size_t RepBytes(const Rep* r) { return sizeof(Rep) + r->n * sizeof(Interned*); }
+
+std::size_t HashOf(std::span<Interned* const> pairs) {
+  std::size_t h = pairs.size();
+  for (const Interned* e : pairs) h = (h ^ e->hash) * 0x100000001b3ULL;
+  return h;
+}
+
+// The shared sets, interned by their pairs (the same pointers in the same order).
+class SetTable {
+ public:
+  // `sorted` holds one reference per pair; they move into the set, or are dropped when an
+  // equal set exists. The caller gets one reference to the set.
+  Rep* Intern(std::span<Interned* const> sorted) {
+    const std::size_t h = HashOf(sorted);
+    std::scoped_lock lock(mu_);
+    auto it = sets_.find(Key{sorted, h});
+    if (it != sets_.end()) {
+      (*it)->refs.fetch_add(1, std::memory_order_relaxed);
+      for (Interned* e : sorted) Table().Unref(e);
+      return *it;
+    }
+    Rep* r = NewRep(sorted, nullptr);
+    sets_.insert(r);
+    bytes_.fetch_add(RepBytes(r), std::memory_order_relaxed);
+    return r;
+  }
+
+  // As InternTable::Unref: the last reference is dropped under the lock Intern takes.
+  void Release(Rep* r) {
+    if (DropUnlessLast(r->refs)) return;
+    std::scoped_lock lock(mu_);
+    if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    sets_.erase(r);
+    bytes_.fetch_sub(RepBytes(r), std::memory_order_relaxed);
+    for (Interned* e : r->own()) Table().Unref(e);
+    FreeRep(r);
+  }
+
+  std::size_t Bytes() const { return bytes_.load(); }
+
+ private:
+  struct Key {
+    std::span<Interned* const> pairs;
+    std::size_t hash;
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(const Rep* r) const { return HashOf(r->own()); }
+    std::size_t operator()(const Key& k) const { return k.hash; }
+  };
+  struct Eq {
+    using is_transparent = void;
+    static bool Same(std::span<Interned* const> a, std::span<Interned* const> b) {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    }
+    bool operator()(const Rep* a, const Rep* b) const { return a == b; }
+    bool operator()(const Key& k, const Rep* r) const { return Same(k.pairs, r->own()); }
+    bool operator()(const Rep* r, const Key& k) const { return Same(k.pairs, r->own()); }
+  };
+  std::mutex mu_;
+  std::unordered_set<Rep*, Hash, Eq> sets_;
+  std::atomic<std::size_t> bytes_{0};
+};
+
+SetTable& Sets() {
+  static SetTable* t = new SetTable;  // never destroyed, like Table()
+  return *t;
+}
+
+void ReleaseRep(Rep* r) {
+  if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (Interned* e : r->own()) Table().Unref(e);
+  if (r->base) Sets().Release(r->base);
+  FreeRep(r);
+}
+
+bool KeyLess(const Interned* a, const Interned* b) { return a->key() < b->key(); }
+
+// Calls fn(pair) over own and shared pairs merged in key order.
+template <typename Fn>
+void ForEachSorted(const Rep* r, Fn&& fn) {
+  if (!r) return;
+  auto own = r->own();
+  auto shared = r->shared();
+  std::size_t i = 0, j = 0;
+  while (i < own.size() || j < shared.size()) {
+    if (j == shared.size() || (i < own.size() && KeyLess(own[i], shared[j]))) {
+      fn(own[i++]);
+    } else {
+      fn(shared[j++]);
+    }
+  }
+}
+
+// The map's pairs in key order, each with a new reference.
+std::vector<Interned*> Flatten(const Rep* r) {
+  std::vector<Interned*> out;
+  out.reserve(r ? r->n + r->shared().size() + 1 : 1);
+  ForEachSorted(r, [&](Interned* e) {
+    InternTable::Ref(e);
+    out.push_back(e);
+  });
+  return out;
+}
+
+const Interned* FindIn(std::span<Interned* const> sorted, std::string_view key) {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), key,
+                             [](const Interned* e, std::string_view k) { return e->key() < k; });
+  return it != sorted.end() && (*it)->key() == key ? *it : nullptr;
+}
+
+// AppendLike's walk: moves *at past the keys below `key` in `sorted`; the pair there when it is
+// key=value.
+Interned* WalkTo(std::span<Interned* const> sorted, std::uint32_t* at, std::string_view key,
+                 std::string_view value) {
+  while (*at < sorted.size() && sorted[*at]->key() < key) ++*at;
+  if (*at < sorted.size() && sorted[*at]->key() == key && sorted[*at]->value() == value) {
+    return sorted[(*at)++];
+  }
+  return nullptr;
+}
+
+bool IsCommon(Interned* e) {
+  if (e->common.load(std::memory_order_relaxed)) return true;
+  if (e->refs.load(std::memory_order_relaxed) < kCommonRefs) return false;
+  e->common.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+LabelMap::Builder* Untag(LabelMap::Rep* r) {
+  return reinterpret_cast<LabelMap::Builder*>(reinterpret_cast<std::uintptr_t>(r) &
+                                              ~std::uintptr_t{1});
+}
+
+LabelMap::Rep* Tag(LabelMap::Builder* b) {
+  return reinterpret_cast<LabelMap::Rep*>(reinterpret_cast<std::uintptr_t>(b) | 1U);
+}
+
+// One spare builder per thread: decoding a watch event then allocates no list.
+thread_local std::unique_ptr<LabelMap::Builder> spare_builder;
+
 }  // namespace
 
 LabelMap::LabelMap(const LabelMap& o) : rep_(o.rep_) {
-  if (rep_) rep_->refs.fetch_add(1, std::memory_order_relaxed);
+  if (!rep_) return;
+  if (o.Building()) {
+    auto* b = new Builder;
+    b->entries = Untag(o.rep_)->entries;
+    for (Interned* e : b->entries) InternTable::Ref(e);
+    rep_ = Tag(b);
+    return;
+  }
+  rep_->refs.fetch_add(1, std::memory_order_relaxed);
 }
 
 LabelMap& LabelMap::operator=(const LabelMap& o) {
-  if (rep_ == o.rep_) return *this;
-  if (o.rep_) o.rep_->refs.fetch_add(1, std::memory_order_relaxed);
-  clear();
-  rep_ = o.rep_;
+  if (rep_ == o.rep_ && !Building()) return *this;
+  LabelMap copy(o);
+  std::swap(rep_, copy.rep_);
   return *this;
 }
 
@@ -142,52 +345,85 @@ LabelMap::~LabelMap() { clear(); }
 void LabelMap::clear() {
   Rep* r = rep_;
   rep_ = nullptr;
-  if (!r || r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  for (Interned* e : r->entries) Table().Unref(e);
-  delete r;
-}
-
-LabelMap::Rep* LabelMap::Unique() {
-  if (!rep_) {
-    rep_ = new Rep;
-  } else if (rep_->refs.load(std::memory_order_acquire) != 1) {
-    auto* copy = new Rep;
-    copy->entries = rep_->entries;
-    for (Interned* e : copy->entries) InternTable::Ref(e);
-    clear();
-    rep_ = copy;
+  if (!r) return;
+  if ((reinterpret_cast<std::uintptr_t>(r) & 1U) == 0) {
+    ReleaseRep(r);
+    return;
   }
-  return rep_;
+  std::unique_ptr<Builder> b(Untag(r));
+  for (Interned* e : b->entries) Table().Unref(e);
 }
 
-std::size_t LabelMap::size() const { return rep_ ? rep_->entries.size() : 0; }
+LabelMap::Builder* LabelMap::StartBuilding() {
+  if (Building()) return Untag(rep_);
+  std::unique_ptr<Builder> b = std::move(spare_builder);
+  if (!b) b = std::make_unique<Builder>();
+  b->entries = Flatten(rep_);  // what the map held stays, Append adds to it
+  b->prev = nullptr;
+  b->prev_own = b->prev_shared = 0;
+  clear();
+  rep_ = Tag(b.release());
+  return Untag(rep_);
+}
+
+void LabelMap::Adopt(std::span<Interned* const> sorted) {
+  thread_local std::vector<Interned*> own, shared;
+  own.clear();
+  shared.clear();
+  std::size_t common = 0;
+  for (Interned* e : sorted) common += IsCommon(e) ? 1 : 0;
+  Rep* base = nullptr;
+  if (common >= kMinShared) {
+    for (Interned* e : sorted)
+      (e->common.load(std::memory_order_relaxed) ? shared : own).push_back(e);
+    base = Sets().Intern(shared);
+  } else {
+    own.assign(sorted.begin(), sorted.end());
+  }
+  Rep* r = base || !own.empty() ? NewRep(own, base) : nullptr;
+  clear();
+  rep_ = r;
+}
+
+std::size_t LabelMap::size() const {
+  if (Building()) return Untag(rep_)->entries.size();
+  return rep_ ? rep_->n + rep_->shared().size() : 0;
+}
+
+std::size_t LabelMap::SharedSize() const { return rep_ && !Building() ? rep_->shared().size() : 0; }
 
 std::size_t LabelMap::MemoryBytes() const {
-  return sizeof(*this) + (rep_ ? sizeof(Rep) + rep_->entries.capacity() * sizeof(void*) : 0);
-}
-
-void LabelMap::ShrinkToFit() {
-  if (rep_ && rep_->entries.capacity() != rep_->entries.size()) Unique()->entries.shrink_to_fit();
+  std::size_t b = sizeof(*this);
+  if (!rep_ || Building()) return b;
+  b += RepBytes(rep_);
+  if (rep_->base) {
+    const std::uint32_t holders = rep_->base->refs.load(std::memory_order_relaxed);
+    b += RepBytes(rep_->base) / std::max<std::uint32_t>(holders, 1);
+  }
+  return b;
 }
 
 std::size_t LabelMap::InternedEntries() { return Table().Entries(); }
-std::size_t LabelMap::InternedBytes() { return Table().Bytes(); }
+std::size_t LabelMap::InternedBytes() { return Table().Bytes() + Sets().Bytes(); }
 
 LabelMap::LabelMap(std::initializer_list<std::pair<std::string_view, std::string_view>> init) {
   for (const auto& [k, v] : init) Set(k, v);
 }
 
 std::optional<std::string_view> LabelMap::Get(std::string_view key) const {
-  for (const Interned* e : rep_ ? rep_->entries : kNoEntries) {
-    if (e->key() == key) return e->value();
-  }
-  return std::nullopt;
+  if (!rep_ || Building()) return std::nullopt;
+  const Interned* e = FindIn(rep_->own(), key);
+  if (!e) e = FindIn(rep_->shared(), key);
+  if (!e) return std::nullopt;
+  return e->value();
 }
 
 namespace {
-// The interned "key\0value" pair, or null when either contains a NUL.
+// The interned "key\0value" pair, or null when either contains a NUL or the key is longer
+// than 64 KiB (Kubernetes allows 317 bytes).
 Interned* InternPair(std::string_view key, std::string_view value) {
-  if (key.find('\0') != std::string_view::npos || value.find('\0') != std::string_view::npos) {
+  if (key.find('\0') != std::string_view::npos || value.find('\0') != std::string_view::npos ||
+      key.size() > std::numeric_limits<std::uint16_t>::max()) {
     return nullptr;
   }
   // Label keys are ≤ 317 bytes and values ≤ 63, so most pairs fit the stack buffer.
@@ -202,91 +438,83 @@ Interned* InternPair(std::string_view key, std::string_view value) {
   std::memcpy(buf, key.data(), key.size());
   buf[key.size()] = '\0';
   std::memcpy(buf + key.size() + 1, value.data(), value.size());
-  return Table().Intern({buf, n}, static_cast<std::uint32_t>(key.size()));
+  return Table().Intern({buf, n}, static_cast<std::uint16_t>(key.size()));
 }
 }  // namespace
 
 bool LabelMap::Append(std::string_view key, std::string_view value) {
   Interned* e = InternPair(key, value);
   if (!e) return false;
-  Unique()->entries.push_back(e);
+  StartBuilding()->entries.push_back(e);
   return true;
 }
 
 bool LabelMap::AppendLike(const LabelMap* prev, std::string_view key, std::string_view value) {
-  if (prev && prev->rep_ && prev != this) {
-    // The same position, or one off when a key was added or removed before this one.
-    const auto& pe = prev->rep_->entries;
-    const std::size_t i = size();
-    for (std::size_t j : {i, i - 1, i + 1}) {
-      if (j >= pe.size()) continue;  // i - 1 wraps around when i == 0
-      Interned* e = pe[j];
-      if (e->key() == key && e->value() == value) {
-        InternTable::Ref(e);
-        Unique()->entries.push_back(e);
-        return true;
-      }
-    }
+  if (!prev || prev == this || !prev->rep_ || prev->Building()) return Append(key, value);
+  Builder* b = StartBuilding();
+  const Rep* pr = prev->rep_;
+  if (b->prev != pr) {
+    b->prev = pr;
+    b->prev_own = b->prev_shared = 0;
   }
-  return Append(key, value);
+  Interned* e = WalkTo(pr->own(), &b->prev_own, key, value);
+  if (!e) e = WalkTo(pr->shared(), &b->prev_shared, key, value);
+  if (!e) return Append(key, value);
+  InternTable::Ref(e);
+  b->entries.push_back(e);
+  return true;
 }
 
 void LabelMap::FinishAppend() {
-  if (!rep_) return;
-  auto& entries = Unique()->entries;
-  if (entries.size() > 1) {
-    // Sort positions by key (stable: equal keys stay in arrival order), keep each key's last.
-    std::vector<std::uint32_t> order(entries.size());
-    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return entries[a]->key() < entries[b]->key();
-    });
-    bool dropped = false;
-    for (std::size_t i = 0; i + 1 < order.size(); ++i) {
-      if (entries[order[i]]->key() != entries[order[i + 1]]->key()) continue;
-      Table().Unref(entries[order[i]]);
-      entries[order[i]] = nullptr;
-      dropped = true;
-    }
-    if (dropped) std::erase(entries, nullptr);
+  if (!Building()) return;
+  std::unique_ptr<Builder> b(Untag(rep_));
+  rep_ = nullptr;
+  auto& v = b->entries;
+  // The API server sends keys sorted; equal keys stay in arrival order, the last one wins.
+  if (!std::is_sorted(v.begin(), v.end(), KeyLess)) std::stable_sort(v.begin(), v.end(), KeyLess);
+  bool dropped = false;
+  for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+    if (v[i]->key() != v[i + 1]->key()) continue;
+    Table().Unref(v[i]);
+    v[i] = nullptr;
+    dropped = true;
   }
-  if (entries.empty()) {
-    clear();
-    return;
-  }
-  ShrinkToFit();
+  if (dropped) std::erase(v, nullptr);
+  Adopt(v);
+  v.clear();
+  if (v.capacity() <= 1024) spare_builder = std::move(b);
 }
 
 bool LabelMap::Set(std::string_view key, std::string_view value) {
   Interned* e = InternPair(key, value);
   if (!e) return false;
-  for (Interned*& cur : Unique()->entries) {
-    if (cur->key() == key) {
-      Table().Unref(cur);
-      cur = e;
-      return true;
-    }
+  FinishAppend();
+  std::vector<Interned*> v = Flatten(rep_);
+  auto it = std::lower_bound(v.begin(), v.end(), e, KeyLess);
+  if (it != v.end() && (*it)->key() == key) {
+    Table().Unref(*it);
+    *it = e;
+  } else {
+    v.insert(it, e);
   }
-  rep_->entries.push_back(e);
+  Adopt(v);
   return true;
 }
 
 bool LabelMap::Erase(std::string_view key) {
+  FinishAppend();
   if (!Get(key)) return false;
-  auto& entries = Unique()->entries;
-  for (auto it = entries.begin(); it != entries.end(); ++it) {
-    if ((*it)->key() == key) {
-      Table().Unref(*it);
-      entries.erase(it);
-      break;
-    }
-  }
-  if (entries.empty()) clear();
+  std::vector<Interned*> v = Flatten(rep_);
+  auto it = std::find_if(v.begin(), v.end(), [&](const Interned* e) { return e->key() == key; });
+  Table().Unref(*it);
+  v.erase(it);
+  Adopt(v);
   return true;
 }
 
 void LabelMap::ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const {
-  for (const Interned* e : rep_ ? rep_->entries : kNoEntries) fn(e->key(), e->value());
+  if (Building()) return;
+  ForEachSorted(rep_, [&](const Interned* e) { fn(e->key(), e->value()); });
 }
 
 std::map<std::string, std::string> LabelMap::ToMap() const {
@@ -296,18 +524,162 @@ std::map<std::string, std::string> LabelMap::ToMap() const {
 }
 
 bool operator==(const LabelMap& a, const LabelMap& b) {
-  // Interned: equal pairs are the same pointer. Usually in the same order too.
+  // Interned: equal pairs are the same pointer, and both maps are sorted by key.
   if (a.rep_ == b.rep_) return true;
   if (a.size() != b.size()) return false;
   if (a.size() == 0) return true;
-  const auto& ae = a.rep_->entries;
-  const auto& be = b.rep_->entries;
-  if (ae == be) return true;
-  for (const auto* e : ae) {
-    if (std::find(be.begin(), be.end(), e) == be.end()) return false;
+  if (a.Building() || b.Building()) return false;
+  const LabelMap::Rep* ra = a.rep_;
+  const LabelMap::Rep* rb = b.rep_;
+  if (ra->base == rb->base) {
+    return std::equal(ra->own().begin(), ra->own().end(), rb->own().begin(), rb->own().end());
   }
-  return true;
+  // The same pairs may be split differently (a pair turned common in between).
+  thread_local std::vector<const LabelMap::Interned*> pa, pb;
+  pa.clear();
+  pb.clear();
+  ForEachSorted(ra, [&](const LabelMap::Interned* e) { pa.push_back(e); });
+  ForEachSorted(rb, [&](const LabelMap::Interned* e) { pb.push_back(e); });
+  return pa == pb;
 }
+
+// ConditionList: one immutable vector per distinct list, reference-counted, interned by value.
+struct ConditionList::Rep {
+  std::atomic<std::uint32_t> refs{1};
+  std::size_t hash = 0;
+  std::vector<NodeCondition> items;
+};
+
+namespace {
+
+std::size_t HashTime(const std::optional<WallTime>& t) {
+  return t ? std::hash<std::int64_t>{}(t->time_since_epoch().count()) : 0x51ed;
+}
+
+std::size_t HashConditions(const std::vector<NodeCondition>& v) {
+  std::hash<std::string> hs;
+  std::size_t h = v.size();
+  auto mix = [&h](std::size_t x) { h = (h ^ x) * 0x100000001b3ULL; };
+  for (const NodeCondition& c : v) {
+    mix(hs(c.type));
+    mix(hs(c.status));
+    mix(hs(c.reason));
+    mix(hs(c.message));
+    mix(HashTime(c.last_transition_time));
+    mix(HashTime(c.last_heartbeat_time));
+  }
+  return h;
+}
+
+// Lists by their hash (a multimap: the few lists that collide are compared whole).
+class ConditionTable {
+ public:
+  using Rep = ConditionList::Rep;
+  // The interned list equal to `v`, with one reference for the caller.
+  Rep* Intern(std::vector<NodeCondition>&& v) {
+    const std::size_t h = HashConditions(v);
+    std::scoped_lock lock(mu_);
+    auto [first, last] = lists_.equal_range(h);
+    for (auto it = first; it != last; ++it) {
+      if (it->second->items != v) continue;
+      it->second->refs.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
+    }
+    auto* r = new Rep;
+    r->hash = h;
+    r->items = std::move(v);
+    r->items.shrink_to_fit();
+    lists_.emplace(h, r);
+    return r;
+  }
+  static void Ref(Rep* r) { r->refs.fetch_add(1, std::memory_order_relaxed); }
+  // As InternTable::Unref: the last reference is dropped under the lock Intern takes.
+  void Unref(Rep* r) {
+    if (DropUnlessLast(r->refs)) return;
+    std::scoped_lock lock(mu_);
+    if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    auto [first, last] = lists_.equal_range(r->hash);
+    for (auto it = first; it != last; ++it) {
+      if (it->second != r) continue;
+      lists_.erase(it);
+      break;
+    }
+    delete r;
+  }
+  std::size_t Size() {
+    std::scoped_lock lock(mu_);
+    return lists_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_multimap<std::size_t, Rep*> lists_;
+};
+
+ConditionTable& Conditions() {
+  static ConditionTable* t = new ConditionTable;  // never destroyed, like Table()
+  return *t;
+}
+
+}  // namespace
+
+ConditionList::ConditionList(std::initializer_list<NodeCondition> init) {
+  Assign(std::vector<NodeCondition>(init));
+}
+
+ConditionList::ConditionList(const ConditionList& o) : rep_(o.rep_) {
+  if (rep_) ConditionTable::Ref(rep_);
+}
+
+ConditionList& ConditionList::operator=(const ConditionList& o) {
+  if (rep_ == o.rep_) return *this;
+  if (o.rep_) ConditionTable::Ref(o.rep_);
+  clear();
+  rep_ = o.rep_;
+  return *this;
+}
+
+ConditionList& ConditionList::operator=(ConditionList&& o) noexcept {
+  ConditionList taken(std::move(o));  // self-move leaves the list as it was
+  std::swap(rep_, taken.rep_);
+  return *this;
+}
+
+ConditionList::~ConditionList() { clear(); }
+
+void ConditionList::clear() {
+  if (rep_) Conditions().Unref(rep_);
+  rep_ = nullptr;
+}
+
+const NodeCondition* ConditionList::begin() const { return rep_ ? rep_->items.data() : nullptr; }
+
+std::size_t ConditionList::size() const { return rep_ ? rep_->items.size() : 0; }
+
+void ConditionList::push_back(NodeCondition c) {
+  std::vector<NodeCondition> v = ToVector();
+  v.push_back(std::move(c));
+  Assign(std::move(v));
+}
+
+void ConditionList::Assign(std::vector<NodeCondition> v) {
+  Rep* r = v.empty() ? nullptr : Conditions().Intern(std::move(v));
+  clear();
+  rep_ = r;
+}
+
+std::size_t ConditionList::MemoryBytes() const {
+  if (!rep_) return 0;
+  std::size_t b = sizeof(Rep) + rep_->items.capacity() * sizeof(NodeCondition);
+  for (const auto& c : rep_->items) {
+    for (const std::string* s : {&c.type, &c.status, &c.reason, &c.message}) {
+      if (s->capacity() > 15) b += s->capacity() + 1;
+    }
+  }
+  return b / std::max<std::uint32_t>(rep_->refs.load(std::memory_order_relaxed), 1);
+}
+
+std::size_t ConditionList::InternedLists() { return Conditions().Size(); }
 
 const OwnerReference* ObjectMeta::Controller() const {
   for (const auto& r : owner_references) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,12 +19,14 @@ namespace gg::k8s {
 
 // A compact string→string map (labels, kept annotations). Each "key=value" pair is interned:
 // stored once per process, reference-counted, and shared by every map that holds it. GPU
-// nodes carry ~50 labels that are the same across the fleet (GFD/NFD), so a node's labels
-// cost one pointer each instead of ~80 bytes of text. Looked up by linear scan — maps here
-// hold tens of entries and are read far more often than written. Copies share the array of
-// entry pointers too (copy-on-write, reference-counted): the informer's Node and the
-// operator's fleet index hold one array per node, not two. A map is not synchronized (like
-// std::map); the intern table and the shared arrays' counts are.
+// nodes carry ~50 labels that are the same across the fleet (GFD/NFD), so the decoders'
+// maps go one step further: the pairs that many maps hold (seen in ≥ 4 maps at once, then
+// for as long as the pair lives) form a shared *set*, itself interned, and a map keeps a
+// pointer to that set plus its own few pairs (the hostname): ~100 bytes a node instead of a
+// pointer per label. Entries are kept sorted by key (Get is a binary search). Copies share
+// the map's array (copy-on-write, reference-counted): the informer's Node and the operator's
+// fleet index hold one per node, not two. A map is not synchronized (like std::map); the
+// intern tables and the shared arrays' counts are.
 class LabelMap {
  public:
   LabelMap() = default;
@@ -36,16 +39,19 @@ class LabelMap {
 
   std::optional<std::string_view> Get(std::string_view key) const;
   bool Has(std::string_view key) const { return Get(key).has_value(); }
-  // Inserts or replaces. Keys/values containing '\0' are rejected (false).
+  // Inserts or replaces (copies the map's array: O(size)). Keys/values containing '\0', and
+  // keys over 64 KiB, are rejected (false).
   bool Set(std::string_view key, std::string_view value);
-  // Bulk fill for decoders: Append adds a pair without looking for its key (Set scans the
-  // map, so n Sets cost n²/2 key compares: 1,200 for a Node's 49 labels); FinishAppend then
-  // drops the earlier pairs of a repeated key (the last one wins, as with Set) and shrinks
-  // the map to fit. The map is not a valid map between the two calls.
+  // Bulk fill for decoders: Append adds a pair to a growing list without looking for its key;
+  // FinishAppend then sorts it, drops the earlier pairs of a repeated key (the last one wins,
+  // as with Set), moves the fleet-wide pairs into a shared set and stores the map exactly
+  // sized. Between the two calls only Append, AppendLike, FinishAppend, size and destruction
+  // are valid; every Append must be followed by a FinishAppend.
   bool Append(std::string_view key, std::string_view value);
   // Append for a map that usually repeats `prev` (the cached version of the same object):
-  // when prev's pair at this map's next position (or one off it) is key=value it is shared
-  // without a lookup in the intern table. `prev` must stay alive for the call.
+  // prev is walked alongside the keys appended (in key order, as the API server sends them)
+  // and a pair equal to prev's is shared without a lookup in the intern table. `prev` must
+  // stay alive and unchanged until FinishAppend.
   bool AppendLike(const LabelMap* prev, std::string_view key, std::string_view value);
   void FinishAppend();
   bool Erase(std::string_view key);
@@ -54,23 +60,32 @@ class LabelMap {
   void clear();
   void ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const;
   std::map<std::string, std::string> ToMap() const;
-  // This map's memory: the entry pointers (shared by its copies; each copy counts them). The
+  // This map's memory: its own array (shared by its copies; each copy counts it) and its
+  // share of the fleet-wide set it points to (the set's bytes ÷ the maps holding it). The
   // interned text is shared by every map (InternedBytes).
   std::size_t MemoryBytes() const;
-  void ShrinkToFit();
+  void ShrinkToFit() {}  // maps are always stored exactly sized
+  // Pairs held in the shared set rather than in this map's own array (for tests/benchmarks).
+  std::size_t SharedSize() const;
   // Order-insensitive, like comparing the maps.
   friend bool operator==(const LabelMap& a, const LabelMap& b);
 
-  // Process-wide intern table: distinct pairs and their bytes (text + header), for benchmarks.
+  // Process-wide intern tables: distinct pairs, and the bytes of the pairs (text + header)
+  // and of the shared sets, for benchmarks.
   static std::size_t InternedEntries();
   static std::size_t InternedBytes();
 
   struct Interned;  // objects.cc
+  struct Rep;       // objects.cc: a count, the shared set (or null) and the own entries
+  struct Builder;   // objects.cc: the growing list between Append and FinishAppend
 
  private:
-  struct Rep;           // objects.cc: a reference count and the entries (each holds one reference)
-  Rep* Unique();        // rep_ owned by this map alone (allocated or copied as needed)
-  Rep* rep_ = nullptr;  // null = empty
+  bool Building() const { return (reinterpret_cast<std::uintptr_t>(rep_) & 1U) != 0; }
+  Builder* StartBuilding();
+  // Replaces the content with `sorted` (by key, keys unique), taking its references.
+  void Adopt(std::span<Interned* const> sorted);
+  // null = empty; with the low bit set, a Builder (between Append and FinishAppend)
+  Rep* rep_ = nullptr;
 };
 
 struct OwnerReference {
@@ -116,6 +131,53 @@ struct NodeCondition {
   friend bool operator==(const NodeCondition&, const NodeCondition&) = default;
 };
 
+// A Node's conditions: an immutable list interned by value, so every Node whose list is equal
+// shares one copy. Across a fleet our GPUHealthy condition mostly repeats (same status, reason
+// and message; times written by the operator in the same second), so a node costs a pointer
+// here instead of ~200 bytes. Read like a vector; a write (push_back, erase_if, Assign) builds
+// a new list. Equal lists are the same list, so comparing is a pointer compare.
+class ConditionList {
+ public:
+  ConditionList() = default;
+  ConditionList(std::initializer_list<NodeCondition> init);
+  ConditionList(const ConditionList& o);
+  ConditionList(ConditionList&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
+  ConditionList& operator=(const ConditionList& o);
+  ConditionList& operator=(ConditionList&& o) noexcept;
+  ~ConditionList();
+
+  const NodeCondition* begin() const;
+  const NodeCondition* end() const { return begin() + size(); }
+  std::size_t size() const;
+  bool empty() const { return size() == 0; }
+  const NodeCondition& operator[](std::size_t i) const { return begin()[i]; }
+  std::vector<NodeCondition> ToVector() const { return {begin(), end()}; }
+
+  void push_back(NodeCondition c);
+  void Assign(std::vector<NodeCondition> v);
+  template <typename Pred>
+  std::size_t erase_if(Pred pred) {
+    std::vector<NodeCondition> v = ToVector();
+    const std::size_t n = std::erase_if(v, pred);
+    if (n > 0) Assign(std::move(v));
+    return n;
+  }
+  void clear();
+  // This node's share: the list's bytes ÷ the Nodes holding it.
+  std::size_t MemoryBytes() const;
+  // Distinct lists in the process, for benchmarks.
+  static std::size_t InternedLists();
+
+  friend bool operator==(const ConditionList& a, const ConditionList& b) {
+    return a.rep_ == b.rep_;
+  }
+
+  struct Rep;  // objects.cc
+
+ private:
+  Rep* rep_ = nullptr;  // null = empty
+};
+
 inline constexpr char kGpuResource[] = "nvidia.com/gpu";
 
 struct Node {
@@ -125,7 +187,7 @@ struct Node {
   // Our own "GPUHealthy" whole; other detectors' conditions (nodeCondition rules) without
   // message and heartbeat; the kubelet's Ready and pressure conditions only while they are not
   // in their healthy state (Ready=True, the others False: ~200 bytes a node no decision reads).
-  std::vector<NodeCondition> conditions;
+  ConditionList conditions;
   std::int64_t gpu_capacity = 0;     // status.capacity["nvidia.com/gpu"]
   std::int64_t gpu_allocatable = 0;  // status.allocatable["nvidia.com/gpu"]
 
@@ -206,6 +268,8 @@ struct Device {
   std::string name;
   // Attribute values flattened to strings ("uuid" → "GPU-…", ints/bools/versions as text).
   std::map<std::string, std::string> attributes;
+  // Device taints the driver published (KEP-5055: `taints`, v1beta1 `basic.taints`).
+  std::vector<Taint> taints;
 };
 struct ResourceSlice {
   ObjectMeta meta;

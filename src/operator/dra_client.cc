@@ -154,19 +154,26 @@ Status DraClient::DeleteOurRule(const std::string& name, bool* skipped) {
 }
 
 StatusOr<std::map<std::string, std::string>> DraClient::ClaimBodies(
-    const std::vector<k8s::Pod>& pods, const std::string& version) {
-  std::map<std::string, std::string> out;
+    const std::vector<k8s::Pod>& pods, const std::string& version,
+    const std::vector<std::string>& also) {
+  std::vector<std::pair<std::string, std::string>> keys;  // namespace, name
   for (const auto& p : pods) {
-    for (const auto& c : p.resource_claims) {
-      std::string key = p.meta.namespace_ + "/" + c;
-      if (out.contains(key)) continue;
-      auto body = client_.Get(k8s::ResourceClaims(version), p.meta.namespace_, c);
-      if (!body.ok()) {
-        if (IsNotFound(body.status())) continue;  // deleted with its pod
-        return body.status().WithContext("reading ResourceClaim " + key);
-      }
-      out.emplace(key, std::move(*body));
+    for (const auto& c : p.resource_claims) keys.emplace_back(p.meta.namespace_, c);
+  }
+  for (const auto& k : also) {
+    const size_t slash = k.find('/');
+    if (slash != std::string::npos) keys.emplace_back(k.substr(0, slash), k.substr(slash + 1));
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [ns, name] : keys) {
+    std::string key = ns + "/" + name;
+    if (out.contains(key)) continue;
+    auto body = client_.Get(k8s::ResourceClaims(version), ns, name);
+    if (!body.ok()) {
+      if (IsNotFound(body.status())) continue;  // deleted with its pod
+      return body.status().WithContext("reading ResourceClaim " + key);
     }
+    out.emplace(key, std::move(*body));
   }
   return out;
 }
@@ -213,22 +220,22 @@ StatusOr<bool> DraClient::MarkClaim(const std::string& version, const std::strin
   }
 }
 
-StatusOr<int> DraClient::MarkClaims(const std::string& node,
-                                    const std::vector<remediation::DeviceRef>& devices,
-                                    const remediation::ClaimDeviceCondition& c) {
+StatusOr<std::vector<std::string>> DraClient::MarkClaims(
+    const std::string& node, const std::vector<remediation::DeviceRef>& devices,
+    const remediation::ClaimDeviceCondition& c, const std::vector<std::string>& also) {
+  std::vector<std::string> written;
   auto caps = Capabilities();
   if (!caps.ok()) return caps.status();
-  if (caps->claim_version.empty() || devices.empty()) return 0;
+  if (caps->claim_version.empty() || devices.empty()) return written;
   remediation::RestPodApi pods_api(client_);
   auto pods = pods_api.ListPodsOnNode(node);
   if (!pods.ok()) return pods.status();
-  auto bodies = ClaimBodies(*pods, caps->claim_version);
+  auto bodies = ClaimBodies(*pods, caps->claim_version, also);
   if (!bodies.ok()) return bodies.status();
-  int written = 0;
   for (auto& [key, body] : *bodies) {
     auto w = MarkClaim(caps->claim_version, key, std::move(body), devices, c);
     if (!w.ok()) return w.status();
-    written += *w ? 1 : 0;
+    if (*w) written.push_back(key);
   }
   return written;
 }

@@ -68,14 +68,15 @@ class DraApi {
   virtual StatusOr<std::set<std::string>> PodsHolding(
       const std::string& node, const std::vector<remediation::DeviceRef>& devices) = 0;
   // KEP-4817 (policy remediation.claimStatus): sets (c.healthy: removes) our GPUHealthy
-  // condition on the status.devices entry of every ResourceClaim named by a pod on `node`
-  // and allocated one of `devices`, through resourceclaims/status. Returns the claims
-  // written. Implementations without claims write nothing.
-  virtual StatusOr<int> MarkClaims(const std::string& node,
-                                   const std::vector<remediation::DeviceRef>& devices,
-                                   const remediation::ClaimDeviceCondition& c) {
-    (void)node, (void)devices, (void)c;
-    return 0;
+  // condition on the status.devices entry of every ResourceClaim named by a pod on `node`,
+  // or listed in `also` ("namespace/name": claims marked earlier whose pods may be gone), and
+  // allocated one of `devices`, through resourceclaims/status. Returns the claims written
+  // ("namespace/name"). Implementations without claims write nothing.
+  virtual StatusOr<std::vector<std::string>> MarkClaims(
+      const std::string& node, const std::vector<remediation::DeviceRef>& devices,
+      const remediation::ClaimDeviceCondition& c, const std::vector<std::string>& also = {}) {
+    (void)node, (void)devices, (void)c, (void)also;
+    return std::vector<std::string>{};
   }
 };
 
@@ -93,16 +94,18 @@ class DraClient : public DraApi {
   Status DeleteOurRule(const std::string& name, bool* skipped = nullptr) override;
   StatusOr<std::set<std::string>> PodsHolding(
       const std::string& node, const std::vector<remediation::DeviceRef>& devices) override;
-  StatusOr<int> MarkClaims(const std::string& node,
-                           const std::vector<remediation::DeviceRef>& devices,
-                           const remediation::ClaimDeviceCondition& c) override;
+  StatusOr<std::vector<std::string>> MarkClaims(const std::string& node,
+                                                const std::vector<remediation::DeviceRef>& devices,
+                                                const remediation::ClaimDeviceCondition& c,
+                                                const std::vector<std::string>& also) override;
 
  private:
   StatusOr<DraCapabilities> Discover();
   // The ResourceClaims the pods name (same namespace), as read, keyed "namespace/name";
   // claims deleted meanwhile are left out.
-  StatusOr<std::map<std::string, std::string>> ClaimBodies(const std::vector<k8s::Pod>& pods,
-                                                           const std::string& version);
+  StatusOr<std::map<std::string, std::string>> ClaimBodies(
+      const std::vector<k8s::Pod>& pods, const std::string& version,
+      const std::vector<std::string>& also = {});
   // One claim's condition, re-read and retried on a write conflict.
   StatusOr<bool> MarkClaim(const std::string& version, const std::string& key, std::string body,
                            const std::vector<remediation::DeviceRef>& devices,

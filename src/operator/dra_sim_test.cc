@@ -110,7 +110,9 @@ class DraFixture {
   // A GPU node; with `slice` its GPUs are published in a ResourceSlice as NVIDIA's DRA
   // driver does (pool = node name, devices gpu-0..7 with a uuid attribute; with `mig` > 0
   // each GPU's MIG devices gpu-<i>-mig-19-<start>-1 instead).
-  void AddNode(const std::string& name, bool slice, int mig = 0) {
+  // `driver_taints`: taints the driver publishes on devices of the slice (their `node` unused).
+  void AddNode(const std::string& name, bool slice, int mig = 0,
+               const std::vector<sim::DriverTaintSpec>& driver_taints = {}) {
     json n = {{"apiVersion", "v1"},
               {"kind", "Node"},
               {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
@@ -123,6 +125,10 @@ class DraFixture {
       // Owned by this Node (its uid), as the driver publishes it; a dangling owner would
       // have the cluster's garbage collector delete the slice.
       s["metadata"]["ownerReferences"][0]["uid"] = (*created)["metadata"]["uid"];
+      for (const auto& t : driver_taints) {
+        Status added = sim::AddDriverTaint(s, t, kube_);
+        ASSERT_TRUE(added.ok()) << added;
+      }
       Status st = sim_->Insert(s);
       ASSERT_TRUE(st.ok()) << st;
     }
@@ -133,6 +139,41 @@ class DraFixture {
     AddNode(node, /*slice=*/true);
     AddClaimPod("holds-gpu-3", node, 3);
     AddClaimPod("holds-gpu-5", node, 5);
+  }
+
+  // A DRA node whose driver tainted `device` itself (gpu.nvidia.com/xid=48:NoSchedule, its
+  // health check), with a pod holding each GPU of `gpus` (holds-gpu-<i>), running.
+  void AddDriverTaintedNode(const std::string& node, const std::string& device,
+                            const std::vector<int>& gpus) {
+    sim::DriverTaintSpec dt;
+    dt.device = device;
+    dt.value = "48";
+    AddNode(node, /*slice=*/true, 0, {dt});
+    for (int g : gpus) AddClaimPod("holds-gpu-" + std::to_string(g), node, g);
+    ASSERT_TRUE(WaitFor([&] { return RunningPods().size() == gpus.size(); }));
+  }
+  std::string SlicesPath() const {
+    return "/apis/" + sim::ResourceSliceApiVersion(kube_) + "/resourceslices";
+  }
+  // The (only) ResourceSlice, as the server has it.
+  json TheSlice() {
+    auto l = sim_->List(SlicesPath());
+    return l.ok() && !(*l)["items"].empty() ? (*l)["items"][0] : json();
+  }
+
+  // A healthy report for `node`, policy "dra" with `spec`, the operator started and the node
+  // judged healthy.
+  void StartHealthyUnder(const std::string& node, const json& spec) {
+    WriteReport(node, HealthyReport(node));
+    CreatePolicy("dra", spec);
+    StartOperator();
+    ASSERT_TRUE(WaitFor([&] { return GpuCondition(Node(node)) == "True"; }));
+  }
+  // ResourceClaim ml/<name> (null when it cannot be read).
+  json Claim(const std::string& name) {
+    auto c = sim_->Get("/apis/resource.k8s.io/" + ClaimVersion() +
+                       "/namespaces/ml/resourceclaims/" + name);
+    return c.ok() ? *c : json();
   }
 
   // The claim API version the sim serves first (what kubectl would use).
@@ -477,18 +518,11 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
   const std::string node = "dra-0";
   f.AddNodeWithPodsOnGpus3And5(node);
   ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
-  f.WriteReport(node, f.HealthyReport(node));
   json spec = DraFixture::DevicePolicy();
   spec["rules"][0]["action"] = "Taint";  // the pod stays: its claim is what we look at
   spec["remediation"]["claimStatus"] = true;
-  f.CreatePolicy("dra", spec);
-  f.StartOperator();
-  ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
-  auto claim = [&](const std::string& name) {
-    auto c = f.sim_->Get("/apis/resource.k8s.io/" + f.ClaimVersion() +
-                         "/namespaces/ml/resourceclaims/" + name);
-    return c.ok() ? *c : json();
-  };
+  f.StartHealthyUnder(node, spec);
+  auto claim = [&](const std::string& name) { return f.Claim(name); };
   auto our_condition = [&](const std::string& name) -> json {
     json c = claim(name);
     if (!c.is_object()) return json();
@@ -520,6 +554,153 @@ TEST_P(DraSimTest, ClaimStatusMarksTheClaimHoldingAFencedGpu) {
   ASSERT_TRUE(WaitFor([&] { return our_condition("holds-gpu-3-gpu").is_null(); }))
       << claim("holds-gpu-3-gpu").dump();
   EXPECT_FALSE(claim("holds-gpu-3-gpu")["status"].contains("devices"));
+}
+
+// remediation.claimStatus with a drain: the claim holding the fenced GPU gets the condition,
+// its pod is drained (the claim, created on its own, stays), and recovery takes the condition
+// off that claim although no pod names it any more: the record kept which claims were marked.
+// The same for a GPU the driver tainted itself (GPU 6: counted as fenced, its claim marked).
+TEST_P(DraSimTest, ClaimStatusIsClearedOnClaimsWhosePodsWereDrained) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-0";
+  f.AddDriverTaintedNode(node, "gpu-6", {3, 5, 6});
+  json spec = DraFixture::DevicePolicy();
+  spec["remediation"]["claimStatus"] = true;
+  f.StartHealthyUnder(node, spec);
+  auto marked = [&](const std::string& name) {
+    json c = f.Claim(name);
+    if (!c.is_object()) return false;
+    for (auto& e : c.value("status", json::object()).value("devices", json::array())) {
+      for (auto& cond : e.value("conditions", json::array())) {
+        if (cond.value("type", "") == "GPUHealthy" && cond.value("status", "") == "False") {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+
+  auto report = f.XidReport(node, 95, 3);
+  api::testing::AddXid(report, 48, 6, "Memory", "RESET_GPU", "Double bit ECC error");
+  f.WriteReport(node, report);
+  ASSERT_TRUE(WaitFor([&] {
+    return !f.LivePods().contains("holds-gpu-3") && !f.LivePods().contains("holds-gpu-6") &&
+           !f.Events("NodeDrained", node).empty();
+  }));
+  EXPECT_EQ(f.RunningPods(), std::set<std::string>{"holds-gpu-5"});
+  EXPECT_TRUE(marked("holds-gpu-3-gpu"));
+  EXPECT_TRUE(marked("holds-gpu-6-gpu"));
+  EXPECT_FALSE(marked("holds-gpu-5-gpu"));
+  EXPECT_EQ(f.OurRules().size(), 1u) << f.Rules().dump();  // GPU 3 only: GPU 6 is the driver's
+
+  // The driver republishes without its taint and our GPUs are healthy: recovery.
+  json sl = f.TheSlice();
+  ASSERT_TRUE(sl.is_object());
+  for (auto& d : sl["spec"]["devices"]) (d.contains("basic") ? d["basic"] : d).erase("taints");
+  ASSERT_TRUE(f.sim_->Update(f.SlicesPath() + "/" + sl["metadata"].value("name", ""), sl).ok());
+  f.WriteReport(node, f.HealthyReport(node));
+  ASSERT_TRUE(
+      WaitFor([&] { return f.OurRules().empty() && !f.Events("GPURecovered", node).empty(); }));
+  ASSERT_TRUE(WaitFor([&] { return !marked("holds-gpu-3-gpu") && !marked("holds-gpu-6-gpu"); }))
+      << "conditions left on the claims of drained pods";
+  EXPECT_EQ(f.Metric("gpu_guardian_remediations_total", {"claim_status_clear", "failure"}), 0);
+}
+
+// NVIDIA's DRA driver taints GPU 3 itself (gpu.nvidia.com/xid=48:NoSchedule, its health
+// check) after an Xid our policy has no rule for. That taint is evidence: the node's verdict
+// and record name it, a DeviceTaintedByDriver Event says so, the pod holding GPU 3 is drained
+// (the other stays), no DeviceTaintRule of ours duplicates the driver's, the node stays
+// schedulable. A later fault of ours on GPU 5 gets our rule (for GPU 5 only). While the
+// driver's taint stays the occurrence holds; once the driver republishes GPU 3 without it,
+// recovery deletes our rule and only ours: the operator never writes the driver's slice.
+TEST_P(DraSimTest, DriverTaintIsEvidenceDrainsItsPodAndIsNeverDuplicatedOrRemoved) {
+  DraFixture& f = *f_;
+  const std::string node = "dra-0";
+  f.AddDriverTaintedNode(node, "gpu-3", {3, 5});
+  const std::string slices = f.SlicesPath();
+  auto slice = [&] { return f.TheSlice(); };
+  auto device_taints = [&](const json& sl, const std::string& dev) -> json {
+    for (auto& d : sl["spec"]["devices"]) {
+      if (d.value("name", "") != dev) continue;
+      const json& h = d.contains("basic") ? d["basic"] : d;
+      return h.value("taints", json::array());
+    }
+    return json::array();
+  };
+  // The server stamped timeAdded on the driver's taint.
+  json published = device_taints(slice(), "gpu-3");
+  ASSERT_EQ(published.size(), 1u) << slice().dump();
+  EXPECT_TRUE(published[0].contains("timeAdded")) << published.dump();
+
+  // Our agent saw the Xid too; the policy has no rule for 48.
+  auto report = f.HealthyReport(node);
+  api::testing::AddXid(report, 48, 3, "Memory", "RESET_GPU", "Double bit ECC error");
+  f.WriteReport(node, report);
+  f.CreatePolicy("dra", DraFixture::DevicePolicy());
+  f.StartOperator();
+  ASSERT_TRUE(WaitFor([&] {
+    return !f.LivePods().contains("holds-gpu-3") && !f.Events("NodeDrained", node).empty() &&
+           DraFixture::GpuCondition(f.Node(node)) == "False";
+  })) << f.Node(node).dump();
+  EXPECT_EQ(f.RunningPods(), std::set<std::string>{"holds-gpu-5"});
+  EXPECT_TRUE(f.OurRules().empty()) << f.Rules().dump();
+  auto by_driver = f.Events("DeviceTaintedByDriver", node);
+  ASSERT_EQ(by_driver.size(), 1u);
+  EXPECT_NE(by_driver[0].value("message", "").find("gpu.nvidia.com/xid=48:NoSchedule"),
+            std::string::npos)
+      << by_driver[0].dump();
+  EXPECT_EQ(by_driver[0].value("type", ""), "Warning");
+  json n = f.Node(node);
+  EXPECT_FALSE(DraFixture::Cordoned(n));
+  EXPECT_FALSE(DraFixture::HasOurTaint(n));
+  json record = json::parse(
+      n["metadata"]["annotations"].value(std::string(api::kRemediationAnnotation), "{}"));
+  ASSERT_EQ(record.value("deviceTaints", json::array()).size(), 1u) << record.dump();
+  EXPECT_EQ(record["deviceTaints"][0].value("driverTaint", ""), "gpu.nvidia.com/xid=48:NoSchedule");
+  EXPECT_EQ(record["deviceTaints"][0].value("device", ""), "gpu.nvidia.com/" + node + "/gpu-3");
+  EXPECT_FALSE(record["deviceTaints"][0].contains("ruleName"));
+  EXPECT_NE(record.value("rules", json::array()).dump().find("driverTaint"), std::string::npos);
+
+  // A fault of ours on GPU 5: our rule for GPU 5 only.
+  api::testing::AddXid(report, 95, 5, "Memory", "RESET_GPU", "Uncontained ECC error");
+  f.WriteReport(node, report);
+  ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; })) << f.Rules().dump();
+  EXPECT_EQ(f.OurRules()[0]["spec"]["deviceSelector"].value("device", ""), "gpu-5");
+
+  // Our GPUs report healthy, but the driver's taint stays: the occurrence holds.
+  f.WriteReport(node, f.HealthyReport(node));
+  std::this_thread::sleep_for(3s);  // past healthyFor (2s)
+  EXPECT_EQ(f.OurRules().size(), 1u);
+  EXPECT_EQ(DraFixture::GpuCondition(f.Node(node)), "False");
+  EXPECT_TRUE(f.Events("GPURecovered", node).empty());
+
+  // The driver's plugin restarts and republishes GPU 3 without the Xid taint (from 1.35 an
+  // informational None taint of its own stays on GPU 6).
+  json republished = slice();
+  for (auto& d : republished["spec"]["devices"]) {
+    json& h = d.contains("basic") ? d["basic"] : d;
+    h.erase("taints");
+    if (f.kube_ >= "1.35" && d.value("name", "") == "gpu-6") {
+      h["taints"] =
+          json::array({{{"key", "gpu.nvidia.com/xid"}, {"value", "13"}, {"effect", "None"}}});
+    }
+  }
+  auto put = f.sim_->Update(slices + "/" + republished["metadata"].value("name", ""), republished);
+  ASSERT_TRUE(put.ok()) << put.status();
+  const std::string driver_rv = (*put)["metadata"].value("resourceVersion", "");
+  ASSERT_TRUE(WaitFor([&] {
+    return f.OurRules().empty() && !f.Events("GPURecovered", node).empty() &&
+           DraFixture::GpuCondition(f.Node(node)) == "True";
+  })) << f.Rules().dump();
+  // Recovery deleted only our rule; the driver's slice is as the driver left it.
+  json after = slice();
+  EXPECT_EQ(after["metadata"].value("resourceVersion", ""), driver_rv);
+  if (f.kube_ >= "1.35") {
+    EXPECT_EQ(device_taints(after, "gpu-6").size(), 1u) << after.dump();
+  }
+  json rec_after = json::parse(f.Node(node)["metadata"]["annotations"].value(
+      std::string(api::kRemediationAnnotation), "{}"));
+  EXPECT_FALSE(rec_after.contains("deviceTaints")) << rec_after.dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(KubeVersions, DraSimTest, ::testing::Values("1.33", "1.35", "1.36"),

@@ -116,7 +116,7 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     auto node = Writable(name, "");
     if (!node.ok()) return node.status();
     auto& conds = (*node)->conditions;
-    std::erase_if(conds, [&](const k8s::NodeCondition& x) { return x.type == condition.type; });
+    conds.erase_if([&](const k8s::NodeCondition& x) { return x.type == condition.type; });
     conds.push_back(condition);
     return Commit(std::move(*node));
   }

@@ -15,6 +15,28 @@ bool Excluded(const k8s::LabelMap& labels) {
 // A policy edit leaves its old selector cached; past this many the cache starts over.
 constexpr std::size_t kMaxSelectors = 64;
 
+// Appends the names of the policies whose verdict was added, removed or changed from `was`
+// to `now` (null = none; both sorted by policy id).
+template <typename Verdicts>
+void DiffVerdicts(const Verdicts* was, const Verdicts* now, const std::vector<std::string>& names,
+                  std::vector<std::string>* out) {
+  static const Verdicts kNone;
+  const Verdicts& a = was ? *was : kNone;
+  const Verdicts& b = now ? *now : kNone;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].policy < b[j].policy)) {
+      out->push_back(names[a[i++].policy]);
+    } else if (i == a.size() || b[j].policy < a[i].policy) {
+      out->push_back(names[b[j++].policy]);
+    } else {
+      if (a[i].state != b[j].state) out->push_back(names[a[i].policy]);
+      ++i;
+      ++j;
+    }
+  }
+}
+
 }  // namespace
 
 RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r) {
@@ -50,35 +72,61 @@ bool SelectorMatches(const api::LabelSelector& selector, const k8s::LabelMap& la
   return selector.Matches(labels);
 }
 
+const RecordSummary FleetIndex::kNoRecord{};
+
+void FleetIndex::SetRecord(Entry& e, RecordSummary sum) {
+  const bool empty = !sum.active && sum.policy.empty() && !sum.started_at && !sum.draining &&
+                     !sum.dry_run && !sum.quarantined && sum.device_starts.empty();
+  if (empty) {
+    e.record.reset();
+  } else {
+    e.record = std::make_unique<const RecordSummary>(std::move(sum));
+  }
+}
+
+std::uint32_t FleetIndex::PolicyId(const std::string& name) {
+  auto [it, inserted] =
+      policy_ids_.try_emplace(name, static_cast<std::uint32_t>(policy_names_.size()));
+  if (inserted) policy_names_.push_back(name);
+  return it->second;
+}
+
+const FleetIndex::Verdicts* FleetIndex::InternVerdicts(Verdicts v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  return &*verdict_sets_.insert(std::move(v)).first;
+}
+
 void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, bool labels_too) {
   if (labels_too && !e.excluded) {
     for (auto& [_, c] : match_cache_) {
       if (SelectorMatches(c.selector, e.labels)) c.count += sign;
     }
   }
+  const RecordSummary& rec = e.Record();
   // The brake counts our fences even on a node an admin has excluded since.
-  if (e.record.active) {
-    auto& set = policies_[e.record.policy].remediating;
+  if (rec.active) {
+    auto& set = policies_[rec.policy].remediating;
     if (sign > 0) {
       set.insert(name);
     } else {
       set.erase(name);
     }
   }
-  if (e.record.quarantined) quarantined_ += sign;
+  if (rec.quarantined) quarantined_ += sign;
   if (e.excluded) {
     excluded_ += sign;
     return;
   }
-  if (e.record.active) {
+  if (rec.active) {
     remediating_ += sign;
-    policies_[e.record.policy].counts.remediating += sign;
+    policies_[rec.policy].counts.remediating += sign;
   }
-  if (!e.braked_policy.empty()) policies_[e.braked_policy].counts.braked += sign;
-  if (e.states.empty()) return;
+  if (e.braked_policy != kNoPolicy) policies_[policy_names_[e.braked_policy]].counts.braked += sign;
+  if (!e.states) return;
   policy::HealthState worst = policy::HealthState::kHealthy;
-  for (const auto& [p, st] : e.states) {
-    PolicyCounts& c = policies_[p].counts;
+  for (const auto& [p, st] : *e.states) {
+    PolicyCounts& c = policies_[policy_names_[p]].counts;
     switch (st) {
       case policy::HealthState::kHealthy: c.healthy += sign; break;
       case policy::HealthState::kUnhealthy: c.unhealthy += sign; break;
@@ -106,20 +154,22 @@ bool FleetIndex::OnNode(const k8s::Node& node) {
   std::scoped_lock lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(node.meta.name);
   Entry& e = it->second;
-  if (rv != 0 && rv < e.own_rv_floor) return false;  // older than what we wrote
+  if (auto fl = own_rv_floor_.find(node.meta.name); fl != own_rv_floor_.end()) {
+    if (rv != 0 && rv < fl->second) return false;  // older than what we wrote
+    own_rv_floor_.erase(fl);
+  }
   const bool labels_changed = inserted || !(e.labels == node.meta.labels);
   if (!inserted) Contribute(it->first, e, -1, labels_changed);
   bool changed = labels_changed;
   if (labels_changed) e.labels = node.meta.labels;
   e.excluded = Excluded(e.labels);
-  if (e.record.active != sum.active || e.record.policy != sum.policy ||
-      e.record.device_starts.size() != sum.device_starts.size() ||
-      e.record.draining != sum.draining) {
+  const RecordSummary& was = e.Record();
+  if (was.active != sum.active || was.policy != sum.policy ||
+      was.device_starts.size() != sum.device_starts.size() || was.draining != sum.draining) {
     changed = true;
   }
-  e.record = std::move(sum);
+  SetRecord(e, std::move(sum));
   e.rv_num = rv;
-  e.own_rv_floor = 0;
   Contribute(it->first, e, +1, labels_changed);
   return changed;
 }
@@ -130,6 +180,7 @@ void FleetIndex::OnNodeDeleted(const std::string& node) {
   if (it == nodes_.end()) return;
   Contribute(it->first, it->second, -1, true);
   nodes_.erase(it);
+  own_rv_floor_.erase(node);
 }
 
 void FleetIndex::ApplyOwnRecord(const std::string& node,
@@ -138,9 +189,9 @@ void FleetIndex::ApplyOwnRecord(const std::string& node,
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   Contribute(it->first, it->second, -1, false);
-  it->second.record = Summarize(record);
+  SetRecord(it->second, Summarize(record));
   // Deliveries up to the version we wrote over are stale now.
-  it->second.own_rv_floor = it->second.rv_num + 1;
+  own_rv_floor_[node] = it->second.rv_num + 1;
   Contribute(it->first, it->second, +1, false);
 }
 
@@ -152,21 +203,20 @@ std::vector<std::string> FleetIndex::SetVerdicts(const std::string& node,
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return changed;
   Entry& e = it->second;
-  for (const auto& [p, s] : states) {
-    auto o = e.states.find(p);
-    if (o == e.states.end() || o->second != s) changed.push_back(p);
-  }
-  for (const auto& [p, s] : e.states) {
-    if (!states.count(p)) changed.push_back(p);
-  }
-  if (e.braked_policy != braked_policy) {
-    if (!e.braked_policy.empty()) changed.push_back(e.braked_policy);
-    if (!braked_policy.empty()) changed.push_back(braked_policy);
+  Verdicts now;
+  now.reserve(states.size());
+  for (const auto& [p, s] : states) now.push_back({PolicyId(p), s});
+  const Verdicts* interned = InternVerdicts(std::move(now));
+  const std::uint32_t braked = braked_policy.empty() ? kNoPolicy : PolicyId(braked_policy);
+  if (interned != e.states) DiffVerdicts(e.states, interned, policy_names_, &changed);
+  if (e.braked_policy != braked) {
+    if (e.braked_policy != kNoPolicy) changed.push_back(policy_names_[e.braked_policy]);
+    if (braked != kNoPolicy) changed.push_back(braked_policy);
   }
   if (changed.empty()) return changed;
   Contribute(it->first, e, -1, false);
-  e.states = std::move(states);
-  e.braked_policy = std::move(braked_policy);
+  e.states = interned;
+  e.braked_policy = braked;
   Contribute(it->first, e, +1, false);
   return changed;
 }
@@ -201,12 +251,12 @@ remediation::BrakeInput FleetIndex::BrakeInputFor(const std::string& policy,
   auto p = policies_.find(policy);
   if (p == policies_.end()) return in;
   for (const auto& name : p->second.remediating) {
-    const Entry& e = nodes_.at(name);
+    const RecordSummary& rec = nodes_.at(name).Record();
     ++in.remediating_nodes;
-    if (e.record.started_at) in.node_starts.push_back(*e.record.started_at);
-    if (e.record.draining) ++in.active_drains;
+    if (rec.started_at) in.node_starts.push_back(*rec.started_at);
+    if (rec.draining) ++in.active_drains;
     // The brake counts GPUs as well as nodes: every DeviceTaintRule of ours is a device start.
-    for (WallTime t : e.record.device_starts) in.device_starts.push_back(t);
+    for (WallTime t : rec.device_starts) in.device_starts.push_back(t);
   }
   return in;
 }

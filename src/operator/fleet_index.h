@@ -17,8 +17,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -79,15 +81,27 @@ class FleetIndex {
   std::size_t Size();
 
  private:
+  // The verdicts of one node: (policy id, state) sorted by id. Nodes share them: a fleet
+  // has few distinct combinations (all Healthy under the same policies), so an entry holds a
+  // pointer into verdict_sets_ instead of a map of policy names.
+  struct PolicyState {
+    std::uint32_t policy = 0;  // index into policy_names_
+    policy::HealthState state = policy::HealthState::kHealthy;
+    friend auto operator<=>(const PolicyState&, const PolicyState&) = default;
+  };
+  using Verdicts = std::vector<PolicyState>;
+  // 40 bytes: the record only for nodes that have one (most have none).
   struct Entry {
     k8s::LabelMap labels;
     std::uint64_t rv_num = 0;
-    RecordSummary record;
-    std::uint64_t own_rv_floor = 0;  // ignore informer deliveries below this (our write landed)
-    std::map<std::string, policy::HealthState> states;
-    std::string braked_policy;
+    std::unique_ptr<const RecordSummary> record;  // null: the empty summary
+    const Verdicts* states = nullptr;             // null: none yet
+    std::uint32_t braked_policy = kNoPolicy;      // id, or kNoPolicy
     bool excluded = false;
+    const RecordSummary& Record() const { return record ? *record : kNoRecord; }
   };
+  static constexpr std::uint32_t kNoPolicy = ~std::uint32_t{0};
+  static const RecordSummary kNoRecord;
   struct PolicyAgg {
     PolicyCounts counts;                       // .matched unused here (per selector below)
     std::unordered_set<std::string> remediating;  // nodes with an active record of the policy
@@ -100,13 +114,24 @@ class FleetIndex {
   // an entry is bracketed by the two. `labels_too`: also the per-selector matched counts.
   void Contribute(const std::string& name, const Entry& e, int sign, bool labels_too);
   int64_t Matched(const api::LabelSelector& selector);  // requires mu_
+  std::uint32_t PolicyId(const std::string& name);      // requires mu_
+  const Verdicts* InternVerdicts(Verdicts v);           // requires mu_
+  static void SetRecord(Entry& e, RecordSummary sum);
 
   std::mutex mu_;
   std::unordered_map<std::string, Entry> nodes_;
+  // Nodes whose informer deliveries below this resourceVersion are ignored: our write landed
+  // and the informer has not delivered it yet (an entry only until it has).
+  std::unordered_map<std::string, std::uint64_t> own_rv_floor_;
   std::unordered_map<std::string, PolicyAgg> policies_;
   int64_t healthy_ = 0, unhealthy_ = 0, unknown_ = 0, remediating_ = 0, excluded_ = 0;
   int64_t quarantined_ = 0;
   std::map<std::string, MatchCache> match_cache_;  // by selector fingerprint
+  // Policy names by id and ids by name, and the distinct verdict combinations: both only grow
+  // (by the policies and states ever seen, a handful), never per node.
+  std::vector<std::string> policy_names_;
+  std::unordered_map<std::string, std::uint32_t> policy_ids_;
+  std::set<Verdicts> verdict_sets_;
 };
 
 // Stable text form of a selector (cache key).

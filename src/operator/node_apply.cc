@@ -175,41 +175,62 @@ void NodeReconciler::NotEscalated(Pass& pass, NodeChange& change, const Status& 
 // pass get our GPUHealthy condition set or taken off. Best effort: a failure (the optional
 // claim-status RBAC left out, a claim API that does not serve status.devices) is logged and
 // counted and never holds back the fence itself.
-void NodeReconciler::MarkClaims(Pass& pass, const NodeChange& change) {
+// remediation.claimStatus: our condition on the claims holding a device fenced in this pass
+// (by our rule, or by the driver's taint counted as a fence), and off again for the devices
+// released — also on the claims marked at the fence whose pods are gone since (drained): the
+// record keeps them per device.
+void NodeReconciler::MarkClaims(Pass& pass, NodeChange& change) {
   const auto* policy = pass.assessment.policy;
   if (d_.dra == nullptr || policy == nullptr || !policy->spec.remediation.claim_status) return;
-  std::vector<remediation::DeviceRef> fenced, released;
+  static const std::vector<remediation::DeviceTaintRecord> kNone;
+  const auto& old = pass.assessment.record ? pass.assessment.record->device_taints : kNone;
   auto add = [](const std::string& device, std::vector<remediation::DeviceRef>& out) {
     if (auto ref = remediation::ParseDeviceRef(device); ref.ok()) out.push_back(*ref);
   };
-  for (const auto& dt : change.create_device_taints) {
-    if (!change.record) break;
-    for (const auto& r : change.record->device_taints) {
-      if (r.gpu_uuid == dt.gpu_uuid) add(r.device, fenced);
+  std::vector<remediation::DeviceRef> fenced, released;
+  std::vector<remediation::DeviceTaintRecord*> fresh;  // entries new in this pass
+  if (change.record) {
+    for (auto& r : change.record->device_taints) {
+      bool known = std::any_of(old.begin(), old.end(),
+                               [&](const auto& o) { return o.gpu_uuid == r.gpu_uuid; });
+      if (known) continue;
+      add(r.device, fenced);
+      fresh.push_back(&r);
     }
   }
+  std::vector<std::string> also;
   for (const auto& dt : change.delete_device_taints) {
-    if (!pass.assessment.record || dt.rule_name.empty()) continue;
-    for (const auto& r : pass.assessment.record->device_taints) {
-      if (r.rule_name == dt.rule_name) add(r.device, released);
+    for (const auto& r : old) {
+      if (r.gpu_uuid != dt.gpu_uuid || (r.rule_name.empty() && r.driver_taint.empty())) continue;
+      add(r.device, released);
+      also.insert(also.end(), r.claims.begin(), r.claims.end());
     }
   }
   const std::string message =
-      change.create_device_taints.empty() ? "" : change.create_device_taints[0].message;
+      change.create_device_taints.empty()
+          ? (pass.assessment.verdict ? pass.assessment.verdict->message : "")
+          : change.create_device_taints[0].message;
   for (bool healthy : {false, true}) {
     const auto& refs = healthy ? released : fenced;
     if (refs.empty()) continue;
     auto n = d_.dra->MarkClaims(
         pass.node.meta.name, refs,
-        {healthy, "gpu-guardian fenced this device: " + message, FormatRfc3339(pass.now)});
+        {healthy, "gpu-guardian fenced this device: " + message, FormatRfc3339(pass.now)},
+        healthy ? also : std::vector<std::string>{});
     d_.metrics.Remediation(healthy ? "claim_status_clear" : "claim_status",
                            n.ok() ? kResultSuccess : kResultFailure);
     if (!n.ok()) {
       Log(pass).Error("ResourceClaim status not written", {{"error", n.status().ToString()}});
-    } else if (*n > 0) {
-      Log(pass).Info(healthy ? "claim condition removed" : "claim condition set",
-                     {{"claims", std::to_string(*n)}});
+      continue;
     }
+    if (n->empty()) continue;
+    Log(pass).Info(healthy ? "claim condition removed" : "claim condition set",
+                   {{"claims", std::to_string(n->size())}});
+    if (healthy) continue;
+    // Kept per device (a claim that does not hold it is simply left alone at recovery).
+    constexpr size_t kMaxClaims = 16;
+    for (auto* r : fresh)
+      r->claims.assign(n->begin(), n->begin() + std::min(n->size(), kMaxClaims));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/strings.h"
 #include "policy/evaluate.h"
+#include "remediation/driver_taints.h"
 
 namespace gg::op {
 namespace {
@@ -71,9 +72,10 @@ StatusOr<runtime::Result> NodeReconciler::Reconcile(const std::string& name, std
   const WallTime now = d_.clock.Now();
   std::vector<std::shared_ptr<const PolicyObject>> holders;  // keep `in.policies` alive
   const remediation::NodeInput in = ReadInput(*node, &holders);
-  const remediation::Assessment assessment = remediation::Assess(in, now);
-  Pass pass{*node, in, assessment, {}, {}, now, std::nullopt};
+  remediation::Assessment assessment = remediation::Assess(in, now);
+  Pass pass{*node, in, assessment, {}, {}, false, now, std::nullopt};
   std::unique_lock brake_lock(brake_mu_, std::defer_lock);
+  if (Status s = ReadDriverTaints(pass, assessment); !s.ok()) return s;
   if (Status s = Lookup(pass, brake_lock); !s.ok()) return s;
   remediation::NodeChange change = remediation::Plan(in, assessment, pass.lookups, now);
   return Apply(pass, change, brake_lock);
@@ -93,6 +95,13 @@ remediation::NodeInput NodeReconciler::ReadInput(
     }
   }
   in.report = ReadReport(d_.view, node);
+  if (in.report.ok() && d_.lease_renewed &&
+      (in.report->heartbeat_time != WallTime{} || in.report->observed_at != WallTime{})) {
+    // The agent's heartbeat renews its Lease; the report is rewritten only on change.
+    if (auto renewed = d_.lease_renewed(node.meta.name);
+        renewed && *renewed > in.report->heartbeat_time)
+      in.report->heartbeat_time = *renewed;
+  }
   for (const k8s::NodeCondition& c : node.conditions) {
     in.node_conditions.push_back({c.type, c.status, c.reason, c.last_transition_time});
   }
@@ -116,6 +125,36 @@ Status NodeReconciler::Lookup(Pass& pass, std::unique_lock<std::mutex>& brake_lo
   return OkStatus();
 }
 
+// A node whose report carries no Xid and whose record holds no device fence costs no request:
+// NVIDIA's driver taints a device for an Xid it read from NVML, which our agent reports too.
+Status NodeReconciler::ReadDriverTaints(Pass& pass, remediation::Assessment& a) {
+  if (!a.verdict || !a.policy || a.excluded || a.ungoverned || d_.dra == nullptr) return OkStatus();
+  const api::RemediationSpec& rem = a.policy->spec.remediation;
+  if (rem.device_level != api::DeviceLevelMode::kAuto) return OkStatus();
+  const bool xids = pass.in.report.ok() && !pass.in.report->xids.empty();
+  if (!xids && !a.HoldsDeviceTaints() && a.GpusToFence().empty()) return OkStatus();
+  auto caps = d_.dra->Capabilities();
+  if (!caps.ok()) return caps.status();  // transient: requeue
+  if (!caps->UsableFor(rem.device_taint_effect)) return OkStatus();
+  // One LIST serves the taints and the mapping: ask for every device the report knows.
+  std::vector<std::string> uuids = a.DevicesToMap();
+  if (pass.in.report.ok()) {
+    for (const auto& g : pass.in.report->gpus) {
+      uuids.push_back(g.uuid);
+      for (const auto& m : g.mig_devices) uuids.push_back(m.uuid);
+    }
+  }
+  std::sort(uuids.begin(), uuids.end());
+  uuids.erase(std::unique(uuids.begin(), uuids.end()), uuids.end());
+  auto m = d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, uuids);
+  if (!m.ok()) return m.status();
+  pass.devices = std::move(*m);
+  pass.slices_listed = true;
+  remediation::FoldDriverTaints(a, pass.devices.driver_taints,
+                                pass.in.report.ok() ? &*pass.in.report : nullptr, pass.now);
+  return OkStatus();
+}
+
 StatusOr<bool> NodeReconciler::DeviceLevelPossible(Pass& pass) {
   const api::RemediationSpec& rem = pass.assessment.policy->spec.remediation;
   if (rem.device_level != api::DeviceLevelMode::kAuto || d_.dra == nullptr) return false;
@@ -127,9 +166,12 @@ StatusOr<bool> NodeReconciler::DeviceLevelPossible(Pass& pass) {
   if (!caps.ok()) return caps.status();  // transient: requeue, never fence the node instead
   if (!caps->UsableFor(rem.device_taint_effect)) return false;  // announced on the policy
   if (need.empty()) return true;
-  auto m = d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, pass.assessment.DevicesToMap());
-  if (!m.ok()) return m.status();
-  pass.devices = std::move(*m);
+  if (!pass.slices_listed) {
+    auto m =
+        d_.dra->MapGpus(pass.node.meta.name, rem.device_driver, pass.assessment.DevicesToMap());
+    if (!m.ok()) return m.status();
+    pass.devices = std::move(*m);
+  }
   std::set<std::string> published;
   for (const auto& [uuid, ref] : pass.devices.by_uuid) published.insert(uuid);
   std::vector<std::string> missing;

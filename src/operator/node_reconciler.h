@@ -44,6 +44,9 @@ struct NodeReconcilerDeps {
   DraApi* dra = nullptr;
   // remediation.escalate hand-off; null: a policy asking for it fails its node's pass.
   EscalationApi* escalation = nullptr;
+  // The node's agent Lease renewTime (operator/lease_freshness.h); a report is as fresh as
+  // the later of its heartbeatTime and that. Empty: reports alone.
+  std::function<std::optional<WallTime>(const std::string& node)> lease_renewed;
 };
 
 class NodeReconciler final : public runtime::Reconciler {
@@ -69,6 +72,7 @@ class NodeReconciler final : public runtime::Reconciler {
     const remediation::Assessment& assessment;
     remediation::Lookups lookups;
     remediation::GpuDeviceMap devices;  // the GPUs DeviceLevelPossible looked up
+    bool slices_listed = false;         // `devices` holds this pass's one slice LIST
     WallTime now;
     std::optional<Logger> logger;  // built on the first line logged (most passes log none)
   };
@@ -82,6 +86,10 @@ class NodeReconciler final : public runtime::Reconciler {
   // The brake (under brake_mu_, held by `brake_lock` until the fence is written) and the DRA
   // lookups Plan needs for the assessed verdict.
   Status Lookup(Pass& pass, std::unique_lock<std::mutex>& brake_lock);
+  // The DRA driver's own device taints (policy deviceLevel Auto, DeviceTaintRule served, and
+  // something device-level to look at), folded into `a` as evidence; the LIST they come from
+  // also fills pass.devices for DeviceLevelPossible.
+  Status ReadDriverTaints(Pass& pass, remediation::Assessment& a);
   // Whether the bad GPUs can be fenced device by device on the node (policy deviceLevel Auto,
   // DeviceTaintRule served, every GPU not fenced yet found in the node's ResourceSlices);
   // fills pass.devices with the GPUs it looked up.
@@ -99,7 +107,7 @@ class NodeReconciler final : public runtime::Reconciler {
   // A failed create is logged and retried (after kEscalationRetry) without failing the pass.
   Status ApplyEscalation(Pass& pass, remediation::NodeChange& change);
   void NotEscalated(Pass& pass, remediation::NodeChange& change, const Status& why);
-  void MarkClaims(Pass& pass, const remediation::NodeChange& change);
+  void MarkClaims(Pass& pass, remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
   void EmitEvents(Pass& pass, const remediation::NodeChange& change);

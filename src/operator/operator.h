@@ -49,6 +49,9 @@ struct OperatorConfig {
   // decisions then lag changes by up to one interval. Zero: one LIST, then WATCH (the default).
   Duration poll_interval = Duration::zero();
   std::string component = "gpu-guardian-operator";
+  // Namespace of the agents' per-node heartbeat Leases (operator/lease_freshness.h); main()
+  // fills it with the pod's own namespace when --agent-lease-namespace is not given.
+  std::string agent_lease_namespace = "gpu-guardian";
 };
 
 // The Lease namespace when --leader-election-namespace is not given: the pod's own — the

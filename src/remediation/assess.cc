@@ -141,6 +141,7 @@ NodeChange Plan(const NodeInput& in, const Assessment& a, const Lookups& lookups
   const bool draining = a.record && a.record->drain.phase == DrainPhase::kRunning;
   NodeView view = in.node;
   view.dra_devices = lookups.dra_devices;
+  view.driver_taints = a.driver_taints;
   if (lookups.fence_units) {
     view.fence_units = *lookups.fence_units;
   } else {

@@ -158,6 +158,11 @@ GpuDeviceMap MapGpuDevices(const std::vector<k8s::ResourceSlice>& slices, std::s
     for (const auto& d : s.devices) {
       auto it = d.attributes.find("uuid");
       if (it == d.attributes.end()) it = d.attributes.find(qualified);
+      for (const auto& t : d.taints) {
+        out.driver_taints.push_back({DeviceRef{s.driver, s.pool_name, d.name},
+                                     it == d.attributes.end() ? "" : it->second, t.key, t.value,
+                                     t.effect, t.time_added});
+      }
       if (it == d.attributes.end()) continue;
       if (std::find(uuids.begin(), uuids.end(), it->second) == uuids.end()) continue;
       // The first publication wins; a GPU published twice (a slice being replaced) is the

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "k8s/objects.h"
 
@@ -52,14 +53,44 @@ StatusOr<DraResources> ParseDraResources(std::string_view api_resource_list_json
 
 // ---- mapping ----
 
+// A taint the driver itself published on one of its devices in the node's ResourceSlices
+// (KEP-5055: `devices[].taints`, v1beta1 `devices[].basic.taints`). NVIDIA's DRA driver, with
+// its NVMLDeviceHealthCheck gate, publishes `gpu.nvidia.com/xid=<xid>` with effect NoSchedule
+// for a critical Xid and None for an application Xid, and keeps it until its kubelet plugin
+// restarts. Only the driver writes its slices: gpu-guardian never changes or removes these.
+struct DriverTaint {
+  DeviceRef device;
+  std::string uuid;  // the device's uuid attribute ("" when it publishes none)
+  std::string key, value, effect;
+  std::optional<WallTime> time_added;
+  // "key=value:effect" (no "=" without a value)
+  std::string ToString() const { return key + (value.empty() ? "" : "=" + value) + ":" + effect; }
+  friend bool operator==(const DriverTaint&, const DriverTaint&) = default;
+};
+
+// How strongly a device taint effect keeps a device from pods: None (and any effect this
+// release does not know, which the API says to treat as None) 0, NoSchedule 1, NoExecute 2.
+inline int DeviceEffectRank(std::string_view effect) {
+  return effect == "NoExecute" ? 2 : effect == "NoSchedule" ? 1 : 0;
+}
+// The driver's taint already does what a DeviceTaintRule of ours with `our_effect` would do:
+// it keeps the device from new allocations (NoSchedule or NoExecute) and is at least as
+// strong as ours. Then no rule of ours is added for the device (docs/dra.md).
+inline bool DriverTaintCovers(std::string_view driver_effect, std::string_view our_effect) {
+  const int rank = DeviceEffectRank(driver_effect);
+  return rank >= 1 && rank >= DeviceEffectRank(our_effect);
+}
+
 struct GpuDeviceMap {
   std::map<std::string, DeviceRef> by_uuid;  // GPU UUID -> device
   std::vector<std::string> unmapped;         // asked for, not published by `driver` on the node
+  // Every taint on a device of `driver` on the node, asked for or not, in slice order.
+  std::vector<DriverTaint> driver_taints;
 };
 // Devices of `driver` in the slices of `node` (spec.nodeName) whose `uuid` attribute (plain
 // or qualified "<driver>/uuid") is one of `uuids`: a GPU's "GPU-..." UUID, or a MIG device's
 // own "MIG-..." UUID (NVIDIA's driver publishes each MIG device with its own uuid attribute
-// and its GPU's as parentUUID).
+// and its GPU's as parentUUID). Also collects the taints on the driver's devices there.
 GpuDeviceMap MapGpuDevices(const std::vector<k8s::ResourceSlice>& slices, std::string_view node,
                            std::string_view driver, const std::vector<std::string>& uuids);
 

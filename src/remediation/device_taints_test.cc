@@ -97,6 +97,46 @@ TEST(DeviceTaints, MapsFromRealSliceShapes) {
   }
 }
 
+// The driver's taints come with the same LIST, from both slice shapes, asked for or not;
+// a device without a uuid attribute keeps its taint with an empty uuid.
+TEST(DeviceTaints, CollectsTheDriversTaintsFromBothShapes) {
+  for (const char* body : {
+           R"({"spec":{"driver":"gpu.nvidia.com","nodeName":"n","pool":{"name":"n"},
+               "devices":[{"name":"gpu-3","attributes":{"uuid":{"string":"GPU-3"}},
+                 "taints":[{"key":"gpu.nvidia.com/xid","value":"48","effect":"NoSchedule",
+                            "timeAdded":"2026-01-01T00:00:00Z"}]},
+                 {"name":"gpu-4","taints":[{"key":"gpu.nvidia.com/xid","effect":"None"}]}]}})",
+           R"({"spec":{"driver":"gpu.nvidia.com","nodeName":"n","pool":{"name":"n"},
+               "devices":[{"name":"gpu-3","basic":{"attributes":{"uuid":{"string":"GPU-3"}},
+                 "taints":[{"key":"gpu.nvidia.com/xid","value":"48","effect":"NoSchedule",
+                            "timeAdded":"2026-01-01T00:00:00Z"}]}},
+                 {"name":"gpu-4","basic":{"taints":[{"key":"gpu.nvidia.com/xid","effect":"None"}]}}]}})"}) {
+    auto s = k8s::ParseObject<k8s::ResourceSlice>(body);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto m = MapGpuDevices({*s}, "n", "gpu.nvidia.com", {});
+    ASSERT_EQ(m.driver_taints.size(), 2u) << body;
+    const DriverTaint& t = m.driver_taints[0];
+    EXPECT_EQ(t.device, (DeviceRef{"gpu.nvidia.com", "n", "gpu-3"}));
+    EXPECT_EQ(t.uuid, "GPU-3");
+    EXPECT_EQ(t.ToString(), "gpu.nvidia.com/xid=48:NoSchedule");
+    EXPECT_TRUE(t.time_added.has_value());
+    EXPECT_EQ(m.driver_taints[1].uuid, "");
+    EXPECT_EQ(m.driver_taints[1].ToString(), "gpu.nvidia.com/xid:None");
+    // Another node's or driver's slice contributes nothing.
+    EXPECT_TRUE(MapGpuDevices({*s}, "other", "gpu.nvidia.com", {}).driver_taints.empty());
+    EXPECT_TRUE(MapGpuDevices({*s}, "n", "other.example.com", {}).driver_taints.empty());
+  }
+}
+
+TEST(DeviceTaints, ADriverTaintCoversOursOnlyWhenItKeepsPodsOffAndIsAsStrong) {
+  EXPECT_TRUE(DriverTaintCovers("NoSchedule", "NoSchedule"));
+  EXPECT_TRUE(DriverTaintCovers("NoExecute", "NoSchedule"));
+  EXPECT_TRUE(DriverTaintCovers("NoSchedule", "None"));
+  EXPECT_FALSE(DriverTaintCovers("NoSchedule", "NoExecute"));  // ours also evicts
+  EXPECT_FALSE(DriverTaintCovers("None", "None"));
+  EXPECT_FALSE(DriverTaintCovers("SomeFutureEffect", "NoSchedule"));  // treated as None
+}
+
 k8s::Pod PodWithClaim(const std::string& ns, const std::string& name, const std::string& uid,
                       std::vector<std::string> claims) {
   k8s::Pod p;

@@ -117,6 +117,8 @@ class Planner {
   Action CheckBrake(Action target, bool device_level);
   void AnnounceDryRun(Action target, bool device_level);
   void FenceDevices();
+  // The unit is already fenced by the DRA driver's own taint: recorded, no rule of ours.
+  bool FencedByDriver(const FenceUnit& u, const std::string& effect, const std::string& what);
   void FenceNode(Action target);
   void Escalate();
   void RequestDrain(bool device_level);
@@ -306,6 +308,7 @@ void Planner::FenceDevices() {
     for (const auto& d : rec_.device_taints) have = have || d.gpu_uuid == u.uuid;
     if (have) continue;
     const std::string what = (u.Mig() ? "MIG device " + u.uuid + " of GPU " : "GPU ") + u.gpu_uuid;
+    if (FencedByDriver(u, effect, what)) continue;
     if (left && *left <= 0) {
       held = true;
       HeldBack("Device-level remediation of " + what + " held back by the brake: " +
@@ -326,6 +329,29 @@ void Planner::FenceDevices() {
     DeviceTaint(true, std::move(c));
   }
   if (!held && rec_.skipped.starts_with("Device-level")) rec_.skipped.clear();
+}
+
+bool Planner::FencedByDriver(const FenceUnit& u, const std::string& effect,
+                             const std::string& what) {
+  const DriverTaint* by = nullptr;
+  for (const auto& t : node_.driver_taints) {
+    if (t.uuid == u.uuid && DriverTaintCovers(t.effect, effect) &&
+        (!by || DeviceEffectRank(t.effect) > DeviceEffectRank(by->effect))) {
+      by = &t;
+    }
+  }
+  if (!by) return false;
+  DeviceTaintRecord rec;
+  rec.gpu_uuid = u.uuid;
+  rec.effect = by->effect;
+  rec.since = now_;
+  rec.device = by->device.ToString();
+  rec.driver_taint = by->ToString();
+  rec_.device_taints.push_back(std::move(rec));
+  Event(events::kDeviceTaintedByDriver,
+        what + " (" + by->device.ToString() + ") is tainted " + by->ToString() +
+            " by its DRA driver: counted as fenced, no DeviceTaintRule of ours added");
+  return true;
 }
 
 void Planner::FenceNode(Action target) {

@@ -20,6 +20,7 @@
 #include "events/reasons.h"
 #include "policy/evaluate.h"
 #include "remediation/brake.h"
+#include "remediation/device_taints.h"
 #include "remediation/fence_units.h"
 #include "remediation/record.h"
 
@@ -57,6 +58,9 @@ struct NodeView {
   // Device level: what to fence (GPUs, or MIG devices of a partitioned GPU). Empty: each
   // bad GPU whole.
   std::vector<FenceUnit> fence_units;
+  // The DRA driver's own taints on the node's devices (read in the same LIST): a unit the
+  // driver already fences gets no DeviceTaintRule of ours (DriverTaintCovers).
+  std::vector<DriverTaint> driver_taints;
 };
 
 // Why Plan acts on a node no policy governs (kGoverned: a policy selects it).
@@ -212,6 +216,8 @@ struct Assessment {
   // Their UUIDs: what to look up in the ResourceSlices.
   std::vector<std::string> DevicesToMap() const;
   bool HoldsDeviceTaints() const { return record && !record->device_taints.empty(); }
+  // The DRA driver's taints on the node's devices, when they were read (FoldDriverTaints).
+  std::vector<DriverTaint> driver_taints;
 };
 Assessment Assess(const NodeInput& in, WallTime now);
 

@@ -142,6 +142,37 @@ Status DecodeEscalation(const Reader& rd, RemediationRecord& r) {
   return OkStatus();
 }
 
+// deviceTaints[]: our DeviceTaintRules and the devices the driver tainted itself.
+Status DecodeDeviceTaints(const Reader& rd, RemediationRecord& r) {
+  const json* d = rd.Get("deviceTaints");
+  if (!d) return OkStatus();
+  if (!d->is_array()) return rd.Err("deviceTaints", "array");
+  for (size_t i = 0; i < d->size(); ++i) {
+    const json& e = (*d)[i];
+    std::string p = "record.deviceTaints[" + std::to_string(i) + "]";
+    if (!e.is_object()) return InvalidArgumentError(p + ": expected object");
+    Reader er(e, p);
+    DeviceTaintRecord t;
+    std::optional<WallTime> since;
+    GG_RETURN_IF_ERROR(er.Str("gpuUUID", &t.gpu_uuid));
+    GG_RETURN_IF_ERROR(er.Str("effect", &t.effect));
+    GG_RETURN_IF_ERROR(er.Str("ruleName", &t.rule_name));
+    GG_RETURN_IF_ERROR(er.Str("device", &t.device));
+    GG_RETURN_IF_ERROR(er.Str("driverTaint", &t.driver_taint));
+    if (const json* c = er.Get("claims")) {
+      if (!c->is_array()) return er.Err("claims", "array");
+      for (const auto& k : *c) {
+        if (!k.is_string()) return er.Err("claims", "array of strings");
+        t.claims.push_back(k.get<std::string>());
+      }
+    }
+    GG_RETURN_IF_ERROR(er.Time("since", &since));
+    if (since) t.since = *since;
+    r.device_taints.push_back(std::move(t));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string EncodeRecord(const RemediationRecord& r) {
@@ -176,6 +207,8 @@ std::string EncodeRecord(const RemediationRecord& r) {
       json e = {{"gpuUUID", d.gpu_uuid}, {"effect", d.effect}, {"since", FormatRfc3339(d.since)}};
       if (!d.rule_name.empty()) e["ruleName"] = d.rule_name;
       if (!d.device.empty()) e["device"] = d.device;
+      if (!d.driver_taint.empty()) e["driverTaint"] = d.driver_taint;
+      if (!d.claims.empty()) e["claims"] = d.claims;
       arr.push_back(e);
     }
     j["deviceTaints"] = arr;
@@ -259,24 +292,7 @@ StatusOr<RemediationRecord> DecodeRecord(std::string_view text) {
     GG_RETURN_IF_ERROR(dr.Time("finishedAt", &r.drain.finished_at));
     GG_RETURN_IF_ERROR(dr.Str("message", &r.drain.message));
   }
-  if (const json* d = rd.Get("deviceTaints")) {
-    if (!d->is_array()) return rd.Err("deviceTaints", "array");
-    for (size_t i = 0; i < d->size(); ++i) {
-      const json& e = (*d)[i];
-      std::string p = "record.deviceTaints[" + std::to_string(i) + "]";
-      if (!e.is_object()) return InvalidArgumentError(p + ": expected object");
-      Reader er(e, p);
-      DeviceTaintRecord t;
-      std::optional<WallTime> since;
-      GG_RETURN_IF_ERROR(er.Str("gpuUUID", &t.gpu_uuid));
-      GG_RETURN_IF_ERROR(er.Str("effect", &t.effect));
-      GG_RETURN_IF_ERROR(er.Str("ruleName", &t.rule_name));
-      GG_RETURN_IF_ERROR(er.Str("device", &t.device));
-      GG_RETURN_IF_ERROR(er.Time("since", &since));
-      if (since) t.since = *since;
-      r.device_taints.push_back(std::move(t));
-    }
-  }
+  GG_RETURN_IF_ERROR(DecodeDeviceTaints(rd, r));
   GG_RETURN_IF_ERROR(rd.Bool("cancelled", &r.cancelled));
   GG_RETURN_IF_ERROR(rd.Time("cancelledAt", &r.cancelled_at));
   GG_RETURN_IF_ERROR(rd.Str("skipped", &r.skipped));

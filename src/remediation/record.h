@@ -34,13 +34,21 @@ struct DrainRecord {
   friend bool operator==(const DrainRecord&, const DrainRecord&) = default;
 };
 
-// One device-level (DRA) fence: a DeviceTaintRule we created for one bad GPU.
+// One device-level (DRA) fence: a DeviceTaintRule we created for one bad GPU, or a device
+// the driver tainted itself.
 struct DeviceTaintRecord {
   std::string gpu_uuid;
   std::string effect;     // None | NoSchedule | NoExecute
   std::string rule_name;  // DeviceTaintRule object name, set by the operator once created
   WallTime since{};
   std::string device;     // "<driver>/<pool>/<device>" it selects, set with rule_name
+  // Set when the DRA driver's own taint ("key=value:effect") already fences the device: no
+  // rule of ours exists for it (rule_name stays empty, `device` is set) and recovery only
+  // forgets the entry — the driver's taint is never ours to remove.
+  std::string driver_taint;
+  // remediation.claimStatus: the ResourceClaims ("namespace/name") our condition was written
+  // on when the device was fenced, so recovery clears them even after their pods are gone.
+  std::vector<std::string> claims;
   friend bool operator==(const DeviceTaintRecord&, const DeviceTaintRecord&) = default;
 };
 

@@ -183,6 +183,7 @@ class Informer final : public InformerCore {
     seen_.clear();
   }
   StatusOr<k8s::ListPageInfo> OnListPage(std::string& body) override {
+    ForgetLookup();
     k8s::PreviousLabels hint(&CachedLabels, this);
     auto sink = [this](T&& obj) { Upsert(std::move(obj), /*from_list=*/true); };
     std::function<void(T&&)> fn = sink;
@@ -207,6 +208,7 @@ class Informer final : public InformerCore {
     for (const auto& g : gone) Dispatch(nullptr, nullptr, g.get());
   }
   Status OnWatchLine(std::string_view line, std::string* rv) override {
+    ForgetLookup();
     auto ev = [&] {
       k8s::PreviousLabels hint(&CachedLabels, this);
       return codec_.parse_event(line);
@@ -247,7 +249,7 @@ class Informer final : public InformerCore {
   void Upsert(T&& obj, bool from_list) {
     std::string key = obj.meta.Key();
     // Only this thread writes items_: what it reads here is still there below.
-    if (Ptr prev = GetByKey(key)) ShareUnchangedMaps(*prev, obj);
+    if (Ptr prev = TakeCached(key)) ShareUnchangedMaps(*prev, obj);
     auto fresh = std::make_shared<const T>(std::move(obj));
     Ptr old;
     {
@@ -265,13 +267,33 @@ class Informer final : public InformerCore {
   }
   // The labels of the cached version of an object being decoded (PreviousLabels): only this
   // thread replaces cached objects, so they stay alive until the decoded one is stored.
+  // What it found is kept for Upsert (TakeCached), which then needs no second lookup.
   static const k8s::LabelMap* CachedLabels(const void* self, std::string_view ns,
                                            std::string_view name) {
     const auto* inf = static_cast<const Informer*>(self);
-    std::string key = ns.empty() ? std::string(name) : std::string(ns) + "/" + std::string(name);
-    std::shared_lock lock(inf->mu_);
-    auto it = inf->items_.find(key);
-    return it == inf->items_.end() ? nullptr : &it->second->meta.labels;
+    std::string& key = inf->looked_up_key_;
+    key.assign(ns);
+    if (!ns.empty()) key += '/';
+    key += name;
+    {
+      std::shared_lock lock(inf->mu_);
+      auto it = inf->items_.find(key);
+      inf->looked_up_ = it == inf->items_.end() ? nullptr : it->second;
+    }
+    inf->looked_up_valid_ = true;
+    return inf->looked_up_ ? &inf->looked_up_->meta.labels : nullptr;
+  }
+  // The cached object under `key`: the one CachedLabels found while decoding, if it looked
+  // this key up, else from the map.
+  Ptr TakeCached(const std::string& key) {
+    Ptr p = looked_up_valid_ && looked_up_key_ == key ? std::move(looked_up_) : GetByKey(key);
+    ForgetLookup();
+    return p;
+  }
+  // Also drops what a decode that failed after its lookup left behind.
+  void ForgetLookup() {
+    looked_up_valid_ = false;
+    looked_up_.reset();
   }
   // Labels and annotations that did not change keep the cached object's arrays (LabelMap
   // copies share them), so an update does not add a copy per node for the fleet index.
@@ -297,6 +319,10 @@ class Informer final : public InformerCore {
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, Ptr> items_;
   std::unordered_set<std::string> seen_;  // keys seen during the current relist
+  // The last CachedLabels lookup (informer thread only; see TakeCached).
+  mutable std::string looked_up_key_;
+  mutable Ptr looked_up_;
+  mutable bool looked_up_valid_ = false;
   std::mutex handlers_mu_;
   std::vector<EventHandlers<T>> handlers_;
 };

@@ -211,6 +211,51 @@ TEST(InformerTest, RelistOn410DeliversDeletesAndUpdates) {
   inf.Stop();
 }
 
+// A server that sorts keys sends labels before name (and "object" before "type"): labels in
+// the cache and in the handlers' old and new objects are the JSON's at every step, and an
+// ERROR event whose type is not first still ends the watch for a relist.
+TEST(InformerTest, LabelsFollowEachVersionWhateverTheKeyOrder) {
+  auto node = [](int rv, const std::string& labels) {
+    return R"({"metadata":{"labels":{)" + labels + R"(},"name":"a","resourceVersion":")" +
+           std::to_string(rv) + R"("}})";
+  };
+  ScriptedTransport t;
+  t.QueueList({{"", R"({"metadata":{"resourceVersion":"10"},"items":[)" +
+                        node(1, R"("k1":"x","k2":"y","k3":"z")") + "]}"}});
+  t.QueueList(
+      {{"", R"({"metadata":{"resourceVersion":"40"},"items":[)" + node(4, R"("k2":"y2")") + "]}"}});
+  t.PushWatch(
+      {{R"({"object":)" + node(2, R"("k0":"w","k1":"x","k2":"y2","k3":"z")") +
+            R"(,"type":"MODIFIED"})",
+        R"({"object":)" + node(3, R"("k1":"x","k2":"y2")") + R"(,"type":"MODIFIED"})",
+        R"j({"object":{"kind":"Status","status":"Failure","reason":"Expired","code":410},"type":"ERROR"})j"},
+       true});
+  k8s::ClientConfig cfg;
+  k8s::RestClient client(t, cfg, RealClock::Default());
+  Informer<k8s::Node> inf(client, k8s::kNodes, RealClock::Default(), FastOptions());
+  Recorder rec;
+  EventHandlers<k8s::Node> h;
+  auto show = [](const k8s::Node& n) {
+    std::string out;
+    for (const auto& [k, v] : n.meta.labels.ToMap()) out += k + "=" + v + ";";
+    return out;
+  };
+  h.on_add = [&](const k8s::Node& n) { rec.Add("add " + show(n)); };
+  h.on_update = [&](const k8s::Node& o, const k8s::Node& n) {
+    rec.Add("update " + show(o) + " -> " + show(n));
+  };
+  inf.AddEventHandler(std::move(h));
+  inf.Start();
+  ASSERT_TRUE(WaitFor([&] { return inf.stats().relists.load() == 1 && rec.Get().size() >= 4; }));
+  EXPECT_EQ(rec.Get(),
+            (std::vector<std::string>{
+                "add k1=x;k2=y;k3=z;", "update k1=x;k2=y;k3=z; -> k0=w;k1=x;k2=y2;k3=z;",
+                "update k0=w;k1=x;k2=y2;k3=z; -> k1=x;k2=y2;", "update k1=x;k2=y2; -> k2=y2;"}));
+  ASSERT_NE(inf.Get("", "a"), nullptr);
+  EXPECT_EQ(show(*inf.Get("", "a")), "k2=y2;");
+  inf.Stop();
+}
+
 TEST(InformerTest, UndecodableEventTriggersRelistAndStopIsPrompt) {
   ScriptedTransport t;
   t.SetList({{"", R"({"metadata":{"resourceVersion":"5"},"items":[)" + NodeJson("a", 1) + "]}"}});

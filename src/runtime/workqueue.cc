@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -63,7 +64,9 @@ struct WorkQueue::Impl {
   std::unique_ptr<RateLimiter> limiter;
 
   mutable std::mutex mu;
-  std::condition_variable_any cv;
+  // A plain condition variable: condition_variable_any's own internal mutex cost the woken
+  // getter a second futex round per Add. Stop tokens wake waiters through WakeOnStop.
+  std::condition_variable cv;
   // Node-based map: element addresses are stable, so lanes/running hold pointers into it.
   std::unordered_map<std::string, Item> items;
   std::deque<Entry> urgent_lane, normal_lane;
@@ -79,6 +82,12 @@ struct WorkQueue::Impl {
   MonoTime timer_at{};
   std::uint64_t timer_gen = 0;  // a callback of an older timer does nothing
   bool shutting_down = false;
+  // Wakeups: getters asleep in Get, how many of them a notify is already on its way to, the
+  // notifies owed once mu is released, and callers asleep in ShutDownWithDrain.
+  int sleepers = 0;
+  int signalled = 0;
+  int to_wake = 0;
+  int drain_waiters = 0;
 
   // Metrics; all null when no registry was given.
   metrics::Gauge* depth = nullptr;
@@ -91,6 +100,20 @@ struct WorkQueue::Impl {
 
   MonoTime Now() const { return depth ? clock.Monotonic() : MonoTime{}; }
 
+  // Wakes the waiters when `stop` is requested. Notified under mu, so the wakeup cannot fall
+  // between a waiter's check of stop_requested() and its wait. Construct it before taking mu
+  // (it runs at once when the stop was already requested).
+  struct Waker {
+    Impl* q;
+    void operator()() const {
+      std::scoped_lock lock(q->mu);
+      q->cv.notify_all();
+    }
+  };
+  std::stop_callback<Waker> WakeOnStop(std::stop_token stop) {
+    return std::stop_callback<Waker>(std::move(stop), Waker{this});
+  }
+
   // Requires mu. Appends the current entry of a ready item to its lane.
   void PushLocked(Node& node) {
     Item& item = node.second;
@@ -100,7 +123,24 @@ struct WorkQueue::Impl {
     if (item.urgent) ++ready_urgent;
     ++ready;
     if (depth) depth->Inc();
-    cv.notify_one();
+    if (sleepers > signalled) {  // a getter is asleep and no notify is on its way to it yet
+      ++signalled;
+      ++to_wake;
+    }
+  }
+
+  // Releases mu (held by `lock`), then sends the notifies PushLocked owes. Notifying after the
+  // unlock: a getter woken while the adder still holds mu blocks on mu at once (two context
+  // switches and two futex calls per Add, measured on the watch path).
+  void UnlockAndWake(std::unique_lock<std::mutex>& lock) {
+    int n = std::exchange(to_wake, 0);
+    if (n > 0 && drain_waiters > 0) n = 2;  // one notify could reach the drainer, not a getter
+    lock.unlock();
+    if (n == 1) {
+      cv.notify_one();
+    } else if (n > 1) {
+      cv.notify_all();
+    }
   }
 
   // Requires mu.
@@ -204,7 +244,7 @@ struct WorkQueue::Impl {
 
   // The timer: every key whose time has come joins its lane, then the timer is re-armed.
   void Fire(std::uint64_t gen, const std::weak_ptr<Impl>& self) {
-    std::scoped_lock lock(mu);
+    std::unique_lock lock(mu);
     if (gen != timer_gen) return;  // superseded or cancelled
     timer_set = false;
     const MonoTime now = clock.Monotonic();
@@ -217,6 +257,7 @@ struct WorkQueue::Impl {
       AddLocked(key, p);
     }
     ArmLocked(self);
+    UnlockAndWake(lock);
   }
 
   double UnfinishedSeconds() const {
@@ -286,13 +327,14 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::Add(const std::string& key, Priority priority) {
-  std::scoped_lock lock(impl_->mu);
+  std::unique_lock lock(impl_->mu);
   impl_->AddLocked(key, priority);
+  impl_->UnlockAndWake(lock);
 }
 
 void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<Priority> priority) {
   Impl& q = *impl_;
-  std::scoped_lock lock(q.mu);
+  std::unique_lock lock(q.mu);
   if (q.shutting_down) return;
   if (!priority) {
     auto item = q.items.find(key);
@@ -301,6 +343,7 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<P
   }
   if (delay <= Duration(0)) {
     q.AddLocked(key, *priority);
+    q.UnlockAndWake(lock);
     return;
   }
   q.WaitLocked(key, q.clock.Monotonic() + delay, *priority, impl_);
@@ -321,8 +364,18 @@ int WorkQueue::NumRequeues(const std::string& key) { return impl_->limiter->NumR
 
 std::optional<std::string> WorkQueue::Get(std::stop_token stop) {
   Impl& q = *impl_;
+  auto on_stop = q.WakeOnStop(stop);
   std::unique_lock lock(q.mu);
-  q.cv.wait(lock, stop, [&] { return q.ready > 0 || q.shutting_down; });
+  // Counted while inside wait (mu is released only there), so adders know to notify.
+  ++q.sleepers;
+  while (q.ready == 0 && !q.shutting_down && !stop.stop_requested()) {
+    q.cv.wait(lock);
+    // Every wake uses up one notify on its way (or was spurious): a getter that finds the key
+    // already taken (by another getter, by TryGet) sleeps again counted as not signalled, so
+    // the next Add wakes it.
+    if (q.signalled > 0) --q.signalled;
+  }
+  --q.sleepers;
   if (q.ready == 0 || stop.stop_requested()) return std::nullopt;
   return q.PopLocked();
 }
@@ -335,7 +388,7 @@ std::optional<std::string> WorkQueue::TryGet() {
 
 void WorkQueue::Done(const std::string& key) {
   Impl& q = *impl_;
-  std::scoped_lock lock(q.mu);
+  std::unique_lock lock(q.mu);
   auto it = q.items.find(key);
   if (it == q.items.end() || !it->second.processing) return;  // not handed out: ignore
   const std::string* k = &it->first;
@@ -353,7 +406,8 @@ void WorkQueue::Done(const std::string& key) {
   } else if (it->second.refs == 0) {
     q.items.erase(it);
   }
-  if (q.running.empty()) q.cv.notify_all();  // ShutDownWithDrain waits for this
+  if (q.running.empty() && q.drain_waiters > 0) q.to_wake = 2;  // ShutDownWithDrain: notify_all
+  q.UnlockAndWake(lock);
 }
 
 void WorkQueue::ShutDown() {
@@ -366,8 +420,11 @@ void WorkQueue::ShutDown() {
 void WorkQueue::ShutDownWithDrain(std::stop_token stop) {
   ShutDown();
   Impl& q = *impl_;
+  auto on_stop = q.WakeOnStop(stop);
   std::unique_lock lock(q.mu);
-  q.cv.wait(lock, stop, [&] { return q.running.empty(); });
+  ++q.drain_waiters;
+  q.cv.wait(lock, [&] { return q.running.empty() || stop.stop_requested(); });
+  --q.drain_waiters;
 }
 
 bool WorkQueue::ShuttingDown() const {

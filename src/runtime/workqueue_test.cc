@@ -184,6 +184,54 @@ TEST_F(WorkQueueTest, GetBlocksUntilAddOrStop) {
   EXPECT_TRUE(returned);
 }
 
+// Adds made while several getters sleep wake as many of them as there are keys: none is left
+// asleep with a key ready (Adds notify after the unlock, only getters not already woken).
+TEST_F(WorkQueueTest, EachAddWakesAnotherSleepingGetter) {
+  constexpr int kGetters = 3;
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> holding{0};
+    std::vector<std::jthread> ts;
+    for (int i = 0; i < kGetters; ++i) {
+      ts.emplace_back([&](std::stop_token st) {
+        auto k = q_.Get(st);
+        if (!k) return;
+        ++holding;  // keeps its key until every getter holds one
+        while (holding.load() < kGetters && !st.stop_requested()) std::this_thread::yield();
+        q_.Done(*k);
+      });
+    }
+    ASSERT_TRUE(Eventually([&] { return q_.Len() == 0; }));
+    std::this_thread::sleep_for(milliseconds(2));  // let the getters fall asleep
+    for (int i = 0; i < kGetters; ++i)
+      q_.Add("r" + std::to_string(round) + "k" + std::to_string(i));
+    ASSERT_TRUE(Eventually([&] { return holding.load() == kGetters; }, std::chrono::seconds(10)))
+        << "round " << round << ": " << holding.load() << " getters woke for " << kGetters
+        << " keys";
+  }
+}
+
+// A getter woken for a key that TryGet took first sleeps again — and the next Add wakes it.
+TEST_F(WorkQueueTest, GetterWokenForAStolenKeyIsWokenByTheNextAdd) {
+  for (int i = 0; i < 200; ++i) {
+    std::atomic<bool> got{false};
+    std::jthread getter([&](std::stop_token st) {
+      if (auto k = q_.Get(st)) {
+        got = true;
+        q_.Done(*k);
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // let it fall asleep
+    const std::string a = "a" + std::to_string(i), b = "b" + std::to_string(i);
+    q_.Add(a);
+    if (auto k = q_.TryGet()) q_.Done(*k);         // usually before the getter runs
+    if (got) continue;                             // the getter was first this time
+    std::this_thread::sleep_for(milliseconds(1));  // the woken getter finds nothing, sleeps again
+    q_.Add(b);
+    ASSERT_TRUE(Eventually([&] { return got.load(); }, std::chrono::seconds(5)))
+        << "iteration " << i << ": the getter slept through " << b;
+  }
+}
+
 TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
   std::vector<std::thread> ts;
   std::atomic<int> woke{0};

@@ -709,6 +709,67 @@ TEST_F(AdmissionServerTest, AgentOwnNodePolicyConfinesTheAgent) {
             std::string::npos) << r.body;
 }
 
+// The agent's heartbeat Lease under deploy/rbac/agent.yaml and deploy/admission: an agent
+// creates and renews gpu-guardian-agent-<its node>, never another node's, nor one naming
+// another holder.
+TEST_F(AdmissionServerTest, AgentOwnNodePolicyConfinesTheAgentsLease) {
+  SimOptions o;
+  o.authz = "rbac";
+  o.rbac_files = {std::string(GG_SOURCE_DIR) + "/deploy/rbac/agent.yaml"};
+  const std::string agent = "system:serviceaccount:gpu-guardian:gpu-guardian-agent";
+  o.token_users = {{"agent-n1", agent + ",node=gpu-node-1"},
+                   {"agent-n2", agent + ",node=gpu-node-2"}};
+  sim_->Stop();
+  Start(o);
+  ASSERT_EQ(
+      Do("POST", "/api/v1/namespaces", {{"metadata", {{"name", "gpu-guardian"}}}}, "admin").code,
+      201);
+  for (const auto& d : LoadAll("deploy/admission/agent-own-node.yaml")) {
+    std::string res = d["kind"] == "ValidatingAdmissionPolicy"
+                          ? "validatingadmissionpolicies"
+                          : "validatingadmissionpolicybindings";
+    ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/" + res, d, "admin").code, 201);
+  }
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/gpu-guardian/leases";
+  auto lease = [](const std::string& node, const std::string& holder) {
+    return json{
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", "gpu-guardian-agent-" + node}, {"namespace", "gpu-guardian"}}},
+        {"spec", {{"holderIdentity", holder}, {"renewTime", "2026-01-01T00:00:00.000000Z"}}}};
+  };
+  EXPECT_EQ(Do("POST", leases, lease("gpu-node-1", "gpu-node-1"), "agent-n1").code, 201);
+  auto r = Do("POST", leases, lease("gpu-node-2", "gpu-node-2"), "agent-n1");
+  EXPECT_EQ(r.code, 422) << r.body;
+  EXPECT_NE(r.body.value("message", "")
+                .find("may only write objects of its own node, not gpu-guardian-agent-gpu-node-2"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(Do("POST", leases, lease("gpu-node-2", "gpu-node-2"), "agent-n2").code, 201);
+  // Renewing node 2's Lease as node 1's agent: refused, and the Lease keeps what node 2 wrote.
+  json other = Do("GET", leases + "/gpu-guardian-agent-gpu-node-2", nullptr, "admin").body;
+  other["spec"]["renewTime"] = "2026-01-01T00:05:00.000000Z";
+  r = Do("PUT", leases + "/gpu-guardian-agent-gpu-node-2", other, "agent-n1");
+  EXPECT_EQ(r.code, 422) << r.body;
+  EXPECT_EQ(Do("GET", leases + "/gpu-guardian-agent-gpu-node-2", nullptr, "admin")
+                .body["spec"]["renewTime"],
+            "2026-01-01T00:00:00.000000Z");
+  // Its own Lease naming another holder is refused too; its own renew passes.
+  json own = Do("GET", leases + "/gpu-guardian-agent-gpu-node-1", nullptr, "admin").body;
+  own["spec"]["holderIdentity"] = "gpu-node-2";
+  EXPECT_EQ(Do("PUT", leases + "/gpu-guardian-agent-gpu-node-1", own, "agent-n1").code, 422);
+  own["spec"]["holderIdentity"] = "gpu-node-1";
+  own["spec"]["renewTime"] = "2026-01-01T00:05:00.000000Z";
+  EXPECT_EQ(Do("PUT", leases + "/gpu-guardian-agent-gpu-node-1", own, "agent-n1").code, 200);
+  // RBAC grants no delete and no list.
+  httplib::Client cli(sim_->Url());
+  auto del =
+      cli.Delete(leases + "/gpu-guardian-agent-gpu-node-2", {{"Authorization", "Bearer agent-n1"}});
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 403) << del->body;
+  EXPECT_EQ(Do("GET", leases, nullptr, "agent-n1").code, 403);
+}
+
 TEST_F(AdmissionServerTest, PolicyOnDeleteSeesTheOldObject) {
   json policy = json::parse(R"J({"metadata":{"name":"keep-protected"},
     "spec":{"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["DELETE"],"resources":["nodes"]}]},

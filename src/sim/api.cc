@@ -18,6 +18,7 @@
 #include "sim/rbac.h"
 #include "sim/schema.h"
 #include "sim/selector.h"
+#include "sim/slice_taints.h"
 #include "sim/ssa.h"
 
 namespace gg::sim {
@@ -247,6 +248,7 @@ ObjPtr ApiCore::MakeObj(const Target& t, json& obj, std::uint64_t rv) const {
 void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   const auto& ri = *t.ri;
   ApplyWorkloadDefaults(ri.group, ri.resource, obj);
+  PrepareSliceTaints(ri, opts_.kube_version, NowRfc3339(), obj);
   json& md = obj["metadata"];
   // Seeded objects (population, scenarios) keep their uid and creationTimestamp so that
   // ownerReferences between them hold.
@@ -613,6 +615,7 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   if (auto e =
           AdmitClaimStatus(t, opts_.kube_version, authorizer_.get(), from_patch, old_j, next, o))
     return finish(ApiResult::Err(*e));
+  PrepareSliceTaints(ri, opts_.kube_version, NowRfc3339(), next);
   ApplyWorkloadDefaults(ri.group, ri.resource, next);
   if (auto e = KeepServiceClusterIp(t, old_j, next)) return finish(ApiResult::Err(*e));
   KeepServerMetadata(ri, old_j, next);

@@ -243,7 +243,7 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
       "heartbeatTime":"2026-01-01T00:00:00Z","observedAt":"2026-01-01T00:00:00Z"}})")).ok());
   r = Kubectl("get gpunodehealths");
   ASSERT_EQ(r.rc, 0) << r.out;
-  for (const char* want : {"EXPECTED", "AGENT", "HEARTBEAT", "gpu-node-1", "v9.8.7", " 8 "})
+  for (const char* want : {"EXPECTED", "AGENT", "WRITTEN", "gpu-node-1", "v9.8.7", " 8 "})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
 
   // get -w: watch events are Tables too, and each arrives while the stream is open.

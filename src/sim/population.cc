@@ -528,6 +528,29 @@ void AddMigDevices(json& devices, std::string_view node, int i, std::string_view
 
 }  // namespace
 
+Status AddDriverTaint(json& slice, const DriverTaintSpec& t, std::string_view kube_version) {
+  if (kube_version < std::string_view("1.33"))
+    return InvalidArgumentError("driver taint: Kubernetes " + std::string(kube_version) +
+                                " serves no device taints in ResourceSlices (1.33+)");
+  if (t.effect != "NoSchedule" && t.effect != "NoExecute" &&
+      !(t.effect == "None" && kube_version >= std::string_view("1.35")))
+    return InvalidArgumentError("driver taint: effect \"" + t.effect + "\" is not a device " +
+                                "taint effect of Kubernetes " + std::string(kube_version));
+  const bool beta1 = slice.value("apiVersion", "") == "resource.k8s.io/v1beta1";
+  json taint = {{"key", t.key}, {"effect", t.effect}};
+  if (!t.value.empty()) taint["value"] = t.value;
+  if (!t.time_added.empty()) taint["timeAdded"] = t.time_added;
+  for (auto& d : slice["spec"]["devices"]) {
+    if (d.value("name", "") != t.device) continue;
+    json& where = beta1 ? d["basic"] : d;
+    if (!where.contains("taints")) where["taints"] = json::array();
+    where["taints"].push_back(std::move(taint));
+    return OkStatus();
+  }
+  return InvalidArgumentError("driver taint: no device \"" + t.device + "\" in ResourceSlice " +
+                              slice["metadata"].value("name", ""));
+}
+
 json MakeResourceSlice(std::string_view node, int gpus, std::string_view product,
                        std::string_view kube_version, uint64_t seed, int mig_devices_per_gpu) {
   std::string api = ResourceSliceApiVersion(kube_version);
@@ -739,10 +762,14 @@ Status EmitNode(const PopulationSpec& spec, int i, const std::vector<std::string
       GG_RETURN_IF_ERROR(sink(MakePod(tmpl, pname, ns, owner, node, i, slot++, spec)));
     }
   }
-  if (spec.dra && spec.gpus_per_node > 0)
-    GG_RETURN_IF_ERROR(
-        sink(MakeResourceSlice(node, spec.gpus_per_node, spec.gpu_product, spec.kube_version,
-                               spec.seed, spec.mig_devices_per_gpu)));
+  if (spec.dra && spec.gpus_per_node > 0) {
+    json slice = MakeResourceSlice(node, spec.gpus_per_node, spec.gpu_product, spec.kube_version,
+                                   spec.seed, spec.mig_devices_per_gpu);
+    for (const auto& t : spec.driver_taints) {
+      if (t.node == i) GG_RETURN_IF_ERROR(AddDriverTaint(slice, t, spec.kube_version));
+    }
+    GG_RETURN_IF_ERROR(sink(std::move(slice)));
+  }
   return OkStatus();
 }
 

@@ -18,6 +18,18 @@
 
 namespace gg::sim {
 
+// A device taint as NVIDIA's DRA driver publishes it in its own ResourceSlice (its health
+// check, gate NVMLDeviceHealthCheck): key gpu.nvidia.com/xid, the Xid as value, NoSchedule
+// for a critical Xid (None for an application Xid, from 1.35).
+struct DriverTaintSpec {
+  int node = 0;        // population: node index
+  std::string device;  // slice device name: "gpu-3", "gpu-2-mig-19-1-1"
+  std::string key = "gpu.nvidia.com/xid";
+  std::string value = "79";
+  std::string effect = "NoSchedule";
+  std::string time_added;  // RFC 3339; empty: left to the API server (it sets it)
+};
+
 struct PopulationSpec {
   int nodes = 4;
   int gpus_per_node = 8;
@@ -38,6 +50,8 @@ struct PopulationSpec {
   // MIG: every GPU partitioned into this many 1g instances (0: no MIG; at most 7). With `dra`
   // the ResourceSlice then publishes the MIG devices instead of the GPUs (MigLayout).
   int mig_devices_per_gpu = 0;
+  // With `dra`: taints the driver publishes on devices of the nodes' slices (AddDriverTaint).
+  std::vector<DriverTaintSpec> driver_taints;
 };
 
 // Receives each generated object (kind/apiVersion/metadata set, including a deterministic
@@ -87,6 +101,12 @@ std::vector<MigSlot> MigLayout(std::string_view product, int devices);
 nlohmann::json MakeResourceSlice(std::string_view node, int gpus, std::string_view product,
                                  std::string_view kube_version, uint64_t seed = 1,
                                  int mig_devices_per_gpu = 0);
+// Publishes `t` on device `t.device` of `slice` (from MakeResourceSlice) where the slice's
+// version keeps device taints: `devices[].basic.taints` in v1beta1, `devices[].taints` in
+// v1beta2/v1. InvalidArgument when the release serves no device taints (before 1.33), the
+// effect is not one it knows (None only from 1.35), or the slice has no such device.
+Status AddDriverTaint(nlohmann::json& slice, const DriverTaintSpec& t,
+                      std::string_view kube_version);
 // "resource.k8s.io/v1beta1" for 1.32-1.33, "resource.k8s.io/v1" for 1.34+.
 std::string ResourceSliceApiVersion(std::string_view kube_version);
 

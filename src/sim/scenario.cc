@@ -103,6 +103,20 @@ Status ValidateHeader(const YAML::Node& root) {
   return OkStatus();
 }
 
+// Taints the DRA driver publishes on devices of the node's slice (AddDriverTaint checks the
+// release and the device name when the slice is emitted).
+Status ValidateDriverTaints(const YAML::Node& t) {
+  if (!t.IsSequence()) return Err(t, "node.driverTaints must be a list");
+  for (const auto& taint : t) {
+    GG_RETURN_IF_ERROR(CheckKeys(taint, {"device", "key", "value", "effect"}, "driverTaint"));
+    GG_RETURN_IF_ERROR(CheckString(taint, "device", true, "driverTaint"));
+    GG_RETURN_IF_ERROR(CheckString(taint, "key", false, "driverTaint"));
+    GG_RETURN_IF_ERROR(CheckString(taint, "value", false, "driverTaint"));
+    GG_RETURN_IF_ERROR(CheckString(taint, "effect", false, "driverTaint"));
+  }
+  return OkStatus();
+}
+
 Status ValidateTaints(const YAML::Node& t) {
   if (!t.IsSequence()) return Err(t, "node.taints must be a list");
   for (const auto& taint : t) {
@@ -121,13 +135,16 @@ Status ValidateNodes(const YAML::Node& nodes, std::set<std::string>& node_names)
   if (!nodes.IsSequence()) return Err(nodes, "nodes must be a list");
   for (const auto& n : nodes) {
     GG_RETURN_IF_ERROR(CheckKeys(
-        n, {"name", "gpus", "product", "labels", "taints", "unschedulable", "count"}, "node"));
+        n,
+        {"name", "gpus", "product", "labels", "taints", "unschedulable", "count", "driverTaints"},
+        "node"));
     GG_RETURN_IF_ERROR(CheckName(n, "node"));
     GG_RETURN_IF_ERROR(CheckInt(n, "gpus", 0, 64, "node"));
     GG_RETURN_IF_ERROR(CheckInt(n, "count", 1, 100000, "node"));
     GG_RETURN_IF_ERROR(CheckString(n, "product", false, "node"));
     GG_RETURN_IF_ERROR(CheckStringMap(n, "labels", "node"));
     if (YAML::Node t = n["taints"]) GG_RETURN_IF_ERROR(ValidateTaints(t));
+    if (YAML::Node t = n["driverTaints"]) GG_RETURN_IF_ERROR(ValidateDriverTaints(t));
     std::string name = n["name"].Scalar();
     if (YAML::Node c = n["count"]) {
       for (long long i = 0; i < c.as<long long>(); ++i)
@@ -310,6 +327,7 @@ class ScenarioEmitter {
   std::vector<json> node_objs_;
   std::vector<std::pair<std::string, std::pair<int, std::string>>>
       slices_;  // node -> (gpus, product)
+  std::map<std::string, std::vector<DriverTaintSpec>> driver_taints_;  // node -> its slice's
   std::vector<json> pods_;
   std::vector<json> pdbs_;
 };
@@ -363,6 +381,16 @@ Status ScenarioEmitter::ExpandNodes(const json& n) {
     slots_.push_back({name, schedulable ? gpus : -1, next_index_++, 0, tainted});
     node_objs_.push_back(std::move(node));
     slices_.push_back({name, {gpus, product}});
+    for (const auto& t : n.value("driverTaints", json::array())) {
+      if (!t.is_object()) continue;  // validated as a list of mappings
+      DriverTaintSpec d;
+      d.device = Str(t, "device");
+      d.key = Str(t, "key", d.key);
+      if (auto v = t.find("value"); v != t.end())  // an unquoted Xid is a YAML number
+        d.value = v->is_string() ? v->get<std::string>() : v->dump();
+      d.effect = Str(t, "effect", d.effect);
+      driver_taints_[name].push_back(std::move(d));
+    }
   }
   return OkStatus();
 }
@@ -560,10 +588,16 @@ Status ScenarioEmitter::Run() {
   for (auto& n : node_objs_) GG_RETURN_IF_ERROR(Emit(std::move(n)));
   for (auto& p : pods_) GG_RETURN_IF_ERROR(Emit(std::move(p)));
   if (sc_.dra)
-    for (const auto& [node, gp] : slices_)
-      if (gp.first > 0)
-        GG_RETURN_IF_ERROR(
-            Emit(MakeResourceSlice(node, gp.first, gp.second, sc_.kube_version, sc_.seed)));
+    for (const auto& [node, gp] : slices_) {
+      if (gp.first <= 0) continue;
+      json slice = MakeResourceSlice(node, gp.first, gp.second, sc_.kube_version, sc_.seed);
+      for (const auto& t : driver_taints_[node]) {
+        Status added = AddDriverTaint(slice, t, sc_.kube_version);
+        if (!added.ok())
+          return InvalidArgumentError("scenario: node " + node + ": " + added.message());
+      }
+      GG_RETURN_IF_ERROR(Emit(std::move(slice)));
+    }
   for (const auto& o : doc.value("objects", json::array())) GG_RETURN_IF_ERROR(Emit(o));
   return OkStatus();
 }

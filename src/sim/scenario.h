@@ -16,6 +16,9 @@
 //       taints: [{key: k, value: v, effect: NoSchedule}]
 //       unschedulable: false
 //       count: 3               # expands to gpu-a-0 .. gpu-a-2
+//       driverTaints:          # with dra: taints the DRA driver publishes in the node's slice
+//         - {device: gpu-3, key: gpu.nvidia.com/xid, value: "79", effect: NoSchedule}
+//                              # (key/value/effect default to those; 1.33+, None from 1.35)
 //   workloads:
 //     - name: infer            # required
 //       kind: Deployment       # Deployment | Job | DaemonSet | ReplicaSet (default Deployment)

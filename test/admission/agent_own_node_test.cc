@@ -189,6 +189,44 @@ TEST(AgentOwnNodePolicy, ReportsOnlyForTheAgentsOwnNode) {
   EXPECT_FALSE(p.Admit(Report("gpu-1", "gpu-2", "UPDATE", "")).allowed);
 }
 
+Request Lease(const std::string& caller_node, const std::string& name, const std::string& holder,
+              const std::string& op) {
+  Request r;
+  r.extra = Extra(caller_node);
+  r.operation = op;
+  r.group = "coordination.k8s.io";
+  r.resource = "leases";
+  r.name = name;
+  r.object = {{"metadata", {{"name", name}, {"namespace", "gpu-guardian"}}},
+              {"spec", {{"holderIdentity", holder}, {"renewTime", "2026-01-01T00:00:00.000000Z"}}}};
+  if (op == "UPDATE") r.old_object = r.object;
+  return r;
+}
+
+TEST(AgentOwnNodePolicy, HeartbeatLeaseOnlyForTheAgentsOwnNode) {
+  Policy p = Policy::Load();
+  for (const char* op : {"CREATE", "UPDATE"}) {
+    EXPECT_TRUE(p.Admit(Lease("gpu-1", "gpu-guardian-agent-gpu-1", "gpu-1", op)).allowed) << op;
+    Decision other = p.Admit(Lease("gpu-1", "gpu-guardian-agent-gpu-2", "gpu-2", op));
+    EXPECT_FALSE(other.allowed) << op;
+    EXPECT_EQ(
+        other.message,
+        "gpu-guardian-agent may only write objects of its own node, not gpu-guardian-agent-gpu-2");
+    // Its own Lease naming another holder, or another name altogether.
+    EXPECT_FALSE(p.Admit(Lease("gpu-1", "gpu-guardian-agent-gpu-1", "gpu-2", op)).allowed) << op;
+    EXPECT_FALSE(p.Admit(Lease("gpu-1", "gpu-1", "gpu-1", op)).allowed) << op;
+    EXPECT_FALSE(p.Admit(Lease("gpu-1", "gpu-guardian-operator", "gpu-1", op)).allowed) << op;
+  }
+  Request no_holder = Lease("gpu-1", "gpu-guardian-agent-gpu-1", "gpu-1", "UPDATE");
+  no_holder.object["spec"].erase("holderIdentity");
+  EXPECT_FALSE(p.Admit(no_holder).allowed);
+  // The operator's own Leases are not the agent's business.
+  Request op = Lease("", "gpu-guardian-operator", "op-1", "UPDATE");
+  op.user = "system:serviceaccount:gpu-guardian:gpu-guardian-operator";
+  op.extra = json::object();
+  EXPECT_TRUE(p.Admit(op).allowed);
+}
+
 TEST(AgentOwnNodePolicy, AgentTokensWithoutNodeBindingAreDenied) {
   Policy p = Policy::Load();
   Request legacy = Report("gpu-1", "gpu-1", "UPDATE");

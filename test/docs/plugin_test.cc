@@ -175,5 +175,45 @@ spec:
   EXPECT_TRUE(row_seen) << r.out;
 }
 
+// `explain` judges a report's freshness as the operator does: the later of the report's
+// heartbeatTime (written only when facts change) and the agent's heartbeat Lease renewTime.
+TEST_F(PluginTest, ExplainShowsTheAgentLeaseHeartbeat) {
+  InstallCrds();
+  const auto now = std::chrono::system_clock::now();
+  const std::string old = FormatRfc3339Micro(now - std::chrono::hours(4));
+  Write("report.yaml",
+        "apiVersion: gpuguardian.io/v1alpha1\nkind: GPUNodeHealth\nmetadata: {name: "
+        "gpu-node-00001}\n");
+  ASSERT_EQ(Kubectl("apply -f " + Path("report.yaml")).rc, 0);
+  auto st = Kubectl(
+      "patch gnh gpu-node-00001 --subresource=status --type=merge -p '{\"status\":{\"nodeName\":"
+      "\"gpu-node-00001\",\"agentVersion\":\"t\",\"observedAt\":\"" +
+      old + "\",\"heartbeatTime\":\"" + old + "\",\"expectedGPUs\":0,\"gpus\":[]}}'");
+  ASSERT_EQ(st.rc, 0) << st.err;
+
+  auto before = Plugin("explain gpu-node-00001 --kubeconfig " + KC());
+  ASSERT_EQ(before.rc, 0) << before.err;
+  EXPECT_NE(before.out.find("heartbeat 4h0m ago (the report's; no agent Lease found)"),
+            std::string::npos)
+      << before.out;
+
+  const std::string renew = FormatRfc3339Micro(now - std::chrono::seconds(5));
+  Write("agent-lease.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: gpu-guardian}\n---\n"
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n"
+        "  name: gpu-guardian-agent-gpu-node-00001\n  namespace: gpu-guardian\n"
+        "spec:\n  holderIdentity: gpu-node-00001\n  leaseDurationSeconds: 900\n"
+        "  renewTime: \"" +
+            renew + "\"\n");
+  ASSERT_EQ(Kubectl("apply -f " + Path("agent-lease.yaml")).rc, 0);
+  auto after = Plugin("explain gpu-node-00001 --kubeconfig " + KC());
+  ASSERT_EQ(after.rc, 0) << after.err;
+  EXPECT_NE(after.out.find("observed 4h0m ago"), std::string::npos) << after.out;
+  EXPECT_NE(after.out.find("ago (Lease gpu-guardian/gpu-guardian-agent-gpu-node-00001)"),
+            std::string::npos)
+      << after.out;
+  EXPECT_EQ(after.out.find("heartbeat 4h"), std::string::npos) << after.out;
+}
+
 }  // namespace
 }  // namespace gg::docs_test

@@ -1,0 +1,127 @@
+// AgentLeases implementation (see lease_freshness.h).
+#include "operator/lease_freshness.h"
+
+#include <mutex>
+#include <vector>
+
+#include "api/gpu_node_health.h"
+#include "k8s/codec.h"
+#include "k8s/resource.h"
+
+namespace gg::op {
+namespace {
+
+runtime::InformerOptions LeaseOptions(const std::string& ns, Duration poll_interval) {
+  runtime::InformerOptions o;
+  o.namespace_ = ns;
+  o.label_selector = AgentLeases::LabelSelector();
+  o.poll_interval = poll_interval;
+  return o;
+}
+
+}  // namespace
+
+AgentLeases::AgentLeases(k8s::RestClient& client, Clock& clock, const std::string& lease_namespace,
+                         Duration poll_interval)
+    : InformerCore(client, k8s::kLeases, clock, LeaseOptions(lease_namespace, poll_interval)) {}
+
+AgentLeases::~AgentLeases() { Stop(); }
+
+std::string AgentLeases::LabelSelector() { return std::string(api::kAgentLeaseLabel) + "=true"; }
+
+std::string AgentLeases::NodeOf(const k8s::Lease& lease) {
+  const std::string_view prefix = api::kAgentLeasePrefix;
+  const std::string& name = lease.meta.name;
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return "";
+  if (!lease.renew_time || lease.holder_identity != name.substr(prefix.size())) return "";
+  return lease.holder_identity;
+}
+
+std::optional<WallTime> AgentLeases::RenewTime(const std::string& node) const {
+  std::shared_lock lock(mu_);
+  auto it = renew_ns_.find(node);
+  if (it == renew_ns_.end()) return std::nullopt;
+  return WallTime(
+      std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(it->second)));
+}
+
+std::size_t AgentLeases::Size() const {
+  std::shared_lock lock(mu_);
+  return renew_ns_.size();
+}
+
+void AgentLeases::Apply(const k8s::Lease& lease, bool from_list) {
+  const std::string_view prefix = api::kAgentLeasePrefix;
+  const std::string node = NodeOf(lease);
+  if (node.empty()) {
+    // No longer one of ours (holder changed, renewTime gone): its node has no Lease.
+    if (lease.meta.name.size() > prefix.size()) Forget(lease.meta.name.substr(prefix.size()));
+    return;
+  }
+  const std::int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(lease.renew_time->time_since_epoch())
+          .count();
+  bool changed = false;
+  {
+    std::unique_lock lock(mu_);
+    auto [it, inserted] = renew_ns_.try_emplace(node, ns);
+    changed = inserted || it->second != ns;
+    it->second = ns;
+  }
+  if (from_list) seen_.insert(node);
+  if (changed && on_change_) on_change_(node);
+}
+
+void AgentLeases::Forget(const std::string& node) {
+  std::size_t erased = 0;
+  {
+    std::unique_lock lock(mu_);
+    erased = renew_ns_.erase(node);
+  }
+  if (erased > 0 && on_change_) on_change_(node);
+}
+
+void AgentLeases::BeginRelist() { seen_.clear(); }
+
+StatusOr<k8s::ListPageInfo> AgentLeases::OnListPage(std::string& body) {
+  std::function<void(k8s::Lease &&)> sink = [this](k8s::Lease&& l) {
+    Apply(l, /*from_list=*/true);
+  };
+  auto list = k8s::ParseListInto<k8s::Lease>(body, sink);
+  if (!list.ok()) return list.status();
+  return k8s::ListPageInfo{list->resource_version, list->continue_token};
+}
+
+void AgentLeases::EndRelist() {
+  std::vector<std::string> gone;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [node, ns] : renew_ns_)
+      if (!seen_.count(node)) gone.push_back(node);
+  }
+  seen_.clear();
+  for (const auto& node : gone) Forget(node);
+}
+
+Status AgentLeases::OnWatchLine(std::string_view line, std::string* rv) {
+  auto ev = k8s::ParseWatchEvent<k8s::Lease>(line, /*padded=*/true);
+  if (!ev.ok()) return ev.status();
+  if (ev->type == k8s::WatchEventType::kError) return ev->error;
+  *rv = ev->object.meta.resource_version;
+  if (ev->type == k8s::WatchEventType::kBookmark) {
+    stats_.bookmarks.fetch_add(1, std::memory_order_relaxed);
+    return OkStatus();
+  }
+  stats_.events.fetch_add(1, std::memory_order_relaxed);
+  if (ev->type == k8s::WatchEventType::kDeleted) {
+    const std::string_view prefix = api::kAgentLeasePrefix;
+    const std::string& name = ev->object.meta.name;
+    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0)
+      Forget(name.substr(prefix.size()));
+    return OkStatus();
+  }
+  Apply(ev->object, /*from_list=*/false);
+  return OkStatus();
+}
+
+}  // namespace gg::op
