@@ -143,9 +143,12 @@ Status DecodeNode(od::object& obj, Node* n) {
     if (k == "status") {
       return ObjFields(v, "status", [&](od::raw_json_string sk, od::value& sv) -> Status {
         if (sk == "conditions") {
-          return ArrayObjects(sv, "status.conditions", [&](od::object& o) {
-            return DecodeNodeCondition(o, &n->conditions);
-          });
+          // Collected first, then interned once (ConditionList shares equal lists fleet-wide).
+          std::vector<NodeCondition> kept;
+          GG_RETURN_IF_ERROR(ArrayObjects(
+              sv, "status.conditions", [&](od::object& o) { return DecodeNodeCondition(o, &kept); }));
+          n->conditions.Assign(std::move(kept));
+          return OkStatus();
         }
         if (sk == "capacity" || sk == "allocatable") {
           std::int64_t* dst = sk == "capacity" ? &n->gpu_capacity : &n->gpu_allocatable;
