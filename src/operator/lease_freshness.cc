@@ -23,7 +23,20 @@ runtime::InformerOptions LeaseOptions(const std::string& ns, Duration poll_inter
 
 AgentLeases::AgentLeases(k8s::RestClient& client, Clock& clock, const std::string& lease_namespace,
                          Duration poll_interval)
-    : InformerCore(client, k8s::kLeases, clock, LeaseOptions(lease_namespace, poll_interval)) {}
+    : InformerCore(client, k8s::kLeases, clock, LeaseOptions(lease_namespace, poll_interval)),
+      namespace_(lease_namespace) {}
+
+void AgentLeases::OnListError(const Status& s) {
+  if (s.code() != StatusCode::kPermissionDenied && !IsNotFound(s)) return;  // transient
+  MarkSyncedWithoutList();
+  if (refusal_logged_) return;
+  refusal_logged_ = true;
+  log_.Error(
+      "cannot list the agents' heartbeat Leases: node freshness comes from the reports alone",
+      {{"namespace", namespace_},
+       {"error", s.ToString()},
+       {"fix", "grant list and watch on leases in that namespace (deploy/rbac/operator.yaml)"}});
+}
 
 AgentLeases::~AgentLeases() { Stop(); }
 
@@ -99,7 +112,7 @@ void AgentLeases::EndRelist() {
     for (const auto& [node, ns] : renew_ns_)
       if (!seen_.count(node)) gone.push_back(node);
   }
-  seen_.clear();
+  seen_ = {};  // clear() would keep a bucket per node until the next relist
   for (const auto& node : gone) Forget(node);
 }
 

@@ -46,6 +46,10 @@ class AgentLeases final : public runtime::InformerCore {
   StatusOr<k8s::ListPageInfo> OnListPage(std::string& body) override;
   void EndRelist() override;
   Status OnWatchLine(std::string_view line, std::string* rv) override;
+  // No permission to list the Leases, or no Lease API: node freshness comes from the reports
+  // alone (as with agents that heartbeat through the report) instead of the operator never
+  // becoming ready; one error with the fix, and the informer keeps retrying.
+  void OnListError(const Status& s) override;
 
  private:
   // Records the Lease (or forgets its node when it no longer counts); calls on_change_.
@@ -56,6 +60,8 @@ class AgentLeases final : public runtime::InformerCore {
   std::unordered_map<std::string, std::int64_t> renew_ns_;  // node → renewTime, ns since epoch
   std::unordered_set<std::string> seen_;                    // nodes seen by the current relist
   std::function<void(const std::string&)> on_change_;
+  std::string namespace_;
+  bool refusal_logged_ = false;  // informer thread only
 };
 
 }  // namespace gg::op
