@@ -1,6 +1,7 @@
 // AgentLeases implementation (see lease_freshness.h).
 #include "operator/lease_freshness.h"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -23,7 +24,20 @@ runtime::InformerOptions LeaseOptions(const std::string& ns, Duration poll_inter
 
 AgentLeases::AgentLeases(k8s::RestClient& client, Clock& clock, const std::string& lease_namespace,
                          Duration poll_interval)
-    : InformerCore(client, k8s::kLeases, clock, LeaseOptions(lease_namespace, poll_interval)) {}
+    : InformerCore(client, k8s::kLeases, clock, LeaseOptions(lease_namespace, poll_interval)),
+      namespace_(lease_namespace) {}
+
+void AgentLeases::OnListError(const Status& s) {
+  if (s.code() != StatusCode::kPermissionDenied && !IsNotFound(s)) return;  // transient
+  MarkSyncedWithoutList();
+  if (refusal_logged_) return;
+  refusal_logged_ = true;
+  log_.Error(
+      "cannot list the agents' heartbeat Leases: node freshness comes from the reports alone",
+      {{"namespace", namespace_},
+       {"error", s.ToString()},
+       {"fix", "grant list and watch on leases in that namespace (deploy/rbac/operator.yaml)"}});
+}
 
 AgentLeases::~AgentLeases() { Stop(); }
 
@@ -37,10 +51,19 @@ std::string AgentLeases::NodeOf(const k8s::Lease& lease) {
   return lease.holder_identity;
 }
 
+std::vector<AgentLeases::Entry>::iterator AgentLeases::Find(const std::string& node) {
+  return std::lower_bound(renew_ns_.begin(), renew_ns_.end(), node,
+                          [](const Entry& e, const std::string& n) { return e.first < n; });
+}
+std::vector<AgentLeases::Entry>::const_iterator AgentLeases::Find(const std::string& node) const {
+  return std::lower_bound(renew_ns_.begin(), renew_ns_.end(), node,
+                          [](const Entry& e, const std::string& n) { return e.first < n; });
+}
+
 std::optional<WallTime> AgentLeases::RenewTime(const std::string& node) const {
   std::shared_lock lock(mu_);
-  auto it = renew_ns_.find(node);
-  if (it == renew_ns_.end()) return std::nullopt;
+  auto it = Find(node);
+  if (it == renew_ns_.end() || it->first != node) return std::nullopt;
   return WallTime(
       std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(it->second)));
 }
@@ -64,9 +87,14 @@ void AgentLeases::Apply(const k8s::Lease& lease, bool from_list) {
   bool changed = false;
   {
     std::unique_lock lock(mu_);
-    auto [it, inserted] = renew_ns_.try_emplace(node, ns);
-    changed = inserted || it->second != ns;
-    it->second = ns;
+    auto it = Find(node);
+    if (it == renew_ns_.end() || it->first != node) {
+      renew_ns_.insert(it, Entry(node, ns));
+      changed = true;
+    } else {
+      changed = it->second != ns;
+      it->second = ns;
+    }
   }
   if (from_list) seen_.insert(node);
   if (changed && on_change_) on_change_(node);
@@ -76,7 +104,11 @@ void AgentLeases::Forget(const std::string& node) {
   std::size_t erased = 0;
   {
     std::unique_lock lock(mu_);
-    erased = renew_ns_.erase(node);
+    auto it = Find(node);
+    if (it != renew_ns_.end() && it->first == node) {
+      renew_ns_.erase(it);
+      erased = 1;
+    }
   }
   if (erased > 0 && on_change_) on_change_(node);
 }
@@ -99,8 +131,10 @@ void AgentLeases::EndRelist() {
     for (const auto& [node, ns] : renew_ns_)
       if (!seen_.count(node)) gone.push_back(node);
   }
-  seen_.clear();
+  seen_ = {};  // clear() would keep a bucket per node until the next relist
   for (const auto& node : gone) Forget(node);
+  std::unique_lock lock(mu_);
+  renew_ns_.shrink_to_fit();  // the LIST grew it by doubling
 }
 
 Status AgentLeases::OnWatchLine(std::string_view line, std::string* rv) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "common/clock.h"
 #include "k8s/objects.h"
@@ -46,16 +47,29 @@ class AgentLeases final : public runtime::InformerCore {
   StatusOr<k8s::ListPageInfo> OnListPage(std::string& body) override;
   void EndRelist() override;
   Status OnWatchLine(std::string_view line, std::string* rv) override;
+  // No permission to list the Leases, or no Lease API: node freshness comes from the reports
+  // alone (as with agents that heartbeat through the report) instead of the operator never
+  // becoming ready; one error with the fix, and the informer keeps retrying.
+  void OnListError(const Status& s) override;
 
  private:
   // Records the Lease (or forgets its node when it no longer counts); calls on_change_.
   void Apply(const k8s::Lease& lease, bool from_list);
   void Forget(const std::string& node);
 
+  // node → renewTime (ns since the epoch), sorted by node: 40 bytes a node where a hash map
+  // node costs ~75 (the operator's per-node budget is 2 KB). LIST pages arrive in name order,
+  // so building it appends; only a node added later moves the tail.
+  using Entry = std::pair<std::string, std::int64_t>;
+  std::vector<Entry>::iterator Find(const std::string& node);
+  std::vector<Entry>::const_iterator Find(const std::string& node) const;
+
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, std::int64_t> renew_ns_;  // node → renewTime, ns since epoch
+  std::vector<Entry> renew_ns_;
   std::unordered_set<std::string> seen_;                    // nodes seen by the current relist
   std::function<void(const std::string&)> on_change_;
+  std::string namespace_;
+  bool refusal_logged_ = false;  // informer thread only
 };
 
 }  // namespace gg::op

@@ -160,6 +160,7 @@ void InformerCore::Run(std::stop_token stop) {
       if (!s.ok()) {
         stats_.errors.fetch_add(1);
         log_failure("list failed", s);
+        OnListError(s);
         if (!clock_.SleepFor(backoff.Next(), stop)) return;
         continue;
       }

@@ -88,6 +88,11 @@ class InformerCore {
   // One watch line; sets *rv to the event's resourceVersion. kOutOfRange for 410 ERROR
   // events, InvalidArgument for undecodable lines (both → relist).
   virtual Status OnWatchLine(std::string_view line, std::string* rv) = 0;
+  // A LIST failed (the loop logs it and retries with backoff).
+  virtual void OnListError(const Status& s) { (void)s; }
+  // For an optional type whose LIST is refused for good (no permission, not served): counts as
+  // synced so that waiting for caches does not wait for it; the loop keeps retrying.
+  void MarkSyncedWithoutList() { synced_.store(true); }
 
   InformerStats stats_;
   Logger log_;
