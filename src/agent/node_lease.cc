@@ -38,7 +38,7 @@ NodeLease::NodeLease(k8s::RestClient& client, std::string node_name, std::string
       duration_s_(duration_s < 1 ? 1 : duration_s) {}
 
 std::string NodeLease::NameFor(std::string_view node_name) {
-  return std::string(api::kAgentLeasePrefix) + std::string(node_name);
+  return api::AgentLeaseName(node_name);
 }
 
 std::string NodeLease::Body(const std::string& node_name, const std::string& lease_namespace,

@@ -6,6 +6,17 @@
 #include <cstdlib>
 
 namespace gg::api {
+
+std::string AgentLeaseName(std::string_view node) {
+  return std::string(kAgentLeasePrefix) + std::string(node);
+}
+
+std::string_view AgentLeaseNode(std::string_view lease_name) {
+  const std::string_view prefix = kAgentLeasePrefix;
+  if (lease_name.size() <= prefix.size() || !lease_name.starts_with(prefix)) return {};
+  return lease_name.substr(prefix.size());
+}
+
 namespace {
 
 // Telemetry that moves on every sweep without saying anything about health. Comparing it

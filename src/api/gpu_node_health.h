@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -30,6 +31,10 @@ inline constexpr char kConditionType[] = "GPUHealthy";
 // (the operator's informer selects them by that label).
 inline constexpr char kAgentLeasePrefix[] = "gpu-guardian-agent-";
 inline constexpr char kAgentLeaseLabel[] = "gpuguardian.io/agent-lease";
+// The heartbeat Lease's name for a node, and the node a Lease name speaks for ("" when the name
+// is not kAgentLeasePrefix + a node name).
+std::string AgentLeaseName(std::string_view node);
+std::string_view AgentLeaseNode(std::string_view lease_name);
 // Where the shipped manifests (deploy/) run the agent and the operator.
 inline constexpr char kDefaultNamespace[] = "gpu-guardian";
 

@@ -330,5 +330,13 @@ TEST(SameFacts, MigChangesCount) {
   EXPECT_FALSE(SameFacts(a, b));
 }
 
+TEST(AgentLease, NameAndNodeRoundTripAndForeignNamesSpeakForNone) {
+  EXPECT_EQ(AgentLeaseName("dgx-4"), "gpu-guardian-agent-dgx-4");
+  EXPECT_EQ(AgentLeaseNode(AgentLeaseName("dgx-4")), "dgx-4");
+  EXPECT_EQ(AgentLeaseNode("gpu-guardian-agent-"), "");
+  EXPECT_EQ(AgentLeaseNode("gpu-guardian-operator"), "");
+  EXPECT_EQ(AgentLeaseNode("kube-node-lease-dgx-4"), "");
+}
+
 }  // namespace
 }  // namespace gg::api

@@ -407,13 +407,13 @@ Status ReadReport(k8s::RestClient& client, const k8s::Node& node, const std::str
   return OkStatus();
 }
 
-// The agent's heartbeat Lease for a node (api::kAgentLeasePrefix + node): in `ns` when given,
+// The agent's heartbeat Lease for a node (api::AgentLeaseName): in `ns` when given,
 // else found by name in any namespace. Heartbeats renew it, not the report, so the report's own
 // heartbeatTime only moves when its facts change. nullopt when there is none or it cannot be read
 // (an agent too old to write one, or no permission): the report's time is then all there is.
 std::optional<k8s::Lease> FindAgentLease(k8s::RestClient& client, const std::string& ns,
                                          const std::string& node) {
-  const std::string name = api::kAgentLeasePrefix + node;
+  const std::string name = api::AgentLeaseName(node);
   k8s::ListOptions lo;
   lo.field_selector = "metadata.name=" + name;
   auto list = client.List(k8s::kLeases, ns, lo);

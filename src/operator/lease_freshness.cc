@@ -44,10 +44,8 @@ AgentLeases::~AgentLeases() { Stop(); }
 std::string AgentLeases::LabelSelector() { return std::string(api::kAgentLeaseLabel) + "=true"; }
 
 std::string AgentLeases::NodeOf(const k8s::Lease& lease) {
-  const std::string_view prefix = api::kAgentLeasePrefix;
-  const std::string& name = lease.meta.name;
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return "";
-  if (!lease.renew_time || lease.holder_identity != name.substr(prefix.size())) return "";
+  const std::string_view node = api::AgentLeaseNode(lease.meta.name);
+  if (node.empty() || !lease.renew_time || lease.holder_identity != node) return "";
   return lease.holder_identity;
 }
 
@@ -74,11 +72,11 @@ std::size_t AgentLeases::Size() const {
 }
 
 void AgentLeases::Apply(const k8s::Lease& lease, bool from_list) {
-  const std::string_view prefix = api::kAgentLeasePrefix;
   const std::string node = NodeOf(lease);
   if (node.empty()) {
     // No longer one of ours (holder changed, renewTime gone): its node has no Lease.
-    if (lease.meta.name.size() > prefix.size()) Forget(lease.meta.name.substr(prefix.size()));
+    const std::string_view named = api::AgentLeaseNode(lease.meta.name);
+    if (!named.empty()) Forget(std::string(named));
     return;
   }
   const std::int64_t ns =
@@ -148,10 +146,8 @@ Status AgentLeases::OnWatchLine(std::string_view line, std::string* rv) {
   }
   stats_.events.fetch_add(1, std::memory_order_relaxed);
   if (ev->type == k8s::WatchEventType::kDeleted) {
-    const std::string_view prefix = api::kAgentLeasePrefix;
-    const std::string& name = ev->object.meta.name;
-    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0)
-      Forget(name.substr(prefix.size()));
+    const std::string_view named = api::AgentLeaseNode(ev->object.meta.name);
+    if (!named.empty()) Forget(std::string(named));
     return OkStatus();
   }
   Apply(ev->object, /*from_list=*/false);
