@@ -305,7 +305,7 @@ void Run::Burst() {
 int main(int argc, char** argv) {
   if (int rc = bench::SimProcess::MaybeRunChild(argc, argv); rc >= 0) return rc;
   bench::Args args =
-      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tune-malloc"});
+      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tune-malloc", "sim-tunables"});
   if (!args.ok) return 2;
   const long n = args.nodes ? args.nodes : (args.mode == "scale" ? 10000 : 1000);
   const long k = args.events ? args.events : std::min<long>(200, n / 4);
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
   bench::SimProcessOptions so;
   so.nodes = n;
   so.watch_history = static_cast<std::size_t>(args.Num("watch-history", 200000));
-  so.glibc_tunables = args.Num("tune-malloc", 1) != 0 ? kSimTunables : "";  // 0: defaults
+  so.glibc_tunables = args.Str("sim-tunables", args.Num("tune-malloc", 1) != 0 ? kSimTunables : "");
   rep.Param("sim_glibc_tunables", so.glibc_tunables);
   bench::SimProcess sim;
   if (!sim.Start(so)) return 1;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "sim/schema.h"
 
@@ -104,6 +105,9 @@ std::string ItemKey(const json& item, const std::vector<std::string>& keys) {
 struct Walker {
   FieldSet& out;
   FieldSet* changed;
+  // Skip an object member equal to its counterpart in the other object (never inside a list,
+  // where items are matched by key): for a diff of two objects, walking both ways.
+  bool prune = false;
 
   void Member(const FieldPath& path, bool same) {
     out.insert(path);
@@ -111,6 +115,11 @@ struct Walker {
   }
 
   void List(const json& arr, const json* ov, const Cursor& c, FieldPath& path) {
+    const bool pruned = std::exchange(prune, false);
+    ListItems(arr, ov, c, path);
+    prune = pruned;
+  }
+  void ListItems(const json& arr, const json* ov, const Cursor& c, FieldPath& path) {
     std::vector<std::string> keys;
     std::string lt = c.ListType(&keys);
     if (lt == "atomic" || arr.empty()) {
@@ -153,12 +162,13 @@ struct Walker {
           !c.s->contains("properties"))) {
       const json* oo = ov && ov->is_object() ? ov : nullptr;
       for (const auto& [k, cv] : v.items()) {
-        path.push_back("f:" + k);
         const json* oc = nullptr;
         if (oo) {
           auto it = oo->find(k);
           if (it != oo->end()) oc = &*it;
         }
+        if (prune && oc && *oc == cv) continue;
+        path.push_back("f:" + k);
         Value(cv, oc, c.Child(k), path);
         path.pop_back();
       }
@@ -329,12 +339,14 @@ json Rebuild(const json& entries, const std::vector<FieldSet>& original,
 
 namespace {
 
-// FieldsOf, and with `changed` the fields whose value differs from `old` (null: all).
+// FieldsOf, and with `changed` the fields whose value differs from `old` (null: all). `prune`:
+// leave out object members equal in `old` (outside lists); what is left of two such walks,
+// one each way, differs exactly where the full sets differ.
 FieldSet FieldsOfDiff(const json& obj, const json& old, const SsaType& type, bool status_request,
-                      FieldSet* changed) {
+                      FieldSet* changed, bool prune = false) {
   FieldSet out;
   if (!obj.is_object()) return out;
-  Walker w{out, changed};
+  Walker w{out, changed, prune};
   Cursor root = Root(type);
   const json* oo = old.is_object() ? &old : nullptr;
   auto child = [](const json* o, const std::string& k) -> const json* {
@@ -352,13 +364,17 @@ FieldSet FieldsOfDiff(const json& obj, const json& old, const SsaType& type, boo
       const json* om = child(oo, "metadata");
       for (const auto& [mk, mv] : v.items()) {
         if (ServerMeta(mk)) continue;
+        const json* omv = child(om, mk);
+        if (prune && omv && *omv == mv) continue;
         path = {"f:metadata", "f:" + mk};
-        w.Value(mv, child(om, mk), mc.Child(mk), path);
+        w.Value(mv, omv, mc.Child(mk), path);
       }
       continue;
     }
+    const json* ov = child(oo, k);
+    if (prune && ov && *ov == v) continue;
     path = {"f:" + k};
-    w.Value(v, child(oo, k), root.Child(k), path);
+    w.Value(v, ov, root.Child(k), path);
   }
   return out;
 }
@@ -557,9 +573,12 @@ json UpdateManagedFields(const json& old, const json& next, const SsaType& type,
   if (next.is_object() && next.contains("metadata") && next["metadata"].contains("managedFields") &&
       given != prior)
     return given;  // the client set managedFields itself
+  // Only the fields that moved matter here: walking the parts both objects share (on a node,
+  // most of it: images, capacity, nodeInfo) built two sets of every path per write.
   FieldSet changed;
-  FieldSet now = FieldsOfDiff(next, old, type, status_req, &changed);
-  FieldSet before = old.is_object() ? FieldsOf(old, type, status_req) : FieldSet{};
+  FieldSet now = FieldsOfDiff(next, old, type, status_req, &changed, true);
+  FieldSet before =
+      old.is_object() ? FieldsOfDiff(old, next, type, status_req, nullptr, true) : FieldSet{};
   FieldSet removed = Minus(before, now);
   if (changed.empty() && removed.empty()) return prior;  // nobody's fields moved
   // Entries are decoded only when a moved field is in them (most writes repeat what their
