@@ -210,8 +210,8 @@ void Run::EarlyFaults() {
 
 // Three CPU figures for a phase: the runner's process (operator + runner's watch and writes),
 // the simulator child (the API server's share), and both.
-void Run::AddCpu(const std::string& what, std::pair<double, double> cpu0, double per,
-                 double scale, const std::string& unit, const std::string& note) {
+void Run::AddCpu(const std::string& what, std::pair<double, double> cpu0, double per, double scale,
+                 const std::string& unit, const std::string& note) {
   const auto [op1, sim1] = Cpu();
   const double op = op1 - cpu0.first, sim = sim1 - cpu0.second;
   rep.Add(what + " (operator process)", op / per * scale, unit, -1, false, note);
@@ -304,8 +304,8 @@ void Run::Burst() {
 
 int main(int argc, char** argv) {
   if (int rc = bench::SimProcess::MaybeRunChild(argc, argv); rc >= 0) return rc;
-  bench::Args args =
-      bench::ParseArgs(argc, argv, {"early-faults", "watch-history", "tune-malloc", "sim-tunables"});
+  bench::Args args = bench::ParseArgs(
+      argc, argv, {"early-faults", "watch-history", "tune-malloc", "sim-tunables"});
   if (!args.ok) return 2;
   const long n = args.nodes ? args.nodes : (args.mode == "scale" ? 10000 : 1000);
   const long k = args.events ? args.events : std::min<long>(200, n / 4);
@@ -376,8 +376,8 @@ int main(int argc, char** argv) {
     run.Burst();
     rep.Add("operator RSS (operator process: operator + runner)", bench::RssBytes() / 1048576.0,
             "MiB", -1, false);
-    rep.Add("simulator RSS (its own process)", bench::SampleProc(sim.pid()).rss / 1048576.0,
-            "MiB", -1, false);
+    rep.Add("simulator RSS (its own process)", bench::SampleProc(sim.pid()).rss / 1048576.0, "MiB",
+            -1, false);
   }
   op_stop.request_stop();
   op_thread.join();

@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "bench/scenarios/bench_util.h"
+#include "bench/scenarios/piped_child.h"
 #include "bench/scenarios/populate.h"
 #include "sim/population.h"
 #include "sim/server.h"
 
 namespace gg::bench {
 
-class SimChild {
+class SimChild : public PipedChild {
  public:
   // Returns false on failure (message on stderr).
   bool Start(long nodes, std::size_t watch_history) {
@@ -34,12 +35,7 @@ class SimChild {
     }
     close(to_child[0]);
     close(to_parent[1]);
-    out_ = fdopen(to_child[1], "w");
-    in_ = fdopen(to_parent[0], "r");
-    char url[256];
-    if (std::fscanf(in_, "url %255s %lf", url, &populate_seconds_) != 2) return false;
-    url_ = url;
-    return true;
+    return Attach(to_child[1], to_parent[0]);
   }
   // Makes the child apply `k` label updates; returns the child's seconds.
   double Update(long k) {
@@ -59,18 +55,6 @@ class SimChild {
     if (std::fscanf(in_, " done %lf", &s) != 1) return -1;
     return s;
   }
-  void Stop() {
-    if (pid_ <= 0) return;
-    std::fprintf(out_, "quit\n");
-    std::fflush(out_);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = 0;
-  }
-  ~SimChild() { Stop(); }
-  const std::string& url() const { return url_; }
-  double populate_seconds() const { return populate_seconds_; }
-  pid_t pid() const { return pid_; }
 
  private:
   static int ChildMain(long nodes, std::size_t history, FILE* in, FILE* out) {
@@ -127,12 +111,6 @@ class SimChild {
     (*srv)->Stop();
     return 0;
   }
-
-  pid_t pid_ = 0;
-  FILE* in_ = nullptr;
-  FILE* out_ = nullptr;
-  std::string url_;
-  double populate_seconds_ = 0;
 };
 
 }  // namespace gg::bench

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -23,6 +22,7 @@
 
 #include "bench/scenarios/bench_util.h"
 #include "bench/scenarios/fleet.h"
+#include "bench/scenarios/piped_child.h"
 #include "bench/scenarios/populate.h"
 #include "sim/population.h"
 #include "sim/server.h"
@@ -42,7 +42,7 @@ struct SimProcessOptions {
   std::string glibc_tunables;
 };
 
-class SimProcess {
+class SimProcess : public PipedChild {
  public:
   // Call first in main(): runs the child and returns its exit code when argv asks for it,
   // -1 otherwise.
@@ -94,14 +94,10 @@ class SimProcess {
     }
     close(to_child[0]);
     close(to_parent[1]);
-    out_ = fdopen(to_child[1], "w");
-    in_ = fdopen(to_parent[0], "r");
-    char url[256];
-    if (std::fscanf(in_, " url %255s %lf", url, &populate_seconds_) != 2) {
+    if (!Attach(to_child[1], to_parent[0])) {
       std::fprintf(stderr, "sim child did not start\n");
       return false;
     }
-    url_ = url;
     return true;
   }
   // The child store's current resourceVersion (0 on failure).
@@ -112,18 +108,6 @@ class SimProcess {
     if (std::fscanf(in_, " rv %lu", &rv) != 1) return 0;
     return rv;
   }
-  void Stop() {
-    if (pid_ <= 0) return;
-    std::fprintf(out_, "quit\n");
-    std::fflush(out_);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = 0;
-  }
-  ~SimProcess() { Stop(); }
-  const std::string& url() const { return url_; }
-  double populate_seconds() const { return populate_seconds_; }
-  pid_t pid() const { return pid_; }
 
  private:
   static bool Seed(sim::SimServer& srv, const SimProcessOptions& o) {
@@ -164,12 +148,6 @@ class SimProcess {
     (*srv)->Stop();
     return 0;
   }
-
-  pid_t pid_ = 0;
-  FILE* in_ = nullptr;
-  FILE* out_ = nullptr;
-  std::string url_;
-  double populate_seconds_ = 0;
 };
 
 }  // namespace gg::bench

@@ -44,8 +44,8 @@ TEST(UpdateManagedFields, AnotherManagerTakesWhatItChangesAndRemovedFieldsGo) {
   const FieldSet m1 = Owned(v2, "m1"), m2 = Owned(v2, "m2");
   EXPECT_EQ(m2, (FieldSet{{"f:metadata", "f:labels", "f:b"}, {"f:spec", "f:w"}}));
   EXPECT_FALSE(m1.count({"f:metadata", "f:labels", "f:b"}));  // taken by m2
-  EXPECT_FALSE(m1.count({"f:spec", "f:x"}));                   // removed
-  EXPECT_TRUE(m1.count({"f:metadata", "f:labels", "f:a"}));    // untouched fields stay
+  EXPECT_FALSE(m1.count({"f:spec", "f:x"}));                  // removed
+  EXPECT_TRUE(m1.count({"f:metadata", "f:labels", "f:a"}));   // untouched fields stay
   EXPECT_TRUE(m1.count({"f:spec", "f:y", "f:z"}));
   EXPECT_TRUE(m1.count({"f:spec", "f:big", "f:p"}));
   EXPECT_TRUE(m1.count({"f:spec", "f:big", "f:q", "f:r"}));
