@@ -1,9 +1,14 @@
-// DrainRunner: one jthread per draining node; results parked until the reconciler takes them.
+// DrainRunner: drains on reused worker threads; results parked until the reconciler takes them.
 #include "operator/drain_runner.h"
 
+#include <chrono>
 #include <vector>
 
 namespace gg::op {
+
+namespace {
+constexpr auto kIdle = std::chrono::seconds(5);  // a worker without a job this long ends
+}  // namespace
 
 DrainRunner::DrainRunner(remediation::Drainer& drainer,
                          std::function<void(const std::string&)> on_finished, int max_running,
@@ -20,28 +25,73 @@ DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediatio
   std::scoped_lock lock(mu_);
   auto it = jobs_.find(node);
   if (it != jobs_.end()) return it->second->done ? Start::kFinished : Start::kRunning;
-  int running = 0;
-  for (const auto& [n, j] : jobs_) running += j->done ? 0 : 1;
-  if (running >= max_running_) {
-    log_.Info("drain waits: too many drains running", {{"node", node}, {"running", running}});
+  if (running_ >= max_running_ || stopping_) {
+    log_.Info("drain waits: too many drains running", {{"node", node}, {"running", running_}});
     return Start::kNoCapacity;
   }
   auto job = std::make_unique<Job>();
-  Job* raw = job.get();
+  job->node = node;
+  job->spec = spec;
+  job->deadline = deadline;
+  queue_.push_back(job.get());
   jobs_[node] = std::move(job);
-  raw->thread = std::jthread([this, raw, node, spec, deadline](std::stop_token stop) {
-    remediation::DrainResult r = drainer_.Drain(node, spec, deadline, stop);
-    if (r.state == remediation::DrainState::kCancelled) {
-      log_.Info("drain cancelled", {{"node", node}, {"evicted", r.evicted}});
-    }
-    {
-      std::scoped_lock l(mu_);
-      raw->done = true;
-      if (r.state != remediation::DrainState::kCancelled) raw->result = std::move(r);
-    }
-    if (!stop.stop_requested() && on_finished_) on_finished_(node);
-  });
+  ++running_;
+  ReapLocked();
+  if (idle_ >= static_cast<int>(queue_.size())) {
+    cv_.notify_all();
+  } else {
+    const std::uint64_t id = next_worker_++;
+    workers_.emplace(id, std::jthread([this, id] { Work(id); }));
+  }
   return Start::kStarted;
+}
+
+void DrainRunner::Work(std::uint64_t id) {
+  std::unique_lock lock(mu_);
+  while (true) {
+    ++idle_;
+    const bool got = cv_.wait_for(lock, kIdle, [this] { return stopping_ || !queue_.empty(); });
+    --idle_;
+    if (stopping_ || !got) break;
+    Job* job = queue_.front();
+    queue_.pop_front();
+    job->started = true;
+    lock.unlock();
+    RunJob(*job);  // the job stays in jobs_ until done: Cancel and Forget wait or skip
+    lock.lock();
+  }
+  ended_.push_back(id);
+  cv_.notify_all();
+}
+
+void DrainRunner::RunJob(Job& job) {
+  const std::string node = job.node;
+  std::stop_token stop = job.stop.get_token();
+  remediation::DrainResult r = drainer_.Drain(node, job.spec, job.deadline, stop);
+  if (r.state == remediation::DrainState::kCancelled) {
+    log_.Info("drain cancelled", {{"node", node}, {"evicted", r.evicted}});
+  }
+  {
+    std::scoped_lock l(mu_);
+    job.done = true;  // after this the job may be erased: only the copies below are used
+    --running_;
+    if (r.state != remediation::DrainState::kCancelled) job.result = std::move(r);
+    cv_.notify_all();
+  }
+  if (!stop.stop_requested() && on_finished_) on_finished_(node);
+}
+
+void DrainRunner::ReapLocked() {
+  for (std::uint64_t id : ended_) {
+    auto it = workers_.find(id);
+    if (it == workers_.end()) continue;
+    workers_.erase(it);  // joins at once: it released mu_ on its way out of Work
+  }
+  ended_.clear();
+}
+
+void DrainRunner::WaitDoneLocked(std::unique_lock<std::mutex>& lock, const Job& job) {
+  cv_.wait(lock, [&] { return job.done; });
 }
 
 std::optional<remediation::DrainResult> DrainRunner::Result(const std::string& node) const {
@@ -70,32 +120,46 @@ bool DrainRunner::Running(const std::string& node) const {
 
 void DrainRunner::Cancel(const std::string& node) {
   std::unique_ptr<Job> job;
-  {
-    std::scoped_lock lock(mu_);
-    auto it = jobs_.find(node);
-    if (it == jobs_.end()) return;
-    job = std::move(it->second);
-    jobs_.erase(it);
+  std::unique_lock lock(mu_);
+  auto it = jobs_.find(node);
+  if (it == jobs_.end()) return;
+  job = std::move(it->second);
+  jobs_.erase(it);
+  job->stop.request_stop();
+  if (!job->started) {  // still queued: no worker will see it
+    std::erase(queue_, job.get());
+    if (!job->done) --running_;
+    return;
   }
-  job->thread.request_stop();
-  // jthread joins on destruction, outside the lock (the job takes mu_ when it ends).
+  WaitDoneLocked(lock, *job);  // as a join: the drain has returned when Cancel does
 }
 
 int DrainRunner::RunningCount() const {
   std::scoped_lock lock(mu_);
-  int n = 0;
-  for (const auto& [node, j] : jobs_) n += j->done ? 0 : 1;
-  return n;
+  return running_;
 }
 
 void DrainRunner::StopAll() {
+  std::map<std::uint64_t, std::jthread> workers;
   std::map<std::string, std::unique_ptr<Job>> jobs;
   {
     std::scoped_lock lock(mu_);
-    jobs.swap(jobs_);
+    stopping_ = true;
+    for (auto& [n, j] : jobs_) j->stop.request_stop();
+    for (Job* j : queue_) {
+      j->done = true;  // never started
+      --running_;
+    }
+    queue_.clear();
+    workers.swap(workers_);
+    ended_.clear();
+    cv_.notify_all();
   }
-  for (auto& [n, j] : jobs) j->thread.request_stop();
-  jobs.clear();  // joins
+  workers.clear();  // joins: every started job has finished
+  std::scoped_lock lock(mu_);
+  jobs.swap(jobs_);
+  ended_.clear();
+  stopping_ = false;  // usable again (Ensure after StopAll starts fresh workers)
 }
 
 PdbBudgets::PdbBudgets(k8s::RestClient& client, Clock& clock, runtime::InformerOptions options)
