@@ -179,9 +179,23 @@ constexpr std::size_t kRvValueOffset = sizeof("\"resourceVersion\":") - 1;
 // most this much spare capacity (more, and it is copied to its exact size).
 constexpr std::size_t kTightSlack = 256;
 
+// Whether two objects carry the same metadata.labels (neither having any counts as the same).
+bool SameLabels(const json& a, const json& b) {
+  auto labels = [](const json& o) -> const json* {
+    if (!o.is_object()) return nullptr;
+    auto md = o.find("metadata");
+    if (md == o.end() || !md->is_object()) return nullptr;
+    auto l = md->find("labels");
+    return l == md->end() ? nullptr : &*l;
+  };
+  const json *x = labels(a), *y = labels(b);
+  return (!x && !y) || (x && y && *x == *y);
+}
+
 }  // namespace
 
-PendingObj ApiCore::MakePending(const Target& t, json& obj, std::size_t size_hint) const {
+PendingObj ApiCore::MakePending(const Target& t, json& obj, std::size_t size_hint,
+                                const Obj* same_labels) const {
   obj["metadata"]["resourceVersion"] = std::string(kRvPlaceholder);
   auto o = std::make_shared<Obj>();
   const auto& md = obj["metadata"];
@@ -189,7 +203,8 @@ PendingObj ApiCore::MakePending(const Target& t, json& obj, std::size_t size_hin
   o->ns = md.value("namespace", "");
   o->uid = md.value("uid", "");
   o->api_version = obj.value("apiVersion", "");
-  o->labels = Labels(LabelsOf(obj));
+  // Most writes leave the labels alone: their interned index is the old object's.
+  o->labels = same_labels ? same_labels->labels : Labels(LabelsOf(obj));
   std::string_view group = t.ri->storage == "events" ? std::string_view() : t.ri->group;
   o->fields = IndexFields(group, t.ri->resource, t.ri->namespaced, obj);
   if (size_hint == 0) {
@@ -638,7 +653,8 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
   // Finalizers gone on an object being deleted: now it goes.
   out.remove = md.contains("deletionTimestamp") && !HasFinalizers(next) &&
                (ri.resource != "pods" || md.value("deletionGracePeriodSeconds", 0) == 0);
-  out.pending = MakePending(t, next, old->json.size() + kTightSlack);
+  out.pending = MakePending(t, next, old->json.size() + kTightSlack,
+                            SameLabels(next, old_j) ? old.get() : nullptr);
   out.next = std::move(next);
   return out;
 }

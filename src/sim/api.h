@@ -245,7 +245,9 @@ class ApiCore {
                              const std::function<ApiResult()>& on_missing);
   // `size_hint`: the expected size of the serialized object (the old one's for an update), so
   // it is written into one buffer instead of growing by doubling; 0 = unknown.
-  PendingObj MakePending(const Target& t, nlohmann::json& obj, std::size_t size_hint = 0) const;
+  // `same_labels`: an object whose labels `obj` has too (their index is copied, not rebuilt).
+  PendingObj MakePending(const Target& t, nlohmann::json& obj, std::size_t size_hint = 0,
+                         const Obj* same_labels = nullptr) const;
   ObjPtr FinishPending(PendingObj& p, std::uint64_t rv, nlohmann::json* dom) const;
   std::optional<ApiError> Validate(const Target& t, const nlohmann::json& obj, bool create,
                                    const WriteOpts& o);
