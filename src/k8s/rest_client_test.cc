@@ -403,6 +403,43 @@ TEST(RestClientTest, WatchStopsPromptly) {
   s.Stop();
 }
 
+// A stream whose server goes silent ends when the request's timeout passes (curl's timer in
+// the stream loop), with the bytes that came before delivered.
+TEST(RestClientTest, StalledStreamEndsAtItsTimeout) {
+  TestServer s;
+  s.svr().Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
+      std::string e = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}})" "\n";
+      sink.write(e.data(), e.size());
+      while (!s.Released() && sink.is_writable()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      sink.done();
+      return true;
+    });
+  });
+  s.Start();
+  ClientConfig cfg;
+  cfg.server = s.Url();
+  auto t = CurlTransport::Create(cfg);
+  ASSERT_TRUE(t.ok()) << t.status();
+  HttpRequest req;
+  req.path = "/api/v1/nodes?watch=true";
+  req.timeout = std::chrono::milliseconds(400);
+  std::string got;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = (*t)->Stream(req, [&](std::string_view chunk) {
+    got.append(chunk);
+    return true;
+  }, {});
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(got.find("BOOKMARK"), std::string::npos) << got;
+  EXPECT_GE(took, std::chrono::milliseconds(350));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  s.Stop();
+}
+
 TEST(RestClientTest, RotatedTokenIsPickedUpAfter401) {
   auto dir = std::filesystem::temp_directory_path() /
              ("gg-rc-" + std::to_string(::getpid()) + "-" +
