@@ -314,7 +314,8 @@ namespace {
 // curl_multi_perform makes before each receive to find out (one syscall per watch event).
 class StreamLoop {
  public:
-  explicit StreamLoop(CURLM* multi) : multi_(multi), stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  explicit StreamLoop(CURLM* multi)
+      : multi_(multi), stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &StreamLoop::SocketCb);
     curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
     curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &StreamLoop::TimerCb);
@@ -342,7 +343,8 @@ class StreamLoop {
       fds.assign(socks_.begin(), socks_.end());
       fds.push_back({stop_fd_, POLLIN, 0});
       int n = poll(fds.data(), fds.size(), PollTimeoutMs());
-      if (n < 0 && errno != EINTR) return UnavailableError(std::string("poll: ") + std::strerror(errno));
+      if (n < 0 && errno != EINTR)
+        return UnavailableError(std::string("poll: ") + std::strerror(errno));
       if (cancelled.load()) break;
       bool acted = false;
       for (std::size_t i = 0; n > 0 && i + 1 < fds.size() && mc == CURLM_OK; ++i) {
@@ -397,7 +399,8 @@ class StreamLoop {
   // Until curl's timer, at most a second (a lost timer update then costs a second, not a hang).
   int PollTimeoutMs() const {
     if (!timer_set_) return 1000;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(timer_at_ - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(timer_at_ - std::chrono::steady_clock::now());
     return static_cast<int>(std::clamp<long long>(left.count(), 0, 1000));
   }
 

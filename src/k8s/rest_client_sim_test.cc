@@ -159,13 +159,21 @@ TEST_F(SimTest, PagedListAndWatchResume) {
   EXPECT_TRUE(IsExpired(expired)) << expired;
 }
 
-TEST(SimTlsTest, VerifiesTheServerCertificate) {
+// A simulator serving HTTPS with node n1 (no kubelet, scheduler or controllers).
+StatusOr<std::unique_ptr<gg::sim::SimServer>> StartTlsSim() {
   gg::sim::SimOptions o;
   o.tls = true;
   o.kubelet = o.scheduler = o.controllers = false;
   auto s = gg::sim::SimServer::Start(o);
+  if (s.ok()) {
+    EXPECT_TRUE((*s)->Create("/api/v1/nodes", NodeJson("n1")).ok());
+  }
+  return s;
+}
+
+TEST(SimTlsTest, VerifiesTheServerCertificate) {
+  auto s = StartTlsSim();
   if (!s.ok()) GTEST_SKIP() << "simulator TLS unavailable: " << s.status();
-  ASSERT_TRUE((*s)->Create("/api/v1/nodes", NodeJson("n1")).ok());
   ClientConfig cfg;
   cfg.server = (*s)->Url();
   ASSERT_EQ(cfg.server.rfind("https://", 0), 0u);
@@ -193,12 +201,8 @@ TEST(SimTlsTest, VerifiesTheServerCertificate) {
 
 // A watch over TLS streams events as they happen (the stream loop reads through OpenSSL).
 TEST(SimTlsTest, WatchStreamsEventsOverTls) {
-  gg::sim::SimOptions o;
-  o.tls = true;
-  o.kubelet = o.scheduler = o.controllers = false;
-  auto s = gg::sim::SimServer::Start(o);
+  auto s = StartTlsSim();
   if (!s.ok()) GTEST_SKIP() << "simulator TLS unavailable: " << s.status();
-  ASSERT_TRUE((*s)->Create("/api/v1/nodes", NodeJson("n1")).ok());
   ClientConfig cfg;
   cfg.server = (*s)->Url();
   cfg.ca_pem = (*s)->CaCertPem();
@@ -218,14 +222,17 @@ TEST(SimTlsTest, WatchStreamsEventsOverTls) {
   WatchOptions wo;
   wo.resource_version = node->meta.resource_version;
   std::vector<std::string> steps;
-  Status w = (*c)->Watch(kNodes, "", wo, [&](std::string_view line) {
-    auto ev = ParseWatchEvent<Node>(line, true);
-    EXPECT_TRUE(ev.ok()) << ev.status();
-    if (ev.ok() && ev->type == WatchEventType::kModified) {
-      steps.push_back(std::string(ev->object.meta.labels.Get("step").value_or("")));
-    }
-    return steps.size() < 3;
-  }, {});
+  Status w =
+      (*c)->Watch(kNodes, "", wo,
+                  [&](std::string_view line) {
+                    auto ev = ParseWatchEvent<Node>(line, true);
+                    EXPECT_TRUE(ev.ok()) << ev.status();
+                    if (ev.ok() && ev->type == WatchEventType::kModified) {
+                      steps.push_back(std::string(ev->object.meta.labels.Get("step").value_or("")));
+                    }
+                    return steps.size() < 3;
+                  },
+                  {});
   writer.join();
   EXPECT_TRUE(w.ok()) << w;
   EXPECT_EQ(steps, (std::vector<std::string>{"0", "1", "2"}));

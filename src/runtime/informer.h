@@ -301,8 +301,9 @@ class Informer final : public InformerCore {
     const std::string& k = looked_up_key_;
     const std::size_t ns = meta.namespace_.size();
     const bool same = ns == 0 ? k == meta.name
-                              : k.size() == ns + 1 + meta.name.size() && k.starts_with(meta.namespace_) &&
-                                    k[ns] == '/' && std::string_view(k).substr(ns + 1) == meta.name;
+                              : k.size() == ns + 1 + meta.name.size() &&
+                                    k.starts_with(meta.namespace_) && k[ns] == '/' &&
+                                    std::string_view(k).substr(ns + 1) == meta.name;
     return same ? slot : nullptr;
   }
   // Also drops what a decode that failed after its lookup left behind.
