@@ -138,9 +138,18 @@ struct LabelMap::Rep {
 
 // The growing list between Append and FinishAppend, and AppendLike's walk over `prev`.
 struct LabelMap::Builder {
-  std::vector<Interned*> entries;  // one reference each, in arrival order
+  std::vector<Interned*> entries;  // one reference each (but see `lent`), in arrival order
   const Rep* prev = nullptr;
   std::uint32_t prev_own = 0, prev_shared = 0;
+  // Entries AppendLike took from prev's shared set without a reference of their own: prev
+  // keeps them alive until FinishAppend. When the map ends up with that same set, they need no
+  // reference at all (a watch event that leaves the fleet-wide labels alone then touches none
+  // of their counts); any other outcome first gives each its reference (Settle).
+  std::vector<Interned*> lent;
+  void Settle() {
+    for (Interned* e : lent) e->refs.fetch_add(1, std::memory_order_relaxed);
+    lent.clear();
+  }
 };
 
 namespace {
@@ -311,6 +320,30 @@ LabelMap::Rep* Tag(LabelMap::Builder* b) {
 // One spare builder per thread: decoding a watch event then allocates no list.
 thread_local std::unique_ptr<LabelMap::Builder> spare_builder;
 
+// When the builder's entries (sorted, keys unique) hold exactly prev's shared set — every pair
+// of it lent, in order, and no other common pair — the new map shares that set (one reference)
+// plus its own pairs, and nothing is hashed, locked or counted for the set's pairs. Else null.
+LabelMap::Rep* SameSharedSet(LabelMap::Builder& b) {
+  if (!b.prev || !b.prev->base || b.lent.size() != b.prev->base->n) return nullptr;
+  const auto set = b.prev->base->own();
+  thread_local std::vector<Interned*> own;
+  own.clear();
+  std::size_t j = 0;
+  for (Interned* e : b.entries) {
+    if (j < set.size() && e == set[j]) {
+      ++j;
+    } else if (IsCommon(e)) {
+      return nullptr;  // a fleet-wide pair the set lacks: intern the new set
+    } else {
+      own.push_back(e);
+    }
+  }
+  if (j != set.size()) return nullptr;
+  b.lent.clear();  // the set's pairs are the set's; the map holds the set
+  b.prev->base->refs.fetch_add(1, std::memory_order_relaxed);
+  return NewRep(own, b.prev->base);
+}
+
 }  // namespace
 
 LabelMap::LabelMap(const LabelMap& o) : rep_(o.rep_) {
@@ -351,7 +384,17 @@ void LabelMap::clear() {
     return;
   }
   std::unique_ptr<Builder> b(Untag(r));
-  for (Interned* e : b->entries) Table().Unref(e);
+  // Lent entries hold no reference (and the map they came from may be gone by now).
+  auto& lent = b->lent;
+  std::sort(lent.begin(), lent.end());
+  for (Interned* e : b->entries) {
+    auto it = std::lower_bound(lent.begin(), lent.end(), e);
+    if (it != lent.end() && *it == e) {
+      lent.erase(it);
+      continue;
+    }
+    Table().Unref(e);
+  }
 }
 
 LabelMap::Builder* LabelMap::StartBuilding() {
@@ -361,6 +404,7 @@ LabelMap::Builder* LabelMap::StartBuilding() {
   b->entries = Flatten(rep_);  // what the map held stays, Append adds to it
   b->prev = nullptr;
   b->prev_own = b->prev_shared = 0;
+  b->lent.clear();
   clear();
   rep_ = Tag(b.release());
   return Untag(rep_);
@@ -454,13 +498,18 @@ bool LabelMap::AppendLike(const LabelMap* prev, std::string_view key, std::strin
   Builder* b = StartBuilding();
   const Rep* pr = prev->rep_;
   if (b->prev != pr) {
+    b->Settle();  // what was lent came from another map
     b->prev = pr;
     b->prev_own = b->prev_shared = 0;
   }
   Interned* e = WalkTo(pr->own(), &b->prev_own, key, value);
-  if (!e) e = WalkTo(pr->shared(), &b->prev_shared, key, value);
-  if (!e) return Append(key, value);
-  InternTable::Ref(e);
+  if (e) {
+    InternTable::Ref(e);
+  } else if ((e = WalkTo(pr->shared(), &b->prev_shared, key, value))) {
+    b->lent.push_back(e);
+  } else {
+    return Append(key, value);
+  }
   b->entries.push_back(e);
   return true;
 }
@@ -471,16 +520,26 @@ void LabelMap::FinishAppend() {
   rep_ = nullptr;
   auto& v = b->entries;
   // The API server sends keys sorted; equal keys stay in arrival order, the last one wins.
-  if (!std::is_sorted(v.begin(), v.end(), KeyLess)) std::stable_sort(v.begin(), v.end(), KeyLess);
-  bool dropped = false;
-  for (std::size_t i = 0; i + 1 < v.size(); ++i) {
-    if (v[i]->key() != v[i + 1]->key()) continue;
-    Table().Unref(v[i]);
-    v[i] = nullptr;
-    dropped = true;
+  bool sorted_unique = std::is_sorted(v.begin(), v.end(), KeyLess);
+  for (std::size_t i = 0; sorted_unique && i + 1 < v.size(); ++i)
+    sorted_unique = v[i]->key() != v[i + 1]->key();
+  if (!sorted_unique) {
+    b->Settle();
+    std::stable_sort(v.begin(), v.end(), KeyLess);
+    for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+      if (v[i]->key() != v[i + 1]->key()) continue;
+      Table().Unref(v[i]);
+      v[i] = nullptr;
+    }
+    std::erase(v, nullptr);
   }
-  if (dropped) std::erase(v, nullptr);
-  Adopt(v);
+  if (Rep* r = SameSharedSet(*b)) {
+    clear();
+    rep_ = r;
+  } else {
+    b->Settle();
+    Adopt(v);
+  }
   v.clear();
   if (v.capacity() <= 1024) spare_builder = std::move(b);
 }
