@@ -279,6 +279,13 @@ Status ReadUid(od::value& v, Uid* out) {
   return OkStatus();
 }
 
+Status ReadCompact(od::value& v, std::string_view field, CompactString* out) {
+  std::string s;
+  GG_RETURN_IF_ERROR(ReadString(v, field, &s));
+  *out = CompactString(s);
+  return OkStatus();
+}
+
 Status ReadOptionalTime(od::value& v, std::string_view field, OptionalTime* out) {
   std::optional<WallTime> t = *out;
   GG_RETURN_IF_ERROR(ReadTime(v, field, &t));
@@ -290,7 +297,7 @@ Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std
                         bool* has_labels) {
   return ForObjectFields(v, "metadata", [&](od::raw_json_string k, od::value& val) -> Status {
     if (k == "name") return ReadString(val, "metadata.name", &m->name);
-    if (k == "namespace") return ReadString(val, "metadata.namespace", &m->namespace_);
+    if (k == "namespace") return ReadCompact(val, "metadata.namespace", &m->namespace_);
     if (k == "uid") return ReadUid(val, &m->uid);
     if (k == "resourceVersion") {
       return ReadString(val, "metadata.resourceVersion", &m->resource_version);

@@ -790,6 +790,13 @@ bool operator==(const Uid& a, const Uid& b) {
 
 std::ostream& operator<<(std::ostream& os, const Uid& u) { return os << u.str(); }
 
+const std::string& CompactString::Empty() {
+  static const std::string empty;
+  return empty;
+}
+
+std::ostream& operator<<(std::ostream& os, const CompactString& s) { return os << s.str(); }
+
 std::string ObjectMeta::Key() const {
   if (namespace_.empty()) return name;
   std::string k;

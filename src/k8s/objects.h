@@ -98,6 +98,39 @@ struct OwnerReference {
   friend bool operator==(const OwnerReference&, const OwnerReference&) = default;
 };
 
+// Text that is usually empty in one pointer instead of a 32-byte std::string: a cluster-scoped
+// object's namespace (every Node and GPU report of the fleet), a cached report's decode error.
+// Non-empty text lives on the heap. Reads like a const std::string.
+class CompactString {
+ public:
+  CompactString() = default;
+  CompactString(std::string_view s)  // NOLINT: assigned from text like a string
+      : s_(s.empty() ? nullptr : std::make_unique<const std::string>(s)) {}
+  CompactString(const std::string& s) : CompactString(std::string_view(s)) {}  // NOLINT
+  CompactString(const char* s) : CompactString(std::string_view(s)) {}         // NOLINT
+  CompactString(const CompactString& o) : CompactString(o.str()) {}
+  CompactString(CompactString&&) noexcept = default;
+  CompactString& operator=(const CompactString& o) { return *this = CompactString(o); }
+  CompactString& operator=(CompactString&&) noexcept = default;
+
+  bool empty() const { return s_ == nullptr; }
+  std::size_t size() const { return str().size(); }
+  const std::string& str() const { return s_ ? *s_ : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT: reads like a string
+  operator std::string_view() const { return str(); }     // NOLINT
+  friend bool operator==(const CompactString& a, const CompactString& b) {
+    return a.str() == b.str();
+  }
+  friend bool operator==(const CompactString& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const CompactString& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const CompactString& a, const char* b) { return a.str() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const CompactString& s);
+
+ private:
+  static const std::string& Empty();
+  std::unique_ptr<const std::string> s_;
+};
+
 // metadata.uid in 16 bytes instead of a 32-byte std::string plus a 48-byte heap block: the
 // API server's uids are RFC 4122 UUIDs ("8-4-4-4-12" lowercase hex, variant bits 10), kept as
 // their 16 bytes; any other string (the server's uid is opaque) is kept whole on the heap and
@@ -191,11 +224,12 @@ class OptionalTime {
   WallTime::rep ns_ = kNone;
 };
 
-// 160 bytes (was 208): every cached Node and report holds one, so the rarely present fields
-// (ownerReferences, the timestamps) and the uid take the least room their values allow.
+// 136 bytes (was 208): every cached Node and report holds one, so the rarely present fields
+// (namespace, ownerReferences, the timestamps) and the uid take the least room their values
+// allow.
 struct ObjectMeta {
   std::string name;
-  std::string namespace_;
+  CompactString namespace_;
   std::string resource_version;
   Uid uid;
   std::int64_t generation = 0;
