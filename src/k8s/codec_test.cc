@@ -57,8 +57,9 @@ TEST(CodecTest, MetaKeepsUidsAndTimesCompactlyAndReadsThemBackUnchanged) {
   EXPECT_FALSE(node->meta.deletion_timestamp.has_value());
   EXPECT_TRUE(node->meta.owner_references.empty());
   // The server's uid is opaque: any other text is kept whole and read back as sent.
-  for (std::string uid : {"uid-node-7", "018B97A5-7073-4701-8576-646AEF94752D",
-                          "018b97a5-7073-4701-0576-646aef94752d", "018b97a5707347018576646aef94752d"}) {
+  for (std::string uid :
+       {"uid-node-7", "018B97A5-7073-4701-8576-646AEF94752D",
+        "018b97a5-7073-4701-0576-646aef94752d", "018b97a5707347018576646aef94752d"}) {
     auto n = ParseObject<Node>(R"({"metadata":{"name":"n","uid":")" + uid +
                                R"(","deletionTimestamp":"1970-01-01T00:00:00Z"}})");
     ASSERT_TRUE(n.ok()) << n.status();

@@ -8,8 +8,8 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <ostream>
 #include <new>
+#include <ostream>
 #include <unordered_map>
 #include <unordered_set>
 

@@ -2,13 +2,13 @@
 // small (a Node is a few hundred bytes plus its labels, not 15 KB). Parsed by k8s/codec.h.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <limits>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -117,7 +117,7 @@ class CompactString {
   std::size_t size() const { return str().size(); }
   const std::string& str() const { return s_ ? *s_ : Empty(); }
   operator const std::string&() const { return str(); }  // NOLINT: reads like a string
-  operator std::string_view() const { return str(); }     // NOLINT
+  operator std::string_view() const { return str(); }    // NOLINT
   friend bool operator==(const CompactString& a, const CompactString& b) {
     return a.str() == b.str();
   }
@@ -140,7 +140,7 @@ class Uid {
   Uid() = default;
   Uid(std::string_view s) { Assign(s); }  // NOLINT: assigned from text like a string
   Uid(const std::string& s) : Uid(std::string_view(s)) {}  // NOLINT
-  Uid(const char* s) : Uid(std::string_view(s)) {}  // NOLINT
+  Uid(const char* s) : Uid(std::string_view(s)) {}         // NOLINT
   Uid(const Uid& o) { *this = o; }
   Uid(Uid&& o) noexcept : hi_(o.hi_), lo_(o.lo_) { o.hi_ = o.lo_ = 0; }
   Uid& operator=(const Uid& o);

@@ -198,8 +198,8 @@ Registry::Entry* Registry::Find(std::string_view name) const {
 }
 
 Registry::Entry* Registry::Declared(const std::string& name, MetricType type,
-                                    const std::vector<std::string>& label_names,
-                                    bool* valid, bool keyed) const {
+                                    const std::vector<std::string>& label_names, bool* valid,
+                                    bool keyed) const {
   *valid = *valid && IsValidMetricName(name);
   if (!*valid) return nullptr;
   Entry* e = Find(name);
