@@ -28,7 +28,9 @@ std::size_t StrHeap(const std::string& s) {
 std::size_t NodeBytes(const k8s::Node& n) {
   std::size_t b = sizeof(k8s::Node);
   const auto& m = n.meta;
-  b += StrHeap(m.name) + StrHeap(m.namespace_) + StrHeap(m.uid) + StrHeap(m.resource_version);
+  b += StrHeap(m.name) +
+       (m.namespace_.empty() ? 0 : sizeof(std::string) + StrHeap(m.namespace_.str())) +
+       m.uid.MemoryBytes() + StrHeap(m.resource_version);
   b += m.labels.MemoryBytes() - sizeof(k8s::LabelMap);
   b += m.annotations.MemoryBytes() - sizeof(k8s::LabelMap);
   b += m.owner_references.capacity() * sizeof(k8s::OwnerReference);

@@ -48,6 +48,48 @@ TEST(CodecTest, ParsesRealGceNode) {
   EXPECT_FALSE(node->unschedulable);
 }
 
+TEST(CodecTest, MetaKeepsUidsAndTimesCompactlyAndReadsThemBackUnchanged) {
+  auto node = ParseObject<Node>(ReadTestdata("gpu-node-gce-tesla-t4x2.node.json"));
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->meta.uid, "018b97a5-7073-4701-8576-646aef94752d");
+  EXPECT_EQ(node->meta.uid.MemoryBytes(), 0u) << "a UUID is kept as its 16 bytes";
+  EXPECT_EQ(*node->meta.creation_timestamp, WallTime(std::chrono::seconds(1672063983)));
+  EXPECT_FALSE(node->meta.deletion_timestamp.has_value());
+  EXPECT_TRUE(node->meta.owner_references.empty());
+  // The server's uid is opaque: any other text is kept whole and read back as sent.
+  for (std::string uid :
+       {"uid-node-7", "018B97A5-7073-4701-8576-646AEF94752D",
+        "018b97a5-7073-4701-0576-646aef94752d", "018b97a5707347018576646aef94752d"}) {
+    auto n = ParseObject<Node>(R"({"metadata":{"name":"n","uid":")" + uid +
+                               R"(","deletionTimestamp":"1970-01-01T00:00:00Z"}})");
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(n->meta.uid.str(), uid);
+    EXPECT_GT(n->meta.uid.MemoryBytes(), 0u) << uid;
+    ASSERT_TRUE(n->meta.deletion_timestamp);
+    EXPECT_EQ(*n->meta.deletion_timestamp, WallTime()) << "the epoch is a time, not none";
+    ObjectMeta copy = n->meta;
+    EXPECT_EQ(copy.uid, n->meta.uid);
+    EXPECT_EQ(copy.uid, uid);
+  }
+  Uid a("9d2c7b0e-1f7d-4c1a-9e55-0b3a7d1c2e4f"), b;
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.str(), "");
+  b = a;
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(std::string(b), "9d2c7b0e-1f7d-4c1a-9e55-0b3a7d1c2e4f");
+  Uid moved(std::move(b));
+  EXPECT_EQ(moved, a);
+  EXPECT_FALSE(moved == Uid("9d2c7b0e-1f7d-4c1a-9e55-0b3a7d1c2e40"));
+  EXPECT_FALSE(moved == Uid("other"));
+  OwnerReferences refs;
+  refs.push_back({"apps/v1", "DaemonSet", "ds", "d1", true});
+  OwnerReferences refs_copy = refs;
+  ASSERT_EQ(refs_copy.size(), 1u);
+  EXPECT_EQ(refs_copy[0].kind, "DaemonSet");
+  EXPECT_EQ(refs_copy, refs);
+  EXPECT_LE(sizeof(ObjectMeta), 160u);
+}
+
 TEST(CodecTest, NodeKeepsOtherDetectorsConditionsCompactly) {
   // Ready=False is not the healthy state: kept (compactly) for a nodeCondition rule.
   auto not_ready = ParseObject<Node>(R"({"metadata":{"name":"n"},"status":{"conditions":[

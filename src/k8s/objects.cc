@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <ostream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -746,6 +747,114 @@ const OwnerReference* ObjectMeta::Controller() const {
   }
   return nullptr;
 }
+
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;  // upper case is not the canonical form: kept as text, read back as sent
+}
+
+// The 16 bytes of a canonical RFC 4122 UUID (variant bits 10), as two big-endian words.
+bool ParseUuid(std::string_view s, std::uint64_t* hi, std::uint64_t* lo) {
+  if (s.size() != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') return false;
+  std::uint64_t w[2] = {0, 0};
+  int nibble = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) continue;
+    const int d = HexDigit(s[i]);
+    if (d < 0) return false;
+    w[nibble / 16] = (w[nibble / 16] << 4) | static_cast<std::uint64_t>(d);
+    ++nibble;
+  }
+  if ((w[1] >> 62) != 2) return false;  // variant 10: byte 8 is 0x80-0xBF, so lo is never 0
+  *hi = w[0];
+  *lo = w[1];
+  return true;
+}
+
+}  // namespace
+
+void Uid::Assign(std::string_view s) {
+  if (ParseUuid(s, &hi_, &lo_)) return;
+  lo_ = 0;
+  hi_ = 0;
+  if (s.empty()) return;
+  auto* block = static_cast<char*>(::operator new(sizeof(std::uint32_t) + s.size()));
+  const auto n = static_cast<std::uint32_t>(s.size());
+  std::memcpy(block, &n, sizeof n);
+  std::memcpy(block + sizeof n, s.data(), s.size());
+  hi_ = reinterpret_cast<std::uintptr_t>(block);
+}
+
+void Uid::Release() {
+  if (!Packed() && hi_ != 0) ::operator delete(reinterpret_cast<char*>(hi_));
+  hi_ = lo_ = 0;
+}
+
+Uid& Uid::operator=(const Uid& o) {
+  if (this != &o) {
+    Release();
+    if (o.Packed()) {
+      hi_ = o.hi_;
+      lo_ = o.lo_;
+    } else {
+      Assign(o.str());
+    }
+  }
+  return *this;
+}
+
+Uid& Uid::operator=(Uid&& o) noexcept {
+  if (this != &o) {
+    Release();
+    hi_ = o.hi_;
+    lo_ = o.lo_;
+    o.hi_ = o.lo_ = 0;
+  }
+  return *this;
+}
+
+std::string Uid::str() const {
+  if (!Packed()) {
+    if (hi_ == 0) return {};
+    const auto* block = reinterpret_cast<const char*>(hi_);
+    std::uint32_t n = 0;
+    std::memcpy(&n, block, sizeof n);
+    return std::string(block + sizeof n, n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(36, '-');
+  std::size_t pos = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (pos == 8 || pos == 13 || pos == 18 || pos == 23) ++pos;
+    const std::uint64_t w = i < 16 ? hi_ : lo_;
+    out[pos++] = kHex[(w >> (60 - 4 * (i % 16))) & 0xF];
+  }
+  return out;
+}
+
+std::size_t Uid::MemoryBytes() const {
+  if (Packed() || hi_ == 0) return 0;
+  std::uint32_t n = 0;
+  std::memcpy(&n, reinterpret_cast<const char*>(hi_), sizeof n);
+  return sizeof n + n;
+}
+
+bool operator==(const Uid& a, const Uid& b) {
+  if (a.Packed() || b.Packed()) return a.hi_ == b.hi_ && a.lo_ == b.lo_;
+  return a.str() == b.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Uid& u) { return os << u.str(); }
+
+const std::string& CompactString::Empty() {
+  static const std::string empty;
+  return empty;
+}
+
+std::ostream& operator<<(std::ostream& os, const CompactString& s) { return os << s.str(); }
 
 std::string ObjectMeta::Key() const {
   if (namespace_.empty()) return name;
