@@ -272,12 +272,33 @@ Status BuildLabels(ObjectMeta* m, std::size_t base) {
   return s;
 }
 
+Status ReadUid(od::value& v, Uid* out) {
+  std::string s;
+  GG_RETURN_IF_ERROR(ReadString(v, "metadata.uid", &s));
+  *out = Uid(s);
+  return OkStatus();
+}
+
+Status ReadCompact(od::value& v, std::string_view field, CompactString* out) {
+  std::string s;
+  GG_RETURN_IF_ERROR(ReadString(v, field, &s));
+  *out = CompactString(s);
+  return OkStatus();
+}
+
+Status ReadOptionalTime(od::value& v, std::string_view field, OptionalTime* out) {
+  std::optional<WallTime> t = *out;
+  GG_RETURN_IF_ERROR(ReadTime(v, field, &t));
+  *out = t;
+  return OkStatus();
+}
+
 Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std::string_view),
                         bool* has_labels) {
   return ForObjectFields(v, "metadata", [&](od::raw_json_string k, od::value& val) -> Status {
     if (k == "name") return ReadString(val, "metadata.name", &m->name);
-    if (k == "namespace") return ReadString(val, "metadata.namespace", &m->namespace_);
-    if (k == "uid") return ReadString(val, "metadata.uid", &m->uid);
+    if (k == "namespace") return ReadCompact(val, "metadata.namespace", &m->namespace_);
+    if (k == "uid") return ReadUid(val, &m->uid);
     if (k == "resourceVersion") {
       return ReadString(val, "metadata.resourceVersion", &m->resource_version);
     }
@@ -290,10 +311,10 @@ Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std
       return ReadStringMap(val, "metadata.annotations", &m->annotations, keep_annotation);
     }
     if (k == "creationTimestamp") {
-      return ReadTime(val, "metadata.creationTimestamp", &m->creation_timestamp);
+      return ReadOptionalTime(val, "metadata.creationTimestamp", &m->creation_timestamp);
     }
     if (k == "deletionTimestamp") {
-      return ReadTime(val, "metadata.deletionTimestamp", &m->deletion_timestamp);
+      return ReadOptionalTime(val, "metadata.deletionTimestamp", &m->deletion_timestamp);
     }
     if (k == "ownerReferences") {
       return ForArrayObjects(val, "metadata.ownerReferences", [&](od::object& o, std::size_t) {

@@ -48,6 +48,48 @@ TEST(CodecTest, ParsesRealGceNode) {
   EXPECT_FALSE(node->unschedulable);
 }
 
+TEST(CodecTest, MetaKeepsUidsAndTimesCompactlyAndReadsThemBackUnchanged) {
+  auto node = ParseObject<Node>(ReadTestdata("gpu-node-gce-tesla-t4x2.node.json"));
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->meta.uid, "018b97a5-7073-4701-8576-646aef94752d");
+  EXPECT_EQ(node->meta.uid.MemoryBytes(), 0u) << "a UUID is kept as its 16 bytes";
+  EXPECT_EQ(*node->meta.creation_timestamp, WallTime(std::chrono::seconds(1672063983)));
+  EXPECT_FALSE(node->meta.deletion_timestamp.has_value());
+  EXPECT_TRUE(node->meta.owner_references.empty());
+  // The server's uid is opaque: any other text is kept whole and read back as sent.
+  for (std::string uid :
+       {"uid-node-7", "018B97A5-7073-4701-8576-646AEF94752D",
+        "018b97a5-7073-4701-0576-646aef94752d", "018b97a5707347018576646aef94752d"}) {
+    auto n = ParseObject<Node>(R"({"metadata":{"name":"n","uid":")" + uid +
+                               R"(","deletionTimestamp":"1970-01-01T00:00:00Z"}})");
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(n->meta.uid.str(), uid);
+    EXPECT_GT(n->meta.uid.MemoryBytes(), 0u) << uid;
+    ASSERT_TRUE(n->meta.deletion_timestamp);
+    EXPECT_EQ(*n->meta.deletion_timestamp, WallTime()) << "the epoch is a time, not none";
+    ObjectMeta copy = n->meta;
+    EXPECT_EQ(copy.uid, n->meta.uid);
+    EXPECT_EQ(copy.uid, uid);
+  }
+  Uid a("9d2c7b0e-1f7d-4c1a-9e55-0b3a7d1c2e4f"), b;
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.str(), "");
+  b = a;
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(std::string(b), "9d2c7b0e-1f7d-4c1a-9e55-0b3a7d1c2e4f");
+  Uid moved(std::move(b));
+  EXPECT_EQ(moved, a);
+  EXPECT_FALSE(moved == Uid("9d2c7b0e-1f7d-4c1a-9e55-0b3a7d1c2e40"));
+  EXPECT_FALSE(moved == Uid("other"));
+  OwnerReferences refs;
+  refs.push_back({"apps/v1", "DaemonSet", "ds", "d1", true});
+  OwnerReferences refs_copy = refs;
+  ASSERT_EQ(refs_copy.size(), 1u);
+  EXPECT_EQ(refs_copy[0].kind, "DaemonSet");
+  EXPECT_EQ(refs_copy, refs);
+  EXPECT_LE(sizeof(ObjectMeta), 160u);
+}
+
 TEST(CodecTest, NodeKeepsOtherDetectorsConditionsCompactly) {
   // Ready=False is not the healthy state: kept (compactly) for a nodeCondition rule.
   auto not_ready = ParseObject<Node>(R"({"metadata":{"name":"n"},"status":{"conditions":[
@@ -511,22 +553,28 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
 // A fleet's maps: the pairs most maps hold go into one shared set, each map keeps its own few
 // (the hostname); reads, equality and writes see one map whatever the split, and every pair
 // and set is freed with the last map.
+// A node's 20 fleet-wide labels and its own "zz.fleet/k19h" = `own`, decoded like `prev`; the
+// pairs in key order, as the API server sends them (the node's own sorts in the middle).
+// `finish` false leaves the map mid-build.
+LabelMap FleetLabels(const std::string& own, const LabelMap* prev, bool finish = true) {
+  LabelMap m;
+  for (int k = 0; k < 20; ++k) {
+    std::string key = "zz.fleet/k" + std::to_string(10 + k);
+    EXPECT_TRUE(m.AppendLike(prev, key, "v"));
+    if (k == 9) {
+      EXPECT_TRUE(m.AppendLike(prev, "zz.fleet/k19h", own));
+    }
+  }
+  if (finish) m.FinishAppend();
+  return m;
+}
+
 TEST(LabelTest, FleetWidePairsAreSharedAsOneSet) {
   const std::size_t before = LabelMap::InternedEntries();
   const std::size_t bytes_before = LabelMap::InternedBytes();
   {
     auto build = [](int i, const LabelMap* prev) {
-      LabelMap m;
-      // In key order, as the API server sends them; the hostname sorts in the middle.
-      for (int k = 0; k < 20; ++k) {
-        std::string key = "zz.fleet/k" + std::to_string(10 + k);
-        EXPECT_TRUE(m.AppendLike(prev, key, "v"));
-        if (k == 9) {
-          EXPECT_TRUE(m.AppendLike(prev, "zz.fleet/k19h", "node-" + std::to_string(i)));
-        }
-      }
-      m.FinishAppend();
-      return m;
+      return FleetLabels("node-" + std::to_string(i), prev);
     };
     std::vector<LabelMap> fleet;
     for (int i = 0; i < 10; ++i) fleet.push_back(build(i, nullptr));
@@ -574,6 +622,39 @@ TEST(LabelTest, FleetWidePairsAreSharedAsOneSet) {
   }
   EXPECT_EQ(LabelMap::InternedEntries(), before);
   EXPECT_EQ(LabelMap::InternedBytes(), bytes_before);
+}
+
+// A watch event that changes only a node's own label takes the cached version's shared set as
+// it is (AppendLike lends its pairs, no count is touched); the counts stay exact whether the
+// new map is finished, dropped mid-build, or outlives the version it was decoded like.
+TEST(LabelTest, AnUnchangedSharedSetIsTakenOverFromThePreviousVersion) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    std::vector<LabelMap> fleet;
+    for (int i = 0; i < 10; ++i) fleet.push_back(FleetLabels("node-" + std::to_string(i), nullptr));
+    LabelMap cached = FleetLabels("node-9", nullptr);
+    ASSERT_EQ(cached.SharedSize(), 20u);
+    const std::size_t pairs = LabelMap::InternedEntries();
+    {
+      LabelMap dropped = FleetLabels("node-9-gen2", &cached, /*finish=*/false);
+      EXPECT_EQ(LabelMap::InternedEntries(), pairs + 1);
+    }
+    EXPECT_EQ(LabelMap::InternedEntries(), pairs);  // the lent pairs were not released
+    EXPECT_EQ(cached.Get("zz.fleet/k10").value_or(""), "v");
+
+    LabelMap next = FleetLabels("node-9-gen2", &cached);
+    EXPECT_EQ(next.SharedSize(), 20u);
+    EXPECT_EQ(LabelMap::InternedEntries(), pairs + 1);
+    cached = LabelMap();
+    fleet.clear();  // the set's last holders before `next`: it must stay whole for `next`
+    EXPECT_EQ(next.size(), 21u);
+    EXPECT_EQ(next.Get("zz.fleet/k19h").value_or(""), "node-9-gen2");
+    EXPECT_EQ(next.Get("zz.fleet/k29").value_or(""), "v");
+    LabelMap after = FleetLabels("node-9-gen3", &next);
+    EXPECT_EQ(after.SharedSize(), 20u);
+    EXPECT_FALSE(after == next);
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
 }
 
 // Nodes with equal conditions share one list; a write makes the node's own (interned) list.

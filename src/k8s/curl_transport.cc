@@ -1,14 +1,21 @@
 // libcurl Transport: pooled easy handles (their connection caches give keep-alive), HTTP/2
-// over TLS when offered, verified TLS by default, streaming through a multi handle so a stop
-// request wakes the transfer at once.
+// over TLS when offered, verified TLS by default, streams driven through libcurl's socket
+// interface by their own poll loop, which a stop request wakes at once.
 #include <curl/curl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "common/strings.h"
 #include "k8s/transport.h"
@@ -299,6 +306,113 @@ StatusOr<HttpResponse> CurlTransport::Do(const HttpRequest& req) {
   return resp;
 }
 
+namespace {
+
+// The stream's own event loop on libcurl's socket interface: curl says which sockets to wait
+// for (SocketCb) and when to call back for its timers (TimerCb); one poll() waits for them and
+// for the stop eventfd. Telling curl which socket is readable spares the poll(fd, 0) that
+// curl_multi_perform makes before each receive to find out (one syscall per watch event).
+class StreamLoop {
+ public:
+  explicit StreamLoop(CURLM* multi)
+      : multi_(multi), stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &StreamLoop::SocketCb);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &StreamLoop::TimerCb);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+  }
+  ~StreamLoop() {
+    if (stop_fd_ >= 0) close(stop_fd_);
+  }
+  StreamLoop(const StreamLoop&) = delete;
+  StreamLoop& operator=(const StreamLoop&) = delete;
+
+  bool ok() const { return stop_fd_ >= 0; }
+  // Wakes Run() (any thread; async-signal-safe).
+  void Wake() {
+    std::uint64_t one = 1;
+    ssize_t n = write(stop_fd_, &one, sizeof one);
+    (void)n;
+  }
+  // Drives the transfer until curl has no running transfer or `cancelled` is set.
+  Status Run(const std::atomic<bool>& cancelled) {
+    int running = 1;
+    CURLMcode mc = curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    std::vector<pollfd> fds;
+    while (mc == CURLM_OK && running && !cancelled.load()) {
+      fds.assign(socks_.begin(), socks_.end());
+      fds.push_back({stop_fd_, POLLIN, 0});
+      int n = poll(fds.data(), fds.size(), PollTimeoutMs());
+      if (n < 0 && errno != EINTR)
+        return UnavailableError(std::string("poll: ") + std::strerror(errno));
+      if (cancelled.load()) break;
+      bool acted = false;
+      for (std::size_t i = 0; n > 0 && i + 1 < fds.size() && mc == CURLM_OK; ++i) {
+        if (!fds[i].revents) continue;
+        acted = true;
+        mc = curl_multi_socket_action(multi_, fds[i].fd, EventBits(fds[i].revents), &running);
+      }
+      if (mc == CURLM_OK && (!acted || TimerDue())) {
+        mc = curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      }
+    }
+    if (mc != CURLM_OK) {
+      return UnavailableError(std::string("curl_multi_socket_action: ") + curl_multi_strerror(mc));
+    }
+    return OkStatus();
+  }
+
+ private:
+  static int SocketCb(CURL*, curl_socket_t s, int what, void* user, void*) {
+    auto& socks = static_cast<StreamLoop*>(user)->socks_;
+    auto it = std::find_if(socks.begin(), socks.end(), [s](const pollfd& p) { return p.fd == s; });
+    if (what == CURL_POLL_REMOVE) {
+      if (it != socks.end()) socks.erase(it);
+      return 0;
+    }
+    short events = 0;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= POLLIN;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= POLLOUT;
+    if (it == socks.end()) {
+      socks.push_back({s, events, 0});
+    } else {
+      it->events = events;
+    }
+    return 0;
+  }
+  static int TimerCb(CURLM*, long timeout_ms, void* user) {
+    auto* self = static_cast<StreamLoop*>(user);
+    self->timer_set_ = timeout_ms >= 0;
+    if (self->timer_set_) {
+      self->timer_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    }
+    return 0;
+  }
+  static int EventBits(short revents) {
+    int bits = 0;
+    if (revents & (POLLIN | POLLHUP)) bits |= CURL_CSELECT_IN;
+    if (revents & POLLOUT) bits |= CURL_CSELECT_OUT;
+    if (revents & (POLLERR | POLLNVAL)) bits |= CURL_CSELECT_ERR;
+    return bits;
+  }
+  bool TimerDue() const { return timer_set_ && std::chrono::steady_clock::now() >= timer_at_; }
+  // Until curl's timer, at most a second (a lost timer update then costs a second, not a hang).
+  int PollTimeoutMs() const {
+    if (!timer_set_) return 1000;
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(timer_at_ - std::chrono::steady_clock::now());
+    return static_cast<int>(std::clamp<long long>(left.count(), 0, 1000));
+  }
+
+  CURLM* multi_;
+  int stop_fd_;
+  std::vector<pollfd> socks_;  // curl's sockets and what it waits for on each
+  bool timer_set_ = false;
+  std::chrono::steady_clock::time_point timer_at_{};
+};
+
+}  // namespace
+
 StatusOr<HttpResponse> CurlTransport::Stream(const HttpRequest& req, const ChunkFn& on_chunk,
                                              std::stop_token stop) {
   CURL* h = static_cast<CURL*>(AcquireHandle());
@@ -318,23 +432,16 @@ StatusOr<HttpResponse> CurlTransport::Stream(const HttpRequest& req, const Chunk
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   CURLcode rc = CURLE_OK;
   std::atomic<bool> cancelled{false};
+  StreamLoop loop(multi);
+  if (s.ok() && !loop.ok()) s = InternalError(std::string("eventfd: ") + std::strerror(errno));
   if (s.ok()) {
     curl_multi_add_handle(multi, h);
     {
       std::stop_callback on_stop(stop, [&] {
         cancelled.store(true);
-        curl_multi_wakeup(multi);
+        loop.Wake();
       });
-      int running = 1;
-      while (running && !cancelled.load()) {
-        CURLMcode mc = curl_multi_perform(multi, &running);
-        if (mc != CURLM_OK) {
-          s = UnavailableError(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
-          break;
-        }
-        if (!running || cancelled.load()) break;
-        curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
-      }
+      s = loop.Run(cancelled);
     }
     int left = 0;
     while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {

@@ -86,8 +86,9 @@ void BM_NodeProjectionBytes(benchmark::State& state) {
   std::size_t bytes = 0;
   for (auto _ : state) {
     bytes = sizeof(Node) + n->meta.labels.MemoryBytes() + n->meta.annotations.MemoryBytes() +
-            n->meta.name.capacity() + n->meta.uid.capacity() + n->meta.resource_version.capacity() +
-            n->conditions.MemoryBytes() + n->taints.capacity() * sizeof(Taint);
+            n->meta.name.capacity() + n->meta.uid.MemoryBytes() +
+            n->meta.resource_version.capacity() + n->conditions.MemoryBytes() +
+            n->taints.capacity() * sizeof(Taint);
     benchmark::DoNotOptimize(bytes);
   }
   state.counters["bytes_per_node"] = static_cast<double>(bytes);

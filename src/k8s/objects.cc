@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <ostream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -138,9 +139,18 @@ struct LabelMap::Rep {
 
 // The growing list between Append and FinishAppend, and AppendLike's walk over `prev`.
 struct LabelMap::Builder {
-  std::vector<Interned*> entries;  // one reference each, in arrival order
+  std::vector<Interned*> entries;  // one reference each (but see `lent`), in arrival order
   const Rep* prev = nullptr;
   std::uint32_t prev_own = 0, prev_shared = 0;
+  // Entries AppendLike took from prev's shared set without a reference of their own: prev
+  // keeps them alive until FinishAppend. When the map ends up with that same set, they need no
+  // reference at all (a watch event that leaves the fleet-wide labels alone then touches none
+  // of their counts); any other outcome first gives each its reference (Settle).
+  std::vector<Interned*> lent;
+  void Settle() {
+    for (Interned* e : lent) e->refs.fetch_add(1, std::memory_order_relaxed);
+    lent.clear();
+  }
 };
 
 namespace {
@@ -311,6 +321,30 @@ LabelMap::Rep* Tag(LabelMap::Builder* b) {
 // One spare builder per thread: decoding a watch event then allocates no list.
 thread_local std::unique_ptr<LabelMap::Builder> spare_builder;
 
+// When the builder's entries (sorted, keys unique) hold exactly prev's shared set — every pair
+// of it lent, in order, and no other common pair — the new map shares that set (one reference)
+// plus its own pairs, and nothing is hashed, locked or counted for the set's pairs. Else null.
+LabelMap::Rep* SameSharedSet(LabelMap::Builder& b) {
+  if (!b.prev || !b.prev->base || b.lent.size() != b.prev->base->n) return nullptr;
+  const auto set = b.prev->base->own();
+  thread_local std::vector<Interned*> own;
+  own.clear();
+  std::size_t j = 0;
+  for (Interned* e : b.entries) {
+    if (j < set.size() && e == set[j]) {
+      ++j;
+    } else if (IsCommon(e)) {
+      return nullptr;  // a fleet-wide pair the set lacks: intern the new set
+    } else {
+      own.push_back(e);
+    }
+  }
+  if (j != set.size()) return nullptr;
+  b.lent.clear();  // the set's pairs are the set's; the map holds the set
+  b.prev->base->refs.fetch_add(1, std::memory_order_relaxed);
+  return NewRep(own, b.prev->base);
+}
+
 }  // namespace
 
 LabelMap::LabelMap(const LabelMap& o) : rep_(o.rep_) {
@@ -351,7 +385,17 @@ void LabelMap::clear() {
     return;
   }
   std::unique_ptr<Builder> b(Untag(r));
-  for (Interned* e : b->entries) Table().Unref(e);
+  // Lent entries hold no reference (and the map they came from may be gone by now).
+  auto& lent = b->lent;
+  std::sort(lent.begin(), lent.end());
+  for (Interned* e : b->entries) {
+    auto it = std::lower_bound(lent.begin(), lent.end(), e);
+    if (it != lent.end() && *it == e) {
+      lent.erase(it);
+      continue;
+    }
+    Table().Unref(e);
+  }
 }
 
 LabelMap::Builder* LabelMap::StartBuilding() {
@@ -361,6 +405,7 @@ LabelMap::Builder* LabelMap::StartBuilding() {
   b->entries = Flatten(rep_);  // what the map held stays, Append adds to it
   b->prev = nullptr;
   b->prev_own = b->prev_shared = 0;
+  b->lent.clear();
   clear();
   rep_ = Tag(b.release());
   return Untag(rep_);
@@ -454,13 +499,18 @@ bool LabelMap::AppendLike(const LabelMap* prev, std::string_view key, std::strin
   Builder* b = StartBuilding();
   const Rep* pr = prev->rep_;
   if (b->prev != pr) {
+    b->Settle();  // what was lent came from another map
     b->prev = pr;
     b->prev_own = b->prev_shared = 0;
   }
   Interned* e = WalkTo(pr->own(), &b->prev_own, key, value);
-  if (!e) e = WalkTo(pr->shared(), &b->prev_shared, key, value);
-  if (!e) return Append(key, value);
-  InternTable::Ref(e);
+  if (e) {
+    InternTable::Ref(e);
+  } else if ((e = WalkTo(pr->shared(), &b->prev_shared, key, value))) {
+    b->lent.push_back(e);
+  } else {
+    return Append(key, value);
+  }
   b->entries.push_back(e);
   return true;
 }
@@ -471,16 +521,26 @@ void LabelMap::FinishAppend() {
   rep_ = nullptr;
   auto& v = b->entries;
   // The API server sends keys sorted; equal keys stay in arrival order, the last one wins.
-  if (!std::is_sorted(v.begin(), v.end(), KeyLess)) std::stable_sort(v.begin(), v.end(), KeyLess);
-  bool dropped = false;
-  for (std::size_t i = 0; i + 1 < v.size(); ++i) {
-    if (v[i]->key() != v[i + 1]->key()) continue;
-    Table().Unref(v[i]);
-    v[i] = nullptr;
-    dropped = true;
+  bool sorted_unique = std::is_sorted(v.begin(), v.end(), KeyLess);
+  for (std::size_t i = 0; sorted_unique && i + 1 < v.size(); ++i)
+    sorted_unique = v[i]->key() != v[i + 1]->key();
+  if (!sorted_unique) {
+    b->Settle();
+    std::stable_sort(v.begin(), v.end(), KeyLess);
+    for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+      if (v[i]->key() != v[i + 1]->key()) continue;
+      Table().Unref(v[i]);
+      v[i] = nullptr;
+    }
+    std::erase(v, nullptr);
   }
-  if (dropped) std::erase(v, nullptr);
-  Adopt(v);
+  if (Rep* r = SameSharedSet(*b)) {
+    clear();
+    rep_ = r;
+  } else {
+    b->Settle();
+    Adopt(v);
+  }
   v.clear();
   if (v.capacity() <= 1024) spare_builder = std::move(b);
 }
@@ -687,6 +747,114 @@ const OwnerReference* ObjectMeta::Controller() const {
   }
   return nullptr;
 }
+
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;  // upper case is not the canonical form: kept as text, read back as sent
+}
+
+// The 16 bytes of a canonical RFC 4122 UUID (variant bits 10), as two big-endian words.
+bool ParseUuid(std::string_view s, std::uint64_t* hi, std::uint64_t* lo) {
+  if (s.size() != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') return false;
+  std::uint64_t w[2] = {0, 0};
+  int nibble = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) continue;
+    const int d = HexDigit(s[i]);
+    if (d < 0) return false;
+    w[nibble / 16] = (w[nibble / 16] << 4) | static_cast<std::uint64_t>(d);
+    ++nibble;
+  }
+  if ((w[1] >> 62) != 2) return false;  // variant 10: byte 8 is 0x80-0xBF, so lo is never 0
+  *hi = w[0];
+  *lo = w[1];
+  return true;
+}
+
+}  // namespace
+
+void Uid::Assign(std::string_view s) {
+  if (ParseUuid(s, &hi_, &lo_)) return;
+  lo_ = 0;
+  hi_ = 0;
+  if (s.empty()) return;
+  auto* block = static_cast<char*>(::operator new(sizeof(std::uint32_t) + s.size()));
+  const auto n = static_cast<std::uint32_t>(s.size());
+  std::memcpy(block, &n, sizeof n);
+  std::memcpy(block + sizeof n, s.data(), s.size());
+  hi_ = reinterpret_cast<std::uintptr_t>(block);
+}
+
+void Uid::Release() {
+  if (!Packed() && hi_ != 0) ::operator delete(reinterpret_cast<char*>(hi_));
+  hi_ = lo_ = 0;
+}
+
+Uid& Uid::operator=(const Uid& o) {
+  if (this != &o) {
+    Release();
+    if (o.Packed()) {
+      hi_ = o.hi_;
+      lo_ = o.lo_;
+    } else {
+      Assign(o.str());
+    }
+  }
+  return *this;
+}
+
+Uid& Uid::operator=(Uid&& o) noexcept {
+  if (this != &o) {
+    Release();
+    hi_ = o.hi_;
+    lo_ = o.lo_;
+    o.hi_ = o.lo_ = 0;
+  }
+  return *this;
+}
+
+std::string Uid::str() const {
+  if (!Packed()) {
+    if (hi_ == 0) return {};
+    const auto* block = reinterpret_cast<const char*>(hi_);
+    std::uint32_t n = 0;
+    std::memcpy(&n, block, sizeof n);
+    return std::string(block + sizeof n, n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(36, '-');
+  std::size_t pos = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (pos == 8 || pos == 13 || pos == 18 || pos == 23) ++pos;
+    const std::uint64_t w = i < 16 ? hi_ : lo_;
+    out[pos++] = kHex[(w >> (60 - 4 * (i % 16))) & 0xF];
+  }
+  return out;
+}
+
+std::size_t Uid::MemoryBytes() const {
+  if (Packed() || hi_ == 0) return 0;
+  std::uint32_t n = 0;
+  std::memcpy(&n, reinterpret_cast<const char*>(hi_), sizeof n);
+  return sizeof n + n;
+}
+
+bool operator==(const Uid& a, const Uid& b) {
+  if (a.Packed() || b.Packed()) return a.hi_ == b.hi_ && a.lo_ == b.lo_;
+  return a.str() == b.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Uid& u) { return os << u.str(); }
+
+const std::string& CompactString::Empty() {
+  static const std::string empty;
+  return empty;
+}
+
+std::ostream& operator<<(std::ostream& os, const CompactString& s) { return os << s.str(); }
 
 std::string ObjectMeta::Key() const {
   if (namespace_.empty()) return name;

@@ -2,9 +2,13 @@
 // small (a Node is a few hundred bytes plus its labels, not 15 KB). Parsed by k8s/codec.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
+#include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,19 +98,148 @@ struct OwnerReference {
   friend bool operator==(const OwnerReference&, const OwnerReference&) = default;
 };
 
+// Text that is usually empty in one pointer instead of a 32-byte std::string: a cluster-scoped
+// object's namespace (every Node and GPU report of the fleet), a cached report's decode error.
+// Non-empty text lives on the heap. Reads like a const std::string.
+class CompactString {
+ public:
+  CompactString() = default;
+  CompactString(std::string_view s)  // NOLINT: assigned from text like a string
+      : s_(s.empty() ? nullptr : std::make_unique<const std::string>(s)) {}
+  CompactString(const std::string& s) : CompactString(std::string_view(s)) {}  // NOLINT
+  CompactString(const char* s) : CompactString(std::string_view(s)) {}         // NOLINT
+  CompactString(const CompactString& o) : CompactString(o.str()) {}
+  CompactString(CompactString&&) noexcept = default;
+  CompactString& operator=(const CompactString& o) { return *this = CompactString(o); }
+  CompactString& operator=(CompactString&&) noexcept = default;
+
+  bool empty() const { return s_ == nullptr; }
+  std::size_t size() const { return str().size(); }
+  const std::string& str() const { return s_ ? *s_ : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT: reads like a string
+  operator std::string_view() const { return str(); }    // NOLINT
+  friend bool operator==(const CompactString& a, const CompactString& b) {
+    return a.str() == b.str();
+  }
+  friend bool operator==(const CompactString& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const CompactString& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const CompactString& a, const char* b) { return a.str() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const CompactString& s);
+
+ private:
+  static const std::string& Empty();
+  std::unique_ptr<const std::string> s_;
+};
+
+// metadata.uid in 16 bytes instead of a 32-byte std::string plus a 48-byte heap block: the
+// API server's uids are RFC 4122 UUIDs ("8-4-4-4-12" lowercase hex, variant bits 10), kept as
+// their 16 bytes; any other string (the server's uid is opaque) is kept whole on the heap and
+// read back unchanged. Reads as a string (str(), a conversion, comparison with text).
+class Uid {
+ public:
+  Uid() = default;
+  Uid(std::string_view s) { Assign(s); }  // NOLINT: assigned from text like a string
+  Uid(const std::string& s) : Uid(std::string_view(s)) {}  // NOLINT
+  Uid(const char* s) : Uid(std::string_view(s)) {}         // NOLINT
+  Uid(const Uid& o) { *this = o; }
+  Uid(Uid&& o) noexcept : hi_(o.hi_), lo_(o.lo_) { o.hi_ = o.lo_ = 0; }
+  Uid& operator=(const Uid& o);
+  Uid& operator=(Uid&& o) noexcept;
+  ~Uid() { Release(); }
+
+  bool empty() const { return hi_ == 0 && lo_ == 0; }
+  std::string str() const;
+  operator std::string() const { return str(); }  // NOLINT: reads like the string it was
+  // Heap bytes held (0 for a UUID kept as 16 bytes).
+  std::size_t MemoryBytes() const;
+  friend bool operator==(const Uid& a, const Uid& b);
+  friend bool operator==(const Uid& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const Uid& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const Uid& a, const char* b) { return a.str() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const Uid& u);
+
+ private:
+  // A UUID: its bytes 0-7 and 8-15 (byte 8 holds the variant bits, never 0). Else hi_ is a
+  // heap "length, text" block (null: empty) and lo_ is 0.
+  bool Packed() const { return lo_ != 0; }
+  void Assign(std::string_view s);
+  void Release();
+  std::uint64_t hi_ = 0;
+  std::uint64_t lo_ = 0;
+};
+
+// metadata.ownerReferences in one pointer (most cached objects — every Node, every report —
+// have none): a vector allocated only when the first reference is added.
+class OwnerReferences {
+ public:
+  OwnerReferences() = default;
+  OwnerReferences(const OwnerReferences& o)
+      : v_(o.v_ ? std::make_unique<std::vector<OwnerReference>>(*o.v_) : nullptr) {}
+  OwnerReferences(OwnerReferences&&) noexcept = default;
+  OwnerReferences& operator=(const OwnerReferences& o) {
+    if (this != &o) *this = OwnerReferences(o);
+    return *this;
+  }
+  OwnerReferences& operator=(OwnerReferences&&) noexcept = default;
+
+  const OwnerReference* begin() const { return v_ ? v_->data() : nullptr; }
+  const OwnerReference* end() const { return v_ ? v_->data() + v_->size() : nullptr; }
+  std::size_t size() const { return v_ ? v_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  std::size_t capacity() const { return v_ ? v_->capacity() : 0; }
+  const OwnerReference& operator[](std::size_t i) const { return (*v_)[i]; }
+  void push_back(OwnerReference r) {
+    if (!v_) v_ = std::make_unique<std::vector<OwnerReference>>();
+    v_->push_back(std::move(r));
+  }
+  friend bool operator==(const OwnerReferences& a, const OwnerReferences& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  std::unique_ptr<std::vector<OwnerReference>> v_;
+};
+
+// An optional time in 8 bytes (std::optional<WallTime> takes 16): the nanosecond count
+// INT64_MIN (the year 1677) stands for "none". Reads like std::optional.
+class OptionalTime {
+ public:
+  OptionalTime() = default;
+  OptionalTime(std::nullopt_t) {}                                  // NOLINT
+  OptionalTime(WallTime t) : ns_(t.time_since_epoch().count()) {}  // NOLINT
+  OptionalTime(const std::optional<WallTime>& t)                   // NOLINT
+      : ns_(t ? t->time_since_epoch().count() : kNone) {}
+  bool has_value() const { return ns_ != kNone; }
+  explicit operator bool() const { return has_value(); }
+  WallTime operator*() const { return WallTime(WallTime::duration(ns_)); }
+  WallTime value() const { return **this; }
+  void reset() { ns_ = kNone; }
+  operator std::optional<WallTime>() const {  // NOLINT
+    return has_value() ? std::optional<WallTime>(**this) : std::nullopt;
+  }
+  friend bool operator==(const OptionalTime&, const OptionalTime&) = default;
+
+ private:
+  static constexpr WallTime::rep kNone = std::numeric_limits<WallTime::rep>::min();
+  WallTime::rep ns_ = kNone;
+};
+
+// 136 bytes (was 208): every cached Node and report holds one, so the rarely present fields
+// (namespace, ownerReferences, the timestamps) and the uid take the least room their values
+// allow.
 struct ObjectMeta {
   std::string name;
-  std::string namespace_;
-  std::string uid;
+  CompactString namespace_;
   std::string resource_version;
+  Uid uid;
   std::int64_t generation = 0;
   LabelMap labels;
   // Node and Pod projections keep only annotations under "gpuguardian.io/" plus
   // "kubernetes.io/config.mirror"; other projections keep them all.
   LabelMap annotations;
-  std::vector<OwnerReference> owner_references;
-  std::optional<WallTime> creation_timestamp;
-  std::optional<WallTime> deletion_timestamp;
+  OwnerReferences owner_references;
+  OptionalTime creation_timestamp;
+  OptionalTime deletion_timestamp;
 
   // The ownerReference with controller=true, if any.
   const OwnerReference* Controller() const;

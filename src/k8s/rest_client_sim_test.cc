@@ -159,13 +159,21 @@ TEST_F(SimTest, PagedListAndWatchResume) {
   EXPECT_TRUE(IsExpired(expired)) << expired;
 }
 
-TEST(SimTlsTest, VerifiesTheServerCertificate) {
+// A simulator serving HTTPS with node n1 (no kubelet, scheduler or controllers).
+StatusOr<std::unique_ptr<gg::sim::SimServer>> StartTlsSim() {
   gg::sim::SimOptions o;
   o.tls = true;
   o.kubelet = o.scheduler = o.controllers = false;
   auto s = gg::sim::SimServer::Start(o);
+  if (s.ok()) {
+    EXPECT_TRUE((*s)->Create("/api/v1/nodes", NodeJson("n1")).ok());
+  }
+  return s;
+}
+
+TEST(SimTlsTest, VerifiesTheServerCertificate) {
+  auto s = StartTlsSim();
   if (!s.ok()) GTEST_SKIP() << "simulator TLS unavailable: " << s.status();
-  ASSERT_TRUE((*s)->Create("/api/v1/nodes", NodeJson("n1")).ok());
   ClientConfig cfg;
   cfg.server = (*s)->Url();
   ASSERT_EQ(cfg.server.rfind("https://", 0), 0u);
@@ -189,6 +197,45 @@ TEST(SimTlsTest, VerifiesTheServerCertificate) {
   auto skip = RestClient::Create(insecure, RealClock::Default(), ro);
   ASSERT_TRUE(skip.ok());
   EXPECT_TRUE((*skip)->Get(kNodes, "", "n1").ok());
+}
+
+// A watch over TLS streams events as they happen (the stream loop reads through OpenSSL).
+TEST(SimTlsTest, WatchStreamsEventsOverTls) {
+  auto s = StartTlsSim();
+  if (!s.ok()) GTEST_SKIP() << "simulator TLS unavailable: " << s.status();
+  ClientConfig cfg;
+  cfg.server = (*s)->Url();
+  cfg.ca_pem = (*s)->CaCertPem();
+  auto c = RestClient::Create(cfg, RealClock::Default());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto body = (*c)->Get(kNodes, "", "n1");
+  ASSERT_TRUE(body.ok()) << body.status();
+  auto node = ParseObject<Node>(*body);
+  ASSERT_TRUE(node.ok()) << node.status();
+  std::thread writer([&] {
+    for (int i = 0; i < 3; ++i) {
+      nlohmann::json patch = {{"metadata", {{"labels", {{"step", std::to_string(i)}}}}}};
+      EXPECT_TRUE((*s)->MergePatch("/api/v1/nodes/n1", patch).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  });
+  WatchOptions wo;
+  wo.resource_version = node->meta.resource_version;
+  std::vector<std::string> steps;
+  Status w =
+      (*c)->Watch(kNodes, "", wo,
+                  [&](std::string_view line) {
+                    auto ev = ParseWatchEvent<Node>(line, true);
+                    EXPECT_TRUE(ev.ok()) << ev.status();
+                    if (ev.ok() && ev->type == WatchEventType::kModified) {
+                      steps.push_back(std::string(ev->object.meta.labels.Get("step").value_or("")));
+                    }
+                    return steps.size() < 3;
+                  },
+                  {});
+  writer.join();
+  EXPECT_TRUE(w.ok()) << w;
+  EXPECT_EQ(steps, (std::vector<std::string>{"0", "1", "2"}));
 }
 
 }  // namespace

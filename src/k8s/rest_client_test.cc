@@ -368,13 +368,13 @@ TEST(RestClientTest, WatchStreamsLinesEndsOnCutAndReports410) {
   EXPECT_TRUE(IsExpired(expired)) << expired;
 }
 
-TEST(RestClientTest, WatchStopsPromptly) {
-  TestServer s;
-  s.svr().Get("/api/v1/pods", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
+// Serves `path` as a watch that sends one BOOKMARK and then stays silent (a quiet cluster)
+// until the server shuts down.
+void ServeBookmarkThenSilence(TestServer& s, const std::string& path) {
+  s.svr().Get(path, [&s](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [&s](size_t, httplib::DataSink& sink) {
       std::string e = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}})" "\n";
       sink.write(e.data(), e.size());
-      // Then stay silent (a quiet cluster) until the server shuts down.
       while (!s.Released() && sink.is_writable()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -382,6 +382,11 @@ TEST(RestClientTest, WatchStopsPromptly) {
       return true;
     });
   });
+}
+
+TEST(RestClientTest, WatchStopsPromptly) {
+  TestServer s;
+  ServeBookmarkThenSilence(s, "/api/v1/pods");
   s.Start();
   auto c = MakeClient(s.Url());
   std::stop_source stop;
@@ -400,6 +405,35 @@ TEST(RestClientTest, WatchStopsPromptly) {
   stopper.join();
   EXPECT_EQ(w.code(), StatusCode::kCancelled) << w;
   EXPECT_LT(took, std::chrono::milliseconds(500));
+  s.Stop();
+}
+
+// A stream whose server goes silent ends when the request's timeout passes (curl's timer in
+// the stream loop), with the bytes that came before delivered.
+TEST(RestClientTest, StalledStreamEndsAtItsTimeout) {
+  TestServer s;
+  ServeBookmarkThenSilence(s, "/api/v1/nodes");
+  s.Start();
+  ClientConfig cfg;
+  cfg.server = s.Url();
+  auto t = CurlTransport::Create(cfg);
+  ASSERT_TRUE(t.ok()) << t.status();
+  HttpRequest req;
+  req.path = "/api/v1/nodes?watch=true";
+  req.timeout = std::chrono::milliseconds(400);
+  std::string got;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = (*t)->Stream(req,
+                        [&](std::string_view chunk) {
+                          got.append(chunk);
+                          return true;
+                        },
+                        {});
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(got.find("BOOKMARK"), std::string::npos) << got;
+  EXPECT_GE(took, std::chrono::milliseconds(350));
+  EXPECT_LT(took, std::chrono::seconds(5));
   s.Stop();
 }
 

@@ -171,6 +171,7 @@ struct Registry::Entry {
   std::unique_ptr<CounterFamily> counter;
   std::unique_ptr<GaugeFamily> gauge;
   std::unique_ptr<HistogramFamily> histogram;
+  std::unique_ptr<KeyedGaugeFamily> keyed;
   // Callback series (no labels).
   std::string name;
   std::string help;
@@ -197,12 +198,15 @@ Registry::Entry* Registry::Find(std::string_view name) const {
 }
 
 Registry::Entry* Registry::Declared(const std::string& name, MetricType type,
-                                    const std::vector<std::string>& label_names,
-                                    bool* valid) const {
+                                    const std::vector<std::string>& label_names, bool* valid,
+                                    bool keyed) const {
   *valid = *valid && IsValidMetricName(name);
   if (!*valid) return nullptr;
   Entry* e = Find(name);
-  if (e && e->type == type && !e->callback && e->label_names == label_names) return e;
+  if (e && e->type == type && !e->callback && e->label_names == label_names &&
+      (e->keyed != nullptr) == keyed) {
+    return e;
+  }
   if (e) *valid = false;  // the name is taken by another type, labels or a callback
   return nullptr;
 }
@@ -266,6 +270,68 @@ HistogramFamily& Registry::AddHistogram(std::string name, std::string help,
   HistogramFamily& out = *e->histogram;
   Keep(name, std::move(e), valid);
   return out;
+}
+
+KeyedGaugeFamily& Registry::AddKeyedGauge(std::string name, std::string help,
+                                          std::string label_name) {
+  ValidHelp(help, name);
+  std::scoped_lock lock(mu_);
+  std::vector<std::string> label_names{label_name};
+  bool valid = IsValidLabelName(label_name);
+  if (Entry* found = Declared(name, MetricType::kGauge, label_names, &valid, /*keyed=*/true)) {
+    return *found->keyed;
+  }
+  auto e = std::make_unique<Entry>();
+  e->type = MetricType::kGauge;
+  e->label_names = std::move(label_names);
+  e->keyed = std::make_unique<KeyedGaugeFamily>(name, std::move(help), std::move(label_name));
+  KeyedGaugeFamily& out = *e->keyed;
+  Keep(name, std::move(e), valid);
+  return out;
+}
+
+void KeyedGaugeFamily::Set(std::string_view key, double v) {
+  std::scoped_lock lock(mu_);
+  auto it = series_.begin() + (Find(key) - series_.cbegin());
+  if (it != series_.end() && it->first == key) {
+    it->second = v;
+  } else {
+    series_.emplace(it, std::string(key), v);
+  }
+}
+
+bool KeyedGaugeFamily::Remove(std::string_view key) {
+  std::scoped_lock lock(mu_);
+  auto it = Find(key);
+  if (it == series_.end() || it->first != key) return false;
+  series_.erase(it);
+  if (series_.capacity() > 64 && series_.size() < series_.capacity() / 4) series_.shrink_to_fit();
+  return true;
+}
+
+std::optional<double> KeyedGaugeFamily::Get(std::string_view key) const {
+  std::scoped_lock lock(mu_);
+  auto it = Find(key);
+  if (it == series_.end() || it->first != key) return std::nullopt;
+  return it->second;
+}
+
+std::size_t KeyedGaugeFamily::Size() const {
+  std::scoped_lock lock(mu_);
+  return series_.size();
+}
+
+void KeyedGaugeFamily::ForEach(const std::function<void(const std::string&, double)>& fn) const {
+  std::scoped_lock lock(mu_);
+  for (const auto& [k, v] : series_) fn(k, v);
+}
+
+std::vector<KeyedGaugeFamily::Series>::const_iterator KeyedGaugeFamily::Find(
+    std::string_view key) const {
+  // The common case first: the key sorts after every series (a fleet added in name order).
+  if (series_.empty() || series_.back().first < key) return series_.end();
+  return std::lower_bound(series_.begin(), series_.end(), key,
+                          [](const Series& s, std::string_view k) { return s.first < k; });
 }
 
 void Registry::AddCallback(std::string name, std::string help, MetricType type,
@@ -352,6 +418,16 @@ std::string Registry::ExposeText() const {
       AppendSample(out, e->name, "", {}, {}, e->callback());
       continue;
     }
+    if (e->keyed) {
+      const auto& f = *e->keyed;
+      AppendHeader(out, f.name(), f.help(), e->type);
+      LabelValues values(1);
+      f.ForEach([&](const std::string& key, double v) {
+        values[0] = key;
+        AppendSample(out, f.name(), "", f.label_names(), values, v);
+      });
+      continue;
+    }
     switch (e->type) {
       case MetricType::kCounter: {
         const auto& f = *e->counter;
@@ -406,6 +482,10 @@ double Registry::Value(std::string_view name, const LabelValues& values) const {
       if (labels == values) return s->Value();
     return std::numeric_limits<double>::quiet_NaN();
   };
+  if (e->keyed) {
+    auto v = values.size() == 1 ? e->keyed->Get(values[0]) : std::nullopt;
+    return v.value_or(std::numeric_limits<double>::quiet_NaN());
+  }
   if (e->counter) return find(*e->counter);
   if (e->gauge) return find(*e->gauge);
   if (e->histogram) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,37 @@ class GaugeFamily final : public Family<Gauge> {
   std::unique_ptr<Gauge> MakeSeries() const override { return std::make_unique<Gauge>(); }
 };
 
+// A gauge family of one label with a series per member of a large set (a node of the fleet:
+// gpu_guardian_node_healthy): each series is a (label value, value) pair in one vector sorted
+// by label value, 40 bytes a series where a GaugeFamily series costs ~160 (its map node, label
+// vector and gauge). Set inserts in order (O(n) moves for a value that sorts before the last;
+// fleets are listed and reconciled in name order, so mostly an append).
+class KeyedGaugeFamily {
+ public:
+  KeyedGaugeFamily(std::string name, std::string help, std::string label_name)
+      : name_(std::move(name)), help_(std::move(help)), label_names_{std::move(label_name)} {}
+  const std::string& name() const { return name_; }
+  const std::string& help() const { return help_; }
+  const std::vector<std::string>& label_names() const { return label_names_; }
+
+  void Set(std::string_view key, double v);
+  bool Remove(std::string_view key);
+  std::optional<double> Get(std::string_view key) const;
+  std::size_t Size() const;
+  // fn(label value, value) for every series in label order, under the family's lock.
+  void ForEach(const std::function<void(const std::string&, double)>& fn) const;
+
+ private:
+  using Series = std::pair<std::string, double>;
+  std::vector<Series>::const_iterator Find(std::string_view key) const;  // requires mu_
+
+  std::string name_;
+  std::string help_;
+  std::vector<std::string> label_names_;
+  mutable std::mutex mu_;
+  std::vector<Series> series_;
+};
+
 class HistogramFamily final : public Family<Histogram> {
  public:
   HistogramFamily(std::string name, std::string help, std::vector<std::string> label_names,
@@ -180,6 +212,8 @@ class Registry {
                                 std::vector<double> buckets = DefaultBuckets());
   // A label-less series whose value is computed at scrape (e.g. process RSS). `type` is
   // kCounter or kGauge. `fn` must stay valid for the registry's lifetime.
+  // Same name and label again: the same family.
+  KeyedGaugeFamily& AddKeyedGauge(std::string name, std::string help, std::string label_name);
   void AddCallback(std::string name, std::string help, MetricType type,
                    std::function<double()> fn);
 
@@ -195,7 +229,8 @@ class Registry {
   Entry* Find(std::string_view name) const;  // requires mu_
   // The family already declared as (name, type, labels); clears *valid on a conflict (mu_).
   Entry* Declared(const std::string& name, MetricType type,
-                  const std::vector<std::string>& label_names, bool* valid) const;
+                  const std::vector<std::string>& label_names, bool* valid,
+                  bool keyed = false) const;
   void Keep(const std::string& name, std::unique_ptr<Entry> e, bool valid);  // requires mu_
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Entry>, std::less<>> families_;

@@ -148,6 +148,31 @@ TEST(Registry, RemoveSeries) {
   EXPECT_TRUE(std::isnan(r.Value("node_healthy", {"a"})));
 }
 
+TEST(Registry, KeyedGaugeKeepsOneSortedSeriesPerKey) {
+  Registry r;
+  auto& f = r.AddKeyedGauge("node_healthy", "Node health.", "node");
+  EXPECT_EQ(&r.AddKeyedGauge("node_healthy", "Node health.", "node"), &f) << "redeclared: same";
+  f.Set("node-b", 1);
+  f.Set("node-c", 0);
+  f.Set("node-a", -1);  // sorts first: inserted before the others
+  f.Set("node-c", 1);   // an update, not a second series
+  EXPECT_EQ(f.Size(), 3u);
+  EXPECT_EQ(r.Value("node_healthy", {"node-a"}), -1);
+  EXPECT_EQ(r.Value("node_healthy", {"node-c"}), 1);
+  EXPECT_TRUE(std::isnan(r.Value("node_healthy", {"node-d"})));
+  EXPECT_EQ(r.ExposeText(),
+            "# HELP node_healthy Node health.\n# TYPE node_healthy gauge\n"
+            "node_healthy{node=\"node-a\"} -1\nnode_healthy{node=\"node-b\"} 1\n"
+            "node_healthy{node=\"node-c\"} 1\n");
+  EXPECT_TRUE(f.Remove("node-b"));
+  EXPECT_FALSE(f.Remove("node-b"));
+  EXPECT_FALSE(f.Get("node-b").has_value());
+  EXPECT_EQ(f.Get("node-c"), 1);
+  // The name is taken: a plain gauge family of it is detached, not exposed twice.
+  r.AddGauge("node_healthy", "Node health.", {"node"}).WithLabels({"x"}).Set(5);
+  EXPECT_EQ(r.ExposeText().find("node=\"x\""), std::string::npos);
+}
+
 TEST(Buckets, Helpers) {
   EXPECT_EQ(DefaultBuckets().size(), 11u);
   EXPECT_EQ(ExponentialBuckets(0.001, 10, 4), (std::vector<double>{0.001, 0.01, 0.1, 1}));

@@ -20,7 +20,7 @@ namespace gg::op {
 struct NodeHealthObject {
   k8s::ObjectMeta meta;
   PackedReport packed;       // empty: no status yet or undecodable
-  std::string decode_error;  // why there is no status, if it failed to decode
+  k8s::CompactString decode_error;  // why there is no status, if it failed to decode
 
   bool HasStatus() const { return !packed.empty(); }
   // The status as decoded; nullopt when there is none.

@@ -213,7 +213,7 @@ std::optional<std::vector<remediation::BudgetState>> PdbBudgets::Covering(
   if (it == by_ns_.end()) return out;
   for (const auto& [name, b] : it->second) {
     if (!b.selector || !b.selector->Matches(pod.meta.labels)) continue;
-    out.push_back({pod.meta.namespace_ + "/" + name, b.allowed, b.version});
+    out.push_back({pod.meta.namespace_.str() + "/" + name, b.allowed, b.version});
   }
   return out;
 }

@@ -5,10 +5,10 @@ namespace gg::op {
 
 OperatorMetrics::OperatorMetrics(metrics::Registry& r)
     : registry(r),
-      node_healthy(r.AddGauge("gpu_guardian_node_healthy",
-                              "GPU health of a node as the operator judges it: 1 Healthy, 0 "
-                              "Unhealthy, -1 Unknown.",
-                              {"node"})),
+      node_healthy(r.AddKeyedGauge("gpu_guardian_node_healthy",
+                                   "GPU health of a node as the operator judges it: 1 Healthy, 0 "
+                                   "Unhealthy, -1 Unknown.",
+                                   "node")),
       remediations(r.AddCounter("gpu_guardian_remediations_total",
                                 "Remediation actions decided, by action and result "
                                 "(success, failure, dry_run, braked, skipped).",
@@ -52,10 +52,10 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
 
 void OperatorMetrics::SetNodeHealth(const std::string& node, std::string_view state) {
   double v = state == "Healthy" ? 1 : state == "Unhealthy" ? 0 : -1;
-  node_healthy.WithLabels({node}).Set(v);
+  node_healthy.Set(node, v);
 }
 
-void OperatorMetrics::ForgetNode(const std::string& node) { node_healthy.Remove({node}); }
+void OperatorMetrics::ForgetNode(const std::string& node) { node_healthy.Remove(node); }
 
 void OperatorMetrics::Remediation(std::string_view action, std::string_view result) {
   remediations.WithLabels({action, result}).Inc();

@@ -27,7 +27,7 @@ struct OperatorMetrics {
   void Remediation(std::string_view action, std::string_view result);
 
   metrics::Registry& registry;
-  metrics::GaugeFamily& node_healthy;
+  metrics::KeyedGaugeFamily& node_healthy;  // one series a node: kept compactly
   metrics::CounterFamily& remediations;
   metrics::GaugeFamily& nodes_by_state;           // gpu_guardian_nodes{state}
   metrics::GaugeFamily& brake_engaged;            // gpu_guardian_brake_engaged{policy}

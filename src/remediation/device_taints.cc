@@ -182,7 +182,7 @@ std::set<std::string> PodsHoldingDevices(const std::vector<k8s::Pod>& pods,
   std::set<std::string> out;
   for (const auto& p : pods) {
     for (const auto& cname : p.resource_claims) {
-      auto it = claims.find(p.meta.namespace_ + "/" + cname);
+      auto it = claims.find(p.meta.namespace_.str() + "/" + cname);
       if (it == claims.end()) continue;
       const k8s::ResourceClaim& c = it->second;
       bool holds = false;

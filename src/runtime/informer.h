@@ -197,6 +197,7 @@ class Informer final : public InformerCore {
     return k8s::ListPageInfo{list->resource_version, list->continue_token};
   }
   void EndRelist() override {
+    ForgetLookup();
     std::vector<Ptr> gone;
     {
       std::unique_lock lock(mu_);
@@ -228,6 +229,7 @@ class Informer final : public InformerCore {
         return OkStatus();
       case k8s::WatchEventType::kDeleted: {
         *rv = ev->object.meta.resource_version;
+        ForgetLookup();  // the entry it found is erased below
         Ptr old;
         {
           std::unique_lock lock(mu_);
@@ -252,30 +254,34 @@ class Informer final : public InformerCore {
 
  private:
   void Upsert(T&& obj, bool from_list) {
-    std::string key = obj.meta.Key();
+    // The entry the decoder's label lookup found: replaced in place, no second map lookup.
+    Ptr* slot = TakeLookedUpSlot(obj.meta);
     // Only this thread writes items_: what it reads here is still there below.
-    if (Ptr prev = TakeCached(key)) ShareUnchangedMaps(*prev, obj);
+    Ptr prev = slot ? *slot : GetByKey(obj.meta.Key());
+    if (prev) ShareUnchangedMaps(*prev, obj);
     auto fresh = std::make_shared<const T>(std::move(obj));
     Ptr old;
     {
       std::unique_lock lock(mu_);
-      auto [it, inserted] = items_.try_emplace(key, fresh);
-      if (!inserted) {
-        old = std::move(it->second);
-        it->second = fresh;
+      if (slot) {
+        old = std::exchange(*slot, fresh);
+      } else {
+        auto [it, inserted] = items_.try_emplace(fresh->meta.Key(), fresh);
+        if (!inserted) old = std::exchange(it->second, fresh);
       }
     }
-    if (from_list) seen_.insert(std::move(key));
+    if (from_list) seen_.insert(fresh->meta.Key());
     // A relist that finds an unchanged object is not an update.
     if (old && old->meta.resource_version == fresh->meta.resource_version) return;
     Dispatch(fresh.get(), old.get(), nullptr);
   }
   // The labels of the cached version of an object being decoded (PreviousLabels): only this
   // thread replaces cached objects, so they stay alive until the decoded one is stored.
-  // What it found is kept for Upsert (TakeCached), which then needs no second lookup.
+  // Where it found them is kept for Upsert (TakeLookedUpSlot).
   static const k8s::LabelMap* CachedLabels(const void* self, std::string_view ns,
                                            std::string_view name) {
-    const auto* inf = static_cast<const Informer*>(self);
+    // `self` is this informer (OnWatchLine/OnListPage install it), which is not const.
+    auto* inf = static_cast<Informer*>(const_cast<void*>(self));
     std::string& key = inf->looked_up_key_;
     key.assign(ns);
     if (!ns.empty()) key += '/';
@@ -283,23 +289,25 @@ class Informer final : public InformerCore {
     {
       std::shared_lock lock(inf->mu_);
       auto it = inf->items_.find(key);
-      inf->looked_up_ = it == inf->items_.end() ? nullptr : it->second;
+      // Node-based map: the entry's address holds until this thread erases it.
+      inf->looked_up_ = it == inf->items_.end() ? nullptr : &it->second;
     }
-    inf->looked_up_valid_ = true;
-    return inf->looked_up_ ? &inf->looked_up_->meta.labels : nullptr;
+    return inf->looked_up_ ? &(*inf->looked_up_)->meta.labels : nullptr;
   }
-  // The cached object under `key`: the one CachedLabels found while decoding, if it looked
-  // this key up, else from the map.
-  Ptr TakeCached(const std::string& key) {
-    Ptr p = looked_up_valid_ && looked_up_key_ == key ? std::move(looked_up_) : GetByKey(key);
-    ForgetLookup();
-    return p;
+  // The cache entry of `meta`'s object if CachedLabels found it while decoding, else null.
+  Ptr* TakeLookedUpSlot(const k8s::ObjectMeta& meta) {
+    Ptr* slot = std::exchange(looked_up_, nullptr);
+    if (!slot) return nullptr;
+    const std::string& k = looked_up_key_;
+    const std::size_t ns = meta.namespace_.size();
+    const bool same = ns == 0 ? k == meta.name
+                              : k.size() == ns + 1 + meta.name.size() &&
+                                    k.starts_with(meta.namespace_) && k[ns] == '/' &&
+                                    std::string_view(k).substr(ns + 1) == meta.name;
+    return same ? slot : nullptr;
   }
   // Also drops what a decode that failed after its lookup left behind.
-  void ForgetLookup() {
-    looked_up_valid_ = false;
-    looked_up_.reset();
-  }
+  void ForgetLookup() { looked_up_ = nullptr; }
   // Labels and annotations that did not change keep the cached object's arrays (LabelMap
   // copies share them), so an update does not add a copy per node for the fleet index.
   static void ShareUnchangedMaps(const T& prev, T& obj) {
@@ -324,10 +332,9 @@ class Informer final : public InformerCore {
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, Ptr> items_;
   std::unordered_set<std::string> seen_;  // keys seen during the current relist
-  // The last CachedLabels lookup (informer thread only; see TakeCached).
-  mutable std::string looked_up_key_;
-  mutable Ptr looked_up_;
-  mutable bool looked_up_valid_ = false;
+  // The last CachedLabels lookup (informer thread only; see TakeLookedUpSlot).
+  std::string looked_up_key_;
+  Ptr* looked_up_ = nullptr;
   std::mutex handlers_mu_;
   std::vector<EventHandlers<T>> handlers_;
 };
