@@ -653,6 +653,22 @@ TEST(LabelTest, AnUnchangedSharedSetIsTakenOverFromThePreviousVersion) {
     LabelMap after = FleetLabels("node-9-gen3", &next);
     EXPECT_EQ(after.SharedSize(), 20u);
     EXPECT_FALSE(after == next);
+
+    // Decoded like a map whose shared set differs in one pair (a list's item before, from
+    // another node group): lending stops there and the new map gets its own set, exactly.
+    std::vector<LabelMap> other_group;
+    for (int i = 0; i < 5; ++i) {
+      LabelMap m = FleetLabels("other-" + std::to_string(i), nullptr);
+      ASSERT_TRUE(m.Set("zz.fleet/k15", "w"));
+      other_group.push_back(std::move(m));
+    }
+    LabelMap sibling = FleetLabels("other-5", &other_group.back());
+    EXPECT_EQ(sibling.Get("zz.fleet/k15").value_or(""), "v");
+    EXPECT_EQ(sibling.Get("zz.fleet/k19h").value_or(""), "other-5");
+    EXPECT_TRUE(sibling == FleetLabels("other-5", nullptr));
+    other_group.clear();
+    EXPECT_EQ(sibling.size(), 21u);
+    EXPECT_EQ(sibling.Get("zz.fleet/k29").value_or(""), "v");
   }
   EXPECT_EQ(LabelMap::InternedEntries(), before);
 }

@@ -147,6 +147,9 @@ struct LabelMap::Builder {
   // reference at all (a watch event that leaves the fleet-wide labels alone then touches none
   // of their counts); any other outcome first gives each its reference (Settle).
   std::vector<Interned*> lent;
+  // False once a pair of prev's shared set is known to be missing (a list decoded like the item
+  // before it, whose set differs): the set cannot be taken over, so nothing more is lent.
+  bool lending = true;
   void Settle() {
     for (Interned* e : lent) e->refs.fetch_add(1, std::memory_order_relaxed);
     lent.clear();
@@ -325,7 +328,7 @@ thread_local std::unique_ptr<LabelMap::Builder> spare_builder;
 // of it lent, in order, and no other common pair — the new map shares that set (one reference)
 // plus its own pairs, and nothing is hashed, locked or counted for the set's pairs. Else null.
 LabelMap::Rep* SameSharedSet(LabelMap::Builder& b) {
-  if (!b.prev || !b.prev->base || b.lent.size() != b.prev->base->n) return nullptr;
+  if (!b.lending || !b.prev || !b.prev->base || b.lent.size() != b.prev->base->n) return nullptr;
   const auto set = b.prev->base->own();
   thread_local std::vector<Interned*> own;
   own.clear();
@@ -406,6 +409,7 @@ LabelMap::Builder* LabelMap::StartBuilding() {
   b->prev = nullptr;
   b->prev_own = b->prev_shared = 0;
   b->lent.clear();
+  b->lending = true;
   clear();
   rep_ = Tag(b.release());
   return Untag(rep_);
@@ -502,14 +506,30 @@ bool LabelMap::AppendLike(const LabelMap* prev, std::string_view key, std::strin
     b->Settle();  // what was lent came from another map
     b->prev = pr;
     b->prev_own = b->prev_shared = 0;
+    b->lending = true;
   }
   Interned* e = WalkTo(pr->own(), &b->prev_own, key, value);
   if (e) {
     InternTable::Ref(e);
-  } else if ((e = WalkTo(pr->shared(), &b->prev_shared, key, value))) {
-    b->lent.push_back(e);
   } else {
-    return Append(key, value);
+    const auto set = pr->shared();
+    const std::uint32_t at = b->prev_shared;
+    e = WalkTo(set, &b->prev_shared, key, value);
+    // Keys arrive in order: a set pair walked past, or one with this key and another value,
+    // is not in the new map.
+    const bool missed = e ? b->prev_shared - 1 > at
+                          : b->prev_shared > at ||
+                                (b->prev_shared < set.size() && set[b->prev_shared]->key() == key);
+    if (missed && b->lending) {
+      b->lending = false;
+      b->Settle();
+    }
+    if (!e) return Append(key, value);
+    if (b->lending) {
+      b->lent.push_back(e);
+    } else {
+      InternTable::Ref(e);
+    }
   }
   b->entries.push_back(e);
   return true;
