@@ -37,19 +37,12 @@ class SimChild : public PipedChild {
     close(to_parent[1]);
     return Attach(to_child[1], to_parent[0]);
   }
-  // Makes the child apply `k` label updates; returns the child's seconds.
-  double Update(long k) {
-    std::fprintf(out_, "update %ld\n", k);
-    std::fflush(out_);
-    double s = -1;
-    if (std::fscanf(in_, " done %lf", &s) != 1) return -1;
-    return s;
-  }
-  // Sends the update command without waiting for "done" (call WaitDone()).
+  // Makes the child apply `k` label updates, without waiting for its "done" (WaitDone()).
   void UpdateAsync(long k) {
     std::fprintf(out_, "update %ld\n", k);
     std::fflush(out_);
   }
+  // The child's seconds for the last update command.
   double WaitDone() {
     double s = -1;
     if (std::fscanf(in_, " done %lf", &s) != 1) return -1;
