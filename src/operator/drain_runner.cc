@@ -25,7 +25,7 @@ DrainRunner::Start DrainRunner::Ensure(const std::string& node, const remediatio
   std::scoped_lock lock(mu_);
   auto it = jobs_.find(node);
   if (it != jobs_.end()) return it->second->done ? Start::kFinished : Start::kRunning;
-  if (running_ >= max_running_ || stopping_) {
+  if (running_ >= max_running_ || stopping_ > 0) {
     log_.Info("drain waits: too many drains running", {{"node", node}, {"running", running_}});
     return Start::kNoCapacity;
   }
@@ -50,9 +50,9 @@ void DrainRunner::Work(std::uint64_t id) {
   std::unique_lock lock(mu_);
   while (true) {
     ++idle_;
-    const bool got = cv_.wait_for(lock, kIdle, [this] { return stopping_ || !queue_.empty(); });
+    const bool got = cv_.wait_for(lock, kIdle, [this] { return stopping_ > 0 || !queue_.empty(); });
     --idle_;
-    if (stopping_ || !got) break;
+    if (stopping_ > 0 || !got) break;
     Job* job = queue_.front();
     queue_.pop_front();
     job->started = true;
@@ -144,7 +144,7 @@ void DrainRunner::StopAll() {
   std::map<std::string, std::unique_ptr<Job>> jobs;
   {
     std::scoped_lock lock(mu_);
-    stopping_ = true;
+    ++stopping_;
     for (auto& [n, j] : jobs_) j->stop.request_stop();
     for (Job* j : queue_) {
       j->done = true;  // never started
@@ -155,11 +155,14 @@ void DrainRunner::StopAll() {
     ended_.clear();
     cv_.notify_all();
   }
-  workers.clear();  // joins: every started job has finished
-  std::scoped_lock lock(mu_);
+  workers.clear();  // joins the workers this call took
+  std::unique_lock lock(mu_);
+  // A StopAll running at the same time (leadership ending while the operator shuts down) may
+  // hold workers whose drains have not returned yet: their jobs must outlive them.
+  cv_.wait(lock, [this] { return running_ == 0; });
   jobs.swap(jobs_);
   ended_.clear();
-  stopping_ = false;  // usable again (Ensure after StopAll starts fresh workers)
+  --stopping_;  // usable again once the last StopAll returns (Ensure starts fresh workers)
 }
 
 PdbBudgets::PdbBudgets(k8s::RestClient& client, Clock& clock, runtime::InformerOptions options)

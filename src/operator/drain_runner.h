@@ -92,7 +92,7 @@ class DrainRunner final : public DrainStarter {
   std::deque<Job*> queue_;  // not started yet
   int running_ = 0;         // jobs not done (queued or draining)
   int idle_ = 0;            // workers waiting for a job
-  bool stopping_ = false;
+  int stopping_ = 0;        // StopAll calls in progress (they may overlap)
   std::uint64_t next_worker_ = 0;
   std::map<std::uint64_t, std::jthread> workers_;
   std::vector<std::uint64_t> ended_;  // workers that returned, to be joined
