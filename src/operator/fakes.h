@@ -59,6 +59,11 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
     std::scoped_lock lock(mu_);
     fail_ = std::move(s);
   }
+  // Makes every later condition (status) write fail with `s`; node writes still succeed.
+  void FailConditionWrites(Status s) {
+    std::scoped_lock lock(mu_);
+    fail_condition_ = std::move(s);
+  }
   int Writes() const {
     std::scoped_lock lock(mu_);
     return writes_;
@@ -113,6 +118,7 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
   StatusOr<std::string> PatchCondition(const std::string& name,
                                        const k8s::NodeCondition& condition) override {
     std::scoped_lock lock(mu_);
+    if (!fail_condition_.ok()) return fail_condition_;
     auto node = Writable(name, "");
     if (!node.ok()) return node.status();
     auto& conds = (*node)->conditions;
@@ -157,6 +163,7 @@ class FakeCluster final : public ClusterView, public NodeWriter, public PolicySt
   std::uint64_t rv_ = 100;
   int writes_ = 0;
   Status fail_;
+  Status fail_condition_;
   std::map<std::string, std::shared_ptr<const k8s::Node>> nodes_;
   std::map<std::string, std::shared_ptr<const NodeHealthObject>> reports_;
   std::map<std::string, std::shared_ptr<const PolicyObject>> policies_;

@@ -58,8 +58,12 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
   MarkClaims(pass, change);
   if (Status s = WriteNode(pass, change); !s.ok()) return s;
   brake_lock = {};  // the index now reflects what we started
+  // The node write committed the record whose transitions these Events announce: the next pass
+  // reads that record and will not decide them again, so they go out now, even when the
+  // condition write below fails. With no node write, the next pass decides them again.
+  if (change.WritesNode()) EmitEvents(pass, change);
   if (Status s = WriteCondition(pass, change); !s.ok()) return s;
-  EmitEvents(pass, change);
+  if (!change.WritesNode()) EmitEvents(pass, change);
   auto result = RunDrain(pass, change);
   if (!result.ok()) return result.status();
   return Finish(pass, change, *result);

@@ -331,6 +331,48 @@ TEST(NodeReconciler, FailedWriteChangesNothingAndIsRetried) {
   EXPECT_EQ(w.recorder.Count(events::kNodeCordoned), 1);
 }
 
+// The fence (and later the recovery) reached the Node but its condition write failed: the
+// record is committed, so the next pass decides nothing new. Its Events are not lost, and the
+// retry that writes the condition does not repeat them.
+TEST(NodeReconciler, EventsOfACommittedNodeWriteSurviveAFailedConditionWrite) {
+  World w;
+  w.AddNode("gpu-1");
+  w.Report("gpu-1", true);
+  w.cluster.PutPolicy(Policy(api::Action::kCordon));
+  w.Start();
+  w.cluster.FailConditionWrites(UnavailableError("status write refused"));
+  EXPECT_FALSE(w.Pass("gpu-1").ok());
+  ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
+  EXPECT_EQ(w.recorder.Count(events::kGPUUnhealthy, "gpu-1"), 1);
+  EXPECT_EQ(w.recorder.Count(events::kNodeCordoned, "gpu-1"), 1);
+  w.cluster.FailConditionWrites(OkStatus());
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  const k8s::NodeCondition* c = w.Node("gpu-1")->FindCondition(api::kConditionType);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "False");
+  EXPECT_EQ(w.recorder.Count(events::kGPUUnhealthy, "gpu-1"), 1);
+  EXPECT_EQ(w.recorder.Count(events::kNodeCordoned, "gpu-1"), 1);
+
+  // Healthy again: the condition (True, fence held for healthyFor) cannot be written, so it is
+  // still due when healthyFor has passed and the fence comes off.
+  w.cluster.FailConditionWrites(UnavailableError("status write refused"));
+  w.clock.Advance(minutes(1));
+  w.Report("gpu-1", false);
+  EXPECT_FALSE(w.Pass("gpu-1").ok());
+  EXPECT_TRUE(w.Node("gpu-1")->unschedulable);
+  w.clock.Advance(minutes(11));
+  w.Report("gpu-1", false);
+  EXPECT_FALSE(w.Pass("gpu-1").ok());
+  ASSERT_FALSE(w.Node("gpu-1")->unschedulable);
+  EXPECT_EQ(w.recorder.Count(events::kGPURecovered, "gpu-1"), 1);
+  w.cluster.FailConditionWrites(OkStatus());
+  ASSERT_TRUE(w.Pass("gpu-1").ok());
+  c = w.Node("gpu-1")->FindCondition(api::kConditionType);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "True");
+  EXPECT_EQ(w.recorder.Count(events::kGPURecovered, "gpu-1"), 1);
+}
+
 TEST(NodeReconciler, ExcludingANodeReleasesOurFencesAndStopsItsDrain) {
   World w;
   w.FenceUnder(api::Action::kDrain);

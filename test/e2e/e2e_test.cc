@@ -355,8 +355,17 @@ void E2E::RunFatalXid() {
       90s))
       << Logs();
 
-  auto reasons = EventReasonsFor("dgx-4");
+  // Events are written by the operator's recorder after the Node write that they describe (as
+  // client-go's broadcaster does), so a reader can see the uncordon before its Event: wait.
+  std::vector<std::string> reasons;
   auto has = [&](const char* r) { return std::find(reasons.begin(), reasons.end(), r) != reasons.end(); };
+  Eventually(
+      [&] {
+        reasons = EventReasonsFor("dgx-4");
+        return has("GPUUnhealthy") && has("NodeCordoned") &&
+               (has("GPURecovered") || has("NodeUncordoned"));
+      },
+      30s);
   EXPECT_TRUE(has("GPUUnhealthy"));
   EXPECT_TRUE(has("NodeCordoned"));
   EXPECT_TRUE(has("GPURecovered") || has("NodeUncordoned"));
