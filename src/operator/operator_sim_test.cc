@@ -521,7 +521,8 @@ TEST_F(OperatorSimTest, NodeConditionFromAnotherDetectorCordonsAndReleases) {
     json n = Node("gpu-0");
     return Cordoned(n) && HasOurTaint(n) && Condition(n) == "False";
   })) << Node("gpu-0").dump();
-  EXPECT_FALSE(Events("GPUUnhealthy", "gpu-0").empty());
+  // The recorder writes Events on its own thread, after the Node write they describe.
+  EXPECT_TRUE(WaitFor([&] { return !Events("GPUUnhealthy", "gpu-0").empty(); }));
   ASSERT_TRUE(set_xid("False"));
   WriteReport("gpu-0", HealthyReport("gpu-0"));
   ASSERT_TRUE(WaitFor([&] {
