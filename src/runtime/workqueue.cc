@@ -1,8 +1,8 @@
 // WorkQueue implementation: one map of per-key state, two FIFO lanes of pointers into it
-// (urgent, normal), and the keys waiting for their AddAfter time: a map, their deadlines in
-// order and ONE clock timer for the earliest. (A timer per key cost ~200 bytes each — the
+// (urgent, normal), and the keys waiting for their AddAfter time: a map, their deadlines in a
+// binary heap and ONE clock timer for the earliest. (A timer per key cost ~200 bytes each — the
 // closure, its shared id, the clock's entry — and an operator requeues every node of the
-// fleet after each reconcile.)
+// fleet after each reconcile. An ordered set of deadlines cost 64 bytes a key, the heap 24.)
 #include "runtime/workqueue.h"
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <set>
 #include <stop_token>
 #include <tuple>
 #include <unordered_map>
@@ -44,13 +43,22 @@ struct WorkQueue::Impl {
     Node* node;
     std::uint64_t ticket;
   };
+  // A waiting key's entry; its time is in its heap slot. 8 bytes keep the map node at 64.
   struct Waiting {
-    MonoTime ready;
-    std::uint64_t seq;  // ties in `deadlines` go in AddAfter order
+    std::uint32_t slot;  // index in `deadlines`
     Priority priority;
   };
-  // (ready, seq, key in `waiting`): node-based map, so the key's address is stable.
-  using Deadline = std::tuple<MonoTime, std::uint64_t, const std::string*>;
+  using WaitNode = std::pair<const std::string, Waiting>;
+  // A heap slot. `node` points into `waiting` (node-based map: addresses are stable), so a
+  // slot that moves updates its key's index without a look-up.
+  struct Deadline {
+    MonoTime ready;
+    std::uint64_t seq;  // ties go in AddAfter order
+    WaitNode* node;
+    bool operator<(const Deadline& o) const {
+      return std::tie(ready, seq) < std::tie(o.ready, o.seq);
+    }
+  };
   struct Running {
     const std::string* key;
     MonoTime started;
@@ -75,7 +83,7 @@ struct WorkQueue::Impl {
   std::uint64_t next_ticket = 0;
   std::vector<Running> running;  // at most one per worker
   std::unordered_map<std::string, Waiting> waiting;
-  std::set<Deadline> deadlines;
+  std::vector<Deadline> deadlines;  // min-heap on (ready, seq)
   std::uint64_t next_seq = 0;
   bool timer_set = false;
   TimerId timer = 0;
@@ -205,31 +213,70 @@ struct WorkQueue::Impl {
     waiting.clear();
   }
 
+  // --- the deadline heap (requires mu) ---
+  void Place(std::size_t i, const Deadline& d) {
+    deadlines[i] = d;
+    d.node->second.slot = static_cast<std::uint32_t>(i);
+  }
+  void SiftUp(std::size_t i) {
+    const Deadline d = deadlines[i];
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 2;
+      if (!(d < deadlines[parent])) break;
+      Place(i, deadlines[parent]);
+      i = parent;
+    }
+    Place(i, d);
+  }
+  void SiftDown(std::size_t i) {
+    const Deadline d = deadlines[i];
+    const std::size_t n = deadlines.size();
+    for (;;) {
+      std::size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && deadlines[child + 1] < deadlines[child]) ++child;
+      if (!(deadlines[child] < d)) break;
+      Place(i, deadlines[child]);
+      i = child;
+    }
+    Place(i, d);
+  }
+  // Removes the earliest deadline; its key stays in `waiting` for the caller.
+  void PopEarliest() {
+    const Deadline last = deadlines.back();
+    deadlines.pop_back();
+    // A burst's slots are given back once it has drained.
+    if (deadlines.capacity() > 1024 && deadlines.size() < deadlines.capacity() / 4)
+      deadlines.shrink_to_fit();
+    if (deadlines.empty()) return;
+    Place(0, last);
+    SiftDown(0);
+  }
+
   // Requires mu. `key` waits until `ready` (earliest time kept) in `priority`'s lane.
   void WaitLocked(const std::string& key, MonoTime ready, Priority priority,
                   const std::weak_ptr<Impl>& self) {
-    auto it = waiting.find(key);
-    if (it != waiting.end()) {
-      priority = std::max(priority, it->second.priority);
+    auto [it, added] = waiting.try_emplace(key, Waiting{0, priority});
+    if (!added) {
+      it->second.priority = std::max(priority, it->second.priority);
+      Deadline& d = deadlines[it->second.slot];
       // Already due sooner, or as good as (a requeue to the same wall deadline computed a few
       // microseconds later): keep that time.
-      if (it->second.ready <= ready + kSameTime) {
-        it->second.priority = priority;
-        return;
-      }
-      deadlines.erase({it->second.ready, it->second.seq, &it->first});
+      if (d.ready <= ready + kSameTime) return;
+      d.ready = ready;  // earlier: the slot only moves up
+      d.seq = ++next_seq;
+      SiftUp(it->second.slot);
     } else {
-      it = waiting.try_emplace(key).first;
+      deadlines.push_back({ready, ++next_seq, &*it});
+      SiftUp(deadlines.size() - 1);
     }
-    it->second = {ready, ++next_seq, priority};
-    deadlines.insert({ready, it->second.seq, &it->first});
     ArmLocked(self);
   }
 
   // Requires mu. The one timer fires at the earliest deadline.
   void ArmLocked(const std::weak_ptr<Impl>& self) {
     if (deadlines.empty()) return;
-    const MonoTime first = std::get<0>(*deadlines.begin());
+    const MonoTime first = deadlines.front().ready;
     if (timer_set && timer_at <= first) return;  // fires in time; it re-arms for the rest
     if (timer_set) clock.Cancel(timer);
     const std::uint64_t gen = ++timer_gen;
@@ -248,9 +295,9 @@ struct WorkQueue::Impl {
     if (gen != timer_gen) return;  // superseded or cancelled
     timer_set = false;
     const MonoTime now = clock.Monotonic();
-    while (!deadlines.empty() && std::get<0>(*deadlines.begin()) <= now) {
-      auto w = waiting.find(*std::get<2>(*deadlines.begin()));
-      deadlines.erase(deadlines.begin());
+    while (!deadlines.empty() && deadlines.front().ready <= now) {
+      auto w = waiting.find(deadlines.front().node->first);
+      PopEarliest();
       const std::string key = w->first;
       const Priority p = w->second.priority;
       waiting.erase(w);

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -115,6 +118,44 @@ TEST_F(WorkQueueTest, WaitingKeysShareOneTimerAndFireInDeadlineOrder) {
   EXPECT_EQ(q_.TryGet(), "k0");
   clock_.Advance(seconds(200));
   EXPECT_EQ(q_.Len(), 96u);  // k1..k96, each once
+  EXPECT_EQ(q_.Waiting(), 0u);
+  EXPECT_EQ(clock_.PendingTimers(), 0u);
+}
+
+// Thousands of keys with random delays, each re-added a few times (later: kept; sooner:
+// moved up): the keys fire in the order of their kept time, ties in AddAfter order, each once.
+TEST_F(WorkQueueTest, ManyWaitingKeysFireInTheOrderOfTheirKeptTimes) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> delay_ms(1000, 60000), key(0, 1999);
+  struct Kept {
+    int ms;
+    std::uint64_t seq;
+  };
+  std::map<std::string, Kept> model;
+  std::uint64_t seq = 0;
+  for (int op = 0; op < 8000; ++op) {
+    const std::string k = "node-" + std::to_string(key(rng));
+    // Whole seconds now and then, so that equal times (ties) occur.
+    const int ms = op % 3 == 0 ? delay_ms(rng) / 1000 * 1000 : delay_ms(rng);
+    q_.AddAfter(k, milliseconds(ms));
+    auto it = model.find(k);
+    if (it != model.end() && it->second.ms <= ms + 1) continue;  // kept: as soon or sooner
+    model[k] = {ms, ++seq};
+  }
+  EXPECT_EQ(q_.Waiting(), model.size());
+  EXPECT_EQ(clock_.PendingTimers(), 1u);
+  std::vector<std::pair<std::pair<int, std::uint64_t>, std::string>> want;
+  for (const auto& [k, kept] : model) want.push_back({{kept.ms, kept.seq}, k});
+  std::sort(want.begin(), want.end());
+  clock_.Advance(seconds(61));
+  ASSERT_EQ(q_.Len(), want.size());
+  for (const auto& w : want) {
+    auto got = q_.TryGet();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(*got, w.second);
+    q_.Done(*got);
+  }
+  EXPECT_EQ(q_.TryGet(), std::nullopt);
   EXPECT_EQ(q_.Waiting(), 0u);
   EXPECT_EQ(clock_.PendingTimers(), 0u);
 }
