@@ -72,11 +72,19 @@ void AggregatingRecorder::Evict() {
   }
 }
 
+namespace {
+thread_local bool admitted_by_write = false;
+}  // namespace
+
+AdmittedByWrite::AdmittedByWrite() : outer_(admitted_by_write) { admitted_by_write = true; }
+AdmittedByWrite::~AdmittedByWrite() { admitted_by_write = outer_; }
+bool AdmittedByWrite::Active() { return admitted_by_write; }
+
 void AggregatingRecorder::Event(const ObjectRef& object, EventType type, std::string_view reason,
                                 std::string_view message) {
   const MonoTime mono = clock_.Monotonic();
   const WallTime wall = clock_.Now();
-  if (!sink_.Admit()) {
+  if (!AdmittedByWrite::Active() && !sink_.Admit()) {
     std::scoped_lock lock(mu_);
     ++stats_.not_admitted;
     return;

@@ -7,10 +7,10 @@
 // Writes happen on one background thread (ordered, bounded queue of 1000, drops when full);
 // transient sink errors are retried (12 tries, 10 s apart by default). Event() never blocks
 // on the network.
-// Leadership is checked when an Event is recorded (EventSink::Admit), not when it is written: an Event
-// records a decision this replica made while it led, so it is still delivered after the lease
+// Leadership is checked when an Event is recorded (EventSink::Admit), not when it is written: an
+// Event records a decision this replica made while it led, so it is still delivered after the lease
 // is lost (a successor re-derives state from the world and would not repeat it). A replica
-// that does not lead records nothing.
+// that does not lead records nothing, except the Events of a write it made (AdmittedByWrite).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,22 @@ struct RecorderStats {
   uint64_t queue_dropped = 0;
   uint64_t failed = 0;       // gave up after errors
   uint64_t not_admitted = 0; // recorded while the sink did not admit them (not leading)
+};
+
+// While one lives on a thread, the Events that thread records are admitted without asking the
+// sink: they announce a write the API server accepted from this replica, and that write passed
+// its own leadership check. A lease whose renew deadline runs out between the write and the
+// Event (the write's round trip) must not lose the Event of a change already made.
+class AdmittedByWrite {
+ public:
+  AdmittedByWrite();
+  ~AdmittedByWrite();
+  AdmittedByWrite(const AdmittedByWrite&) = delete;
+  AdmittedByWrite& operator=(const AdmittedByWrite&) = delete;
+  static bool Active();
+
+ private:
+  bool outer_;
 };
 
 class AggregatingRecorder final : public EventRecorder {

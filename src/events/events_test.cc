@@ -206,6 +206,28 @@ TEST(AggregatingRecorderTest, AdmittedEventsSurviveLeadershipLossLaterOnesAreDro
   EXPECT_EQ(rec.Stats().not_admitted, 1u);
 }
 
+// Events that announce a write the server accepted are delivered even when the lease ran out
+// between that write and the Event; without such a write, the sink still decides.
+TEST(AggregatingRecorderTest, EventsOfAnAcceptedWriteAreAdmittedAfterTheLeaseRanOut) {
+  MemorySink sink;
+  FakeClock clock;
+  AggregatingRecorder rec(sink, clock, {.retry_sleep = std::chrono::milliseconds(0)});
+  sink.admit_ = false;
+  {
+    AdmittedByWrite admitted;
+    rec.Event(ObjectRef::Node("a"), kNodeUncordoned, "uncordoned");
+    { AdmittedByWrite nested; }
+    rec.Event(ObjectRef::Node("a"), kGPURecovered, "recovered");
+  }
+  rec.Event(ObjectRef::Node("b"), kNodeCordoned, "cordoned");
+  EXPECT_TRUE(rec.Flush(std::chrono::seconds(30)));
+  auto events = sink.Events();
+  ASSERT_EQ(events.size(), 2u);
+  for (const auto& [name, e] : events) EXPECT_EQ(e.involved.name, "a") << name;
+  EXPECT_EQ(rec.Stats().not_admitted, 1u);
+  EXPECT_FALSE(AdmittedByWrite::Active());
+}
+
 // A bounded Flush returns when its time is up even if a write is still being retried.
 TEST(AggregatingRecorderTest, BoundedFlushGivesUpInTime) {
   MemorySink sink;

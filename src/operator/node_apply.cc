@@ -2,10 +2,12 @@
 // injected interfaces (DraApi, NodeWriter, EventRecorder, DrainStarter) and the fleet index,
 // and logs each action taken or skipped once, with node, policy, rule and reason.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "common/strings.h"
 #include "common/time_util.h"
+#include "events/aggregating.h"
 #include "operator/node_reconciler.h"
 
 namespace gg::op {
@@ -60,10 +62,19 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
   brake_lock = {};  // the index now reflects what we started
   // The node write committed the record whose transitions these Events announce: the next pass
   // reads that record and will not decide them again, so they go out now, even when the
-  // condition write below fails. With no node write, the next pass decides them again.
-  if (change.WritesNode()) EmitEvents(pass, change);
+  // condition write below fails. With no node write, the next pass decides them again. Events
+  // that follow an accepted write are admitted even if the lease ran out during its round trip.
+  const bool wrote_node = change.WritesNode();
+  if (wrote_node) {
+    events::AdmittedByWrite admitted;
+    EmitEvents(pass, change);
+  }
   if (Status s = WriteCondition(pass, change); !s.ok()) return s;
-  if (!change.WritesNode()) EmitEvents(pass, change);
+  if (!wrote_node) {
+    std::optional<events::AdmittedByWrite> admitted;
+    if (change.condition) admitted.emplace();
+    EmitEvents(pass, change);
+  }
   auto result = RunDrain(pass, change);
   if (!result.ok()) return result.status();
   return Finish(pass, change, *result);

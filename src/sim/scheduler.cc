@@ -457,8 +457,11 @@ void Scheduler::Pass(std::stop_token stop, SteadyTime now) {
 
 void Scheduler::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
+    PopPods();  // waits up to kPoll for pod events
+    // Nodes after pods: every node written before a pod that was just seen is then in the
+    // cache (writes reach the watchers in order), so a pod created right after its nodes is
+    // not placed on a cache that lacks some of them.
     PopNodes();
-    PopPods();
     auto now = std::chrono::steady_clock::now();
     if (DuePass(now)) Pass(stop, now);
   }
