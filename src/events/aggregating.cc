@@ -76,7 +76,9 @@ namespace {
 thread_local bool admitted_by_write = false;
 }  // namespace
 
-AdmittedByWrite::AdmittedByWrite() : outer_(admitted_by_write) { admitted_by_write = true; }
+AdmittedByWrite::AdmittedByWrite(bool active) : outer_(admitted_by_write) {
+  admitted_by_write = outer_ || active;
+}
 AdmittedByWrite::~AdmittedByWrite() { admitted_by_write = outer_; }
 bool AdmittedByWrite::Active() { return admitted_by_write; }
 

@@ -58,7 +58,8 @@ struct RecorderStats {
 // Event (the write's round trip) must not lose the Event of a change already made.
 class AdmittedByWrite {
  public:
-  AdmittedByWrite();
+  // `active` false: a scope that changes nothing (the caller made no write).
+  explicit AdmittedByWrite(bool active = true);
   ~AdmittedByWrite();
   AdmittedByWrite(const AdmittedByWrite&) = delete;
   AdmittedByWrite& operator=(const AdmittedByWrite&) = delete;

@@ -226,6 +226,13 @@ TEST(AggregatingRecorderTest, EventsOfAnAcceptedWriteAreAdmittedAfterTheLeaseRan
   for (const auto& [name, e] : events) EXPECT_EQ(e.involved.name, "a") << name;
   EXPECT_EQ(rec.Stats().not_admitted, 1u);
   EXPECT_FALSE(AdmittedByWrite::Active());
+  {
+    AdmittedByWrite no_write(false);  // the caller made no write: the sink decides
+    rec.Event(ObjectRef::Node("c"), kNodeCordoned, "cordoned");
+  }
+  EXPECT_TRUE(rec.Flush(std::chrono::seconds(30)));
+  EXPECT_EQ(rec.Stats().not_admitted, 2u);
+  EXPECT_EQ(sink.Events().size(), 2u);
 }
 
 // A bounded Flush returns when its time is up even if a write is still being retried.

@@ -90,10 +90,6 @@ void DrainRunner::ReapLocked() {
   ended_.clear();
 }
 
-void DrainRunner::WaitDoneLocked(std::unique_lock<std::mutex>& lock, const Job& job) {
-  cv_.wait(lock, [&] { return job.done; });
-}
-
 std::optional<remediation::DrainResult> DrainRunner::Result(const std::string& node) const {
   std::scoped_lock lock(mu_);
   auto it = jobs_.find(node);
@@ -131,7 +127,7 @@ void DrainRunner::Cancel(const std::string& node) {
     if (!job->done) --running_;
     return;
   }
-  WaitDoneLocked(lock, *job);  // as a join: the drain has returned when Cancel does
+  cv_.wait(lock, [&] { return job->done; });  // as a join: the drain has returned when Cancel does
 }
 
 int DrainRunner::RunningCount() const {

@@ -80,7 +80,6 @@ class DrainRunner final : public DrainStarter {
   void Work(std::uint64_t id);
   void RunJob(Job& job);
   void ReapLocked();  // joins workers that ended
-  void WaitDoneLocked(std::unique_lock<std::mutex>& lock, const Job& job);
 
   remediation::Drainer& drainer_;
   std::function<void(const std::string&)> on_finished_;

@@ -2,7 +2,6 @@
 // injected interfaces (DraApi, NodeWriter, EventRecorder, DrainStarter) and the fleet index,
 // and logs each action taken or skipped once, with node, policy, rule and reason.
 #include <algorithm>
-#include <optional>
 #include <set>
 
 #include "common/strings.h"
@@ -65,16 +64,9 @@ StatusOr<runtime::Result> NodeReconciler::Apply(Pass& pass, NodeChange& change,
   // condition write below fails. With no node write, the next pass decides them again. Events
   // that follow an accepted write are admitted even if the lease ran out during its round trip.
   const bool wrote_node = change.WritesNode();
-  if (wrote_node) {
-    events::AdmittedByWrite admitted;
-    EmitEvents(pass, change);
-  }
+  if (wrote_node) EmitEvents(pass, change, /*after_write=*/true);
   if (Status s = WriteCondition(pass, change); !s.ok()) return s;
-  if (!wrote_node) {
-    std::optional<events::AdmittedByWrite> admitted;
-    if (change.condition) admitted.emplace();
-    EmitEvents(pass, change);
-  }
+  if (!wrote_node) EmitEvents(pass, change, /*after_write=*/change.condition.has_value());
   auto result = RunDrain(pass, change);
   if (!result.ok()) return result.status();
   return Finish(pass, change, *result);
@@ -313,7 +305,8 @@ Status NodeReconciler::WriteCondition(Pass& pass, const NodeChange& change) {
   return OkStatus();
 }
 
-void NodeReconciler::EmitEvents(Pass& pass, const NodeChange& change) {
+void NodeReconciler::EmitEvents(Pass& pass, const NodeChange& change, bool after_write) {
+  const events::AdmittedByWrite admitted(after_write);
   auto ref = events::ObjectRef::Node(pass.node.meta.name, pass.node.meta.uid);
   for (const auto& e : change.events) {
     d_.recorder.Event(ref, e.type, e.reason, e.message);

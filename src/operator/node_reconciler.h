@@ -110,7 +110,8 @@ class NodeReconciler final : public runtime::Reconciler {
   void MarkClaims(Pass& pass, remediation::NodeChange& change);
   Status WriteNode(Pass& pass, const remediation::NodeChange& change);
   Status WriteCondition(Pass& pass, const remediation::NodeChange& change);
-  void EmitEvents(Pass& pass, const remediation::NodeChange& change);
+  // `after_write`: the Events follow a write the API server accepted (events::AdmittedByWrite).
+  void EmitEvents(Pass& pass, const remediation::NodeChange& change, bool after_write);
   StatusOr<runtime::Result> RunDrain(Pass& pass, const remediation::NodeChange& change);
   runtime::Result Finish(Pass& pass, const remediation::NodeChange& change, runtime::Result result);
   void ForgetNode(const std::string& node);

@@ -102,11 +102,15 @@ struct World {
     return Node(name)->FindTaint(api::kTaintKey) != nullptr;
   }
   // gpu-1 with Xid 79 under Policy(action), after the pass that fences it.
-  void FenceUnder(api::Action action, bool admin_cordoned = false) {
+  // gpu-1 with an Xid 79 report under a policy whose action is `action`, not reconciled yet.
+  void Faulty(api::Action action, bool admin_cordoned = false) {
     AddNode("gpu-1", admin_cordoned);
     Report("gpu-1", true);
     cluster.PutPolicy(Policy(action));
     Start();
+  }
+  void FenceUnder(api::Action action, bool admin_cordoned = false) {
+    Faulty(action, admin_cordoned);
     ASSERT_TRUE(Pass("gpu-1").ok());
   }
   std::string Condition(const std::string& name) {
@@ -316,10 +320,7 @@ TEST(NodeReconciler, FinishedDrainIsRecordedOnceAndLogged) {
 
 TEST(NodeReconciler, FailedWriteChangesNothingAndIsRetried) {
   World w;
-  w.AddNode("gpu-1");
-  w.Report("gpu-1", true);
-  w.cluster.PutPolicy(Policy(api::Action::kCordon));
-  w.Start();
+  w.Faulty(api::Action::kCordon);
   w.cluster.FailWrites(UnavailableError("apiserver down"));
   EXPECT_FALSE(w.Pass("gpu-1").ok());
   EXPECT_FALSE(w.Node("gpu-1")->unschedulable);
@@ -336,10 +337,7 @@ TEST(NodeReconciler, FailedWriteChangesNothingAndIsRetried) {
 // retry that writes the condition does not repeat them.
 TEST(NodeReconciler, EventsOfACommittedNodeWriteSurviveAFailedConditionWrite) {
   World w;
-  w.AddNode("gpu-1");
-  w.Report("gpu-1", true);
-  w.cluster.PutPolicy(Policy(api::Action::kCordon));
-  w.Start();
+  w.Faulty(api::Action::kCordon);
   w.cluster.FailConditionWrites(UnavailableError("status write refused"));
   EXPECT_FALSE(w.Pass("gpu-1").ok());
   ASSERT_TRUE(w.Node("gpu-1")->unschedulable);
@@ -347,9 +345,7 @@ TEST(NodeReconciler, EventsOfACommittedNodeWriteSurviveAFailedConditionWrite) {
   EXPECT_EQ(w.recorder.Count(events::kNodeCordoned, "gpu-1"), 1);
   w.cluster.FailConditionWrites(OkStatus());
   ASSERT_TRUE(w.Pass("gpu-1").ok());
-  const k8s::NodeCondition* c = w.Node("gpu-1")->FindCondition(api::kConditionType);
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->status, "False");
+  EXPECT_EQ(w.Condition("gpu-1"), "False");
   EXPECT_EQ(w.recorder.Count(events::kGPUUnhealthy, "gpu-1"), 1);
   EXPECT_EQ(w.recorder.Count(events::kNodeCordoned, "gpu-1"), 1);
 
@@ -367,9 +363,7 @@ TEST(NodeReconciler, EventsOfACommittedNodeWriteSurviveAFailedConditionWrite) {
   EXPECT_EQ(w.recorder.Count(events::kGPURecovered, "gpu-1"), 1);
   w.cluster.FailConditionWrites(OkStatus());
   ASSERT_TRUE(w.Pass("gpu-1").ok());
-  c = w.Node("gpu-1")->FindCondition(api::kConditionType);
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->status, "True");
+  EXPECT_EQ(w.Condition("gpu-1"), "True");
   EXPECT_EQ(w.recorder.Count(events::kGPURecovered, "gpu-1"), 1);
 }
 
