@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/time_util.h"
+#include "common/wake_batch.h"
 
 namespace gg {
 namespace {
@@ -165,6 +166,40 @@ TEST(Logger, JsonAndRedaction) {
   EXPECT_NE(l.find("\"n\":3"), std::string::npos);
   EXPECT_EQ(l.find("abc"), std::string::npos);
   EXPECT_NE(l.find("[REDACTED]"), std::string::npos);
+}
+
+// A deferred wake runs once per owner, when the outermost batch closes, and keeps its owner
+// alive until then; with no batch open nothing is deferred.
+TEST(WakeBatch, DefersEachOwnersWakeToTheOutermostClose) {
+  struct Owner {
+    int wakes = 0;
+  };
+  auto wake = [](void* p) { ++static_cast<Owner*>(p)->wakes; };
+  auto a = std::make_shared<Owner>();
+  auto b = std::make_shared<Owner>();
+  std::weak_ptr<Owner> gone;
+  EXPECT_FALSE(WakeBatch::Defer(a, wake));
+  {
+    WakeBatch outer;
+    EXPECT_TRUE(WakeBatch::Defer(a, wake));
+    {
+      WakeBatch inner;
+      EXPECT_TRUE(WakeBatch::Defer(a, wake));
+      EXPECT_TRUE(WakeBatch::Defer(b, wake));
+    }
+    EXPECT_EQ(a->wakes, 0);  // the inner close sends nothing
+    EXPECT_EQ(b->wakes, 0);
+    auto c = std::make_shared<Owner>();
+    gone = c;
+    EXPECT_TRUE(WakeBatch::Defer(c, wake));
+  }
+  EXPECT_EQ(a->wakes, 1);
+  EXPECT_EQ(b->wakes, 1);
+  EXPECT_TRUE(gone.expired());  // released after its wake ran
+  EXPECT_FALSE(WakeBatch::Defer(a, wake));
+  // Another thread's batch is its own.
+  WakeBatch here;
+  std::thread([&] { EXPECT_FALSE(WakeBatch::Defer(b, wake)); }).join();
 }
 
 }  // namespace

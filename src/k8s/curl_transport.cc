@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "common/wake_batch.h"
 #include "k8s/transport.h"
 
 namespace gg::k8s {
@@ -37,6 +38,7 @@ struct Transfer {
   CURL* easy = nullptr;
   const Transport::ChunkFn* on_chunk = nullptr;  // streaming only
   bool stopped_by_callback = false;
+  std::size_t streamed = 0;     // body bytes handed to on_chunk
   bool streaming_body = false;  // decided at the first body byte
   bool decided = false;
 };
@@ -76,6 +78,7 @@ std::size_t WriteCb(char* data, std::size_t size, std::size_t n, void* user) {
       t->decided = true;
     }
     if (t->streaming_body) {
+      t->streamed += len;
       if (!(*t->on_chunk)(std::string_view(data, len))) {
         t->stopped_by_callback = true;
         return 0;  // aborts the transfer with CURLE_WRITE_ERROR
@@ -314,8 +317,12 @@ namespace {
 // curl_multi_perform makes before each receive to find out (one syscall per watch event).
 class StreamLoop {
  public:
-  explicit StreamLoop(CURLM* multi)
-      : multi_(multi), stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  // `streamed` counts the body bytes delivered (Transfer::streamed).
+  StreamLoop(CURLM* multi, std::chrono::milliseconds coalesce, const std::size_t* streamed)
+      : multi_(multi),
+        coalesce_(coalesce),
+        streamed_(streamed),
+        stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &StreamLoop::SocketCb);
     curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
     curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &StreamLoop::TimerCb);
@@ -347,11 +354,30 @@ class StreamLoop {
         return UnavailableError(std::string("poll: ") + std::strerror(errno));
       if (cancelled.load()) break;
       bool acted = false;
-      for (std::size_t i = 0; n > 0 && i + 1 < fds.size() && mc == CURLM_OK; ++i) {
-        if (!fds[i].revents) continue;
-        acted = true;
-        mc = curl_multi_socket_action(multi_, fds[i].fd, EventBits(fds[i].revents), &running);
+      {
+        // One read hands curl's write callback each HTTP chunk (a watch event) separately;
+        // the batch spans them all, so their handlers wake a work queue's worker once.
+        WakeBatch batch;
+        for (;;) {
+          const std::size_t before = *streamed_;
+          for (std::size_t i = 0; n > 0 && i + 1 < fds.size() && mc == CURLM_OK; ++i) {
+            if (!fds[i].revents) continue;
+            acted = true;
+            mc = curl_multi_socket_action(multi_, fds[i].fd, EventBits(fds[i].revents), &running);
+          }
+          // A read that (nearly) filled curl's buffer left more waiting: take it now, in the
+          // same batch (a saturated stream is never held to a buffer per window).
+          if (!acted || !running || mc != CURLM_OK || cancelled.load() ||
+              *streamed_ - before < kStreamBufferSize * 3 / 4) {
+            break;
+          }
+          fds.assign(socks_.begin(), socks_.end());
+          fds.push_back({stop_fd_, POLLIN, 0});
+          n = poll(fds.data(), fds.size(), 0);
+          if (n <= 0) break;
+        }
       }
+      if (acted && running && mc == CURLM_OK) Coalesce();  // not once the transfer is over
       if (mc == CURLM_OK && (!acted || TimerDue())) {
         mc = curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
       }
@@ -395,6 +421,19 @@ class StreamLoop {
     if (revents & (POLLERR | POLLNVAL)) bits |= CURL_CSELECT_ERR;
     return bits;
   }
+  // After a read that came within the window of the one before it (a busy stream), waits out
+  // the window (only the stop eventfd can cut it short) so the next read takes the events
+  // that arrived meanwhile in one go. A quiet stream's first event is read at once.
+  void Coalesce() {
+    if (coalesce_.count() <= 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    const bool busy = now - last_read_ < coalesce_;
+    last_read_ = now;
+    if (!busy) return;
+    pollfd stop{stop_fd_, POLLIN, 0};
+    poll(&stop, 1, static_cast<int>(coalesce_.count()));
+    last_read_ = std::chrono::steady_clock::now();
+  }
   bool TimerDue() const { return timer_set_ && std::chrono::steady_clock::now() >= timer_at_; }
   // Until curl's timer, at most a second (a lost timer update then costs a second, not a hang).
   int PollTimeoutMs() const {
@@ -405,6 +444,9 @@ class StreamLoop {
   }
 
   CURLM* multi_;
+  std::chrono::milliseconds coalesce_;
+  const std::size_t* streamed_;
+  std::chrono::steady_clock::time_point last_read_{};
   int stop_fd_;
   std::vector<pollfd> socks_;  // curl's sockets and what it waits for on each
   bool timer_set_ = false;
@@ -432,7 +474,7 @@ StatusOr<HttpResponse> CurlTransport::Stream(const HttpRequest& req, const Chunk
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   CURLcode rc = CURLE_OK;
   std::atomic<bool> cancelled{false};
-  StreamLoop loop(multi);
+  StreamLoop loop(multi, req.read_coalesce, &t.streamed);
   if (s.ok() && !loop.ok()) s = InternalError(std::string("eventfd: ") + std::strerror(errno));
   if (s.ok()) {
     curl_multi_add_handle(multi, h);

@@ -208,6 +208,7 @@ Status RestClient::Watch(const ResourceType& type, std::string_view ns, const Wa
   }
   if (!o.label_selector.empty()) AddQuery(req.path, "labelSelector", o.label_selector);
   if (!o.field_selector.empty()) AddQuery(req.path, "fieldSelector", o.field_selector);
+  req.read_coalesce = o.read_coalesce;
   Throttle();
   LineSplitter splitter;
   Status stream_error;

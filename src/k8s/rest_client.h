@@ -38,6 +38,8 @@ struct WatchOptions {
   int timeout_seconds = 0;  // server-side; 0: none (the transport still bounds it by +60 s)
   std::string label_selector;
   std::string field_selector;
+  // HttpRequest::read_coalesce for the stream.
+  std::chrono::milliseconds read_coalesce{0};
 };
 
 enum class PatchType { kMerge, kStrategicMerge, kJsonPatch, kApply };

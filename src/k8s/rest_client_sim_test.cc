@@ -159,6 +159,68 @@ TEST_F(SimTest, PagedListAndWatchResume) {
   EXPECT_TRUE(IsExpired(expired)) << expired;
 }
 
+// A coalesced watch (read_coalesce) still hands over every event, in order; a stop cuts the
+// window short (a 10 s window here: waiting it out would show as a 10 s Watch).
+TEST_F(SimTest, CoalescedWatchDeliversEveryEventInOrderAndStopsInsideTheWindow) {
+  ASSERT_TRUE(sim_->Create("/api/v1/nodes", NodeJson("n0")).ok());
+  auto listed = client_->List(kNodes, "");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  auto l = ParseList<Node>(*listed);
+  ASSERT_TRUE(l.ok()) << l.status();
+  constexpr int kPatches = 200;
+  auto patch = [&](int gen) {
+    return sim_->MergePatch("/api/v1/nodes/n0",
+                            {{"metadata", {{"labels", {{"gen", std::to_string(gen)}}}}}});
+  };
+  for (const auto window : {std::chrono::milliseconds(20), std::chrono::milliseconds(10000)}) {
+    SCOPED_TRACE(window.count());
+    std::vector<int> seen;
+    std::stop_source stop;
+    std::thread stopper;
+    std::thread writer([&] {
+      for (int i = 0; i < kPatches; ++i) ASSERT_TRUE(patch(i).ok());
+    });
+    WatchOptions wo;
+    wo.resource_version = l->resource_version;
+    wo.timeout_seconds = 60;
+    wo.read_coalesce = window;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (window.count() > 1000) {
+      // The patches' events came in reads close together, so by now the stream is waiting
+      // out its window: the stop has to cut it short.
+      stopper = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        stop.request_stop();
+      });
+    }
+    Status w = client_->Watch(
+        kNodes, "", wo,
+        [&](std::string_view line) {
+          auto ev = ParseWatchEvent<Node>(line, true);
+          EXPECT_TRUE(ev.ok()) << ev.status();
+          if (!ev.ok() || ev->type != WatchEventType::kModified) return true;
+          seen.push_back(std::stoi(std::string(ev->object.meta.labels.Get("gen").value_or("-1"))));
+          return window.count() > 1000 || seen.size() < kPatches;
+        },
+        stop.get_token());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    writer.join();
+    if (stopper.joinable()) stopper.join();
+    if (window.count() > 1000) {
+      EXPECT_EQ(w.code(), StatusCode::kCancelled) << w;
+      EXPECT_LT(took, std::chrono::seconds(5)) << "the stop waited out the window";
+    } else {
+      EXPECT_TRUE(w.ok()) << w;
+      ASSERT_EQ(seen.size(), static_cast<std::size_t>(kPatches));
+      for (int i = 0; i < kPatches; ++i) EXPECT_EQ(seen[i], i);
+    }
+    auto now = client_->List(kNodes, "");
+    ASSERT_TRUE(now.ok());
+    l = ParseList<Node>(*now);
+    ASSERT_TRUE(l.ok());
+  }
+}
+
 // A simulator serving HTTPS with node n1 (no kubelet, scheduler or controllers).
 StatusOr<std::unique_ptr<gg::sim::SimServer>> StartTlsSim() {
   gg::sim::SimOptions o;

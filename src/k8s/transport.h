@@ -28,6 +28,10 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::chrono::milliseconds timeout{0};  // 0: the transport's default (ClientConfig::timeout)
+  // Streams only: while data keeps coming within this window of the last read, wait the window
+  // out before reading again, so a busy watch is read (and its handlers wake their workers) in
+  // batches. Adds at most this much latency to an event; 0 reads each arrival at once.
+  std::chrono::milliseconds read_coalesce{0};
 };
 
 struct HttpResponse {

@@ -106,6 +106,7 @@ k8s::WatchOptions InformerCore::NextWatchOptions(std::uint64_t& rng) {
   wo.allow_bookmarks = true;
   wo.label_selector = options_.label_selector;
   wo.field_selector = options_.field_selector;
+  wo.read_coalesce = options_.watch_read_coalesce;
   if (options_.watch_timeout_seconds > 0) {
     // Spread reconnects of many informers: [t, 2t) as client-go's reflector does.
     wo.timeout_seconds = options_.watch_timeout_seconds +

@@ -38,6 +38,10 @@ struct InformerOptions {
   // Watch requests ask the server to end the stream after a random time in [min, 2*min);
   // the informer then resumes from the last resourceVersion (no LIST).
   int watch_timeout_seconds = 300;
+  // A busy watch is read in batches at most this far apart (HttpRequest::read_coalesce): the
+  // handlers of a batch run back to back and wake a work queue's worker once (WakeBatch),
+  // not once per event. The latency it adds is small next to a fence's seconds.
+  std::chrono::milliseconds watch_read_coalesce{5};
   Duration backoff_initial = std::chrono::milliseconds(200);
   Duration backoff_max = std::chrono::seconds(30);
   // Poll mode when > 0: never WATCH; a full paged LIST every poll_interval instead, diffed

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/wake_batch.h"
+
 namespace gg::runtime {
 namespace {
 
@@ -26,7 +28,7 @@ constexpr Duration kSameTime = std::chrono::milliseconds(1);
 
 }  // namespace
 
-struct WorkQueue::Impl {
+struct WorkQueue::Impl : std::enable_shared_from_this<WorkQueue::Impl> {
   struct Item {
     bool dirty = false;          // needs processing (queued, or re-queued once Done)
     bool processing = false;     // handed out by Get, not Done yet
@@ -143,7 +145,21 @@ struct WorkQueue::Impl {
   // Releases mu (held by `lock`), then sends the notifies PushLocked owes. Notifying after the
   // unlock: a getter woken while the adder still holds mu blocks on mu at once (two context
   // switches and two futex calls per Add, measured on the watch path).
+  // Inside a WakeBatch (a watch chunk's handlers) the notifies stay owed in to_wake and go
+  // out once, when the batch closes: one wakeup for the chunk's keys, not one per key.
   void UnlockAndWake(std::unique_lock<std::mutex>& lock) {
+    if (to_wake > 0 && WakeBatch::Defer(shared_from_this(), &Impl::WakeOwed)) {
+      lock.unlock();
+      return;
+    }
+    SendOwed(lock);
+  }
+  static void WakeOwed(void* self) {
+    Impl& q = *static_cast<Impl*>(self);
+    std::unique_lock lock(q.mu);
+    q.SendOwed(lock);
+  }
+  void SendOwed(std::unique_lock<std::mutex>& lock) {
     int n = std::exchange(to_wake, 0);
     if (n > 0 && drain_waiters > 0) n = 2;  // one notify could reach the drainer, not a getter
     lock.unlock();

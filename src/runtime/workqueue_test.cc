@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/wake_batch.h"
+
 namespace gg::runtime {
 namespace {
 
@@ -271,6 +273,47 @@ TEST_F(WorkQueueTest, GetterWokenForAStolenKeyIsWokenByTheNextAdd) {
     ASSERT_TRUE(Eventually([&] { return got.load(); }, std::chrono::seconds(5)))
         << "iteration " << i << ": the getter slept through " << b;
   }
+}
+
+// Adds inside a WakeBatch (a watch read's events) wake a sleeping getter once, when the batch
+// closes, and it finds every key; before that it sleeps on.
+TEST_F(WorkQueueTest, AddsInAWakeBatchWakeTheGetterWhenTheBatchCloses) {
+  std::atomic<int> got{0};
+  std::jthread getter([&](std::stop_token st) {
+    while (auto k = q_.Get(st)) {
+      ++got;
+      q_.Done(*k);
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(milliseconds(2));  // let the getter fall asleep
+    {
+      WakeBatch batch;
+      for (int i = 0; i < 4; ++i) {
+        q_.Add("r" + std::to_string(round) + "k" + std::to_string(i));
+        std::this_thread::sleep_for(milliseconds(5));  // time enough for a woken getter
+        EXPECT_EQ(got.load(), 4 * round) << "woken inside the batch, round " << round;
+      }
+      EXPECT_EQ(q_.Len(), 4U);
+    }
+    ASSERT_TRUE(Eventually([&] { return got.load() == 4 * (round + 1); }));
+  }
+}
+
+// A queue destroyed while a batch still owes its getter a wake: the batch keeps the queue's
+// state alive and the late wake finds nobody to wake (ASan checks the memory).
+TEST(WorkQueue, DestroyedInsideAWakeBatchIsSafe) {
+  FakeClock clock;
+  WakeBatch batch;
+  auto q = std::make_unique<WorkQueue>("gone", clock);
+  std::optional<std::string> got;
+  std::thread getter([&] { got = q->Get(); });
+  std::this_thread::sleep_for(milliseconds(2));
+  q->Add("a");    // the wake is deferred
+  q->ShutDown();  // wakes the getter, which still gets "a"
+  getter.join();
+  EXPECT_EQ(got, "a");
+  q.reset();  // the wake the batch owes now goes to a queue that is gone
 }
 
 TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
