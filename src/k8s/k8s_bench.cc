@@ -35,15 +35,25 @@ std::string Fixture() {
   return out;
 }
 
-// A NodeList page of `n` nodes with distinct names.
-std::string Page(int n) {
+void ReplaceAll(std::string& s, const std::string& from, const std::string& to) {
+  for (auto p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
+    s.replace(p, from.size(), to);
+  }
+}
+
+// A NodeList page of `n` nodes with distinct names. `mixed`: as in a real fleet, each node
+// also has its own GFD timestamp, and consecutive nodes come from 4 pools (kernel versions), so
+// the fleet-wide label set alternates between 4 shapes down the list.
+std::string Page(int n, bool mixed = false) {
   std::string node = Fixture();
   std::string name = "\"qa-mig-worker-gpu-1\"";
   std::string page = R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"99","continue":"x"},"items":[)";
   for (int i = 0; i < n; ++i) {
     std::string copy = node;
-    for (auto p = copy.find(name); p != std::string::npos; p = copy.find(name, p + 1)) {
-      copy.replace(p, name.size(), "\"gpu-node-" + std::to_string(i) + "\"");
+    ReplaceAll(copy, name, "\"gpu-node-" + std::to_string(i) + "\"");
+    if (mixed) {
+      ReplaceAll(copy, "\"1674110256\"", "\"" + std::to_string(1674110256 + i) + "\"");
+      ReplaceAll(copy, "\"5.4.0-1042-gcp\"", "\"5.4.0-104" + std::to_string(i % 4) + "-gcp\"");
     }
     if (i) page += ',';
     page += copy;
@@ -53,7 +63,7 @@ std::string Page(int n) {
 }
 
 void BM_DecodeNodeListPage(benchmark::State& state) {
-  const std::string page = Page(500);
+  const std::string page = Page(500, state.range(0) != 0);
   std::string body;
   std::size_t items = 0;
   for (auto _ : state) {
@@ -67,7 +77,8 @@ void BM_DecodeNodeListPage(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(page.size()));
   state.counters["nodes/s"] = benchmark::Counter(static_cast<double>(items), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeNodeListPage)->Unit(benchmark::kMillisecond);
+// Arg 0: identical label sets but the hostname; 1: mixed (see Page).
+BENCHMARK(BM_DecodeNodeListPage)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_DecodeWatchEvent(benchmark::State& state) {
   std::string line = R"({"type":"MODIFIED","object":)" + Fixture() + "}";
