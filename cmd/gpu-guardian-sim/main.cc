@@ -67,7 +67,8 @@ void DefineFlags(CLI::App& app, SimFlags& f) {
   app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start")
       ->check(CLI::ExistingFile);
   app.add_option("--user-token", f.tokens, "TOKEN=USER[,node=NODE] bearer token mapping (repeatable; node= makes a token bound to a pod on NODE)");
-  app.add_option("--watch-history", opts.watch_history, "watch events kept for resumes (410 beyond)")
+  app.add_option("--watch-history", opts.watch_history,
+                 "watch events kept per resource for resumes (410 beyond)")
       ->check(CLI::Range(static_cast<std::size_t>(1), static_cast<std::size_t>(100000000)));
   app.add_option("--time-scale", opts.time_scale, "divide grace periods by this")
       ->check(CLI::PositiveNumber);

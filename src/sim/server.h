@@ -28,7 +28,7 @@ struct SimOptions {
   // Directory with the real OpenAPI v3 documents (release-1.32 layout). Empty: the
   // compiled-in default (the repo copy in src/sim/data/openapi), if present.
   std::string openapi_dir;
-  std::size_t watch_history = 20000;       // events kept for watch resume; older RV -> 410
+  std::size_t watch_history = 20000;  // events kept per resource for watch resume; older RV -> 410
   std::size_t watcher_queue_limit = 200000;  // a watcher this far behind is closed
   int http_threads = 256;                  // each open watch holds one
   std::chrono::milliseconds bookmark_interval{1000};  // idle time before a BOOKMARK

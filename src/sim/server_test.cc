@@ -375,7 +375,7 @@ TEST_F(SimServerTest, WatchInitialStateSelectorsAndTimeout) {
 TEST_F(SimServerTest, WatchTooOldResourceVersionIs410) {
   SimOptions o;
   o.watch_history = 5;
-  o.kubelet = o.controllers = false;  // an idle cluster: node leases would fill the 5-event window
+  o.kubelet = o.controllers = false;
   StartSim(o);
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n" + std::to_string(i))).ok());
   WatchReader w(sim_->Url(), "/api/v1/nodes?watch=true&resourceVersion=2");
@@ -390,6 +390,39 @@ TEST_F(SimServerTest, WatchTooOldResourceVersionIs410) {
   std::string rv = std::to_string(sim_->ResourceVersion() - 2);
   WatchReader w2(sim_->Url(), "/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion=" + rv);
   ASSERT_TRUE(WaitFor([&] { return w2.OfType("ADDED").size() == 2; }));
+}
+
+// Each resource keeps its own window, as kube-apiserver keeps a watch cache per resource: a
+// burst of writes to another resource does not expire a node watch's resourceVersion.
+TEST_F(SimServerTest, WatchHistoryIsPerResource) {
+  SimOptions o;
+  o.watch_history = 5;
+  o.kubelet = o.controllers = o.scheduler = false;
+  StartSim(o);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n" + std::to_string(i))).ok());
+  const std::string after_nodes = std::to_string(sim_->ResourceVersion());
+  const std::string before_nodes = std::to_string(sim_->ResourceVersion() - 3);
+  for (int i = 0; i < 20; ++i) {
+    json cm = {{"apiVersion", "v1"},
+               {"kind", "ConfigMap"},
+               {"metadata", {{"name", "cm" + std::to_string(i)}}},
+               {"data", {{"k", "v"}}}};
+    ASSERT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps", cm).code, 201);
+  }
+  // Nodes: all three creations replay from before them.
+  WatchReader nodes(
+      sim_->Url(),
+      "/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion=" + before_nodes);
+  ASSERT_TRUE(WaitFor([&] { return nodes.OfType("ADDED").size() == 3; }));
+  EXPECT_TRUE(nodes.OfType("ERROR").empty());
+  // ConfigMaps: 20 events through a 5-event window, so the first ones are gone.
+  WatchReader cms(sim_->Url(), "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=" +
+                                   after_nodes);
+  ASSERT_TRUE(WaitFor([&] { return cms.done(); }));
+  auto evs = cms.Events();
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0]["object"]["code"], 410);
 }
 
 TEST_F(SimServerTest, EvictionHonorsPdb) {

@@ -186,13 +186,23 @@ void Store::RemoveLocked(const std::string& storage, const std::string& key, Obj
 
 void Store::FanOutLocked(const WatchEvent& e) {
   for (auto& w : watchers_) w->Push(e, queue_limit_);
-  history_.push_back(e);
+  auto [it, added] = history_.try_emplace(e.storage);
+  History& h = it->second;
+  if (added) h.compacted_rv = compacted_floor_;
+  h.events.push_back(e);
   // Keep the history lean: the previous state is only needed for live fan-out.
-  history_.back().prev = nullptr;
-  while (history_.size() > history_limit_) {
-    compacted_rv_ = history_.front().rv;
-    history_.pop_front();
+  h.events.back().prev = nullptr;
+  // A full window drops its oldest event: the version it held is freed once no newer state
+  // or watcher holds it, so a fleet rewritten end to end reuses that memory.
+  while (h.events.size() > history_limit_) {
+    h.compacted_rv = h.events.front().rv;
+    h.events.pop_front();
   }
+}
+
+std::uint64_t Store::CompactedRvLocked(const std::string& storage) const {
+  auto it = history_.find(storage);
+  return it == history_.end() ? compacted_floor_ : it->second.compacted_rv;
 }
 
 void Store::ForEachLocked(
@@ -234,9 +244,10 @@ Store::WatchStart Store::StartWatch(const std::string& storage, const std::strin
   WatchStart ws;
   auto w = std::make_shared<Watcher>(storage, ns, std::move(ls), std::move(fs));
   std::scoped_lock lock(mu_);
-  if (from_rv && *from_rv < compacted_rv_) {
+  const std::uint64_t compacted = CompactedRvLocked(storage);
+  if (from_rv && *from_rv < compacted) {
     ws.too_old_rv = *from_rv;
-    ws.oldest_rv = compacted_rv_ + 1;
+    ws.oldest_rv = compacted + 1;
     return ws;
   }
   ws.start_rv = rv_;
@@ -252,9 +263,11 @@ Store::WatchStart Store::StartWatch(const std::string& storage, const std::strin
       }
       return true;
     });
-  } else {
-    for (const auto& e : history_)
-      if (e.rv > *from_rv && e.storage == storage) w->Push(e, SIZE_MAX);
+  } else if (auto h = history_.find(storage); h != history_.end()) {
+    const auto& events = h->second.events;
+    auto first = std::upper_bound(events.begin(), events.end(), *from_rv,
+                                  [](std::uint64_t rv, const WatchEvent& e) { return rv < e.rv; });
+    for (auto e = first; e != events.end(); ++e) w->Push(*e, SIZE_MAX);
   }
   ws.initial_count = from_rv ? 0 : w->q_.size();
   watchers_.push_back(w);
@@ -278,16 +291,18 @@ std::size_t Store::WatchCount() const {
 }
 
 bool Store::ChangedSinceLocked(const std::string& storage, std::uint64_t rv) const {
-  if (rv < compacted_rv_) return true;
-  for (auto it = history_.rbegin(); it != history_.rend() && it->rv > rv; ++it)
-    if (it->storage == storage) return true;
-  return false;
+  if (rv < CompactedRvLocked(storage)) return true;
+  auto h = history_.find(storage);
+  return h != history_.end() && !h->second.events.empty() && h->second.events.back().rv > rv;
 }
 
 void Store::Compact() {
   std::scoped_lock lock(mu_);
-  history_.clear();
-  compacted_rv_ = rv_;
+  for (auto& [storage, h] : history_) {
+    h.events.clear();
+    h.compacted_rv = rv_;
+  }
+  compacted_floor_ = rv_;
 }
 
 }  // namespace gg::sim

@@ -1,5 +1,6 @@
 // Store: every object serialized once (JSON string) with its labels and selectable fields
-// indexed, one global resourceVersion, a bounded event history and per-watcher queues.
+// indexed, one global resourceVersion, a bounded event history per resource (as
+// kube-apiserver keeps one watch cache per resource) and per-watcher queues.
 // LIST is string concatenation; writers never block on watchers (a watcher that falls
 // too far behind is closed, and its client relists).
 #pragma once
@@ -84,6 +85,7 @@ class Watcher {
 
 class Store {
  public:
+  // `history`: events kept per resource (storage) for watch resumes; older RVs answer 410.
   Store(std::size_t history, std::size_t queue_limit)
       : history_limit_(history), queue_limit_(queue_limit) {}
 
@@ -131,8 +133,15 @@ class Store {
   mutable std::mutex mu_;
   std::uint64_t rv_ = 0;
   std::unordered_map<std::string, std::map<std::string, ObjPtr>> data_;
-  std::deque<WatchEvent> history_;
-  std::uint64_t compacted_rv_ = 0;  // history holds every event with rv > compacted_rv_
+  // One resource's recent events: every event of it with rv > compacted_rv.
+  struct History {
+    std::deque<WatchEvent> events;
+    std::uint64_t compacted_rv = 0;
+  };
+  // The compacted RV of a resource: its history's, or for one never written, the last Compact.
+  std::uint64_t CompactedRvLocked(const std::string& storage) const;
+  std::unordered_map<std::string, History> history_;
+  std::uint64_t compacted_floor_ = 0;  // Compact()'s RV
   std::size_t history_limit_;
   std::size_t queue_limit_;
   std::list<std::shared_ptr<Watcher>> watchers_;
