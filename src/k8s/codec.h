@@ -33,6 +33,11 @@ StatusOr<ObjectList<T>> ParseListInto(std::string& json, const std::function<voi
 template <typename T>
 StatusOr<WatchEvent<T>> ParseWatchEvent(std::string_view line, bool padded = false);
 
+// metadata.resourceVersion of one object (the answer to a write), nothing else decoded: a
+// Node's ~50 labels decoded and interned only to be dropped cost more than the write's own
+// bookkeeping. Parses in place (capacity grows by kBodyPadding if needed).
+StatusOr<std::string> ParseResourceVersion(std::string& json);
+
 // While one is installed on a thread, DecodeObjectMeta asks it for the labels of the cached
 // version of the object it decodes (by namespace and name, read before the labels) and shares
 // the pairs that did not change, instead of interning every pair again. The informer installs

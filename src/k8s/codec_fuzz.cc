@@ -38,5 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode<gg::k8s::ResourceClaim>(in);
   Decode<gg::k8s::PartialObject>(in);
   (void)gg::k8s::StatusFromBody(in, 500).ok();
+  std::string body(in);
+  (void)gg::k8s::ParseResourceVersion(body).ok();
   return 0;
 }

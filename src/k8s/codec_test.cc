@@ -48,6 +48,34 @@ TEST(CodecTest, ParsesRealGceNode) {
   EXPECT_FALSE(node->unschedulable);
 }
 
+// A write's answer: only metadata.resourceVersion is read, wherever it sits, and the labels
+// are not interned; anything else is an error, not "".
+TEST(CodecTest, ParseResourceVersionReadsOnlyThatField) {
+  std::string node = ReadTestdata("gpu-node-gce-tesla-t4x2.node.json");
+  const std::size_t interned = LabelMap::InternedEntries();
+  auto rv = ParseResourceVersion(node);
+  ASSERT_TRUE(rv.ok()) << rv.status();
+  EXPECT_EQ(*rv, "3084398");
+  EXPECT_EQ(LabelMap::InternedEntries(), interned);
+  // Keys in any order (a server that sorts them sends labels and managedFields first).
+  std::string sorted = R"({"apiVersion":"v1","kind":"Node","metadata":{"labels":{"a":"b"},)"
+                       R"("managedFields":[{"manager":"m"}],"name":"n","resourceVersion":"42"},)"
+                       R"("status":{}})";
+  rv = ParseResourceVersion(sorted);
+  ASSERT_TRUE(rv.ok()) << rv.status();
+  EXPECT_EQ(*rv, "42");
+  for (std::string bad : {std::string("not json"), std::string(R"({"kind":"Node"})"),
+                          std::string(R"({"metadata":{"name":"n"}})"),
+                          std::string(R"({"metadata":{"resourceVersion":42}})"),
+                          std::string(R"([1,2])"), std::string()}) {
+    auto r = ParseResourceVersion(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_TRUE(IsInvalidArgument(r.status())) << r.status();
+    }
+  }
+}
+
 TEST(CodecTest, MetaKeepsUidsAndTimesCompactlyAndReadsThemBackUnchanged) {
   auto node = ParseObject<Node>(ReadTestdata("gpu-node-gce-tesla-t4x2.node.json"));
   ASSERT_TRUE(node.ok()) << node.status();

@@ -43,8 +43,8 @@ Status RestNodeWriter::CheckLeader() const {
 namespace {
 // metadata.resourceVersion of the node the server returned; "" if it does not parse.
 std::string ResourceVersionOf(std::string& body) {
-  auto obj = k8s::ParseObject<k8s::PartialObject>(body);
-  return obj.ok() ? obj->meta.resource_version : std::string();
+  auto rv = k8s::ParseResourceVersion(body);
+  return rv.ok() ? *rv : std::string();
 }
 }  // namespace
 
