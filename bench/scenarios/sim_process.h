@@ -135,9 +135,9 @@ class SimProcess : public PipedChild {
     }
     const double t0 = Now();
     if (!Seed(**srv, o)) return 1;
-    // The seeded fleet stands for objects that were in etcd before this API server's watch
+    // The pre-created fleet stands for objects that were in etcd before this API server's watch
     // caches started (they start empty, at a LIST), not for 200k creations in the last
-    // seconds: their events are not kept, so the first rewrite of a node frees its seeded
+    // seconds: their events are not kept, so the first rewrite of a node frees its first
     // version. Nobody watches yet; later watches start from a LIST.
     (*srv)->CompactHistory();
     std::fprintf(out, "url %s %f\n", (*srv)->Url().c_str(), Now() - t0);
