@@ -1,8 +1,8 @@
 // WakeBatch: collects the wakeups a thread sends while it produces a burst of work, and sends
-// each once when the burst ends. A watch stream delivers a chunk of N events; without a batch
-// each event's WorkQueue::Add wakes a sleeping worker, which takes the one key, sleeps again
-// and is woken by the next Add: N wakeups, N context switches. Inside a batch the worker is
-// woken once, when the chunk is done, and finds all N keys.
+// each once when the burst ends. One read of a watch stream delivers N events; without a
+// batch each event's WorkQueue::Add wakes a sleeping worker, which takes the one key, sleeps
+// again and is woken by the next Add: N wakeups, N context switches. Inside a batch the worker
+// is woken once, when the read is done, and finds all N keys.
 //
 // Producers that take part (WorkQueue) ask Defer() before they notify; everything else on the
 // thread notifies as usual. Batches nest: the wakes go out when the outermost one closes.

@@ -145,8 +145,8 @@ struct WorkQueue::Impl : std::enable_shared_from_this<WorkQueue::Impl> {
   // Releases mu (held by `lock`), then sends the notifies PushLocked owes. Notifying after the
   // unlock: a getter woken while the adder still holds mu blocks on mu at once (two context
   // switches and two futex calls per Add, measured on the watch path).
-  // Inside a WakeBatch (a watch chunk's handlers) the notifies stay owed in to_wake and go
-  // out once, when the batch closes: one wakeup for the chunk's keys, not one per key.
+  // Inside a WakeBatch (the handlers of one watch read) the notifies stay owed in to_wake and go
+  // out once, when the batch closes: one wakeup for the read's keys, not one per key.
   void UnlockAndWake(std::unique_lock<std::mutex>& lock) {
     if (to_wake > 0 && WakeBatch::Defer(shared_from_this(), &Impl::WakeOwed)) {
       lock.unlock();
