@@ -438,25 +438,24 @@ const LabelMap* PreviousLabels::Find(std::string_view ns, std::string_view name)
   return p && !name.empty() ? p->lookup_(p->ctx_, ns, name) : nullptr;
 }
 
-StatusOr<std::string> ParseResourceVersion(std::string& body) {
-  if (body.capacity() < body.size() + kBodyPadding) body.reserve(body.size() + kBodyPadding);
-  namespace od = simdjson::ondemand;
-  od::document doc;
-  auto ec = json::ThreadParser()
-                .iterate(simdjson::padded_string_view(body.data(), body.size(),
-                                                      body.size() + kBodyPadding))
-                .get(doc);
-  if (ec) return json::JsonError("object", ec);
-  od::object top, meta;
-  if (doc.get_object().get(top)) return json::TypeError("object", "JSON object");
-  if (top.find_field_unordered("metadata").get_object().get(meta)) {
+namespace {
+Status DecodeResourceVersionOnly(simdjson::ondemand::object& obj, std::string* rv) {
+  simdjson::ondemand::object meta;
+  if (obj.find_field_unordered("metadata").get_object().get(meta)) {
     return json::TypeError("metadata", "object");
   }
-  std::string_view rv;
-  if (meta.find_field_unordered("resourceVersion").get_string().get(rv)) {
+  std::string_view v;
+  if (meta.find_field_unordered("resourceVersion").get_string().get(v)) {
     return json::TypeError("metadata.resourceVersion", "string");
   }
-  return std::string(rv);
+  *rv = std::string(v);
+  return OkStatus();
+}
+}  // namespace
+
+StatusOr<std::string> ParseResourceVersion(std::string& body) {
+  json::EnsurePadding(body);
+  return json::ParseObjectPadded<std::string>(body, &DecodeResourceVersionOnly);
 }
 
 Status StatusFromBody(std::string_view body, int http_status) {

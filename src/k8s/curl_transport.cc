@@ -347,9 +347,7 @@ class StreamLoop {
     CURLMcode mc = curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
     std::vector<pollfd> fds;
     while (mc == CURLM_OK && running && !cancelled.load()) {
-      fds.assign(socks_.begin(), socks_.end());
-      fds.push_back({stop_fd_, POLLIN, 0});
-      int n = poll(fds.data(), fds.size(), PollTimeoutMs());
+      int n = PollAll(fds, PollTimeoutMs());
       if (n < 0 && errno != EINTR)
         return UnavailableError(std::string("poll: ") + std::strerror(errno));
       if (cancelled.load()) break;
@@ -371,9 +369,7 @@ class StreamLoop {
               *streamed_ - before < kStreamBufferSize * 3 / 4) {
             break;
           }
-          fds.assign(socks_.begin(), socks_.end());
-          fds.push_back({stop_fd_, POLLIN, 0});
-          n = poll(fds.data(), fds.size(), 0);
+          n = PollAll(fds, 0);
           if (n <= 0) break;
         }
       }
@@ -389,6 +385,12 @@ class StreamLoop {
   }
 
  private:
+  // Polls curl's sockets and, last, the stop eventfd.
+  int PollAll(std::vector<pollfd>& fds, int timeout_ms) {
+    fds.assign(socks_.begin(), socks_.end());
+    fds.push_back({stop_fd_, POLLIN, 0});
+    return poll(fds.data(), fds.size(), timeout_ms);
+  }
   static int SocketCb(CURL*, curl_socket_t s, int what, void* user, void*) {
     auto& socks = static_cast<StreamLoop*>(user)->socks_;
     auto it = std::find_if(socks.begin(), socks.end(), [s](const pollfd& p) { return p.fd == s; });
