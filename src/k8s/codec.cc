@@ -1,6 +1,7 @@
 // simdjson on-demand decoders for the built-in projections, and the shared field readers.
 #include "k8s/codec.h"
 
+#include <array>
 #include <charconv>
 
 #include "common/time_util.h"
@@ -233,9 +234,24 @@ namespace {
 // size it found.
 thread_local std::vector<std::pair<std::string_view, std::string_view>> label_pairs;
 
-// SiblingLabels state: how many are alive on this thread, and the labels decoded last.
+// SiblingLabels state: how many are alive on this thread, the labels decoded last, and the
+// last maps decoded with each of a few shared sets: a list's items alternate between node
+// groups (zones, pools), so the item before is often from another group, one a few back not.
 thread_local int sibling_scopes = 0;
 thread_local LabelMap sibling_labels;
+constexpr std::size_t kSiblingSets = 8;
+thread_local std::array<LabelMap, kSiblingSets> sibling_sets;
+thread_local std::size_t sibling_sets_next = 0;
+
+void RememberSibling(const LabelMap& labels) {
+  sibling_labels = labels;  // shares the array, no copy
+  if (labels.SharedSize() == 0) return;
+  for (LabelMap& m : sibling_sets) {
+    if (m.SameSharedSet(labels)) return;
+  }
+  sibling_sets[sibling_sets_next] = labels;
+  sibling_sets_next = (sibling_sets_next + 1) % kSiblingSets;
+}
 
 Status CollectLabelPairs(od::value& v) {
   od::object o;
@@ -267,8 +283,12 @@ Status BuildLabels(ObjectMeta* m, std::size_t base) {
       break;
     }
   }
-  m->labels.FinishAppend();
-  if (sibling_scopes > 0) sibling_labels = m->labels;  // shares the array, no copy
+  if (sibling_scopes > 0) {
+    m->labels.FinishAppend(sibling_sets);
+    RememberSibling(m->labels);
+  } else {
+    m->labels.FinishAppend();
+  }
   return s;
 }
 
@@ -341,7 +361,9 @@ Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std
 SiblingLabels::SiblingLabels() { ++sibling_scopes; }
 
 SiblingLabels::~SiblingLabels() {
-  if (--sibling_scopes == 0) sibling_labels.clear();
+  if (--sibling_scopes > 0) return;
+  sibling_labels.clear();
+  for (LabelMap& m : sibling_sets) m.clear();
 }
 
 Status DecodeObjectMeta(od::value v, ObjectMeta* m, bool (*keep_annotation)(std::string_view)) {

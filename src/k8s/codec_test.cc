@@ -1,14 +1,16 @@
 // Codec tests: real GPU node fixtures → projections; garbage and wrong types → errors.
+#include "k8s/codec.h"
+
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <vector>
-#include <sstream>
 
 #include "k8s/builders.h"
-#include "k8s/codec.h"
 #include "k8s/errors.h"
 
 namespace gg::k8s {
@@ -697,6 +699,91 @@ TEST(LabelTest, AnUnchangedSharedSetIsTakenOverFromThePreviousVersion) {
     other_group.clear();
     EXPECT_EQ(sibling.size(), 21u);
     EXPECT_EQ(sibling.Get("zz.fleet/k29").value_or(""), "v");
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+}
+
+// A list's item decoded like the item before it, from another node group: its fleet-wide pairs
+// are the set of a map decoded earlier (passed as `others`), which it takes over without a
+// look-up in the set table; the counts stay exact whether it is finished or dropped mid-build.
+TEST(LabelTest, AMapTakesOverTheSetOfAnEarlierSibling) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    std::vector<LabelMap> group_a, group_b;
+    for (int i = 0; i < 5; ++i) {
+      group_a.push_back(FleetLabels("a-" + std::to_string(i), nullptr));
+      LabelMap m = FleetLabels("b-" + std::to_string(i), nullptr);
+      ASSERT_TRUE(m.Set("zz.fleet/k15", "w"));
+      group_b.push_back(std::move(m));
+    }
+    ASSERT_EQ(group_a.back().SharedSize(), 20u);
+    ASSERT_EQ(group_b.back().SharedSize(), 20u);
+    ASSERT_FALSE(group_a.back().SameSharedSet(group_b.back()));
+    const std::size_t pairs = LabelMap::InternedEntries();
+    {
+      LabelMap dropped = FleetLabels("a-5", &group_b.back(), /*finish=*/false);
+      EXPECT_EQ(LabelMap::InternedEntries(), pairs + 1);  // its own pair
+    }
+    EXPECT_EQ(LabelMap::InternedEntries(), pairs);
+
+    const std::array<LabelMap, 2> others = {group_b.back(), group_a.back()};
+    const std::size_t lookups = LabelMap::SharedSetLookups();
+    LabelMap m = FleetLabels("a-5", &group_b.back(), /*finish=*/false);
+    m.FinishAppend(others);
+    EXPECT_EQ(LabelMap::SharedSetLookups(), lookups);
+    EXPECT_TRUE(m.SameSharedSet(group_a.back()));
+    EXPECT_EQ(m.SharedSize(), 20u);
+    EXPECT_TRUE(m == FleetLabels("a-5", nullptr));
+    // Without a sibling of its group it looks its set up, and finds the same one.
+    const std::size_t lookups_alone = LabelMap::SharedSetLookups();
+    LabelMap alone = FleetLabels("a-6", &group_b.back(), /*finish=*/false);
+    alone.FinishAppend(std::span<const LabelMap>(others).first(1));
+    EXPECT_EQ(LabelMap::SharedSetLookups(), lookups_alone + 1);
+    EXPECT_TRUE(alone.SameSharedSet(group_a.back()));
+    group_a.clear();
+    group_b.clear();  // `m` outlives every map it was decoded like or took its set from
+    EXPECT_EQ(m.size(), 21u);
+    EXPECT_EQ(m.Get("zz.fleet/k15").value_or(""), "v");
+    EXPECT_EQ(m.Get("zz.fleet/k19h").value_or(""), "a-5");
+    EXPECT_EQ(m.Get("zz.fleet/k29").value_or(""), "v");
+  }
+  EXPECT_EQ(LabelMap::InternedEntries(), before);
+}
+
+// The items of a list alternate between two zones: from the fifth on, each takes over the set
+// of the item two back (no look-up), and every item reads back as sent.
+TEST(CodecTest, ListItemsAlternatingBetweenGroupsShareEachGroupsSet) {
+  const std::size_t before = LabelMap::InternedEntries();
+  {
+    std::string body = R"({"kind":"NodeList","items":[)";
+    constexpr int kItems = 16;
+    for (int i = 0; i < kItems; ++i) {
+      if (i) body += ',';
+      std::string labels = R"("zz.alt/host":"n-)" + std::to_string(i) + '"';
+      for (int k = 10; k < 30; ++k) labels += R"(,"zz.alt/k)" + std::to_string(k) + R"(":"v")";
+      labels += R"(,"zz.alt/zone":")" + std::string(i % 2 ? "b" : "a") + '"';
+      body += R"({"metadata":{"name":"n-)" + std::to_string(i) + R"(","labels":{)" + labels + "}}}";
+    }
+    body += "]}";
+    std::vector<Node> nodes;
+    std::size_t lookups_at_8 = 0;
+    auto meta = ParseListInto<Node>(body, [&](Node&& n) {
+      nodes.push_back(std::move(n));
+      if (nodes.size() == 8) lookups_at_8 = LabelMap::SharedSetLookups();
+    });
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    ASSERT_EQ(nodes.size(), std::size_t{kItems});
+    EXPECT_EQ(LabelMap::SharedSetLookups(), lookups_at_8);
+    for (int i = 0; i < kItems; ++i) {
+      const LabelMap& l = nodes[i].meta.labels;
+      EXPECT_EQ(l.size(), 22u) << i;
+      EXPECT_EQ(l.Get("zz.alt/host").value_or(""), "n-" + std::to_string(i));
+      EXPECT_EQ(l.Get("zz.alt/zone").value_or(""), i % 2 ? "b" : "a");
+      EXPECT_EQ(l.Get("zz.alt/k29").value_or(""), "v");
+    }
+    EXPECT_EQ(nodes[kItems - 1].meta.labels.SharedSize(), 21u);
+    EXPECT_TRUE(nodes[kItems - 1].meta.labels.SameSharedSet(nodes[kItems - 3].meta.labels));
+    EXPECT_FALSE(nodes[kItems - 1].meta.labels.SameSharedSet(nodes[kItems - 2].meta.labels));
   }
   EXPECT_EQ(LabelMap::InternedEntries(), before);
 }

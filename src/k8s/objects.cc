@@ -139,22 +139,32 @@ struct LabelMap::Rep {
 
 // The growing list between Append and FinishAppend, and AppendLike's walk over `prev`.
 struct LabelMap::Builder {
-  std::vector<Interned*> entries;  // one reference each (but see `lent`), in arrival order
+  std::vector<Interned*> entries;  // in arrival order, one reference each unless lent
+  // Per entry, 1 when AppendLike took it from prev's shared set without a reference of its
+  // own: prev keeps it alive until FinishAppend. When the finished map takes over a shared
+  // set that holds it, it needs no reference at all (a watch event that leaves the fleet-wide
+  // labels alone then touches none of their counts); any other outcome first gives it its
+  // reference (Settle).
+  std::vector<std::uint8_t> lent;
+  std::size_t lent_count = 0;
   const Rep* prev = nullptr;
   std::uint32_t prev_own = 0, prev_shared = 0;
-  // Entries AppendLike took from prev's shared set without a reference of their own: prev
-  // keeps them alive until FinishAppend. When the map ends up with that same set, they need no
-  // reference at all (a watch event that leaves the fleet-wide labels alone then touches none
-  // of their counts); any other outcome first gives each its reference (Settle).
-  std::vector<Interned*> lent;
-  // False once a pair of prev's shared set is known to be missing (a list decoded like the item
-  // before it, whose set differs): the set cannot be taken over, so nothing more is lent.
-  bool lending = true;
-  void Settle() {
-    for (Interned* e : lent) e->refs.fetch_add(1, std::memory_order_relaxed);
-    lent.clear();
+  void Push(Interned* e, bool is_lent) {
+    entries.push_back(e);
+    lent.push_back(is_lent ? 1 : 0);
+    lent_count += is_lent ? 1 : 0;
   }
+  void Settle();
 };
+
+void LabelMap::Builder::Settle() {
+  if (lent_count == 0) return;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (lent[i]) InternTable::Ref(entries[i]);
+  }
+  std::fill(lent.begin(), lent.end(), 0);
+  lent_count = 0;
+}
 
 namespace {
 
@@ -197,6 +207,7 @@ class SetTable {
   // equal set exists. The caller gets one reference to the set.
   Rep* Intern(std::span<Interned* const> sorted) {
     const std::size_t h = HashOf(sorted);
+    lookups_.fetch_add(1, std::memory_order_relaxed);
     std::scoped_lock lock(mu_);
     auto it = sets_.find(Key{sorted, h});
     if (it != sets_.end()) {
@@ -222,6 +233,7 @@ class SetTable {
   }
 
   std::size_t Bytes() const { return bytes_.load(); }
+  std::size_t Lookups() const { return lookups_.load(std::memory_order_relaxed); }
 
  private:
   struct Key {
@@ -244,7 +256,7 @@ class SetTable {
   };
   std::mutex mu_;
   std::unordered_set<Rep*, Hash, Eq> sets_;
-  std::atomic<std::size_t> bytes_{0};
+  std::atomic<std::size_t> bytes_{0}, lookups_{0};
 };
 
 SetTable& Sets() {
@@ -298,9 +310,15 @@ const Interned* FindIn(std::span<Interned* const> sorted, std::string_view key) 
 // key=value.
 Interned* WalkTo(std::span<Interned* const> sorted, std::uint32_t* at, std::string_view key,
                  std::string_view value) {
-  while (*at < sorted.size() && sorted[*at]->key() < key) ++*at;
-  if (*at < sorted.size() && sorted[*at]->key() == key && sorted[*at]->value() == value) {
-    return sorted[(*at)++];
+  for (; *at < sorted.size(); ++*at) {
+    Interned* e = sorted[*at];
+    const int c = e->key().compare(key);  // one compare per step: keys mostly match
+    if (c > 0) return nullptr;
+    if (c == 0) {
+      if (e->value() != value) return nullptr;
+      ++*at;
+      return e;
+    }
   }
   return nullptr;
 }
@@ -324,28 +342,45 @@ LabelMap::Rep* Tag(LabelMap::Builder* b) {
 // One spare builder per thread: decoding a watch event then allocates no list.
 thread_local std::unique_ptr<LabelMap::Builder> spare_builder;
 
-// When the builder's entries (sorted, keys unique) hold exactly prev's shared set — every pair
-// of it lent, in order, and no other common pair — the new map shares that set (one reference)
-// plus its own pairs, and nothing is hashed, locked or counted for the set's pairs. Else null.
-LabelMap::Rep* SameSharedSet(LabelMap::Builder& b) {
-  if (!b.lending || !b.prev || !b.prev->base || b.lent.size() != b.prev->base->n) return nullptr;
-  const auto set = b.prev->base->own();
+// Whether the builder's entries (sorted, keys unique) hold exactly the shared set `set`: every
+// pair of it, and no other fleet-wide pair. Pointer compares only.
+bool HoldsExactly(const LabelMap::Builder& b, const Rep* set) {
+  const auto pairs = set->own();
+  if (pairs.size() > b.entries.size()) return false;
+  std::size_t j = 0;
+  for (Interned* e : b.entries) {
+    if (j < pairs.size() && e == pairs[j]) {
+      ++j;
+    } else if (IsCommon(e)) {
+      return false;  // a fleet-wide pair the set lacks: intern the new set
+    }
+  }
+  return j == pairs.size();
+}
+
+// The finished map for a builder that HoldsExactly(set): the set (one reference) plus the
+// other entries. The set holds its pairs, so those give back the reference they took (lent
+// ones took none); the others keep or take one.
+LabelMap::Rep* TakeOverSet(LabelMap::Builder& b, Rep* set) {
+  const auto pairs = set->own();
   thread_local std::vector<Interned*> own;
   own.clear();
   std::size_t j = 0;
-  for (Interned* e : b.entries) {
-    if (j < set.size() && e == set[j]) {
+  for (std::size_t i = 0; i < b.entries.size(); ++i) {
+    Interned* e = b.entries[i];
+    if (j < pairs.size() && e == pairs[j]) {
       ++j;
-    } else if (IsCommon(e)) {
-      return nullptr;  // a fleet-wide pair the set lacks: intern the new set
+      if (!b.lent[i]) Table().Unref(e);  // never the last: the set holds one
     } else {
+      if (b.lent[i]) InternTable::Ref(e);
       own.push_back(e);
     }
   }
-  if (j != set.size()) return nullptr;
-  b.lent.clear();  // the set's pairs are the set's; the map holds the set
-  b.prev->base->refs.fetch_add(1, std::memory_order_relaxed);
-  return NewRep(own, b.prev->base);
+  b.entries.clear();
+  b.lent.clear();
+  b.lent_count = 0;
+  set->refs.fetch_add(1, std::memory_order_relaxed);
+  return NewRep(own, set);
 }
 
 }  // namespace
@@ -356,6 +391,7 @@ LabelMap::LabelMap(const LabelMap& o) : rep_(o.rep_) {
     auto* b = new Builder;
     b->entries = Untag(o.rep_)->entries;
     for (Interned* e : b->entries) InternTable::Ref(e);
+    b->lent.assign(b->entries.size(), 0);  // the copy holds a reference to each
     rep_ = Tag(b);
     return;
   }
@@ -389,15 +425,8 @@ void LabelMap::clear() {
   }
   std::unique_ptr<Builder> b(Untag(r));
   // Lent entries hold no reference (and the map they came from may be gone by now).
-  auto& lent = b->lent;
-  std::sort(lent.begin(), lent.end());
-  for (Interned* e : b->entries) {
-    auto it = std::lower_bound(lent.begin(), lent.end(), e);
-    if (it != lent.end() && *it == e) {
-      lent.erase(it);
-      continue;
-    }
-    Table().Unref(e);
+  for (std::size_t i = 0; i < b->entries.size(); ++i) {
+    if (!b->lent[i]) Table().Unref(b->entries[i]);
   }
 }
 
@@ -406,10 +435,10 @@ LabelMap::Builder* LabelMap::StartBuilding() {
   std::unique_ptr<Builder> b = std::move(spare_builder);
   if (!b) b = std::make_unique<Builder>();
   b->entries = Flatten(rep_);  // what the map held stays, Append adds to it
+  b->lent.assign(b->entries.size(), 0);
+  b->lent_count = 0;
   b->prev = nullptr;
   b->prev_own = b->prev_shared = 0;
-  b->lent.clear();
-  b->lending = true;
   clear();
   rep_ = Tag(b.release());
   return Untag(rep_);
@@ -441,6 +470,11 @@ std::size_t LabelMap::size() const {
 
 std::size_t LabelMap::SharedSize() const { return rep_ && !Building() ? rep_->shared().size() : 0; }
 
+bool LabelMap::SameSharedSet(const LabelMap& o) const {
+  if (!rep_ || !o.rep_ || Building() || o.Building()) return false;
+  return rep_->base && rep_->base == o.rep_->base;
+}
+
 std::size_t LabelMap::MemoryBytes() const {
   std::size_t b = sizeof(*this);
   if (!rep_ || Building()) return b;
@@ -454,6 +488,7 @@ std::size_t LabelMap::MemoryBytes() const {
 
 std::size_t LabelMap::InternedEntries() { return Table().Entries(); }
 std::size_t LabelMap::InternedBytes() { return Table().Bytes() + Sets().Bytes(); }
+std::size_t LabelMap::SharedSetLookups() { return Sets().Lookups(); }
 
 LabelMap::LabelMap(std::initializer_list<std::pair<std::string_view, std::string_view>> init) {
   for (const auto& [k, v] : init) Set(k, v);
@@ -494,7 +529,7 @@ Interned* InternPair(std::string_view key, std::string_view value) {
 bool LabelMap::Append(std::string_view key, std::string_view value) {
   Interned* e = InternPair(key, value);
   if (!e) return false;
-  StartBuilding()->entries.push_back(e);
+  StartBuilding()->Push(e, /*is_lent=*/false);
   return true;
 }
 
@@ -506,44 +541,28 @@ bool LabelMap::AppendLike(const LabelMap* prev, std::string_view key, std::strin
     b->Settle();  // what was lent came from another map
     b->prev = pr;
     b->prev_own = b->prev_shared = 0;
-    b->lending = true;
+  }
+  // The shared set first: it holds most of a node's pairs.
+  if (Interned* e = WalkTo(pr->shared(), &b->prev_shared, key, value)) {
+    b->Push(e, /*is_lent=*/true);
+    return true;
   }
   Interned* e = WalkTo(pr->own(), &b->prev_own, key, value);
-  if (e) {
-    InternTable::Ref(e);
-  } else {
-    const auto set = pr->shared();
-    const std::uint32_t at = b->prev_shared;
-    e = WalkTo(set, &b->prev_shared, key, value);
-    // Keys arrive in order: a set pair walked past, or one with this key and another value,
-    // is not in the new map.
-    const bool missed = e ? b->prev_shared - 1 > at
-                          : b->prev_shared > at ||
-                                (b->prev_shared < set.size() && set[b->prev_shared]->key() == key);
-    if (missed && b->lending) {
-      b->lending = false;
-      b->Settle();
-    }
-    if (!e) return Append(key, value);
-    if (b->lending) {
-      b->lent.push_back(e);
-    } else {
-      InternTable::Ref(e);
-    }
-  }
-  b->entries.push_back(e);
+  if (!e) return Append(key, value);
+  InternTable::Ref(e);
+  b->Push(e, /*is_lent=*/false);
   return true;
 }
 
-void LabelMap::FinishAppend() {
+void LabelMap::FinishAppend(std::span<const LabelMap> others) {
   if (!Building()) return;
   std::unique_ptr<Builder> b(Untag(rep_));
   rep_ = nullptr;
   auto& v = b->entries;
   // The API server sends keys sorted; equal keys stay in arrival order, the last one wins.
-  bool sorted_unique = std::is_sorted(v.begin(), v.end(), KeyLess);
+  bool sorted_unique = true;
   for (std::size_t i = 0; sorted_unique && i + 1 < v.size(); ++i)
-    sorted_unique = v[i]->key() != v[i + 1]->key();
+    sorted_unique = v[i]->key().compare(v[i + 1]->key()) < 0;
   if (!sorted_unique) {
     b->Settle();
     std::stable_sort(v.begin(), v.end(), KeyLess);
@@ -553,15 +572,25 @@ void LabelMap::FinishAppend() {
       v[i] = nullptr;
     }
     std::erase(v, nullptr);
+    b->lent.assign(v.size(), 0);
   }
-  if (Rep* r = SameSharedSet(*b)) {
-    clear();
-    rep_ = r;
+  // A shared set to take over as it is: prev's, else one of the maps decoded just before.
+  Rep* set = b->prev ? b->prev->base : nullptr;
+  if (set && !HoldsExactly(*b, set)) set = nullptr;
+  for (std::size_t i = 0; !set && i < others.size(); ++i) {
+    const Rep* o = others[i].rep_;
+    if (!o || others[i].Building() || !o->base) continue;
+    if ((b->prev && o->base == b->prev->base) || !HoldsExactly(*b, o->base)) continue;
+    set = o->base;
+  }
+  if (set) {
+    rep_ = TakeOverSet(*b, set);
   } else {
     b->Settle();
     Adopt(v);
   }
   v.clear();
+  b->lent.clear();
   if (v.capacity() <= 1024) spare_builder = std::move(b);
 }
 

@@ -57,7 +57,10 @@ class LabelMap {
   // and a pair equal to prev's is shared without a lookup in the intern table. `prev` must
   // stay alive and unchanged until FinishAppend.
   bool AppendLike(const LabelMap* prev, std::string_view key, std::string_view value);
-  void FinishAppend();
+  // When the finished map's fleet-wide pairs are exactly prev's shared set, or else the set of
+  // one of `others` (maps decoded just before, e.g. a list's items from other node groups), it
+  // takes that set over without hashing, locking or counting its pairs.
+  void FinishAppend(std::span<const LabelMap> others = {});
   bool Erase(std::string_view key);
   std::size_t size() const;
   bool empty() const { return size() == 0; }
@@ -71,6 +74,8 @@ class LabelMap {
   void ShrinkToFit() {}  // maps are always stored exactly sized
   // Pairs held in the shared set rather than in this map's own array (for tests/benchmarks).
   std::size_t SharedSize() const;
+  // Whether both maps hold the same shared set (none is not a set).
+  bool SameSharedSet(const LabelMap& o) const;
   // Order-insensitive, like comparing the maps.
   friend bool operator==(const LabelMap& a, const LabelMap& b);
 
@@ -78,6 +83,9 @@ class LabelMap {
   // and of the shared sets, for benchmarks.
   static std::size_t InternedEntries();
   static std::size_t InternedBytes();
+  // How many times a finished map looked its shared set up in the set table (hash and lock)
+  // instead of taking one over, for tests.
+  static std::size_t SharedSetLookups();
 
   struct Interned;  // objects.cc
   struct Rep;       // objects.cc: a count, the shared set (or null) and the own entries
