@@ -208,6 +208,39 @@ TEST(CodecTest, WrongTypesNameTheField) {
   EXPECT_FALSE(time.ok());
 }
 
+// Escaped label and annotation keys and values (legal JSON, though Kubernetes never needs them)
+// read back unescaped, alone and as list items decoded like their sibling; null values are
+// dropped and other types are errors that name the key.
+TEST(CodecTest, EscapedLabelTextReadsBackUnescaped) {
+  const std::string node = R"({"metadata":{"name":"n","labels":{"a\/b":"x\u0041","plain":"v",)"
+                           R"("q":"say \"hi\"","gone":null,"z\\":"\\"},"annotations":{)"
+                           R"("gpuguardian.io/k\u0065y":"va\/lue","gpuguardian.io/plain":"p",)"
+                           R"("other":"{\"x\":1}"}}})";
+  for (bool in_list : {false, true}) {
+    Node n;
+    if (in_list) {
+      std::string list = R"({"items":[)" + node + "," + node + "]}";
+      auto l = ParseList<Node>(list);
+      ASSERT_TRUE(l.ok()) << l.status();
+      ASSERT_EQ(l->items.size(), 2u);
+      n = l->items[1];
+    } else {
+      auto o = ParseObject<Node>(node);
+      ASSERT_TRUE(o.ok()) << o.status();
+      n = *o;
+    }
+    std::map<std::string, std::string> want = {
+        {"a/b", "xA"}, {"plain", "v"}, {"q", "say \"hi\""}, {"z\\", "\\"}};
+    EXPECT_EQ(n.meta.labels.ToMap(), want) << in_list;
+    std::map<std::string, std::string> kept = {{"gpuguardian.io/key", "va/lue"},
+                                               {"gpuguardian.io/plain", "p"}};
+    EXPECT_EQ(n.meta.annotations.ToMap(), kept) << in_list;
+  }
+  auto bad = ParseObject<Node>(R"({"metadata":{"labels":{"k\/1":true}}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("metadata.labels.k/1"), std::string::npos) << bad.status();
+}
+
 TEST(CodecTest, GarbageNeverCrashes) {
   const char* inputs[] = {"",       "{",          "[]",          "null",         "{\"items\":5}",
                           "\x01\x02", "{\"a\":}", "{\"items\":[1,2]}", "{\"metadata\":[]}",
