@@ -94,8 +94,9 @@ Status DecodeStatusObject(od::object& obj, int http_status);
 // While one is alive on a thread, an object decoded without a cached version (PreviousLabels)
 // shares the label pairs it has in common with the object decoded before it: the items of one
 // list, whose labels (a fleet's GFD/NFD labels) mostly repeat at the same positions, skip the
-// intern table's hash and lock for those pairs. Nestable; the last labels are dropped with
-// the outermost one.
+// intern table's hash and lock for those pairs. Its fleet-wide pairs also take over the shared
+// set of a recent item of its own node group (the list alternates between zones and pools),
+// instead of looking the set up. Nestable; what it keeps is dropped with the outermost one.
 class SiblingLabels {
  public:
   SiblingLabels();
