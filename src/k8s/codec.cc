@@ -283,12 +283,8 @@ Status BuildLabels(ObjectMeta* m, std::size_t base) {
       break;
     }
   }
-  if (sibling_scopes > 0) {
-    m->labels.FinishAppend(sibling_sets);
-    RememberSibling(m->labels);
-  } else {
-    m->labels.FinishAppend();
-  }
+  m->labels.FinishAppend(sibling_sets);  // all empty outside a SiblingLabels scope
+  if (sibling_scopes > 0) RememberSibling(m->labels);
   return s;
 }
 

@@ -146,24 +146,20 @@ struct LabelMap::Builder {
   // labels alone then touches none of their counts); any other outcome first gives it its
   // reference (Settle).
   std::vector<std::uint8_t> lent;
-  std::size_t lent_count = 0;
   const Rep* prev = nullptr;
   std::uint32_t prev_own = 0, prev_shared = 0;
   void Push(Interned* e, bool is_lent) {
     entries.push_back(e);
     lent.push_back(is_lent ? 1 : 0);
-    lent_count += is_lent ? 1 : 0;
   }
   void Settle();
 };
 
 void LabelMap::Builder::Settle() {
-  if (lent_count == 0) return;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (lent[i]) InternTable::Ref(entries[i]);
+    lent[i] = 0;
   }
-  std::fill(lent.begin(), lent.end(), 0);
-  lent_count = 0;
 }
 
 namespace {
@@ -360,7 +356,7 @@ bool HoldsExactly(const LabelMap::Builder& b, const Rep* set) {
 
 // The finished map for a builder that HoldsExactly(set): the set (one reference) plus the
 // other entries. The set holds its pairs, so those give back the reference they took (lent
-// ones took none); the others keep or take one.
+// ones took none); the others keep or take one. The caller drops the builder's entries.
 LabelMap::Rep* TakeOverSet(LabelMap::Builder& b, Rep* set) {
   const auto pairs = set->own();
   thread_local std::vector<Interned*> own;
@@ -376,9 +372,6 @@ LabelMap::Rep* TakeOverSet(LabelMap::Builder& b, Rep* set) {
       own.push_back(e);
     }
   }
-  b.entries.clear();
-  b.lent.clear();
-  b.lent_count = 0;
   set->refs.fetch_add(1, std::memory_order_relaxed);
   return NewRep(own, set);
 }
@@ -436,7 +429,6 @@ LabelMap::Builder* LabelMap::StartBuilding() {
   if (!b) b = std::make_unique<Builder>();
   b->entries = Flatten(rep_);  // what the map held stays, Append adds to it
   b->lent.assign(b->entries.size(), 0);
-  b->lent_count = 0;
   b->prev = nullptr;
   b->prev_own = b->prev_shared = 0;
   clear();
