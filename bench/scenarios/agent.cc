@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
             std::scoped_lock l(mu);
             ++report_writes;
             for (const auto& x : obj["status"].value("xids", json::array())) {
-              std::string key = std::to_string(x.value("xid", 0)) + "/" + x.value("gpuUUID", x.value("gpuUuid", ""));
+              std::string key = std::to_string(x.value("xid", 0)) + "/" +
+                                x.value("gpuUUID", x.value("gpuUuid", ""));
               if (latency_ms.count(key)) continue;
               auto fs = ParseRfc3339(x.value("firstSeen", ""));
               if (!fs.ok()) continue;
@@ -120,10 +121,21 @@ int main(int argc, char** argv) {
 
   int port = bench::FreePort();
   std::string log = "/tmp/gg-bench-agent-" + std::to_string(getpid()) + ".log";
-  std::vector<std::string> argv_agent = {
-      bench::BinDir() + "/gpu-guardian-agent", "--node-name", node, "--server", srv.Url(),
-      "--source", "script", "--script", script_path, "--sweep-interval", "100ms",
-      "--metrics-addr", "127.0.0.1:" + std::to_string(port), "--log-level", "warn"};
+  std::vector<std::string> argv_agent = {bench::BinDir() + "/gpu-guardian-agent",
+                                         "--node-name",
+                                         node,
+                                         "--server",
+                                         srv.Url(),
+                                         "--source",
+                                         "script",
+                                         "--script",
+                                         script_path,
+                                         "--sweep-interval",
+                                         "100ms",
+                                         "--metrics-addr",
+                                         "127.0.0.1:" + std::to_string(port),
+                                         "--log-level",
+                                         "warn"};
   double a0 = bench::Now();
   pid_t pid = bench::Spawn(argv_agent, log);
   if (pid <= 0) return 1;
@@ -152,14 +164,17 @@ int main(int argc, char** argv) {
     for (auto& [key, v] : latency_ms) lat.push_back(v);
   }
   rep.Add("Xid events published", double(lat.size()), "", double(k), true);
-  rep.Add("event → visible on a watch p50", Pct(lat, 0.5), "ms", -1, false, "entry firstSeen → watch");
+  rep.Add("event → visible on a watch p50", Pct(lat, 0.5), "ms", -1, false,
+          "entry firstSeen → watch");
   rep.Add("event → visible on a watch p99", Pct(lat, 0.99), "ms", -1, false);
   rep.Add("event → visible on a watch max", Pct(lat, 1.0), "ms", -1, false);
   rep.Add("report writes seen", double(report_writes), "", -1, false);
   double sweeps = iw / 0.1;
-  rep.Add("agent CPU per sweep per GPU (idle, whole process)", (p1.cpu_s - p0.cpu_s) / sweeps / 8 * 1e6,
-          "us", -1, false, "sweep every 100 ms, fake NVML");
-  rep.Add("agent CPU, idle at 100 ms sweeps", 100 * (p1.cpu_s - p0.cpu_s) / iw, "% core", -1, false);
+  rep.Add("agent CPU per sweep per GPU (idle, whole process)",
+          (p1.cpu_s - p0.cpu_s) / sweeps / 8 * 1e6, "us", -1, false,
+          "sweep every 100 ms, fake NVML");
+  rep.Add("agent CPU, idle at 100 ms sweeps", 100 * (p1.cpu_s - p0.cpu_s) / iw, "% core", -1,
+          false);
   rep.Add("agent CPU at the default 10 s sweep (scaled)", 100 * (p1.cpu_s - p0.cpu_s) / iw / 100,
           "% core", -1, false, "idle CPU / 100");
   rep.Add("agent RSS settled", p1.rss / 1048576.0, "MiB", 5, false);

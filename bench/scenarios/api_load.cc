@@ -47,7 +47,7 @@ struct ModeResult {
   double wall_s = 0, sim_s = 0;
   std::map<std::string, double> verbs;  // requests in the window
   double list_nodes = 0, list_reports = 0;
-  double bytes = 0;                     // sim → operator, through the proxy
+  double bytes = 0;  // sim → operator, through the proxy
   double cpu_s = 0;
   long rss = 0, hwm = 0;
   double reconciles = 0;
@@ -90,7 +90,7 @@ class Agents {
   // Writes for `wall_s` seconds: heartbeats round-robin at n/300 per simulated second,
   // temperature changes on random nodes at n/1000 per simulated second.
   void Run(double wall_s, long* heartbeats, long* changes) {
-    const double hb_rate = n_ / 300.0 * scale_;    // per wall second
+    const double hb_rate = n_ / 300.0 * scale_;  // per wall second
     const double ch_rate = n_ / 1000.0 * scale_;
     std::atomic<long> hb{0}, ch{0};
     double t0 = bench::Now();
@@ -136,9 +136,11 @@ class Agents {
       std::fprintf(stderr, "heartbeat %s: %s\n", node.c_str(), r.status().ToString().c_str());
   }
   void Write(const std::string& node, int temperature) {
-    auto st = json::parse(api::EncodeGpuNodeHealthStatus(bench::AgentReport(node, false, temperature)));
+    auto st =
+        json::parse(api::EncodeGpuNodeHealthStatus(bench::AgentReport(node, false, temperature)));
     auto r = srv_.MergePatch(std::string(bench::kReportsPath) + "/" + node, {{"status", st}});
-    if (!r.ok()) std::fprintf(stderr, "report %s: %s\n", node.c_str(), r.status().ToString().c_str());
+    if (!r.ok())
+      std::fprintf(stderr, "report %s: %s\n", node.c_str(), r.status().ToString().c_str());
   }
   sim::SimServer& srv_;
   const sim::PopulationSpec& spec_;
@@ -161,11 +163,15 @@ struct OperatorProc {
     metrics_url = "http://127.0.0.1:" + std::to_string(port);
     log = "/tmp/gg-bench-operator-" + mode + "-" + std::to_string(getpid()) + ".log";
     std::vector<std::string> argv = {bench::BinDir() + "/gpu-guardian-operator",
-                                     "--server", url,
+                                     "--server",
+                                     url,
                                      "--leader-elect=false",
-                                     "--metrics-addr", "127.0.0.1:" + std::to_string(port),
-                                     "--log-level", "warn",
-                                     "--mode", mode};
+                                     "--metrics-addr",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--log-level",
+                                     "warn",
+                                     "--mode",
+                                     mode};
     if (mode == "poll") {
       argv.push_back("--poll-interval");
       argv.push_back(std::to_string(static_cast<long>(poll_s * 1000)) + "ms");
@@ -310,8 +316,9 @@ int main(int argc, char** argv) {
   std::string err;
   long empty_rss = EmptyFleetRss(&err);
   if (empty_rss < 0) {
-    std::fprintf(stderr, "operator against an empty fleet failed: %s (is %s/gpu-guardian-operator built?)\n",
-                 err.c_str(), bench::BinDir().c_str());
+    std::fprintf(
+        stderr, "operator against an empty fleet failed: %s (is %s/gpu-guardian-operator built?)\n",
+        err.c_str(), bench::BinDir().c_str());
     return 1;
   }
 
@@ -357,7 +364,8 @@ int main(int argc, char** argv) {
       std::printf(" %14s", bench::Report::Fmt(v.back()).c_str());
     }
     if (v.size() == 2) {
-      std::printf(" %12s", v[0] > 0 ? bench::Report::Fmt(v[1] / v[0]).c_str() : (v[1] > 0 ? "inf" : "-"));
+      std::printf(" %12s",
+                  v[0] > 0 ? bench::Report::Fmt(v[1] / v[0]).c_str() : (v[1] > 0 ? "inf" : "-"));
     }
     std::printf("\n");
     json j;
@@ -366,27 +374,47 @@ int main(int argc, char** argv) {
     rep.Param("table/" + name, j);
   };
   for (const char* verb : {"list", "watch", "get", "patch", "create", "update"}) {
-    row(std::string("requests/s ") + verb, [&](const ModeResult& r) {
-      auto it = r.verbs.find(verb);
-      return it == r.verbs.end() ? 0.0 : it->second / r.sim_s;
-    }, "1/s");
+    row(
+        std::string("requests/s ") + verb,
+        [&](const ModeResult& r) {
+          auto it = r.verbs.find(verb);
+          return it == r.verbs.end() ? 0.0 : it->second / r.sim_s;
+        },
+        "1/s");
   }
-  row("LIST requests, nodes (pages, whole window)", [](const ModeResult& r) { return r.list_nodes; }, "n");
-  row("LIST requests, reports (pages)", [](const ModeResult& r) { return r.list_reports; }, "n");
+  row(
+      "LIST requests, nodes (pages, whole window)",
+      [](const ModeResult& r) { return r.list_nodes; }, "n");
+  row(
+      "LIST requests, reports (pages)", [](const ModeResult& r) { return r.list_reports; }, "n");
   const double pages = std::ceil(n / 500.0);
-  row("full LISTs of nodes (polls) per 10 min", [&](const ModeResult& r) { return r.list_nodes / pages / r.sim_s * 600; }, "n");
-  row("bytes from API server per minute", [](const ModeResult& r) { return r.bytes / r.sim_s * 60 / 1e6; }, "MB");
+  row(
+      "full LISTs of nodes (polls) per 10 min",
+      [&](const ModeResult& r) { return r.list_nodes / pages / r.sim_s * 600; }, "n");
+  row(
+      "bytes from API server per minute",
+      [](const ModeResult& r) { return r.bytes / r.sim_s * 60 / 1e6; }, "MB");
   // A poll's cost does not depend on the time scale; when the scaled interval was too short
   // for every poll to happen, this is what 20 polls per 10 minutes (30 s) cost.
-  row("bytes per minute at the real interval", [&](const ModeResult& r) {
-    if (r.mode != "poll" || r.list_nodes <= 0) return r.bytes / r.sim_s * 60 / 1e6;
-    return r.bytes / (r.list_nodes / pages) * 2 / 1e6;
-  }, "MB");
-  row("operator CPU per minute", [](const ModeResult& r) { return r.cpu_s / r.sim_s * 60; }, "s");
-  row("operator RSS at end", [](const ModeResult& r) { return r.rss / 1048576.0; }, "MiB");
-  row("operator RSS per node (minus empty)", [&](const ModeResult& r) { return (r.rss - empty_rss) / double(n); }, "B");
-  row("reconciles per minute", [](const ModeResult& r) { return r.reconciles / r.sim_s * 60; }, "n");
-  row("start → caches synced (wall)", [](const ModeResult& r) { return r.sync_s; }, "s");
+  row(
+      "bytes per minute at the real interval",
+      [&](const ModeResult& r) {
+        if (r.mode != "poll" || r.list_nodes <= 0) return r.bytes / r.sim_s * 60 / 1e6;
+        return r.bytes / (r.list_nodes / pages) * 2 / 1e6;
+      },
+      "MB");
+  row(
+      "operator CPU per minute", [](const ModeResult& r) { return r.cpu_s / r.sim_s * 60; }, "s");
+  row(
+      "operator RSS at end", [](const ModeResult& r) { return r.rss / 1048576.0; }, "MiB");
+  row(
+      "operator RSS per node (minus empty)",
+      [&](const ModeResult& r) { return (r.rss - empty_rss) / double(n); }, "B");
+  row(
+      "reconciles per minute", [](const ModeResult& r) { return r.reconciles / r.sim_s * 60; },
+      "n");
+  row(
+      "start → caches synced (wall)", [](const ModeResult& r) { return r.sync_s; }, "s");
   std::printf("\n");
   std::fflush(stdout);
 
@@ -413,13 +441,15 @@ int main(int argc, char** argv) {
     rep.Add("bytes from API server, poll / watch, as run", ratio, "x", -1, false,
             "polls done / due: " + bench::Report::Fmt(results[1].list_nodes / pages) + " / " +
                 bench::Report::Fmt(results[1].sim_s / 30));
-    double per_poll = results[1].list_nodes > 0 ? results[1].bytes / (results[1].list_nodes / pages) : 0;
+    double per_poll =
+        results[1].list_nodes > 0 ? results[1].bytes / (results[1].list_nodes / pages) : 0;
     double poll_real = per_poll * results[1].sim_s / 30.0;
     double watch_bytes = results[0].bytes / results[0].sim_s * results[1].sim_s;
-    rep.Add("bytes from API server, poll / watch, 30 s interval", watch_bytes > 0 ? poll_real / watch_bytes : 0,
-            "x", 100, true, "poll = bytes per poll x polls due; target at 10k nodes; N=" + std::to_string(n));
-    rep.Add("operator CPU, poll / watch", results[0].cpu_s > 0 ? results[1].cpu_s / results[0].cpu_s : 0,
-            "x", -1, false);
+    rep.Add("bytes from API server, poll / watch, 30 s interval",
+            watch_bytes > 0 ? poll_real / watch_bytes : 0, "x", 100, true,
+            "poll = bytes per poll x polls due; target at 10k nodes; N=" + std::to_string(n));
+    rep.Add("operator CPU, poll / watch",
+            results[0].cpu_s > 0 ? results[1].cpu_s / results[0].cpu_s : 0, "x", -1, false);
   }
   for (auto& r : results) {
     if (r.mode != "poll") continue;
@@ -430,9 +460,10 @@ int main(int argc, char** argv) {
                                            "interval, so poll figures understate the real cost"
                                          : ""));
   }
-  rep.Note("agents write into the sim's store directly, so request counts are the operator's; "
-           "watch reconnects (every 5-10 real minutes) are not time-scaled and may not occur "
-           "in a short window");
+  rep.Note(
+      "agents write into the sim's store directly, so request counts are the operator's; "
+      "watch reconnects (every 5-10 real minutes) are not time-scaled and may not occur "
+      "in a short window");
   srv.Stop();
   return rep.Write() ? 0 : 1;
 }

@@ -9,14 +9,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gg::bench {
 
@@ -49,18 +48,24 @@ inline Args ParseArgs(int argc, char** argv, const std::vector<std::string>& ext
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (f == "--mode") a.mode = next();
-    else if (f == "--out") a.out = next();
-    else if (f == "--nodes") a.nodes = std::atol(next().c_str());
-    else if (f == "--events") a.events = std::atol(next().c_str());
-    else if (f.size() > 2 && std::find(extra_keys.begin(), extra_keys.end(), f.substr(2)) !=
-                                 extra_keys.end()) {
+    if (f == "--mode")
+      a.mode = next();
+    else if (f == "--out")
+      a.out = next();
+    else if (f == "--nodes")
+      a.nodes = std::atol(next().c_str());
+    else if (f == "--events")
+      a.events = std::atol(next().c_str());
+    else if (f.size() > 2 &&
+             std::find(extra_keys.begin(), extra_keys.end(), f.substr(2)) != extra_keys.end()) {
       a.extra[f.substr(2)] = next();
     } else {
       std::string more;
       for (const auto& k : extra_keys) more += " [--" + k + " V]";
-      std::fprintf(stderr, "usage: %s [--mode quick|scale] [--out FILE.json] [--nodes N] "
-                           "[--events M]%s\n", argv[0], more.c_str());
+      std::fprintf(stderr,
+                   "usage: %s [--mode quick|scale] [--out FILE.json] [--nodes N] "
+                   "[--events M]%s\n",
+                   argv[0], more.c_str());
       a.ok = false;
     }
   }
@@ -114,8 +119,7 @@ inline double CpuSeconds(int who = RUSAGE_SELF) {
 }
 
 inline double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 inline nlohmann::json Machine() {
@@ -189,8 +193,12 @@ class Report {
     j["params"] = params_;
     j["notes"] = notes_;
     for (const auto& f : figures_) {
-      j["figures"].push_back({{"name", f.name}, {"value", f.value}, {"unit", f.unit},
-                              {"target", f.target}, {"verdict", f.verdict}, {"note", f.note}});
+      j["figures"].push_back({{"name", f.name},
+                              {"value", f.value},
+                              {"unit", f.unit},
+                              {"target", f.target},
+                              {"verdict", f.verdict},
+                              {"note", f.note}});
     }
     std::ofstream o(args_.out);
     o << j.dump(2) << "\n";
@@ -199,8 +207,10 @@ class Report {
 
   static std::string Fmt(double v) {
     char b[64];
-    if (v != 0 && (v >= 1e6 || v < 0.01)) std::snprintf(b, sizeof b, "%.4g", v);
-    else std::snprintf(b, sizeof b, "%.2f", v);
+    if (v != 0 && (v >= 1e6 || v < 0.01))
+      std::snprintf(b, sizeof b, "%.4g", v);
+    else
+      std::snprintf(b, sizeof b, "%.2f", v);
     return b;
   }
 

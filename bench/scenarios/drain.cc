@@ -46,9 +46,12 @@ struct Evictions {
 Evictions CountEvictions(const std::string& metrics) {
   Evictions e;
   double all = bench::PromSum(metrics, "apiserver_request_total", {"verb=\"create\"", "eviction"});
-  e.ok = bench::PromSum(metrics, "apiserver_request_total", {"verb=\"create\"", "eviction", "code=\"201\""}) +
-         bench::PromSum(metrics, "apiserver_request_total", {"verb=\"create\"", "eviction", "code=\"200\""});
-  e.refused = bench::PromSum(metrics, "apiserver_request_total", {"verb=\"create\"", "eviction", "code=\"429\""});
+  e.ok = bench::PromSum(metrics, "apiserver_request_total",
+                        {"verb=\"create\"", "eviction", "code=\"201\""}) +
+         bench::PromSum(metrics, "apiserver_request_total",
+                        {"verb=\"create\"", "eviction", "code=\"200\""});
+  e.refused = bench::PromSum(metrics, "apiserver_request_total",
+                             {"verb=\"create\"", "eviction", "code=\"429\""});
   e.other = all - e.ok - e.refused;
   return e;
 }
@@ -161,7 +164,8 @@ int main(int argc, char** argv) {
   for (long j = 0; j < spare; ++j) {
     long i = n + j;
     if (!srv.Insert(sim::MakeGpuNode(spec, static_cast<int>(i), bench::NodeName(spec, i),
-                                     spec.gpus_per_node, spec.gpu_product)).ok()) {
+                                     spec.gpus_per_node, spec.gpu_product))
+             .ok()) {
       return 1;
     }
   }
@@ -242,7 +246,8 @@ int main(int argc, char** argv) {
   // With budgets the pace is theirs (the row below); the operator's own rate is judged without.
   rep.Add("evictions/s (first → last accepted)", span > 0 ? e.ok / span : 0, "1/s",
           spec.pdbs ? -1 : 50, true);
-  rep.Add("evictions/s (report → last accepted)", last_ok > 0 ? e.ok / last_ok : 0, "1/s", -1, false);
+  rep.Add("evictions/s (report → last accepted)", last_ok > 0 ? e.ok / last_ok : 0, "1/s", -1,
+          false);
   rep.Add("budget-imposed minimum drain time", minimum, "s", -1, false,
           "replacements Ready " + bench::Report::Fmt(ready_delay / time_scale) + " s after start");
   // Judged against the budgets' minimum only where there are budgets (without, the minimum

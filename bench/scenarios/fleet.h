@@ -6,11 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
@@ -30,7 +29,8 @@ inline nlohmann::json CrdJson(const std::string& plural, const std::string& kind
 
 // What an agent on an 8-GPU node reports; `temperature` varies for "random report changes",
 // `xid` adds an Xid 79 (GPU fallen off the bus) on GPU 0.
-inline api::GpuNodeHealthStatus AgentReport(const std::string& node, bool xid, int temperature = 40) {
+inline api::GpuNodeHealthStatus AgentReport(const std::string& node, bool xid,
+                                            int temperature = 40) {
   auto s = api::testing::HealthyReport(node, std::chrono::system_clock::now(), 8, sim::FakeGpuUuid,
                                        "bench", temperature);
   if (xid) api::testing::AddXid(s);
@@ -38,10 +38,11 @@ inline api::GpuNodeHealthStatus AgentReport(const std::string& node, bool xid, i
 }
 
 inline nlohmann::json ReportObject(const std::string& node) {
-  return {{"apiVersion", "gpuguardian.io/v1alpha1"},
-          {"kind", "GPUNodeHealth"},
-          {"metadata", {{"name", node}}},
-          {"status", nlohmann::json::parse(api::EncodeGpuNodeHealthStatus(AgentReport(node, false)))}};
+  return {
+      {"apiVersion", "gpuguardian.io/v1alpha1"},
+      {"kind", "GPUNodeHealth"},
+      {"metadata", {{"name", node}}},
+      {"status", nlohmann::json::parse(api::EncodeGpuNodeHealthStatus(AgentReport(node, false)))}};
 }
 
 // Fences (taint + cordon, drain of GPU pods) on one Xid 79; a brake that allows everything.

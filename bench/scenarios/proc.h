@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -21,8 +22,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <httplib.h>
 
 #include "bench/scenarios/bench_util.h"
 
@@ -79,10 +78,10 @@ inline bool Alive(pid_t pid) {
 }
 
 struct ProcSample {
-  long rss = 0, hwm = 0;  // bytes
+  long rss = 0, hwm = 0;            // bytes
   long rss_anon = 0, rss_file = 0;  // heap/stacks vs mapped files (binary, shared libraries)
-  double cpu_s = 0;       // user + system
-  long rchar = 0;         // bytes returned by read()/recv() (sockets included)
+  double cpu_s = 0;                 // user + system
+  long rchar = 0;                   // bytes returned by read()/recv() (sockets included)
   long wchar = 0;
 };
 
@@ -228,8 +227,8 @@ class CountingProxy {
     fds_.clear();
   }
   int port() const { return port_; }
-  long served() const { return down_.load(); }    // upstream → client
-  long received() const { return up_.load(); }    // client → upstream
+  long served() const { return down_.load(); }  // upstream → client
+  long received() const { return up_.load(); }  // client → upstream
 
  private:
   static void NoDelay(int fd) {

@@ -91,7 +91,8 @@ class SimChild : public PipedChild {
                     {"metadata", {{"labels", {{"bench.gpuguardian.io/gen", std::to_string(g)}}}}}};
                 auto r = (*srv)->MergePatch(name, patch);
                 if (!r.ok())
-                  std::fprintf(stderr, "patch %s: %s\n", name.c_str(), r.status().ToString().c_str());
+                  std::fprintf(stderr, "patch %s: %s\n", name.c_str(),
+                               r.status().ToString().c_str());
               }
             });
           }

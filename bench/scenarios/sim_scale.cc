@@ -2,14 +2,14 @@
 // population, one full LIST without paging, and watch fan-out to 10 watchers: live while nodes
 // are patched (in-process and over HTTP, --producers P writers) and the delivery capacity alone
 // (a history replay). Runs the sim in-process; the RSS figure is measured before any client exists.
+#include <httplib.h>
+
 #include <atomic>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <httplib.h>
 
 #include "bench/scenarios/bench_util.h"
 #include "bench/scenarios/populate.h"
@@ -182,17 +182,16 @@ int main(int argc, char** argv) {
     rep.Add(label + ": watch events delivered", double(set.lines.load()), "", double(want), true);
     rep.Add(label + ": fan-out events/s, wall", rate, "ev/s", 20000, true,
             rate < 9.0 * prate ? "" : "producer-bound (= 10 x writes/s)");
-    rep.Add(label + ": events per CPU-second (whole process)", set.lines.load() / cpu, "ev/s",
-            -1, false);
+    rep.Add(label + ": events per CPU-second (whole process)", set.lines.load() / cpu, "ev/s", -1,
+            false);
   };
 
   // 1. Live, in-process producers.
   std::string rv0 = std::to_string((*srv)->ResourceVersion());
-  live("live, direct store", rv0,
-       "patches/s (" + std::to_string(producers) + " threads)", "in-process MergePatch, no HTTP",
-       [&](long, long i) {
-         auto r = (*srv)->MergePatch("/api/v1/nodes/" + bench::NodeName(spec, i % n),
-                                     patch_body(i));
+  live("live, direct store", rv0, "patches/s (" + std::to_string(producers) + " threads)",
+       "in-process MergePatch, no HTTP", [&](long, long i) {
+         auto r =
+             (*srv)->MergePatch("/api/v1/nodes/" + bench::NodeName(spec, i % n), patch_body(i));
          if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().ToString().c_str());
        });
   std::string rv1 = std::to_string((*srv)->ResourceVersion());
@@ -211,8 +210,8 @@ int main(int argc, char** argv) {
             double(want), true);
     rep.Add("capacity: fan-out events/s, wall", set.lines.load() / fan_s, "ev/s", 20000, true,
             "no writer: sim delivery + 10 in-process clients reading");
-    rep.Add("capacity: events per CPU-second (whole process)", set.lines.load() / cpu, "ev/s",
-            -1, false);
+    rep.Add("capacity: events per CPU-second (whole process)", set.lines.load() / cpu, "ev/s", -1,
+            false);
     rep.Add("capacity: delivered bytes/s", set.lines.load() * (double(bytes) / n) / fan_s / 1e6,
             "MB/s", -1, false);
   }
@@ -224,8 +223,7 @@ int main(int argc, char** argv) {
     if (!c.ok()) return 1;
     pcs.push_back(std::move(*c));
   }
-  live("live, HTTP", rv1,
-       "merge-PATCHes/s (" + std::to_string(producers) + " connections)",
+  live("live, HTTP", rv1, "merge-PATCHes/s (" + std::to_string(producers) + " connections)",
        "client and sim share the cores", [&](long t, long i) {
          auto r = pcs[t]->Patch(k8s::kNodes, "", bench::NodeName(spec, i % n),
                                 k8s::PatchType::kMerge, patch_body(m + i).dump());

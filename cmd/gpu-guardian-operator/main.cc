@@ -1,6 +1,5 @@
 // gpu-guardian-operator: flags → config → wiring → run. Everything else lives in src/operator.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 
@@ -25,9 +24,11 @@ struct OperatorFlags {
 };
 
 void DefineFlags(CLI::App& app, OperatorFlags& f) {
-  app.add_option("--kubeconfig", f.kubeconfig, "Path to a kubeconfig (default: $KUBECONFIG, "
-                                             "~/.kube/config, then in-cluster)");
-  app.add_option("--server", f.server, "API server URL without auth (kubectl proxy, the simulator)");
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "Path to a kubeconfig (default: $KUBECONFIG, "
+                 "~/.kube/config, then in-cluster)");
+  app.add_option("--server", f.server,
+                 "API server URL without auth (kubectl proxy, the simulator)");
   app.add_option("--metrics-addr", f.cfg.metrics_addr,
                  "Listen address of /metrics, /healthz and /readyz")
       ->capture_default_str();
@@ -60,7 +61,8 @@ void DefineFlags(CLI::App& app, OperatorFlags& f) {
                  "Evictions in flight per drain")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  app.add_option("--drain-poll-interval", f.drain_poll, "How often a drain re-lists its node's pods")
+  app.add_option("--drain-poll-interval", f.drain_poll,
+                 "How often a drain re-lists its node's pods")
       ->capture_default_str();
   app.add_option(
          "--mode", f.mode,
@@ -89,7 +91,8 @@ bool ValidateFlags(const CLI::App& app, OperatorFlags& f, gg::Logger& log) {
     return false;
   }
   if (f.mode == "poll") {
-    if (!gg::ParseDurationFlag("--poll-interval", f.poll_interval, &f.cfg.poll_interval)) return false;
+    if (!gg::ParseDurationFlag("--poll-interval", f.poll_interval, &f.cfg.poll_interval))
+      return false;
   } else if (app.count("--poll-interval") > 0) {
     std::fprintf(stderr, "--poll-interval needs --mode poll\n");
     return false;

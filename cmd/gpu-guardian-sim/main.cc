@@ -1,14 +1,12 @@
 // gpu-guardian-sim: the in-memory Kubernetes API server as a process. Prints exactly one
 // line "gpu-guardian-sim listening on http(s)://HOST:PORT" when ready; exits on SIGTERM.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "common/log.h"
@@ -66,7 +64,9 @@ void DefineFlags(CLI::App& app, SimFlags& f) {
       ->check(CLI::IsMember({"", "rbac"}));
   app.add_option("--rbac", opts.rbac_files, "RBAC manifest files loaded at start")
       ->check(CLI::ExistingFile);
-  app.add_option("--user-token", f.tokens, "TOKEN=USER[,node=NODE] bearer token mapping (repeatable; node= makes a token bound to a pod on NODE)");
+  app.add_option("--user-token", f.tokens,
+                 "TOKEN=USER[,node=NODE] bearer token mapping (repeatable; node= makes a token "
+                 "bound to a pod on NODE)");
   app.add_option("--watch-history", opts.watch_history,
                  "watch events kept per resource for resumes (410 beyond)")
       ->check(CLI::Range(static_cast<std::size_t>(1), static_cast<std::size_t>(100000000)));
@@ -145,7 +145,8 @@ bool ApplyManifests(gg::sim::SimServer& server, const std::vector<std::string>& 
     std::vector<std::filesystem::path> files;
     if (std::filesystem::is_directory(path)) {
       for (const auto& e : std::filesystem::directory_iterator(path))
-        if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") files.push_back(e.path());
+        if (e.path().extension() == ".yaml" || e.path().extension() == ".yml")
+          files.push_back(e.path());
       std::sort(files.begin(), files.end());
     } else {
       files.emplace_back(path);
@@ -186,9 +187,10 @@ int main(int argc, char** argv) {
   gg::sim::SimOptions& opts = flags.opts;
   gg::Logger log = gg::Logger().WithName("gpu-guardian-sim");
   if (opts.authz == "rbac" && !opts.tls)
-    log.Warn("--authz rbac over plain http: kubectl and other client-go programs send the "
-             "kubeconfig's token only to https servers and act as system:anonymous here; "
-             "add --tls for them (gpu-guardian's own clients send it either way)");
+    log.Warn(
+        "--authz rbac over plain http: kubectl and other client-go programs send the "
+        "kubeconfig's token only to https servers and act as system:anonymous here; "
+        "add --tls for them (gpu-guardian's own clients send it either way)");
   // The population goes in before the cluster's loops start, as a restarted control plane
   // finds its cluster in etcd: their first list then sees every object.
   opts.defer_controllers = true;

@@ -20,8 +20,7 @@ std::map<std::string, std::string> GpuFaultFacts(const api::GpuStatus& g) {
   std::map<std::string, std::string> f;
   if (g.lost) f["lost"] = "GPU lost (fallen off the bus, NVML error or a hung call)";
   if (g.ecc_uncorrected_volatile && *g.ecc_uncorrected_volatile > 0)
-    f["ecc-uncorrected"] =
-        "uncorrected ECC errors: " + std::to_string(*g.ecc_uncorrected_volatile);
+    f["ecc-uncorrected"] = "uncorrected ECC errors: " + std::to_string(*g.ecc_uncorrected_volatile);
   if (g.remap_failure) f["row-remap-failure"] = "row remapping failed";
   if (g.remap_pending) f["row-remap-pending"] = "row remap pending (needs a GPU reset)";
   if (g.retired_pages_pending) f["retired-pages-pending"] = "page retirement pending";
@@ -35,9 +34,9 @@ std::map<std::string, std::string> GpuFaultFacts(const api::GpuStatus& g) {
     if (r.find("Thermal") != std::string::npos) thermal += (thermal.empty() ? "" : "+") + r;
   if (!thermal.empty()) f["thermal-throttle"] = "thermal clock slowdown: " + thermal;
   if (g.nvlink_links_down && *g.nvlink_links_down > 0)
-    f["nvlink-down"] = "NVLink links down: " + std::to_string(*g.nvlink_links_down) +
-                       (g.nvlink_links_total ? " of " + std::to_string(*g.nvlink_links_total)
-                                             : std::string());
+    f["nvlink-down"] =
+        "NVLink links down: " + std::to_string(*g.nvlink_links_down) +
+        (g.nvlink_links_total ? " of " + std::to_string(*g.nvlink_links_total) : std::string());
   if (!g.recovery_action.empty() && g.recovery_action != "None")
     f["recovery-action"] = "driver recovery action " + g.recovery_action;
   return f;
@@ -126,14 +125,14 @@ void Agent::NoteXid(const api::XidEvent& x, const std::string& source, int64_t c
     // An Xid the catalog (or an override) says to ignore is news, not a warning.
     const LogLevel level = x.recommended_action == "IGNORE" ? LogLevel::kInfo : LogLevel::kWarn;
     log_.Log(level, x.sxid ? "SXid seen" : "Xid seen",
-              {{"xid", x.xid},
-               {"gpu", x.gpu_uuid.empty() ? std::string("-") : x.gpu_uuid},
-               {"pci", x.pci_bus_id.empty() ? std::string("-") : x.pci_bus_id},
-               {"category", x.category},
-               {"action", x.recommended_action},
-               {"count", static_cast<long long>(counted)},
-               {"source", source},
-               {"message", x.message}});
+             {{"xid", x.xid},
+              {"gpu", x.gpu_uuid.empty() ? std::string("-") : x.gpu_uuid},
+              {"pci", x.pci_bus_id.empty() ? std::string("-") : x.pci_bus_id},
+              {"category", x.category},
+              {"action", x.recommended_action},
+              {"count", static_cast<long long>(counted)},
+              {"source", source},
+              {"message", x.message}});
     return;
   }
   if (repeated_xids_.empty()) summary_since_ = clock_.Monotonic();
@@ -161,9 +160,9 @@ void Agent::MaybeFlushXidSummary(bool force) {
             std::get<2>(key) + " x" + std::to_string(n);
     total += n;
   }
-  log_.Warn("Xids repeated", {{"total", total},
-                              {"interval_s", static_cast<long long>(seconds + 0.5)},
-                              {"xids", what}});
+  log_.Warn(
+      "Xids repeated",
+      {{"total", total}, {"interval_s", static_cast<long long>(seconds + 0.5)}, {"xids", what}});
 }
 
 void Agent::LogTransitions(const std::vector<SourceSnapshot>& snapshots,
@@ -184,8 +183,8 @@ void Agent::LogTransitions(const std::vector<SourceSnapshot>& snapshots,
       if (st.message.empty())
         log_.Info(msg, {{"source", st.name}, {"state", state}, {"gpus", gpus}});
       else
-        log_.Info(msg, {{"source", st.name}, {"state", state}, {"gpus", gpus},
-                        {"message", st.message}});
+        log_.Info(msg,
+                  {{"source", st.name}, {"state", state}, {"gpus", gpus}, {"message", st.message}});
     } else {
       log_.Warn(st.state == api::SourceState::kDegraded ? "source degraded" : "source unavailable",
                 {{"source", st.name}, {"state", state}, {"error", st.message}});
@@ -221,10 +220,12 @@ void Agent::LogTransitions(const std::vector<SourceSnapshot>& snapshots,
   std::map<std::string, std::string> node_facts;
   bool gpus_known = false;  // some source that lists GPUs collected successfully
   for (const auto& snap : snapshots)
-    if (snap.provides_gpus && snap.status.state != api::SourceState::kUnavailable) gpus_known = true;
+    if (snap.provides_gpus && snap.status.state != api::SourceState::kUnavailable)
+      gpus_known = true;
   if (gpus_known && report.expected_gpus > 0 &&
       static_cast<int>(report.gpus.size()) < report.expected_gpus)
-    node_facts["gpus-missing"] = std::to_string(report.gpus.size()) + " GPUs visible, the Node has " +
+    node_facts["gpus-missing"] = std::to_string(report.gpus.size()) +
+                                 " GPUs visible, the Node has " +
                                  std::to_string(report.expected_gpus);
   diff("", -1, node_facts);
 }

@@ -244,8 +244,7 @@ int AgentApp::RunOnce(std::ostream& out) {
   std::string failed;
   for (const auto& s : report.sources)
     if (s.state != api::SourceState::kOk) failed += (failed.empty() ? "" : ",") + s.name;
-  if (!failed.empty())
-    log_.Error("one-shot collection incomplete", {{"failed_sources", failed}});
+  if (!failed.empty()) log_.Error("one-shot collection incomplete", {{"failed_sources", failed}});
   if (config_.print) {
     auto j = nlohmann::ordered_json::parse(api::EncodeGpuNodeHealthStatus(report), nullptr, false);
     out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";

@@ -32,15 +32,15 @@ std::string_view AgentVersion();
 inline constexpr char kDefaultMetricsAddr[] = ":9402";
 
 struct AgentConfig {
-  std::string node_name;                               // --node-name (default $NODE_NAME)
-  std::string kubeconfig;                              // --kubeconfig
-  std::string server;                                  // --server
-  std::vector<std::string> sources = {"nvml"};         // --source nvml,kmsg,file,script
-  std::string file_path;                               // --file (source "file")
-  std::string script_path;                             // --script (source "script")
-  double time_scale = 1.0;                             // --time-scale (script timelines)
-  std::vector<std::string> publish = {"resource"};     // --publish resource,annotation
-  Duration heartbeat = std::chrono::minutes(5);        // --heartbeat
+  std::string node_name;                            // --node-name (default $NODE_NAME)
+  std::string kubeconfig;                           // --kubeconfig
+  std::string server;                               // --server
+  std::vector<std::string> sources = {"nvml"};      // --source nvml,kmsg,file,script
+  std::string file_path;                            // --file (source "file")
+  std::string script_path;                          // --script (source "script")
+  double time_scale = 1.0;                          // --time-scale (script timelines)
+  std::vector<std::string> publish = {"resource"};  // --publish resource,annotation
+  Duration heartbeat = std::chrono::minutes(5);     // --heartbeat
   // --lease-namespace: where the node's heartbeat Lease lives ("": the pod's own namespace
   // from the service-account namespace file, then $POD_NAMESPACE, else gpu-guardian).
   std::string lease_namespace;
@@ -56,11 +56,11 @@ struct AgentConfig {
   // (gpu::kDevicePluginIgnoredXids: 13,31,43,45,68,109), as the plugin always does; an Xid
   // listed in --xid-critical or DP_ENABLE_HEALTHCHECKS stays critical.
   bool xid_ignore_dp_defaults = false;
-  std::string kmsg_path = "/dev/kmsg";                 // --kmsg-path
-  bool kmsg_from_boot = false;                         // --kmsg-from-boot
-  std::string nvml_library = "libnvidia-ml.so.1";      // --nvml-library
-  std::size_t xid_ring_size = 64;                      // --xid-ring-size
-  std::chrono::milliseconds nvml_deadline{5000};       // --nvml-deadline
+  std::string kmsg_path = "/dev/kmsg";             // --kmsg-path
+  bool kmsg_from_boot = false;                     // --kmsg-from-boot
+  std::string nvml_library = "libnvidia-ml.so.1";  // --nvml-library
+  std::size_t xid_ring_size = 64;                  // --xid-ring-size
+  std::chrono::milliseconds nvml_deadline{5000};   // --nvml-deadline
 };
 
 // Flag-level checks (unknown source/publish names, missing --file/--script, node name when

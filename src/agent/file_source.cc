@@ -20,24 +20,39 @@ namespace {
 constexpr std::size_t kMaxFileBytes = 4u << 20;
 
 using Keys = std::vector<std::string_view>;
-const Keys kTopKeys = {"nodeName", "agentVersion", "observedAt", "heartbeatTime",
-                           "expectedGPUs", "gpus", "xids", "sources"};
-const Keys kGpuKeys = {"index", "uuid", "name", "serial", "pciBusId", "lost", "migEnabled",
-                           "migPendingEnabled", "migDevices",
-                           "temperatureC", "slowdownTemperatureC", "shutdownTemperatureC",
-                           "throttleReasons", "powerWatts", "powerLimitWatts", "eccEnabled",
-                           "ecc", "remappedRows", "retiredPages", "pcieReplayCount", "nvlink",
-                           "recoveryAction"};
+const Keys kTopKeys = {"nodeName",     "agentVersion", "observedAt", "heartbeatTime",
+                       "expectedGPUs", "gpus",         "xids",       "sources"};
+const Keys kGpuKeys = {"index",
+                       "uuid",
+                       "name",
+                       "serial",
+                       "pciBusId",
+                       "lost",
+                       "migEnabled",
+                       "migPendingEnabled",
+                       "migDevices",
+                       "temperatureC",
+                       "slowdownTemperatureC",
+                       "shutdownTemperatureC",
+                       "throttleReasons",
+                       "powerWatts",
+                       "powerLimitWatts",
+                       "eccEnabled",
+                       "ecc",
+                       "remappedRows",
+                       "retiredPages",
+                       "pcieReplayCount",
+                       "nvlink",
+                       "recoveryAction"};
 const Keys kEccKeys = {"correctedVolatile", "uncorrectedVolatile", "correctedAggregate",
-                           "uncorrectedAggregate"};
+                       "uncorrectedAggregate"};
 const Keys kRemapKeys = {"correctable", "uncorrectable", "pending", "failure"};
 const Keys kRetiredKeys = {"sbe", "dbe", "pending"};
 const Keys kNvlinkKeys = {"linksTotal", "linksDown", "errorCount"};
-const Keys kXidKeys = {"xid", "sxid", "gpuUUID", "pciBusId", "count", "firstSeen",
-                           "lastSeen", "category", "recommendedAction", "message",
-                           "gpuInstance", "computeInstance"};
-const Keys kMigKeys = {"index", "uuid", "gpuInstance", "computeInstance", "profile",
-                           "memoryMiB"};
+const Keys kXidKeys = {"xid",         "sxid",           "gpuUUID",  "pciBusId",          "count",
+                       "firstSeen",   "lastSeen",       "category", "recommendedAction", "message",
+                       "gpuInstance", "computeInstance"};
+const Keys kMigKeys = {"index", "uuid", "gpuInstance", "computeInstance", "profile", "memoryMiB"};
 const Keys kSourceKeys = {"name", "state", "message"};
 
 // Levenshtein distance, for "did you mean" (keys are short).
@@ -73,9 +88,10 @@ std::string UnknownField(const nlohmann::json& obj, const Keys& known, const std
 
 std::string CheckFields(const nlohmann::json& doc) {
   if (auto e = UnknownField(doc, kTopKeys, ""); !e.empty()) return e;
-  auto each = [](const nlohmann::json& doc, const char* list, const Keys& keys,
-                 const std::function<std::string(const nlohmann::json&, const std::string&)>&
-                     nested) -> std::string {
+  auto each =
+      [](const nlohmann::json& doc, const char* list, const Keys& keys,
+         const std::function<std::string(const nlohmann::json&, const std::string&)>& nested)
+      -> std::string {
     if (!doc.contains(list) || !doc[list].is_array()) return {};
     std::size_t i = 0;
     for (const auto& item : doc[list]) {

@@ -6,14 +6,14 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
-#include <thread>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/agent.h"
@@ -200,8 +200,8 @@ TEST(AgentOnce, FileSourceUnknownFieldFailsAndIsNamed) {
   EXPECT_NE(r.log.find("gpuz"), std::string::npos) << r.log;
 
   // Nested objects are held to their field names too.
-  c.file_path = dir.Write(
-      "nested.json", R"({"gpus": [{"index": 0, "uuid": "GPU-a", "ecc": {"uncorected": 1}}]})");
+  c.file_path = dir.Write("nested.json",
+                          R"({"gpus": [{"index": 0, "uuid": "GPU-a", "ecc": {"uncorected": 1}}]})");
   r = RunOnce(c);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.report["sources"][0]["message"].get<std::string>().find(
@@ -272,8 +272,8 @@ TEST(AgentLog, SourceTransitionsAndGpuLostBackAreOneLineEach) {
   agent.BuildNow();  // "not collected yet": nothing to say
   EXPECT_TRUE(sink->Matching("source").empty()) << sink->All();
 
-  fake->Set(Snap(api::SourceState::kUnavailable, "libnvidia-ml.so.1: cannot open shared object",
-                 {}));
+  fake->Set(
+      Snap(api::SourceState::kUnavailable, "libnvidia-ml.so.1: cannot open shared object", {}));
   agent.BuildNow();
   agent.BuildNow();  // unchanged: no second line
   auto unavailable = sink->Matching("source unavailable");
@@ -411,8 +411,8 @@ TEST(AgentLog, PublishFailuresAreLoggedOnceAndTheRecoveryOnce) {
   run.Attempt(20);
   EXPECT_EQ(run.sink->Matching("report write failed").size(), 1u) << run.sink->All();
   // Repeats of the same error: at most one reminder per 5 minutes of (fake) time.
-  const auto minutes = std::chrono::duration_cast<std::chrono::minutes>(
-      run.clock.Monotonic() - start).count();
+  const auto minutes =
+      std::chrono::duration_cast<std::chrono::minutes>(run.clock.Monotonic() - start).count();
   EXPECT_LE(run.sink->Matching("still failing").size(), static_cast<size_t>(minutes / 5 + 1))
       << run.sink->All();
   EXPECT_GE(run.Attempts(), 21);

@@ -15,16 +15,22 @@ namespace gg::api {
 
 std::string_view ActionName(Action a) {
   switch (a) {
-    case Action::kNone: return "None";
-    case Action::kEvent: return "Event";
-    case Action::kTaint: return "Taint";
-    case Action::kCordon: return "Cordon";
-    case Action::kDrain: return "Drain";
+    case Action::kNone:
+      return "None";
+    case Action::kEvent:
+      return "Event";
+    case Action::kTaint:
+      return "Taint";
+    case Action::kCordon:
+      return "Cordon";
+    case Action::kDrain:
+      return "Drain";
   }
   return "None";
 }
 std::optional<Action> ParseAction(std::string_view s) {
-  for (Action a : {Action::kNone, Action::kEvent, Action::kTaint, Action::kCordon, Action::kDrain}) {
+  for (Action a :
+       {Action::kNone, Action::kEvent, Action::kTaint, Action::kCordon, Action::kDrain}) {
     if (ActionName(a) == s) return a;
   }
   return std::nullopt;
@@ -32,9 +38,12 @@ std::optional<Action> ParseAction(std::string_view s) {
 
 std::string_view TaintEffectName(TaintEffect e) {
   switch (e) {
-    case TaintEffect::kNoSchedule: return "NoSchedule";
-    case TaintEffect::kPreferNoSchedule: return "PreferNoSchedule";
-    case TaintEffect::kNoExecute: return "NoExecute";
+    case TaintEffect::kNoSchedule:
+      return "NoSchedule";
+    case TaintEffect::kPreferNoSchedule:
+      return "PreferNoSchedule";
+    case TaintEffect::kNoExecute:
+      return "NoExecute";
   }
   return "NoSchedule";
 }
@@ -60,9 +69,12 @@ std::string_view DeviceLevelModeName(DeviceLevelMode m) {
 }
 std::string_view DeviceTaintEffectName(DeviceTaintEffect e) {
   switch (e) {
-    case DeviceTaintEffect::kNone: return "None";
-    case DeviceTaintEffect::kNoSchedule: return "NoSchedule";
-    case DeviceTaintEffect::kNoExecute: return "NoExecute";
+    case DeviceTaintEffect::kNone:
+      return "None";
+    case DeviceTaintEffect::kNoSchedule:
+      return "NoSchedule";
+    case DeviceTaintEffect::kNoExecute:
+      return "NoExecute";
   }
   return "NoSchedule";
 }
@@ -85,9 +97,7 @@ int64_t IntOrPercent::Resolve(int64_t total) const {
   return (total * value + 99) / 100;
 }
 
-std::string IntOrPercent::ToString() const {
-  return std::to_string(value) + (percent ? "%" : "");
-}
+std::string IntOrPercent::ToString() const { return std::to_string(value) + (percent ? "%" : ""); }
 
 StatusOr<IntOrPercent> ParseIntOrPercent(std::string_view s) {
   IntOrPercent out;
@@ -122,8 +132,10 @@ std::vector<Rule> DefaultRules() {
   {
     Rule r;
     r.name = "fatal-xid";
-    r.xid = XidMatcher{{"RESET_GPU", "RESTART_BM"}, {48, 64, 74, 79, 95, 119, 120},
-                       {std::begin(kApplicationXids), std::end(kApplicationXids)}, false};
+    r.xid = XidMatcher{{"RESET_GPU", "RESTART_BM"},
+                       {48, 64, 74, 79, 95, 119, 120},
+                       {std::begin(kApplicationXids), std::end(kApplicationXids)},
+                       false};
     r.count = 1;
     r.window = hours(24);
     r.action = Action::kCordon;

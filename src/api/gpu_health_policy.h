@@ -139,11 +139,11 @@ struct Rule {
   std::optional<RemappedRowsMatcher> remapped_rows;
   std::optional<RetiredPagesMatcher> retired_pages;
   std::optional<ThermalMatcher> thermal;
-  bool gpu_lost = false;                          // GPU lost / fallen off the bus
-  bool gpu_missing = false;                       // fewer GPUs than expectedGPUs
+  bool gpu_lost = false;     // GPU lost / fallen off the bus
+  bool gpu_missing = false;  // fewer GPUs than expectedGPUs
   std::optional<NvlinkMatcher> nvlink;
-  std::optional<uint64_t> pcie_replay_above;      // pcieReplayCount > N
-  std::vector<std::string> recovery_actions;      // driver recovery action in this list
+  std::optional<uint64_t> pcie_replay_above;  // pcieReplayCount > N
+  std::vector<std::string> recovery_actions;  // driver recovery action in this list
   std::optional<NodeConditionMatcher> node_condition;
   std::optional<PowerMatcher> power;
   // Xid rules: `count` occurrences within `window` (window absent = anything in the report).

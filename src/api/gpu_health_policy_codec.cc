@@ -62,7 +62,8 @@ template <typename Int>
 Status AsInt(const element& e, const std::string& path, Int* out) {
   int64_t v = 0;
   GG_RETURN_IF_ERROR(AsInt64(e, path, &v));
-  if (v < int64_t(std::numeric_limits<Int>::min()) || v > int64_t(std::numeric_limits<Int>::max())) {
+  if (v < int64_t(std::numeric_limits<Int>::min()) ||
+      v > int64_t(std::numeric_limits<Int>::max())) {
     return TypeError(path, "integer in range");
   }
   *out = Int(v);
@@ -146,8 +147,9 @@ auto EnumDecoder(Parse parse, std::string_view allowed) {
     std::string s;
     GG_RETURN_IF_ERROR(AsString(e, path, &s));
     auto v = parse(s);
-    if (!v) return InvalidArgumentError(path + ": must be one of " + std::string(allowed) +
-                                        ", got \"" + s + "\"");
+    if (!v)
+      return InvalidArgumentError(path + ": must be one of " + std::string(allowed) + ", got \"" +
+                                  s + "\"");
     *out = *v;
     return OkStatus();
   };
@@ -182,18 +184,19 @@ Status DecodeSelector(const element& e, const std::string& path, LabelSelector* 
       out->match_labels[std::string(k)] = s;
     }
   }
-  return Field(o, "matchExpressions", path, &out->match_expressions,
-               [](const element& e, const std::string& p, std::vector<LabelSelectorRequirement>* v) {
-                 return AsList(e, p, v,
-                               [](const element& item, const std::string& ip,
-                                  LabelSelectorRequirement* r) -> Status {
-                                 object ro;
-                                 GG_RETURN_IF_ERROR(AsObject(item, ip, &ro));
-                                 GG_RETURN_IF_ERROR(Field(ro, "key", ip, &r->key, AsString));
-                                 GG_RETURN_IF_ERROR(Field(ro, "operator", ip, &r->op, AsString));
-                                 return Field(ro, "values", ip, &r->values, AsStringList);
-                               });
-               });
+  return Field(
+      o, "matchExpressions", path, &out->match_expressions,
+      [](const element& e, const std::string& p, std::vector<LabelSelectorRequirement>* v) {
+        return AsList(
+            e, p, v,
+            [](const element& item, const std::string& ip, LabelSelectorRequirement* r) -> Status {
+              object ro;
+              GG_RETURN_IF_ERROR(AsObject(item, ip, &ro));
+              GG_RETURN_IF_ERROR(Field(ro, "key", ip, &r->key, AsString));
+              GG_RETURN_IF_ERROR(Field(ro, "operator", ip, &r->op, AsString));
+              return Field(ro, "values", ip, &r->values, AsStringList);
+            });
+      });
 }
 
 Status DecodeDrainStep(const element& item, const std::string& path, DrainStep* s) {
@@ -268,8 +271,8 @@ Status DecodeRule(const element& e, const std::string& path, Rule* r) {
         OptField(mo, "uncorrectableVolatileAbove", p, &x.uncorrectable_volatile_above, AsUint64));
     GG_RETURN_IF_ERROR(
         OptField(mo, "correctableVolatileAbove", p, &x.correctable_volatile_above, AsUint64));
-    GG_RETURN_IF_ERROR(OptField(mo, "uncorrectableAggregateAbove", p,
-                                &x.uncorrectable_aggregate_above, AsUint64));
+    GG_RETURN_IF_ERROR(
+        OptField(mo, "uncorrectableAggregateAbove", p, &x.uncorrectable_aggregate_above, AsUint64));
     GG_RETURN_IF_ERROR(OptField(mo, "correctableVolatileIncreaseAbove", p,
                                 &x.correctable_volatile_increase_above, AsUint64));
     r->ecc = x;
@@ -359,8 +362,9 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
     std::string p = path + ".unknown";
     GG_RETURN_IF_ERROR(AsObject(sub, p, &so));
     GG_RETURN_IF_ERROR(Field(so, "after", p, &spec->unknown.after, AsDuration));
-    GG_RETURN_IF_ERROR(Field(so, "action", p, &spec->unknown.action,
-                             EnumDecoder<Action>(ParseAction, "None, Event, Taint, Cordon, Drain")));
+    GG_RETURN_IF_ERROR(
+        Field(so, "action", p, &spec->unknown.action,
+              EnumDecoder<Action>(ParseAction, "None, Event, Taint, Cordon, Drain")));
   }
   if (Find(o, "remediation", &sub)) {
     std::string p = path + ".remediation";
@@ -370,9 +374,9 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
     if (Find(so, "taint", &t)) {
       object to;
       GG_RETURN_IF_ERROR(AsObject(t, p + ".taint", &to));
-      GG_RETURN_IF_ERROR(Field(to, "effect", p + ".taint", &rem.taint_effect,
-                               EnumDecoder<TaintEffect>(ParseTaintEffect,
-                                                        "NoSchedule, PreferNoSchedule, NoExecute")));
+      GG_RETURN_IF_ERROR(Field(
+          to, "effect", p + ".taint", &rem.taint_effect,
+          EnumDecoder<TaintEffect>(ParseTaintEffect, "NoSchedule, PreferNoSchedule, NoExecute")));
     }
     if (Find(so, "drain", &t)) {
       std::string dp = p + ".drain";
@@ -394,11 +398,11 @@ Status DecodeSpecObject(const element& e, const std::string& path, GpuHealthPoli
     }
     GG_RETURN_IF_ERROR(Field(so, "deviceLevel", p, &rem.device_level,
                              EnumDecoder<DeviceLevelMode>(ParseDeviceLevelMode, "Auto, Off")));
-    GG_RETURN_IF_ERROR(Field(so, "maxBadGPUsForDeviceLevel", p, &rem.max_bad_gpus_for_device_level,
-                             AsInt<int>));
-    GG_RETURN_IF_ERROR(Field(so, "deviceTaintEffect", p, &rem.device_taint_effect,
-                             EnumDecoder<DeviceTaintEffect>(ParseDeviceTaintEffect,
-                                                            "None, NoSchedule, NoExecute")));
+    GG_RETURN_IF_ERROR(
+        Field(so, "maxBadGPUsForDeviceLevel", p, &rem.max_bad_gpus_for_device_level, AsInt<int>));
+    GG_RETURN_IF_ERROR(Field(
+        so, "deviceTaintEffect", p, &rem.device_taint_effect,
+        EnumDecoder<DeviceTaintEffect>(ParseDeviceTaintEffect, "None, NoSchedule, NoExecute")));
     GG_RETURN_IF_ERROR(Field(so, "deviceDriver", p, &rem.device_driver, AsString));
     GG_RETURN_IF_ERROR(Field(so, "claimStatus", p, &rem.claim_status, AsBool));
     GG_RETURN_IF_ERROR(DecodeEscalate(so, p, &rem.escalate));
@@ -446,7 +450,8 @@ Status DecodeStatusObject(const element& e, const std::string& path, GpuHealthPo
 StatusOr<element> ParseRoot(simdjson::dom::parser& parser, std::string_view json) {
   element root;
   auto err = parser.parse(json.data(), json.size()).get(root);
-  if (err) return InvalidArgumentError(std::string("invalid JSON: ") + simdjson::error_message(err));
+  if (err)
+    return InvalidArgumentError(std::string("invalid JSON: ") + simdjson::error_message(err));
   return root;
 }
 
@@ -475,9 +480,12 @@ json EncodeRule(const Rule& r) {
   }
   if (r.ecc) {
     json x = json::object();
-    if (r.ecc->uncorrectable_volatile_above) x["uncorrectableVolatileAbove"] = *r.ecc->uncorrectable_volatile_above;
-    if (r.ecc->correctable_volatile_above) x["correctableVolatileAbove"] = *r.ecc->correctable_volatile_above;
-    if (r.ecc->uncorrectable_aggregate_above) x["uncorrectableAggregateAbove"] = *r.ecc->uncorrectable_aggregate_above;
+    if (r.ecc->uncorrectable_volatile_above)
+      x["uncorrectableVolatileAbove"] = *r.ecc->uncorrectable_volatile_above;
+    if (r.ecc->correctable_volatile_above)
+      x["correctableVolatileAbove"] = *r.ecc->correctable_volatile_above;
+    if (r.ecc->uncorrectable_aggregate_above)
+      x["uncorrectableAggregateAbove"] = *r.ecc->uncorrectable_aggregate_above;
     if (r.ecc->correctable_volatile_increase_above) {
       x["correctableVolatileIncreaseAbove"] = *r.ecc->correctable_volatile_increase_above;
     }
@@ -487,7 +495,8 @@ json EncodeRule(const Rule& r) {
     json x = json::object();
     if (r.remapped_rows->failure) x["failure"] = true;
     if (r.remapped_rows->pending) x["pending"] = true;
-    if (r.remapped_rows->uncorrectable_above) x["uncorrectableAbove"] = *r.remapped_rows->uncorrectable_above;
+    if (r.remapped_rows->uncorrectable_above)
+      x["uncorrectableAbove"] = *r.remapped_rows->uncorrectable_above;
     j["remappedRows"] = x;
   }
   if (r.retired_pages) {
@@ -499,7 +508,8 @@ json EncodeRule(const Rule& r) {
   }
   if (r.thermal) {
     json x = json::object();
-    if (r.thermal->temperature_above_celsius) x["temperatureAboveCelsius"] = *r.thermal->temperature_above_celsius;
+    if (r.thermal->temperature_above_celsius)
+      x["temperatureAboveCelsius"] = *r.thermal->temperature_above_celsius;
     if (!r.thermal->throttle_reasons.empty()) x["throttleReasons"] = r.thermal->throttle_reasons;
     j["thermal"] = x;
   }
@@ -588,7 +598,8 @@ json EncodeSpec(const GpuHealthPolicySpec& s) {
     safety["maxUnhealthy"] = s.safety.max_unhealthy.value;
   }
   if (s.safety.max_nodes_per_hour) safety["maxNodesPerHour"] = *s.safety.max_nodes_per_hour;
-  if (s.safety.max_concurrent_drains) safety["maxConcurrentDrains"] = *s.safety.max_concurrent_drains;
+  if (s.safety.max_concurrent_drains)
+    safety["maxConcurrentDrains"] = *s.safety.max_concurrent_drains;
   if (s.safety.max_devices_per_hour) safety["maxDevicesPerHour"] = *s.safety.max_devices_per_hour;
   j["safety"] = safety;
   j["dryRun"] = s.dry_run;

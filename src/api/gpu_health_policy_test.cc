@@ -19,7 +19,8 @@ TEST(PolicyDefaults, ConservativeDefaultIsValidAndNeverDrains) {
     EXPECT_LT(r.action, Action::kDrain) << r.name;
     if (r.xid) {
       for (int code : kApplicationXids) {
-        EXPECT_TRUE(std::find(r.xid->ignore.begin(), r.xid->ignore.end(), code) != r.xid->ignore.end());
+        EXPECT_TRUE(std::find(r.xid->ignore.begin(), r.xid->ignore.end(), code) !=
+                    r.xid->ignore.end());
       }
     }
   }
@@ -30,9 +31,9 @@ TEST(PolicyDefaults, ConservativeDefaultIsValidAndNeverDrains) {
 }
 
 TEST(IntOrPercent, ResolveRoundsUpExactly) {
-  EXPECT_EQ((IntOrPercent{10, true}).Resolve(25), 3);    // 2.5 -> 3
+  EXPECT_EQ((IntOrPercent{10, true}).Resolve(25), 3);  // 2.5 -> 3
   EXPECT_EQ((IntOrPercent{10, true}).Resolve(100), 10);
-  EXPECT_EQ((IntOrPercent{1, true}).Resolve(288), 3);    // as NVSentinel's example
+  EXPECT_EQ((IntOrPercent{1, true}).Resolve(288), 3);  // as NVSentinel's example
   EXPECT_EQ((IntOrPercent{0, true}).Resolve(1000), 0);
   EXPECT_EQ((IntOrPercent{100, true}).Resolve(7), 7);
   EXPECT_EQ((IntOrPercent{5, false}).Resolve(2), 5);
@@ -47,20 +48,21 @@ TEST(IntOrPercent, ResolveRoundsUpExactly) {
 TEST(LabelSelector, MatchesLikeKubernetes) {
   LabelSelector s;
   s.match_labels = {{"nvidia.com/gpu.present", "true"}};
-  s.match_expressions = {{"pool", "In", {"a", "b"}}, {"gpuguardian.io/exclude", "DoesNotExist", {}}};
+  s.match_expressions = {{"pool", "In", {"a", "b"}},
+                         {"gpuguardian.io/exclude", "DoesNotExist", {}}};
   EXPECT_TRUE(s.Matches({{"nvidia.com/gpu.present", "true"}, {"pool", "a"}}));
   EXPECT_FALSE(s.Matches({{"nvidia.com/gpu.present", "true"}, {"pool", "c"}}));
-  EXPECT_FALSE(s.Matches({{"nvidia.com/gpu.present", "true"}, {"pool", "a"},
-                          {"gpuguardian.io/exclude", "true"}}));
+  EXPECT_FALSE(s.Matches(
+      {{"nvidia.com/gpu.present", "true"}, {"pool", "a"}, {"gpuguardian.io/exclude", "true"}}));
   EXPECT_TRUE(LabelSelector{}.Matches({}));
 }
 
 TEST(PolicyValidation, ReportsEveryProblemWithPath) {
   GpuHealthPolicySpec spec = DefaultPolicySpec();
   Rule dup = spec.rules[0];
-  spec.rules.push_back(dup);                       // duplicate name
+  spec.rules.push_back(dup);  // duplicate name
   Rule none;
-  none.name = "nothing";                           // zero matchers
+  none.name = "nothing";  // zero matchers
   spec.rules.push_back(none);
   Rule two;
   two.name = "two";
@@ -69,14 +71,14 @@ TEST(PolicyValidation, ReportsEveryProblemWithPath) {
   spec.rules.push_back(two);
   Rule win;
   win.name = "win";
-  win.xid = XidMatcher{{}, {94}, {94}, false};      // matched and ignored
+  win.xid = XidMatcher{{}, {94}, {94}, false};  // matched and ignored
   win.window = minutes(1);
-  win.for_ = minutes(5);                            // window < for
+  win.for_ = minutes(5);  // window < for
   spec.rules.push_back(win);
   Rule lvl;
   lvl.name = "Bad_Name";
-  lvl.thermal = ThermalMatcher{};                   // no threshold
-  lvl.window = minutes(5);                          // window on a level rule
+  lvl.thermal = ThermalMatcher{};  // no threshold
+  lvl.window = minutes(5);         // window on a level rule
   spec.rules.push_back(lvl);
   spec.safety.max_unhealthy = IntOrPercent{150, true};
   spec.remediation.drain.order = {DrainStep{}, DrainStep{100}};
@@ -185,16 +187,23 @@ TEST(PolicyCodec, StrictTypesWithFieldPaths) {
     const char* json;
     const char* want;
   } cases[] = {
-      {R"({"spec":{"rules":[{"name":"a","gpuLost":"yes"}]}})", "spec.rules[0].gpuLost: expected boolean"},
-      {R"({"spec":{"rules":[{"name":"a","xid":{"codes":[48,"79"]}}]}})", "spec.rules[0].xid.codes[1]: expected integer"},
-      {R"({"spec":{"rules":[{"name":"a","gpuLost":true,"action":"Reboot"}]}})", "spec.rules[0].action: must be one of"},
-      {R"({"spec":{"rules":[{"name":"a","gpuLost":true,"for":"5 minutes"}]}})", "spec.rules[0].for: invalid duration"},
+      {R"({"spec":{"rules":[{"name":"a","gpuLost":"yes"}]}})",
+       "spec.rules[0].gpuLost: expected boolean"},
+      {R"({"spec":{"rules":[{"name":"a","xid":{"codes":[48,"79"]}}]}})",
+       "spec.rules[0].xid.codes[1]: expected integer"},
+      {R"({"spec":{"rules":[{"name":"a","gpuLost":true,"action":"Reboot"}]}})",
+       "spec.rules[0].action: must be one of"},
+      {R"({"spec":{"rules":[{"name":"a","gpuLost":true,"for":"5 minutes"}]}})",
+       "spec.rules[0].for: invalid duration"},
       {R"({"spec":{"safety":{"maxUnhealthy":"ten"}}})", "spec.safety.maxUnhealthy"},
-      {R"({"spec":{"safety":{"maxUnhealthy":1.5}}})", "spec.safety.maxUnhealthy: expected integer or percentage"},
+      {R"({"spec":{"safety":{"maxUnhealthy":1.5}}})",
+       "spec.safety.maxUnhealthy: expected integer or percentage"},
       {R"({"spec":{"remediation":{"taint":{"effect":"NoRun"}}}})", "spec.remediation.taint.effect"},
       {R"({"spec":{"rules":{}}})", "spec.rules: expected array"},
-      {R"({"spec":{"nodeSelector":{"matchLabels":{"a":1}}}})", "spec.nodeSelector.matchLabels.a: expected string"},
-      {R"({"spec":{"rules":[{"name":"a","ecc":{"uncorrectableVolatileAbove":-1}}]}})", "uncorrectableVolatileAbove: expected non-negative"},
+      {R"({"spec":{"nodeSelector":{"matchLabels":{"a":1}}}})",
+       "spec.nodeSelector.matchLabels.a: expected string"},
+      {R"({"spec":{"rules":[{"name":"a","ecc":{"uncorrectableVolatileAbove":-1}}]}})",
+       "uncorrectableVolatileAbove: expected non-negative"},
       {R"({"kind":"Pod"})", "kind: expected GPUHealthPolicy"},
       {R"({"metadata":{"generation":"3"}})", "metadata.generation: expected integer"},
       {R"([])", "(root): expected object"},
@@ -287,7 +296,8 @@ TEST(PolicyDeviceLevel, DecodesEncodesAndValidates) {
   EXPECT_EQ(back->spec.remediation, spec->remediation);
 
   // Bad enum: a clear error naming the field and the allowed values.
-  auto bad = DecodeGpuHealthPolicySpec(R"({"remediation": {"deviceTaintEffect": "PreferNoSchedule"}})");
+  auto bad =
+      DecodeGpuHealthPolicySpec(R"({"remediation": {"deviceTaintEffect": "PreferNoSchedule"}})");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("deviceTaintEffect"), std::string::npos) << bad.status();
   EXPECT_NE(bad.status().message().find("None, NoSchedule, NoExecute"), std::string::npos);

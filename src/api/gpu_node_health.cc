@@ -63,8 +63,8 @@ bool SameGpu(const GpuStatus& a, const GpuStatus& b) {
   return a.index == b.index && a.uuid == b.uuid && a.name == b.name && a.serial == b.serial &&
          a.pci_bus_id == b.pci_bus_id && a.lost == b.lost && a.mig_enabled == b.mig_enabled &&
          a.mig_pending_enabled == b.mig_pending_enabled &&
-         SameList(a.mig_devices, b.mig_devices, SameMig) &&
-         SameTemperature(a, b) && a.slowdown_temperature_c == b.slowdown_temperature_c &&
+         SameList(a.mig_devices, b.mig_devices, SameMig) && SameTemperature(a, b) &&
+         a.slowdown_temperature_c == b.slowdown_temperature_c &&
          a.shutdown_temperature_c == b.shutdown_temperature_c &&
          HealthThrottleReasons(a.throttle_reasons) == HealthThrottleReasons(b.throttle_reasons) &&
          a.power_limit_watts == b.power_limit_watts && a.ecc_enabled == b.ecc_enabled &&

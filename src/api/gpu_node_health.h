@@ -51,16 +51,16 @@ struct SourceStatus {
 // One Xid (or SXid) seen on the node, aggregated by (xid, gpu) in a bounded ring.
 struct XidEvent {
   int xid = 0;
-  bool sxid = false;              // NVSwitch SXid rather than GPU Xid
-  std::string gpu_uuid;           // empty when it could not be mapped to a GPU
-  std::string pci_bus_id;         // as printed by the driver, normalized "0000:3b:00.0"
-  int64_t count = 0;              // occurrences since first_seen
+  bool sxid = false;       // NVSwitch SXid rather than GPU Xid
+  std::string gpu_uuid;    // empty when it could not be mapped to a GPU
+  std::string pci_bus_id;  // as printed by the driver, normalized "0000:3b:00.0"
+  int64_t count = 0;       // occurrences since first_seen
   WallTime first_seen{};
   WallTime last_seen{};
-  std::string category;           // catalog category, e.g. "Memory", "Bus", "Application"
-  std::string recommended_action; // catalog or driver action: IGNORE, RESTART_APP, RESET_GPU,
-                                  // RESTART_BM, CONTACT_SUPPORT, ...
-  std::string message;            // last raw text (truncated to 256 bytes)
+  std::string category;            // catalog category, e.g. "Memory", "Bus", "Application"
+  std::string recommended_action;  // catalog or driver action: IGNORE, RESTART_APP, RESET_GPU,
+                                   // RESTART_BM, CONTACT_SUPPORT, ...
+  std::string message;             // last raw text (truncated to 256 bytes)
   // MIG attribution: the GPU instance / compute instance the driver blamed (kernel log
   // "GPU-I:NN GPU-CI:NN", NVML event gpuInstanceId/computeInstanceId). Absent for a
   // whole-GPU error or a GPU without MIG.
@@ -80,12 +80,12 @@ struct MigDevice {
 
 struct GpuStatus {
   int index = 0;
-  std::string uuid;        // "GPU-..."; key used by policies and DRA mapping
-  std::string name;        // model name
+  std::string uuid;  // "GPU-..."; key used by policies and DRA mapping
+  std::string name;  // model name
   std::string serial;
-  std::string pci_bus_id;  // "00000000:3B:00.0" as NVML prints it
-  bool lost = false;       // NVML_ERROR_GPU_IS_LOST, fallen off the bus, or call hang
-  bool mig_enabled = false;                // current MIG mode
+  std::string pci_bus_id;    // "00000000:3B:00.0" as NVML prints it
+  bool lost = false;         // NVML_ERROR_GPU_IS_LOST, fallen off the bus, or call hang
+  bool mig_enabled = false;  // current MIG mode
   std::optional<bool> mig_pending_enabled;  // MIG mode after the next GPU reset; absent if unknown
   std::vector<MigDevice> mig_devices;       // MIG devices, by slot index (empty without MIG)
 

@@ -307,11 +307,10 @@ TEST(GpuNodeHealthCodec, MigFieldsDecodeAndAreOmittedWhenAbsent) {
   auto json = EncodeGpuNodeHealthStatus(s);
   EXPECT_EQ(json.find("Instance"), std::string::npos) << json;
   EXPECT_EQ(json.find("mig"), std::string::npos) << json;
-  for (const char* bad : {R"({"xids":[{"xid":13,"gpuInstance":-1}]})",
-                          R"({"xids":[{"xid":13,"gpuInstance":"3"}]})",
-                          R"({"gpus":[{"migDevices":{}}]})",
-                          R"({"gpus":[{"migDevices":[{"gpuInstance":true}]}]})",
-                          R"({"gpus":[{"migPendingEnabled":1}]})"}) {
+  for (const char* bad :
+       {R"({"xids":[{"xid":13,"gpuInstance":-1}]})", R"({"xids":[{"xid":13,"gpuInstance":"3"}]})",
+        R"({"gpus":[{"migDevices":{}}]})", R"({"gpus":[{"migDevices":[{"gpuInstance":true}]}]})",
+        R"({"gpus":[{"migPendingEnabled":1}]})"}) {
     auto b = DecodeGpuNodeHealthStatus(bad);
     EXPECT_FALSE(b.ok()) << bad;
   }

@@ -158,8 +158,9 @@ PluginSubcommands DefineFlags(CLI::App& app, PluginFlags& f) {
   app.add_option("--log-level", f.log_level, "debug|info|warn|error")->capture_default_str();
 
   auto* status = app.add_subcommand(
-      "status", "Table of GPU nodes: state, GPUs, actions, since, policy, why; the brake and "
-                "held-back nodes below it");
+      "status",
+      "Table of GPU nodes: state, GPUs, actions, since, policy, why; the brake and "
+      "held-back nodes below it");
   auto* explain =
       app.add_subcommand("explain", "The evidence, the deciding rule and the record for one node");
   explain->add_option("node", f.node, "Node name")->required();
@@ -332,8 +333,7 @@ int RunTimelineCommand(k8s::RestClient& client, Clock& clock, const PluginFlags&
   out << "\nMeasured per node (watch delivery times):\n" << tl.Summary();
   if (!st.ok()) {
     err << "error: " << st.message() << "\n";
-    if (k8s::IsResourceNotServed(st))
-      err << k8s::MissingResourceHint(k8s::kGpuNodeHealths) << "\n";
+    if (k8s::IsResourceNotServed(st)) err << k8s::MissingResourceHint(k8s::kGpuNodeHealths) << "\n";
     return 1;
   }
   return 0;
@@ -348,9 +348,10 @@ const std::vector<std::string>& PluginCommands() {
 
 int RunPlugin(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
               std::stop_token stop, bool stdout_is_tty) {
-  CLI::App app{"GPU node health as gpu-guardian sees it.\n\nkubectl's global flags (--kubeconfig, "
-               "--context, -n, --request-timeout) may be given before or after the command.",
-               kPluginName};
+  CLI::App app{
+      "GPU node health as gpu-guardian sees it.\n\nkubectl's global flags (--kubeconfig, "
+      "--context, -n, --request-timeout) may be given before or after the command.",
+      kPluginName};
   PluginFlags flags;
   const PluginSubcommands cmds = DefineFlags(app, flags);
   if (auto code = ParseCommandLine(app, args, out, err)) return *code;

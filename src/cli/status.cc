@@ -77,22 +77,29 @@ std::string Age(WallTime since, WallTime now) {
   if (d.count() < 0) d = std::chrono::seconds(0);
   long s = static_cast<long>(d.count());
   char buf[32];
-  if (s < 120) std::snprintf(buf, sizeof(buf), "%lds", s);
-  else if (s < 3600 * 3) std::snprintf(buf, sizeof(buf), "%ldm%lds", s / 60, s % 60);
-  else if (s < 86400 * 2) std::snprintf(buf, sizeof(buf), "%ldh%ldm", s / 3600, (s % 3600) / 60);
-  else std::snprintf(buf, sizeof(buf), "%ldd", s / 86400);
+  if (s < 120)
+    std::snprintf(buf, sizeof(buf), "%lds", s);
+  else if (s < 3600 * 3)
+    std::snprintf(buf, sizeof(buf), "%ldm%lds", s / 60, s % 60);
+  else if (s < 86400 * 2)
+    std::snprintf(buf, sizeof(buf), "%ldh%ldm", s / 3600, (s % 3600) / 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%ldd", s / 86400);
   return buf;
 }
 
 NodeRow BuildRow(const k8s::Node& node, const std::optional<api::GpuNodeHealthStatus>& report) {
   NodeRow row;
   row.node = node.meta.name;
-  row.excluded = node.meta.labels.Get(api::kExcludeLabel) == std::optional<std::string_view>("true");
+  row.excluded =
+      node.meta.labels.Get(api::kExcludeLabel) == std::optional<std::string_view>("true");
   const k8s::NodeCondition* cond = node.FindCondition(api::kConditionType);
   if (cond == nullptr) {
     row.state = "NotEvaluated";
   } else {
-    row.state = cond->status == "True" ? "Healthy" : cond->status == "False" ? "Unhealthy" : "Unknown";
+    row.state = cond->status == "True"    ? "Healthy"
+                : cond->status == "False" ? "Unhealthy"
+                                          : "Unknown";
     row.reason = cond->reason;
     row.why = cond->message;
     row.since = cond->last_transition_time;
@@ -134,8 +141,10 @@ StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
         if (!item.is_object() || !item.contains("metadata") || !item.contains("status")) continue;
         std::string name = item["metadata"].value("name", "");
         auto decoded = api::DecodeGpuNodeHealthStatus(item["status"].dump());
-        if (decoded.ok()) reports[name] = std::move(*decoded);
-        else report_errors[name] = decoded.status().message();
+        if (decoded.ok())
+          reports[name] = std::move(*decoded);
+        else
+          report_errors[name] = decoded.status().message();
       }
     }
   } else if (k8s::IsResourceNotServed(body.status())) {
@@ -166,26 +175,29 @@ StatusOr<std::vector<NodeRow>> CollectRows(k8s::RestClient& client) {
     if (!row.driver_taints.empty())
       row.actions.push_back("driver-tainted:" + std::to_string(row.driver_taints.size()));
   }
-  std::sort(rows.begin(), rows.end(), [](const NodeRow& a, const NodeRow& b) { return a.node < b.node; });
+  std::sort(rows.begin(), rows.end(),
+            [](const NodeRow& a, const NodeRow& b) { return a.node < b.node; });
   return rows;
 }
 
 std::string RenderTable(const std::vector<NodeRow>& rows, WallTime now, bool color, bool wide) {
   std::vector<std::vector<std::string>> cells;
   if (wide)
-    cells.push_back({"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "REASON", "REPORTED",
-                     "WHY"});
+    cells.push_back(
+        {"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "REASON", "REPORTED", "WHY"});
   else
     cells.push_back({"NODE", "STATE", "GPUS", "ACTIONS", "SINCE", "POLICY", "WHY"});
   for (const auto& r : rows) {
-    std::string gpus = r.gpus_bad ? std::to_string(r.gpus_total - r.gpus_bad) + "/" +
-                                        std::to_string(r.gpus_total)
-                                  : std::to_string(r.gpus_total);
+    std::string gpus =
+        r.gpus_bad ? std::to_string(r.gpus_total - r.gpus_bad) + "/" + std::to_string(r.gpus_total)
+                   : std::to_string(r.gpus_total);
     // POLICY has its own column: WHY drops the " [policy X]" suffix it repeats.
     std::string why;
     PolicyFromMessage(r.why, &why);
     if (!wide) why = Truncate(why, 80);
-    std::vector<std::string> row = {r.node, r.state, gpus,
+    std::vector<std::string> row = {r.node,
+                                    r.state,
+                                    gpus,
                                     r.actions.empty() ? "-" : Join(r.actions, ","),
                                     r.since ? Age(*r.since, now) : "-",
                                     r.policy.empty() ? "-" : r.policy};
@@ -205,7 +217,10 @@ std::string RenderTable(const std::vector<NodeRow>& rows, WallTime now, bool col
       std::string cell = i + 1 == cells[r].size() ? cells[r][i] : Pad(cells[r][i], width[i] + 2);
       if (color && r > 0 && i == 1) {
         const std::string& s = cells[r][1];
-        const char* code = s == "Healthy" ? "32" : s == "Unhealthy" ? "31" : s == "Unknown" ? "33" : "90";
+        const char* code = s == "Healthy"     ? "32"
+                           : s == "Unhealthy" ? "31"
+                           : s == "Unknown"   ? "33"
+                                              : "90";
         cell = std::string("\033[") + code + "m" + cell + "\033[0m";
       }
       out << cell;
@@ -223,7 +238,8 @@ std::string RenderBrakes(const ClusterStatus& st) {
   bool header = false;
   for (const auto& r : st.rows) {
     if (r.held_back.empty()) continue;
-    if (!header) out << (st.brakes.empty() ? "\n" : "") << "Held back (new remediation withheld):\n";
+    if (!header)
+      out << (st.brakes.empty() ? "\n" : "") << "Held back (new remediation withheld):\n";
     header = true;
     out << "  " << r.node << ": " << r.held_back << "\n";
   }
@@ -233,16 +249,17 @@ std::string RenderBrakes(const ClusterStatus& st) {
 json RowsToJson(const std::vector<NodeRow>& rows) {
   json arr = json::array();
   for (const auto& r : rows) {
-    json j = {{"node", r.node},       {"state", r.state},         {"reason", r.reason},
-              {"message", r.why},     {"gpus", r.gpus_total},     {"badGPUs", r.gpus_bad},
-              {"actions", r.actions}, {"policy", r.policy},       {"excluded", r.excluded}};
+    json j = {{"node", r.node},       {"state", r.state},     {"reason", r.reason},
+              {"message", r.why},     {"gpus", r.gpus_total}, {"badGPUs", r.gpus_bad},
+              {"actions", r.actions}, {"policy", r.policy},   {"excluded", r.excluded}};
     if (!r.held_back.empty()) j["heldBack"] = r.held_back;
     if (!r.driver_taints.empty()) j["driverTaints"] = r.driver_taints;
     if (r.since) j["since"] = FormatRfc3339(*r.since);
     if (r.report_observed) j["reportObservedAt"] = FormatRfc3339(*r.report_observed);
     arr.push_back(std::move(j));
   }
-  return json{{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUNodeStatusList"}, {"items", arr}};
+  return json{
+      {"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUNodeStatusList"}, {"items", arr}};
 }
 
 json StatusToJson(const ClusterStatus& st) {
@@ -273,7 +290,8 @@ StatusOr<std::vector<BrakeInfo>> CollectBrakes(k8s::RestClient& client) {
     const json& st = item["status"];
     if (!st.contains("conditions") || !st["conditions"].is_array()) continue;
     for (const auto& c : st["conditions"]) {
-      if (!c.is_object() || c.value("type", "") != "BrakeEngaged" || c.value("status", "") != "True")
+      if (!c.is_object() || c.value("type", "") != "BrakeEngaged" ||
+          c.value("status", "") != "True")
         continue;
       BrakeInfo b;
       if (item.contains("metadata") && item["metadata"].is_object())
@@ -366,8 +384,7 @@ OperatorLease FindOperatorLease(k8s::RestClient& client, const std::string& ns,
   std::string where;
   for (const auto& c : candidates) where += (where.empty() ? "" : ", ") + c;
   out.problem = "no operator is leading: no Lease \"" + name + "\" found" +
-                (candidates.empty() ? std::string(" in any namespace")
-                                    : " in namespace " + where) +
+                (candidates.empty() ? std::string(" in any namespace") : " in namespace " + where) +
                 "; is the operator deployed (kubectl apply -k deploy/) and running with "
                 "--leader-elect? (-n NAMESPACE / --lease NAME to look elsewhere)";
   return out;
@@ -384,8 +401,10 @@ Status ReadReport(k8s::RestClient& client, const k8s::Node& node, const std::str
     json obj = json::parse(*rep_body, nullptr, false);
     if (obj.is_object() && obj.contains("status")) {
       auto decoded = api::DecodeGpuNodeHealthStatus(obj["status"].dump());
-      if (decoded.ok()) *report = std::move(*decoded);
-      else *report_note = "report is invalid: " + decoded.status().message();
+      if (decoded.ok())
+        *report = std::move(*decoded);
+      else
+        *report_note = "report is invalid: " + decoded.status().message();
     }
   } else if (k8s::IsResourceNotServed(rep_body.status())) {
     *report_note = "cannot be read: " + k8s::MissingResourceHint(k8s::kGpuNodeHealths);
@@ -458,9 +477,9 @@ void WriteReport(std::ostream& out, const api::GpuNodeHealthStatus& report,
     out << "\n";
   }
   for (const auto& x : report.xids)
-    out << "  Xid " << x.xid << " x" << x.count << " on " << (x.gpu_uuid.empty() ? x.pci_bus_id : x.gpu_uuid)
-        << " [" << x.category << ", " << x.recommended_action << "] last " << Age(x.last_seen, now)
-        << " ago\n";
+    out << "  Xid " << x.xid << " x" << x.count << " on "
+        << (x.gpu_uuid.empty() ? x.pci_bus_id : x.gpu_uuid) << " [" << x.category << ", "
+        << x.recommended_action << "] last " << Age(x.last_seen, now) << " ago\n";
 }
 
 // The Events about this node, oldest first (nothing when none or they cannot be listed).
@@ -476,7 +495,8 @@ void WriteNodeEvents(std::ostream& out, k8s::RestClient& client, const std::stri
       auto ts = [](const k8s::Event& e) {
         return e.last_timestamp.value_or(e.event_time.value_or(WallTime{}));
       };
-      std::sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return ts(a) < ts(b); });
+      std::sort(items.begin(), items.end(),
+                [&](const auto& a, const auto& b) { return ts(a) < ts(b); });
       out << "\nEvents:\n";
       for (const auto& e : items)
         out << "  " << Pad(Age(ts(e), now) + " ago", 10) << Pad(e.type, 8) << Pad(e.reason, 20)
@@ -506,7 +526,8 @@ StatusOr<std::string> Explain(k8s::RestClient& client, const std::string& node_n
   if (!row.policy.empty()) out << "Policy:    " << row.policy << "\n";
   out << "Cordoned:  " << (node.unschedulable ? "yes" : "no") << "\n";
   for (const auto& t : node.taints)
-    out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect << "\n";
+    out << "Taint:     " << t.key << (t.value.empty() ? "" : "=" + t.value) << ":" << t.effect
+        << "\n";
   for (const auto& line : DriverTaintLines(ListSlices(client, node_name), node_name))
     out << "Device taint: " << line << "\n";
   out << "\nReport " << report_note << "\n";

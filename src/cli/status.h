@@ -3,11 +3,10 @@
 // agent's GPUNodeHealth report. Pure once the objects are fetched, so it is unit-tested.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "common/clock.h"
@@ -19,14 +18,14 @@ namespace gg::cli {
 
 struct NodeRow {
   std::string node;
-  std::string state;   // Healthy | Unhealthy | Unknown | NotEvaluated
-  std::string reason;  // GPUHealthy condition reason
-  std::string why;     // condition message (evidence)
-  int gpus_total = 0;  // from the report (or capacity when no report)
-  int gpus_bad = 0;    // GPUs named by the verdict or lost in the report
-  std::vector<std::string> actions;  // "tainted", "cordoned", "draining", "drained", ...
-  std::optional<WallTime> since;     // condition lastTransitionTime
-  std::string policy;                // the verdict's policy (condition), else the record's
+  std::string state;                        // Healthy | Unhealthy | Unknown | NotEvaluated
+  std::string reason;                       // GPUHealthy condition reason
+  std::string why;                          // condition message (evidence)
+  int gpus_total = 0;                       // from the report (or capacity when no report)
+  int gpus_bad = 0;                         // GPUs named by the verdict or lost in the report
+  std::vector<std::string> actions;         // "tainted", "cordoned", "draining", "drained", ...
+  std::optional<WallTime> since;            // condition lastTransitionTime
+  std::string policy;                       // the verdict's policy (condition), else the record's
   std::optional<WallTime> report_observed;  // report observedAt
   bool excluded = false;
   std::string held_back;  // why the brake holds new remediation back ("" when it does not)
@@ -45,8 +44,8 @@ struct OperatorLease {
   bool found = false;
   std::string ns, name;
   std::string holder;
-  bool fresh = false;           // held and renewed within its duration
-  std::string problem;          // why no operator is leading ("" when one is)
+  bool fresh = false;   // held and renewed within its duration
+  std::string problem;  // why no operator is leading ("" when one is)
 };
 
 // Everything `status` shows.

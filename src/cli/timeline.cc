@@ -3,10 +3,9 @@
 
 #include <cstdio>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/status.h"
 #include "common/time_util.h"
@@ -22,15 +21,18 @@ std::string Ms(std::optional<WallTime> from, std::optional<WallTime> to) {
   if (!from || !to) return "-";
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*to - *from).count();
   char buf[32];
-  if (ms < 10000) std::snprintf(buf, sizeof(buf), "%lld ms", static_cast<long long>(ms));
-  else std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms) / 1000.0);
+  if (ms < 10000)
+    std::snprintf(buf, sizeof(buf), "%lld ms", static_cast<long long>(ms));
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms) / 1000.0);
   return buf;
 }
 
 // LIST (to learn the resourceVersion and the current state, printed silently) then WATCH,
 // resuming from the last resourceVersion; relists only on 410.
-void ListWatch(k8s::RestClient& client, const k8s::ResourceType& type, std::stop_token stop,
-               const std::function<void(std::string_view object_json, bool initial, bool deleted)>& fn) {
+void ListWatch(
+    k8s::RestClient& client, const k8s::ResourceType& type, std::stop_token stop,
+    const std::function<void(std::string_view object_json, bool initial, bool deleted)>& fn) {
   std::string rv;
   bool need_list = true;
   while (!stop.stop_requested()) {
@@ -64,7 +66,8 @@ void ListWatch(k8s::RestClient& client, const k8s::ResourceType& type, std::stop
           return !stop.stop_requested();
         },
         stop);
-    if (st.code() == StatusCode::kOutOfRange) need_list = true;
+    if (st.code() == StatusCode::kOutOfRange)
+      need_list = true;
     else if (!st.ok() && !stop.stop_requested())
       client.clock().SleepFor(std::chrono::milliseconds(500), stop);
   }
@@ -82,11 +85,13 @@ std::string DescribeReport(const api::GpuNodeHealthStatus& r) {
       add("uncorrectable ECC x" + std::to_string(*g.ecc_uncorrected_volatile));
     if (g.remap_failure) add("row-remap failure");
     if (g.remap_pending) add("row-remap pending");
-    if (g.temperature_c && g.slowdown_temperature_c && *g.temperature_c >= *g.slowdown_temperature_c)
+    if (g.temperature_c && g.slowdown_temperature_c &&
+        *g.temperature_c >= *g.slowdown_temperature_c)
       add(std::to_string(*g.temperature_c) + " C");
     for (const auto& t : g.throttle_reasons)
       if (t.find("Thermal") != std::string::npos) add(t);
-    if (!g.recovery_action.empty() && g.recovery_action != "None") add("recovery " + g.recovery_action);
+    if (!g.recovery_action.empty() && g.recovery_action != "None")
+      add("recovery " + g.recovery_action);
     if (!p.empty()) parts.push_back("GPU " + std::to_string(g.index) + ": " + p);
   }
   for (const auto& x : r.xids)
@@ -100,7 +105,8 @@ std::string DescribeReport(const api::GpuNodeHealthStatus& r) {
   return out;
 }
 
-Timeline::Timeline(k8s::RestClient& client, Clock& clock, std::ostream& out, TimelineOptions options)
+Timeline::Timeline(k8s::RestClient& client, Clock& clock, std::ostream& out,
+                   TimelineOptions options)
     : client_(client), clock_(clock), out_(out), options_(options) {}
 
 void Timeline::Print(const std::string& subject, const std::string& text, const char* color) {
@@ -109,8 +115,10 @@ void Timeline::Print(const std::string& subject, const std::string& text, const 
   std::snprintf(ts, sizeof(ts), "[%6.1fs] ", t);
   std::string subj = subject;
   subj += subj.size() < 28 ? std::string(28 - subj.size(), ' ') : std::string(" ");
-  if (options_.color && color) out_ << ts << "\033[" << color << "m" << subj << text << "\033[0m\n";
-  else out_ << ts << subj << text << "\n";
+  if (options_.color && color)
+    out_ << ts << "\033[" << color << "m" << subj << text << "\033[0m\n";
+  else
+    out_ << ts << subj << text << "\n";
   out_.flush();
 }
 
@@ -148,10 +156,12 @@ void Timeline::OnNode(const k8s::Node& node, bool deleted) {
     Print("node " + name, "GPUHealthy=" + ns + " (" + nc->reason + ") " + nc->message, color);
     if (ns == "False" && !m.condition_false) m.condition_false = now;
   }
-  bool ot = old.FindTaint(api::kTaintKey) != nullptr, nt = node.FindTaint(api::kTaintKey) != nullptr;
+  bool ot = old.FindTaint(api::kTaintKey) != nullptr,
+       nt = node.FindTaint(api::kTaintKey) != nullptr;
   if (!ot && nt) {
     const k8s::Taint* t = node.FindTaint(api::kTaintKey);
-    Print("node " + name, "tainted " + t->key + (t->value.empty() ? "" : "=" + t->value) + ":" + t->effect, "31");
+    Print("node " + name,
+          "tainted " + t->key + (t->value.empty() ? "" : "=" + t->value) + ":" + t->effect, "31");
     if (!m.tainted) m.tainted = now;
   } else if (ot && !nt) {
     Print("node " + name, "taint removed", "32");
@@ -198,7 +208,9 @@ void Timeline::OnPod(const k8s::Pod& pod, bool deleted) {
 void Timeline::OnEvent(const k8s::Event& e) {
   std::string subject = "event " + e.involved_object.name;
   const char* color = e.type == "Warning" ? "33" : nullptr;
-  Print(subject, e.reason + ": " + e.message + (e.count > 1 ? " (x" + std::to_string(e.count) + ")" : ""), color);
+  Print(subject,
+        e.reason + ": " + e.message + (e.count > 1 ? " (x" + std::to_string(e.count) + ")" : ""),
+        color);
 }
 
 bool Timeline::AllRecovered() const {
@@ -224,41 +236,51 @@ Status Timeline::Run(std::stop_token stop) {
   };
   std::vector<std::jthread> threads;
   threads.emplace_back([&, st = inner.get_token()] {
-    ListWatch(client_, k8s::kGpuNodeHealths, st, guard([this](std::string_view obj, bool initial, bool) {
-      json o = json::parse(obj, nullptr, false);
-      if (!o.is_object() || !o.contains("status")) return;
-      std::string name = o["metadata"].value("name", "");
-      auto r = api::DecodeGpuNodeHealthStatus(o["status"].dump());
-      if (!r.ok()) {
-        if (!initial) Print("report " + name, "invalid: " + r.status().message(), "31");
-        return;
-      }
-      if (initial) report_summary_[name] = DescribeReport(*r);
-      else OnReport(name, *r);
-    }));
+    ListWatch(client_, k8s::kGpuNodeHealths, st,
+              guard([this](std::string_view obj, bool initial, bool) {
+                json o = json::parse(obj, nullptr, false);
+                if (!o.is_object() || !o.contains("status")) return;
+                std::string name = o["metadata"].value("name", "");
+                auto r = api::DecodeGpuNodeHealthStatus(o["status"].dump());
+                if (!r.ok()) {
+                  if (!initial) Print("report " + name, "invalid: " + r.status().message(), "31");
+                  return;
+                }
+                if (initial)
+                  report_summary_[name] = DescribeReport(*r);
+                else
+                  OnReport(name, *r);
+              }));
   });
   threads.emplace_back([&, st = inner.get_token()] {
-    ListWatch(client_, k8s::kNodes, st, guard([this](std::string_view obj, bool initial, bool deleted) {
-      auto n = k8s::ParseObject<k8s::Node>(obj);
-      if (!n.ok()) return;
-      if (initial) nodes_[n->meta.name] = *n;
-      else OnNode(*n, deleted);
-    }));
+    ListWatch(client_, k8s::kNodes, st,
+              guard([this](std::string_view obj, bool initial, bool deleted) {
+                auto n = k8s::ParseObject<k8s::Node>(obj);
+                if (!n.ok()) return;
+                if (initial)
+                  nodes_[n->meta.name] = *n;
+                else
+                  OnNode(*n, deleted);
+              }));
   });
   threads.emplace_back([&, st = inner.get_token()] {
-    ListWatch(client_, k8s::kPods, st, guard([this](std::string_view obj, bool initial, bool deleted) {
-      auto p = k8s::ParseObject<k8s::Pod>(obj);
-      if (!p.ok()) return;
-      if (initial) pods_[p->meta.Key()] = *p;
-      else OnPod(*p, deleted);
-    }));
+    ListWatch(client_, k8s::kPods, st,
+              guard([this](std::string_view obj, bool initial, bool deleted) {
+                auto p = k8s::ParseObject<k8s::Pod>(obj);
+                if (!p.ok()) return;
+                if (initial)
+                  pods_[p->meta.Key()] = *p;
+                else
+                  OnPod(*p, deleted);
+              }));
   });
   threads.emplace_back([&, st = inner.get_token()] {
-    ListWatch(client_, k8s::kEvents, st, guard([this](std::string_view obj, bool initial, bool deleted) {
-      if (initial || deleted) return;
-      auto e = k8s::ParseObject<k8s::Event>(obj);
-      if (e.ok()) OnEvent(*e);
-    }));
+    ListWatch(client_, k8s::kEvents, st,
+              guard([this](std::string_view obj, bool initial, bool deleted) {
+                if (initial || deleted) return;
+                auto e = k8s::ParseObject<k8s::Event>(obj);
+                if (e.ok()) OnEvent(*e);
+              }));
   });
   auto deadline = clock_.Monotonic() + options_.duration;
   while (!stop.stop_requested() && clock_.Monotonic() < deadline) {
@@ -283,7 +305,8 @@ std::string Timeline::Summary() const {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof(line), "%-10s %-16s %-16s %-16s %-10s %-16s\n", "NODE",
-                "FAULT->REPORT", "REPORT->TAINT", "REPORT->CORDON", "EVICTIONS", "TAINT->RECOVERED");
+                "FAULT->REPORT", "REPORT->TAINT", "REPORT->CORDON", "EVICTIONS",
+                "TAINT->RECOVERED");
   out << line;
   for (const auto& [node, m] : ms) {
     if (!m.fault_observed && !m.tainted && !m.cordoned) continue;

@@ -50,9 +50,8 @@ void RealClock::Run(std::stop_token stop) {
     }
     auto next = timers_.begin()->first;
     if (Monotonic() < next) {
-      cv_.wait_until(lock, stop, next, [&] {
-        return !timers_.empty() && timers_.begin()->first < next;
-      });
+      cv_.wait_until(lock, stop, next,
+                     [&] { return !timers_.empty() && timers_.begin()->first < next; });
       continue;
     }
     auto fn = std::move(timers_.begin()->second.second);
@@ -84,8 +83,7 @@ WallTime FakeClock::Now() const {
 
 MonoTime FakeClock::Monotonic() const {
   std::scoped_lock lock(mu_);
-  return MonoTime(std::chrono::duration_cast<MonoTime::duration>(elapsed_)) +
-         std::chrono::hours(1);
+  return MonoTime(std::chrono::duration_cast<MonoTime::duration>(elapsed_)) + std::chrono::hours(1);
 }
 
 bool FakeClock::SleepFor(Duration d, std::stop_token stop) {

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <unordered_map>
 #include <mutex>
 #include <stop_token>
 #include <thread>
+#include <unordered_map>
 
 namespace gg {
 

@@ -108,7 +108,8 @@ TEST(RealClock, CancelDropsOnlyThatTimerAndIsANoOpOnceFired) {
   TimerId c = clock.ScheduleAfter(std::chrono::milliseconds(20), [&] { ++fired_c; });
   clock.Cancel(b);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while ((fired_a.load() == 0 || fired_c.load() == 0) && std::chrono::steady_clock::now() < deadline) {
+  while ((fired_a.load() == 0 || fired_c.load() == 0) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_EQ(fired_a.load(), 1);
@@ -157,7 +158,8 @@ TEST(Logger, JsonAndRedaction) {
   auto sink = std::make_shared<CaptureSink>();
   Logger::SetGlobalFormat(LogFormat::kJson);
   Logger log(sink);
-  log.WithValues({{"controller", "node"}}).Info("tainted \"node\"", {{"node", "gpu-1"}, {"token", "abc"}, {"n", 3}});
+  log.WithValues({{"controller", "node"}})
+      .Info("tainted \"node\"", {{"node", "gpu-1"}, {"token", "abc"}, {"n", 3}});
   Logger::SetGlobalFormat(LogFormat::kText);
   ASSERT_EQ(sink->lines.size(), 1u);
   const std::string& l = sink->lines[0];

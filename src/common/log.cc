@@ -1,10 +1,11 @@
 // Logger implementation.
 #include "common/log.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <unistd.h>
 
 #include "common/time_util.h"
 
@@ -42,11 +43,21 @@ std::string JsonEscape(std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -63,10 +74,14 @@ std::string JsonEscape(std::string_view s) {
 
 std::string_view LevelName(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
   }
   return "info";
 }
@@ -82,9 +97,12 @@ bool NeedsQuote(std::string_view s) {
 
 std::string LogValue::Text() const {
   switch (kind_) {
-    case Kind::kString: return str_;
-    case Kind::kInt: return std::to_string(int_);
-    case Kind::kBool: return int_ ? "true" : "false";
+    case Kind::kString:
+      return str_;
+    case Kind::kInt:
+      return std::to_string(int_);
+    case Kind::kBool:
+      return int_ ? "true" : "false";
     case Kind::kDouble: {
       char buf[32];
       std::snprintf(buf, sizeof(buf), "%g", dbl_);
@@ -131,7 +149,8 @@ bool Logger::Enabled(LogLevel level) const {
 
 void Logger::Log(LogLevel level, std::string_view msg, LogFields fields) const {
   if (!Enabled(level)) return;
-  const bool json = G().format.load(std::memory_order_relaxed) == static_cast<int>(LogFormat::kJson);
+  const bool json =
+      G().format.load(std::memory_order_relaxed) == static_cast<int>(LogFormat::kJson);
   std::string ts = FormatRfc3339Micro(std::chrono::system_clock::now());
   std::string line;
   auto add = [&](std::string_view k, const LogValue& v) {
@@ -177,11 +196,16 @@ void Logger::SetGlobalSink(std::shared_ptr<LogSink> sink) {
 }
 
 bool Logger::ParseLevel(std::string_view s, LogLevel* out) {
-  if (s == "debug") *out = LogLevel::kDebug;
-  else if (s == "info") *out = LogLevel::kInfo;
-  else if (s == "warn" || s == "warning") *out = LogLevel::kWarn;
-  else if (s == "error") *out = LogLevel::kError;
-  else return false;
+  if (s == "debug")
+    *out = LogLevel::kDebug;
+  else if (s == "info")
+    *out = LogLevel::kInfo;
+  else if (s == "warn" || s == "warning")
+    *out = LogLevel::kWarn;
+  else if (s == "error")
+    *out = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

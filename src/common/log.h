@@ -23,17 +23,17 @@ enum class LogFormat { kText, kJson };
 // A value of a log field: strings, integers, floats and booleans.
 class LogValue {
  public:
-  LogValue(std::string_view v) : kind_(Kind::kString), str_(v) {}  // NOLINT
-  LogValue(const std::string& v) : kind_(Kind::kString), str_(v) {}  // NOLINT
-  LogValue(const char* v) : kind_(Kind::kString), str_(v ? v : "") {}  // NOLINT
-  LogValue(bool v) : kind_(Kind::kBool), int_(v) {}  // NOLINT
-  LogValue(int v) : kind_(Kind::kInt), int_(v) {}  // NOLINT
-  LogValue(long v) : kind_(Kind::kInt), int_(v) {}  // NOLINT
-  LogValue(long long v) : kind_(Kind::kInt), int_(v) {}  // NOLINT
-  LogValue(unsigned v) : kind_(Kind::kInt), int_(v) {}  // NOLINT
-  LogValue(unsigned long v) : kind_(Kind::kInt), int_(static_cast<long long>(v)) {}  // NOLINT
+  LogValue(std::string_view v) : kind_(Kind::kString), str_(v) {}                         // NOLINT
+  LogValue(const std::string& v) : kind_(Kind::kString), str_(v) {}                       // NOLINT
+  LogValue(const char* v) : kind_(Kind::kString), str_(v ? v : "") {}                     // NOLINT
+  LogValue(bool v) : kind_(Kind::kBool), int_(v) {}                                       // NOLINT
+  LogValue(int v) : kind_(Kind::kInt), int_(v) {}                                         // NOLINT
+  LogValue(long v) : kind_(Kind::kInt), int_(v) {}                                        // NOLINT
+  LogValue(long long v) : kind_(Kind::kInt), int_(v) {}                                   // NOLINT
+  LogValue(unsigned v) : kind_(Kind::kInt), int_(v) {}                                    // NOLINT
+  LogValue(unsigned long v) : kind_(Kind::kInt), int_(static_cast<long long>(v)) {}       // NOLINT
   LogValue(unsigned long long v) : kind_(Kind::kInt), int_(static_cast<long long>(v)) {}  // NOLINT
-  LogValue(double v) : kind_(Kind::kDouble), dbl_(v) {}  // NOLINT
+  LogValue(double v) : kind_(Kind::kDouble), dbl_(v) {}                                   // NOLINT
 
   std::string Text() const;  // plain rendering
   std::string Json() const;  // JSON literal
@@ -63,10 +63,18 @@ class Logger {
   Logger WithValues(LogFields fields) const;
   Logger WithName(std::string_view name) const;
 
-  void Debug(std::string_view msg, LogFields fields = {}) const { Log(LogLevel::kDebug, msg, fields); }
-  void Info(std::string_view msg, LogFields fields = {}) const { Log(LogLevel::kInfo, msg, fields); }
-  void Warn(std::string_view msg, LogFields fields = {}) const { Log(LogLevel::kWarn, msg, fields); }
-  void Error(std::string_view msg, LogFields fields = {}) const { Log(LogLevel::kError, msg, fields); }
+  void Debug(std::string_view msg, LogFields fields = {}) const {
+    Log(LogLevel::kDebug, msg, fields);
+  }
+  void Info(std::string_view msg, LogFields fields = {}) const {
+    Log(LogLevel::kInfo, msg, fields);
+  }
+  void Warn(std::string_view msg, LogFields fields = {}) const {
+    Log(LogLevel::kWarn, msg, fields);
+  }
+  void Error(std::string_view msg, LogFields fields = {}) const {
+    Log(LogLevel::kError, msg, fields);
+  }
   void Log(LogLevel level, std::string_view msg, LogFields fields) const;
   bool Enabled(LogLevel level) const;
 

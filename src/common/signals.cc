@@ -1,10 +1,11 @@
 // sigwait-based shutdown: no async-signal-safety concerns, the handler is a normal thread.
 #include "common/signals.h"
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <pthread.h>
 #include <thread>
 
 namespace gg {

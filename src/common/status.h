@@ -121,10 +121,10 @@ class [[nodiscard]] StatusOr {
   }
   StatusOr(const T& v) : value_(v) {}        // NOLINT(google-explicit-constructor)
   StatusOr(T&& v) : value_(std::move(v)) {}  // NOLINT(google-explicit-constructor)
-  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                                    !std::is_same_v<std::decay_t<U>, Status> &&
-                                                    !std::is_same_v<std::decay_t<U>, T> &&
-                                                    !std::is_same_v<std::decay_t<U>, StatusOr>>>
+  template <typename U,
+            typename = std::enable_if_t<
+                std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, Status> &&
+                !std::is_same_v<std::decay_t<U>, T> && !std::is_same_v<std::decay_t<U>, StatusOr>>>
   StatusOr(U&& v) : value_(T(std::forward<U>(v))) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return value_.has_value(); }
@@ -160,10 +160,10 @@ class [[nodiscard]] StatusOr {
 #define GG_CONCAT_(a, b) GG_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not OK.
-#define GG_RETURN_IF_ERROR(expr)               \
-  do {                                         \
-    ::gg::Status gg_status_ = (expr);          \
-    if (!gg_status_.ok()) return gg_status_;   \
+#define GG_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::gg::Status gg_status_ = (expr);        \
+    if (!gg_status_.ok()) return gg_status_; \
   } while (0)
 
 // `GG_ASSIGN_OR_RETURN(auto x, Foo());` — assigns the value or returns the error.

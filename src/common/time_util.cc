@@ -55,7 +55,9 @@ std::string FormatRfc3339Micro(WallTime t) { return FormatImpl(t, true); }
 StatusOr<WallTime> ParseRfc3339(std::string_view s) {
   size_t pos = 0;
   int y, mo, d, h, mi, sec;
-  auto bad = [&] { return InvalidArgumentError("invalid RFC 3339 time \"" + std::string(s) + "\""); };
+  auto bad = [&] {
+    return InvalidArgumentError("invalid RFC 3339 time \"" + std::string(s) + "\"");
+  };
   if (!ReadInt(s, pos, 4, y) || !Expect(s, pos, '-') || !ReadInt(s, pos, 2, mo) ||
       !Expect(s, pos, '-') || !ReadInt(s, pos, 2, d) || !Expect(s, pos, 'T') ||
       !ReadInt(s, pos, 2, h) || !Expect(s, pos, ':') || !ReadInt(s, pos, 2, mi) ||
@@ -127,13 +129,20 @@ StatusOr<Duration> ParseDuration(std::string_view s) {
     while (pos < s.size() && std::isalpha(static_cast<unsigned char>(s[pos]))) ++pos;
     std::string_view unit = s.substr(ustart, pos - ustart);
     long double mult;
-    if (unit == "ns") mult = 1;
-    else if (unit == "us" || unit == "µs") mult = 1e3;
-    else if (unit == "ms") mult = 1e6;
-    else if (unit == "s") mult = 1e9;
-    else if (unit == "m") mult = 60e9;
-    else if (unit == "h") mult = 3600e9;
-    else return bad();
+    if (unit == "ns")
+      mult = 1;
+    else if (unit == "us" || unit == "µs")
+      mult = 1e3;
+    else if (unit == "ms")
+      mult = 1e6;
+    else if (unit == "s")
+      mult = 1e9;
+    else if (unit == "m")
+      mult = 60e9;
+    else if (unit == "h")
+      mult = 3600e9;
+    else
+      return bad();
     total_ns += value * mult;
   }
   if (total_ns > 9.2e18L) return bad();

@@ -51,7 +51,8 @@ bool AggregatingRecorder::AllowSpam(const std::string& key, MonoTime now) {
 }
 
 std::string AggregatingRecorder::NewName(const ObjectRef& o, WallTime now) {
-  int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  int64_t nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   if (nanos <= last_nanos_) nanos = last_nanos_ + 1;  // unique even within one clock tick
   last_nanos_ = nanos;
   char buf[32];
@@ -201,9 +202,9 @@ void AggregatingRecorder::Write(Pending p, std::stop_token stop) {
         std::scoped_lock lock(mu_);
         ++stats_.failed;
       }
-      log.Warn("dropping event", {{"reason", p.event.reason},
-                                  {"object", p.event.involved.name},
-                                  {"error", s.ToString()}});
+      log.Warn(
+          "dropping event",
+          {{"reason", p.event.reason}, {"object", p.event.involved.name}, {"error", s.ToString()}});
       return;
     }
     if (!clock_.SleepFor(opts_.retry_sleep, stop)) return;

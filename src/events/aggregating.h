@@ -13,6 +13,7 @@
 // that does not lead records nothing, except the Events of a write it made (AdmittedByWrite).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -21,7 +22,6 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
-#include <condition_variable>
 
 #include "common/clock.h"
 #include "events/recorder.h"
@@ -44,12 +44,12 @@ struct RecorderOptions {
 };
 
 struct RecorderStats {
-  uint64_t created = 0;      // POSTs that succeeded
-  uint64_t patched = 0;      // PATCHes that succeeded
-  uint64_t spam_dropped = 0; // dropped by the spam filter
+  uint64_t created = 0;       // POSTs that succeeded
+  uint64_t patched = 0;       // PATCHes that succeeded
+  uint64_t spam_dropped = 0;  // dropped by the spam filter
   uint64_t queue_dropped = 0;
-  uint64_t failed = 0;       // gave up after errors
-  uint64_t not_admitted = 0; // recorded while the sink did not admit them (not leading)
+  uint64_t failed = 0;        // gave up after errors
+  uint64_t not_admitted = 0;  // recorded while the sink did not admit them (not leading)
 };
 
 // While one lives on a thread, the Events that thread records are admitted without asking the

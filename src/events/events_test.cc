@@ -4,9 +4,8 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/clock.h"
 #include "events/aggregating.h"

@@ -14,7 +14,7 @@ struct ObjectRef {
   std::string kind;         // "Node", "GPUHealthPolicy", "Pod"
   std::string api_version;  // "v1", "gpuguardian.io/v1alpha1"
   std::string name;
-  std::string namespace_;   // empty for cluster-scoped objects
+  std::string namespace_;  // empty for cluster-scoped objects
   std::string uid;
 
   static ObjectRef Node(std::string name, std::string uid = "") {

@@ -132,10 +132,12 @@ struct Collector::SweepJob final : NvmlJob {
       out.ecc_enabled = r == NvmlReturn::kSuccess && cur;
     }
     if (s.ecc_totals && out.ecc_enabled) {
-      static constexpr EccErrorType kTypes[4] = {EccErrorType::kCorrected, EccErrorType::kUncorrected,
-                                                 EccErrorType::kCorrected, EccErrorType::kUncorrected};
-      static constexpr EccCounterType kCounters[4] = {EccCounterType::kVolatile, EccCounterType::kVolatile,
-                                                      EccCounterType::kAggregate, EccCounterType::kAggregate};
+      static constexpr EccErrorType kTypes[4] = {
+          EccErrorType::kCorrected, EccErrorType::kUncorrected, EccErrorType::kCorrected,
+          EccErrorType::kUncorrected};
+      static constexpr EccCounterType kCounters[4] = {
+          EccCounterType::kVolatile, EccCounterType::kVolatile, EccCounterType::kAggregate,
+          EccCounterType::kAggregate};
       for (int k = 0; k < 4; ++k) {
         uint64_t v = 0;
         r = api.DeviceGetTotalEccErrors(h, kTypes[k], kCounters[k], &v);
@@ -224,9 +226,9 @@ struct Collector::SweepJob final : NvmlJob {
         if (r != NvmlReturn::kSuccess) break;
         ++total;
         if (!active) ++down;
-        static constexpr NvLinkErrorCounter kCounters[3] = {
-            NvLinkErrorCounter::kDlCrcFlit, NvLinkErrorCounter::kDlReplay,
-            NvLinkErrorCounter::kDlRecovery};
+        static constexpr NvLinkErrorCounter kCounters[3] = {NvLinkErrorCounter::kDlCrcFlit,
+                                                            NvLinkErrorCounter::kDlReplay,
+                                                            NvLinkErrorCounter::kDlRecovery};
         for (NvLinkErrorCounter c : kCounters) {
           uint64_t v = 0;
           if (api.DeviceGetNvLinkErrorCounter(h, link, c, &v) == NvmlReturn::kSuccess) errors += v;
@@ -258,7 +260,8 @@ struct Collector::SweepJob final : NvmlJob {
           break;
         }
         out.violation_ns[static_cast<size_t>(p)] =
-            r == NvmlReturn::kSuccess ? std::optional<uint64_t>(vt.violation_time_ns) : std::nullopt;
+            r == NvmlReturn::kSuccess ? std::optional<uint64_t>(vt.violation_time_ns)
+                                      : std::nullopt;
       }
     }
     return true;
@@ -267,17 +270,28 @@ struct Collector::SweepJob final : NvmlJob {
 
 std::string_view GpuEventKindName(GpuEvent::Kind k) {
   switch (k) {
-    case GpuEvent::Kind::kXid: return "Xid";
-    case GpuEvent::Kind::kSingleBitEcc: return "SingleBitEcc";
-    case GpuEvent::Kind::kDoubleBitEcc: return "DoubleBitEcc";
-    case GpuEvent::Kind::kEccStorm: return "SingleBitEccStorm";
-    case GpuEvent::Kind::kDramRetirement: return "DramRetirement";
-    case GpuEvent::Kind::kDramRetirementFailure: return "DramRetirementFailure";
-    case GpuEvent::Kind::kPoison: return "Poison";
-    case GpuEvent::Kind::kGpuUnavailable: return "GpuUnavailable";
-    case GpuEvent::Kind::kRecoveryAction: return "GpuRecoveryAction";
-    case GpuEvent::Kind::kGpuLost: return "GpuLost";
-    case GpuEvent::Kind::kOther: return "Other";
+    case GpuEvent::Kind::kXid:
+      return "Xid";
+    case GpuEvent::Kind::kSingleBitEcc:
+      return "SingleBitEcc";
+    case GpuEvent::Kind::kDoubleBitEcc:
+      return "DoubleBitEcc";
+    case GpuEvent::Kind::kEccStorm:
+      return "SingleBitEccStorm";
+    case GpuEvent::Kind::kDramRetirement:
+      return "DramRetirement";
+    case GpuEvent::Kind::kDramRetirementFailure:
+      return "DramRetirementFailure";
+    case GpuEvent::Kind::kPoison:
+      return "Poison";
+    case GpuEvent::Kind::kGpuUnavailable:
+      return "GpuUnavailable";
+    case GpuEvent::Kind::kRecoveryAction:
+      return "GpuRecoveryAction";
+    case GpuEvent::Kind::kGpuLost:
+      return "GpuLost";
+    case GpuEvent::Kind::kOther:
+      return "Other";
   }
   return "Other";
 }
@@ -323,7 +337,8 @@ std::optional<api::XidEvent> ToXidEvent(const GpuEvent& e, const XidClassifier& 
   x.message = "NVML XidCriticalError event";
   if (e.gpu_instance_id != kNoInstanceId) x.gpu_instance = e.gpu_instance_id;
   if (e.compute_instance_id != kNoInstanceId) x.compute_instance = e.compute_instance_id;
-  if (e.recovery_action) x.message += "; recovery action " + RecoveryActionName(static_cast<int>(*e.recovery_action));
+  if (e.recovery_action)
+    x.message += "; recovery action " + RecoveryActionName(static_cast<int>(*e.recovery_action));
   return x;
 }
 
@@ -380,7 +395,7 @@ void Collector::SetSource(api::SourceState state, std::string message) {
 // kernel and NVML Xids carry), the profile from the MIG device's name ("<product> MIG 1g.18gb")
 // and its memory. Unprivileged calls only; a slot that fails to answer is skipped.
 static std::vector<api::MigDevice> ReadMigDevices(NvmlApi& a, DeviceHandle gpu,
-                                           const std::string& gpu_name) {
+                                                  const std::string& gpu_name) {
   std::vector<api::MigDevice> out;
   unsigned slots = 0;
   if (a.DeviceGetMaxMigDeviceCount(gpu, &slots) != NvmlReturn::kSuccess) return out;
@@ -480,8 +495,9 @@ Status Collector::Init() {
       },
       &result);
   if (r != NvmlReturn::kSuccess) {
-    std::string msg = r == NvmlReturn::kDeadlineExceeded ? worker_->hung_message()
-                                                         : "NVML init: " + std::string(NvmlReturnName(r));
+    std::string msg = r == NvmlReturn::kDeadlineExceeded
+                          ? worker_->hung_message()
+                          : "NVML init: " + std::string(NvmlReturnName(r));
     if (msg.empty()) msg = "NVML init did not finish within the deadline";
     SetSource(api::SourceState::kDegraded, msg);
     return DeadlineExceededError(msg);
@@ -813,11 +829,11 @@ void Collector::EventLoop(std::stop_token stop) {
     std::unique_lock lock(event_mu_);
     event_cv_.wait_for(lock, stop, d, [] { return false; });
   };
-  const unsigned timeout_ms = static_cast<unsigned>(std::max<int64_t>(1, options_.event_wait.count()));
+  const unsigned timeout_ms =
+      static_cast<unsigned>(std::max<int64_t>(1, options_.event_wait.count()));
   while (!stop.stop_requested()) {
     EventData d;
-    event_wait_started_ns_.store(
-        std::chrono::steady_clock::now().time_since_epoch().count());
+    event_wait_started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count());
     // Directly on this thread, not the worker: blocking here is the point of the call.
     const NvmlReturn r = api_.EventSetWait(event_set_, timeout_ms, &d);
     event_wait_started_ns_.store(0);

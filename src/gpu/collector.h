@@ -71,29 +71,29 @@ struct SweepResult {
   int expected_gpus = 0;  // options.expected_gpus
   std::string driver_version;
   WallTime at{};
-  Duration took{0};       // wall time of the sweep (NVML included)
-  uint64_t sweep = 0;     // sweep number, 1-based
+  Duration took{0};    // wall time of the sweep (NVML included)
+  uint64_t sweep = 0;  // sweep number, 1-based
 };
 
 // Something the event thread saw.
 struct GpuEvent {
   enum class Kind {
-    kXid,              // XidCriticalError; xid set
+    kXid,  // XidCriticalError; xid set
     kSingleBitEcc,
     kDoubleBitEcc,
     kEccStorm,
     kDramRetirement,
     kDramRetirementFailure,
-    kPoison,           // fatal or non-fatal poison (event_type says which)
+    kPoison,  // fatal or non-fatal poison (event_type says which)
     kGpuUnavailable,
-    kRecoveryAction,   // GpuRecoveryAction; recovery_action set
-    kGpuLost,          // event wait returned GPU_IS_LOST (gpu_index -1: unknown GPU)
+    kRecoveryAction,  // GpuRecoveryAction; recovery_action set
+    kGpuLost,         // event wait returned GPU_IS_LOST (gpu_index -1: unknown GPU)
     kOther,
   };
   Kind kind = Kind::kOther;
   uint64_t event_type = 0;
   uint64_t event_data = 0;
-  int gpu_index = -1;      // -1 when the device could not be mapped
+  int gpu_index = -1;  // -1 when the device could not be mapped
   std::string gpu_uuid;
   std::string pci_bus_id;  // NVML form
   int xid = 0;
@@ -109,8 +109,8 @@ std::string_view GpuEventKindName(GpuEvent::Kind k);  // "Xid", "DoubleBitEcc", 
 // events: a DBE also produces its own Xid 48 event, so mapping it would double count.
 std::optional<api::XidEvent> ToXidEvent(const GpuEvent& e, const XidClassifier& classifier);
 // Same for a kernel-log Xid; `gpu_uuid` from Collector::UuidForPci (may be empty).
-api::XidEvent ToXidEvent(const KmsgXid& x, std::string_view gpu_uuid, WallTime at,
-                         int64_t count, const XidClassifier& classifier);
+api::XidEvent ToXidEvent(const KmsgXid& x, std::string_view gpu_uuid, WallTime at, int64_t count,
+                         const XidClassifier& classifier);
 
 class Collector {
  public:

@@ -20,39 +20,97 @@ class StubNvml final : public NvmlApi {
   NvmlReturn Shutdown() override { return NvmlReturn::kSuccess; }
   std::string LoadError() const override { return {}; }
   std::string ErrorString(NvmlReturn r) override { return std::string(NvmlReturnName(r)); }
-  NvmlReturn SystemGetDriverVersion(std::string* v) override { *v = "stub"; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetCount(unsigned* c) override { *c = n_; return NvmlReturn::kSuccess; }
+  NvmlReturn SystemGetDriverVersion(std::string* v) override {
+    *v = "stub";
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetCount(unsigned* c) override {
+    *c = n_;
+    return NvmlReturn::kSuccess;
+  }
   NvmlReturn DeviceGetHandleByIndex(unsigned i, DeviceHandle* d) override {
     d->value = i + 1;
     return NvmlReturn::kSuccess;
   }
-  NvmlReturn DeviceGetName(DeviceHandle, std::string* s) override { *s = "NVIDIA H200"; return NvmlReturn::kSuccess; }
+  NvmlReturn DeviceGetName(DeviceHandle, std::string* s) override {
+    *s = "NVIDIA H200";
+    return NvmlReturn::kSuccess;
+  }
   NvmlReturn DeviceGetUuid(DeviceHandle d, std::string* s) override {
     *s = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(d.value % 10);
     return NvmlReturn::kSuccess;
   }
-  NvmlReturn DeviceGetSerial(DeviceHandle, std::string* s) override { *s = "1652"; return NvmlReturn::kSuccess; }
+  NvmlReturn DeviceGetSerial(DeviceHandle, std::string* s) override {
+    *s = "1652";
+    return NvmlReturn::kSuccess;
+  }
   NvmlReturn DeviceGetPciInfo(DeviceHandle d, PciInfo* p) override {
     p->bus = static_cast<uint32_t>(d.value);
     p->bus_id = "00000000:0" + std::to_string(d.value % 10) + ":00.0";
     return NvmlReturn::kSuccess;
   }
-  NvmlReturn DeviceGetMigMode(DeviceHandle, bool* c, bool* p) override { *c = *p = false; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetTemperature(DeviceHandle, int* c) override { *c = 34; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle, TemperatureThreshold, int* c) override { *c = 89; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetCurrentClocksEventReasons(DeviceHandle, uint64_t* r) override { *r = 1; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetSupportedClocksEventReasons(DeviceHandle, uint64_t* r) override { *r = 0x1FF; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetViolationStatus(DeviceHandle, PerfPolicy, ViolationTime* o) override { o->violation_time_ns = 5; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetPowerUsage(DeviceHandle, unsigned* m) override { *m = 81302; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetEnforcedPowerLimit(DeviceHandle, unsigned* m) override { *m = 700000; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetEccMode(DeviceHandle, bool* c, bool* p) override { *c = *p = true; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetTotalEccErrors(DeviceHandle, EccErrorType, EccCounterType, uint64_t* n) override { *n = 0; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetRemappedRows(DeviceHandle, RemappedRows* r) override { *r = {}; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetRetiredPagesCount(DeviceHandle, RetirementCause, unsigned*) override { return NvmlReturn::kNotSupported; }
-  NvmlReturn DeviceGetRetiredPagesPendingStatus(DeviceHandle, bool*) override { return NvmlReturn::kNotSupported; }
-  NvmlReturn DeviceGetPcieReplayCounter(DeviceHandle, unsigned* v) override { *v = 1; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetNvLinkState(DeviceHandle, unsigned, bool*) override { return NvmlReturn::kNotSupported; }
-  NvmlReturn DeviceGetNvLinkErrorCounter(DeviceHandle, unsigned, NvLinkErrorCounter, uint64_t*) override { return NvmlReturn::kNotSupported; }
+  NvmlReturn DeviceGetMigMode(DeviceHandle, bool* c, bool* p) override {
+    *c = *p = false;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetTemperature(DeviceHandle, int* c) override {
+    *c = 34;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle, TemperatureThreshold, int* c) override {
+    *c = 89;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetCurrentClocksEventReasons(DeviceHandle, uint64_t* r) override {
+    *r = 1;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetSupportedClocksEventReasons(DeviceHandle, uint64_t* r) override {
+    *r = 0x1FF;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetViolationStatus(DeviceHandle, PerfPolicy, ViolationTime* o) override {
+    o->violation_time_ns = 5;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetPowerUsage(DeviceHandle, unsigned* m) override {
+    *m = 81302;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetEnforcedPowerLimit(DeviceHandle, unsigned* m) override {
+    *m = 700000;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetEccMode(DeviceHandle, bool* c, bool* p) override {
+    *c = *p = true;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetTotalEccErrors(DeviceHandle, EccErrorType, EccCounterType,
+                                     uint64_t* n) override {
+    *n = 0;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetRemappedRows(DeviceHandle, RemappedRows* r) override {
+    *r = {};
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetRetiredPagesCount(DeviceHandle, RetirementCause, unsigned*) override {
+    return NvmlReturn::kNotSupported;
+  }
+  NvmlReturn DeviceGetRetiredPagesPendingStatus(DeviceHandle, bool*) override {
+    return NvmlReturn::kNotSupported;
+  }
+  NvmlReturn DeviceGetPcieReplayCounter(DeviceHandle, unsigned* v) override {
+    *v = 1;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetNvLinkState(DeviceHandle, unsigned, bool*) override {
+    return NvmlReturn::kNotSupported;
+  }
+  NvmlReturn DeviceGetNvLinkErrorCounter(DeviceHandle, unsigned, NvLinkErrorCounter,
+                                         uint64_t*) override {
+    return NvmlReturn::kNotSupported;
+  }
   NvmlReturn DeviceGetFieldValues(DeviceHandle, std::span<FieldValue> v) override {
     for (auto& f : v) {
       f.result = NvmlReturn::kSuccess;
@@ -60,10 +118,20 @@ class StubNvml final : public NvmlApi {
     }
     return NvmlReturn::kSuccess;
   }
-  NvmlReturn EventSetCreate(EventSetHandle* s) override { s->value = 1; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceGetSupportedEventTypes(DeviceHandle, uint64_t* m) override { *m = 0xFF9F; return NvmlReturn::kSuccess; }
-  NvmlReturn DeviceRegisterEvents(DeviceHandle, uint64_t, EventSetHandle) override { return NvmlReturn::kSuccess; }
-  NvmlReturn EventSetWait(EventSetHandle, unsigned, EventData*) override { return NvmlReturn::kTimeout; }
+  NvmlReturn EventSetCreate(EventSetHandle* s) override {
+    s->value = 1;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceGetSupportedEventTypes(DeviceHandle, uint64_t* m) override {
+    *m = 0xFF9F;
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn DeviceRegisterEvents(DeviceHandle, uint64_t, EventSetHandle) override {
+    return NvmlReturn::kSuccess;
+  }
+  NvmlReturn EventSetWait(EventSetHandle, unsigned, EventData*) override {
+    return NvmlReturn::kTimeout;
+  }
   NvmlReturn EventSetFree(EventSetHandle) override { return NvmlReturn::kSuccess; }
 
  private:

@@ -164,9 +164,7 @@ TEST(CollectorTest, RemapFailureAndThermal) {
   FakeClock clock;
   Collector c(fake, clock, FastOptions());
   ASSERT_TRUE(c.Init().ok());
-  fake.Mutate(0, [](FakeGpuState& g) {
-    g.remapped_rows = RemappedRows{3, 1, true, true};
-  });
+  fake.Mutate(0, [](FakeGpuState& g) { g.remapped_rows = RemappedRows{3, 1, true, true}; });
   fake.Mutate(1, [](FakeGpuState& g) {
     g.temperature_c = 92;
     g.clock_event_reasons = kClockEventSwThermalSlowdown | kClockEventHwThermalSlowdown;

@@ -30,7 +30,8 @@ FakeNvml::~FakeNvml() { ReleaseHangs(); }
 void FakeNvml::SetGpuCount(int gpus) {
   std::scoped_lock lock(mu_);
   if (gpus < 0) gpus = 0;
-  while (static_cast<int>(gpus_.size()) < gpus) gpus_.push_back(DefaultGpu(static_cast<int>(gpus_.size())));
+  while (static_cast<int>(gpus_.size()) < gpus)
+    gpus_.push_back(DefaultGpu(static_cast<int>(gpus_.size())));
   gpus_.resize(static_cast<size_t>(gpus));
 }
 
@@ -225,9 +226,9 @@ NvmlReturn FakeNvml::EnterMig(const char* call, DeviceHandle mig, int* gpu, unsi
   return NvmlReturn::kSuccess;
 }
 
-#define FAKE_ENTER(name)                                  \
-  std::unique_lock<std::mutex> lock(mu_);                 \
-  int idx = 0;                                            \
+#define FAKE_ENTER(name)                                                                   \
+  std::unique_lock<std::mutex> lock(mu_);                                                  \
+  int idx = 0;                                                                             \
   if (NvmlReturn r = Enter(name, device, &idx, lock); r != NvmlReturn::kSuccess) return r; \
   FakeGpuState& g = gpus_[static_cast<size_t>(idx)];
 
@@ -408,10 +409,18 @@ NvmlReturn FakeNvml::DeviceGetTemperatureThreshold(DeviceHandle device, Temperat
   FAKE_ENTER("nvmlDeviceGetTemperatureThreshold");
   std::optional<int> v;
   switch (which) {
-    case TemperatureThreshold::kShutdown: v = g.shutdown_c; break;
-    case TemperatureThreshold::kSlowdown: v = g.slowdown_c; break;
-    case TemperatureThreshold::kMemMax: v = g.mem_max_c; break;
-    case TemperatureThreshold::kGpuMax: v = g.gpu_max_c; break;
+    case TemperatureThreshold::kShutdown:
+      v = g.shutdown_c;
+      break;
+    case TemperatureThreshold::kSlowdown:
+      v = g.slowdown_c;
+      break;
+    case TemperatureThreshold::kMemMax:
+      v = g.mem_max_c;
+      break;
+    case TemperatureThreshold::kGpuMax:
+      v = g.gpu_max_c;
+      break;
   }
   if (!v) return NvmlReturn::kNotSupported;
   *celsius = *v;

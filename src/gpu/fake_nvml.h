@@ -21,11 +21,11 @@ namespace gg::gpu {
 
 // One MIG device (GPU instance + compute instance) of a partitioned fake GPU.
 struct FakeMigDevice {
-  std::string uuid;              // default "MIG-<gpu uuid without GPU->-<slot>" style, see FakeNvml
-  uint32_t gpu_instance = 0;     // GPU-instance id
-  uint32_t compute_instance = 0; // compute-instance id
-  std::string profile;           // "1g.18gb"; the MIG device's name is "<product> MIG <profile>"
-  uint64_t memory_mib = 0;       // 0 -> DeviceGetMemoryTotal kNotSupported
+  std::string uuid;           // default "MIG-<gpu uuid without GPU->-<slot>" style, see FakeNvml
+  uint32_t gpu_instance = 0;  // GPU-instance id
+  uint32_t compute_instance = 0;  // compute-instance id
+  std::string profile;            // "1g.18gb"; the MIG device's name is "<product> MIG <profile>"
+  uint64_t memory_mib = 0;        // 0 -> DeviceGetMemoryTotal kNotSupported
 };
 
 // Telemetry of one fake GPU. std::nullopt / false `supported` flags make the matching call
@@ -37,9 +37,9 @@ struct FakeGpuState {
   PciInfo pci;         // default domain 0, bus 0x18 + i, device 0
   bool mig_enabled = false;
   bool mig_supported = true;
-  std::optional<bool> mig_pending;          // pending mode; nullopt: same as mig_enabled
-  std::vector<FakeMigDevice> mig_devices;   // slot -> MIG device (only while mig_enabled)
-  unsigned max_mig_devices = 7;             // slots on this GPU
+  std::optional<bool> mig_pending;              // pending mode; nullopt: same as mig_enabled
+  std::vector<FakeMigDevice> mig_devices;       // slot -> MIG device (only while mig_enabled)
+  unsigned max_mig_devices = 7;                 // slots on this GPU
   std::optional<uint64_t> memory_mib = 81'559;  // total framebuffer
 
   std::optional<int> temperature_c = 35;
@@ -64,9 +64,9 @@ struct FakeGpuState {
   bool retired_pending = false;
 
   std::optional<unsigned> pcie_replay = 0;
-  int nvlink_links = 0;                 // links 0..n-1 exist
-  std::vector<bool> nvlink_down;        // index -> down (missing entries: up)
-  uint64_t nvlink_errors_per_link = 0;  // returned for every counter of every link
+  int nvlink_links = 0;                    // links 0..n-1 exist
+  std::vector<bool> nvlink_down;           // index -> down (missing entries: up)
+  uint64_t nvlink_errors_per_link = 0;     // returned for every counter of every link
   std::optional<int> recovery_action = 0;  // field 230; nullopt -> per-entry kNotSupported
 
   uint64_t supported_events = 0xFF9F;
@@ -80,11 +80,12 @@ class FakeNvml final : public NvmlApi {
   ~FakeNvml() override;
 
   // --- scripting (any thread) ---
-  void SetGpuCount(int gpus);                         // resizes, keeping existing state
+  void SetGpuCount(int gpus);                            // resizes, keeping existing state
   void SetUuids(const std::vector<std::string>& uuids);  // uuids[i] -> GPU i
-  void SetProductName(const std::string& name);       // all GPUs
+  void SetProductName(const std::string& name);          // all GPUs
   int gpu_count() const;
-  // Mutates one GPU's state under the lock: Mutate(3, [](FakeGpuState& g){ g.temperature_c = 92; }).
+  // Mutates one GPU's state under the lock: Mutate(3, [](FakeGpuState& g){ g.temperature_c = 92;
+  // }).
   template <typename Fn>
   void Mutate(int gpu, Fn fn) {
     std::scoped_lock lock(mu_);
@@ -134,7 +135,9 @@ class FakeNvml final : public NvmlApi {
   NvmlReturn EnterGlobal(const char* call, std::unique_lock<std::mutex>& lock);
   void Delay(const char* call, std::unique_lock<std::mutex>& lock);
   void CountCall(const char* call);
-  static DeviceHandle HandleOf(int index) { return DeviceHandle{static_cast<uintptr_t>(index) + 0x1000}; }
+  static DeviceHandle HandleOf(int index) {
+    return DeviceHandle{static_cast<uintptr_t>(index) + 0x1000};
+  }
   // MIG device handles live above every GPU handle: kMigHandleBase + gpu * 256 + slot.
   static constexpr uintptr_t kMigHandleBase = 0x100000;
   static DeviceHandle MigHandleOf(int gpu, unsigned slot) {

@@ -28,8 +28,8 @@ Status ParseInt(const YAML::Node& n, const std::string& key, int64_t lo, int64_t
     long long v = std::stoll(s, &pos, 10);
     if (pos != s.size()) return Err(n, key + " must be an integer, got '" + s + "'");
     if (v < lo || v > hi)
-      return Err(n, key + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                        "]: " + s);
+      return Err(
+          n, key + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]: " + s);
     *out = v;
     return OkStatus();
   } catch (const std::exception&) {
@@ -294,8 +294,9 @@ Status ParseMig(const YAML::Node& n, int gpus, FaultMig* m) {
         return Err(v, "mig uuid must be a string starting with MIG-");
       m->device.uuid = v.Scalar();
     } else {
-      return Err(kv.first, "unknown mig key '" + key +
-                               "' (gpu, gpu_instance, compute_instance, profile, memory_mib, uuid)");
+      return Err(kv.first,
+                 "unknown mig key '" + key +
+                     "' (gpu, gpu_instance, compute_instance, profile, memory_mib, uuid)");
     }
   }
   if (!have_gpu) return Err(n, "mig entry needs 'gpu'");
@@ -312,7 +313,8 @@ StatusOr<FaultScript> ParseFaultScript(std::string_view yaml) {
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError("line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
-  if (!root.IsMap()) return InvalidArgumentError("line 1: fault script must be a map (gpus, timeline)");
+  if (!root.IsMap())
+    return InvalidArgumentError("line 1: fault script must be a map (gpus, timeline)");
   FaultScript script;
   try {
     // Header first: the GPU count bounds the timeline's gpu indices.
@@ -347,8 +349,8 @@ StatusOr<FaultScript> ParseFaultScript(std::string_view yaml) {
                 other.device.compute_instance == m.device.compute_instance)
               return Err(mv, "duplicate MIG device (gpu " + std::to_string(m.gpu) +
                                  ", gpu_instance " + std::to_string(m.device.gpu_instance) +
-                                 ", compute_instance " +
-                                 std::to_string(m.device.compute_instance) + ")");
+                                 ", compute_instance " + std::to_string(m.device.compute_instance) +
+                                 ")");
           }
           script.mig.push_back(std::move(m));
         }
@@ -485,7 +487,9 @@ void ApplyFaultEvent(const FaultEvent& e, FakeNvml& nvml) {
 }
 
 FaultPlayer::FaultPlayer(FaultScript script, FakeNvml& nvml, Clock& clock, double time_scale)
-    : script_(std::move(script)), nvml_(nvml), clock_(clock),
+    : script_(std::move(script)),
+      nvml_(nvml),
+      clock_(clock),
       time_scale_(time_scale > 0 ? time_scale : 1.0) {}
 
 FaultPlayer::~FaultPlayer() { Stop(); }

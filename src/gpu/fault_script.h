@@ -41,11 +41,11 @@ namespace gg::gpu {
 struct FaultEvent {
   int line = 0;  // 1-based YAML line, for messages
   Duration at{0};
-  int gpu = -1;  // -1: every GPU ("gpu: all")
+  int gpu = -1;                      // -1: every GPU ("gpu: all")
   std::optional<Duration> duration;  // "for": revert the set telemetry afterwards
 
   std::optional<int> xid;                // injects an Xid event
-  std::optional<uint32_t> gpu_instance;      // MIG attribution of that Xid event
+  std::optional<uint32_t> gpu_instance;  // MIG attribution of that Xid event
   std::optional<uint32_t> compute_instance;
   std::optional<int> temperature_c;
   std::optional<double> power_watts;
@@ -54,12 +54,12 @@ struct FaultEvent {
   // uncorrected_volatile), corrected_aggregate, uncorrectable_aggregate; an uncorrectable
   // increment also raises a DBE event, a corrected one an SBE event.
   std::map<std::string, uint64_t> ecc;
-  std::optional<RemappedRows> remap;     // absolute values
+  std::optional<RemappedRows> remap;  // absolute values
   std::optional<unsigned> pcie_replay;
-  std::optional<int> nvlink_down;        // number of links to mark down
+  std::optional<int> nvlink_down;              // number of links to mark down
   std::optional<std::string> recovery_action;  // "None", "GpuReset", "NodeReboot", ...
   std::optional<bool> lost;
-  bool clear = false;                    // back to healthy defaults
+  bool clear = false;  // back to healthy defaults
   // NVML calls whose name contains `hang_call` (empty: every call but the event wait) block
   // for hang_ms real milliseconds, node-wide (a hung driver is not per GPU).
   // YAML: hang: {ms: 8000, call: nvmlDeviceGetPcieReplayCounter}
@@ -78,7 +78,7 @@ struct FaultScript {
   int gpus = 8;
   std::string product;
   std::vector<std::string> uuids;
-  std::vector<FaultMig> mig;  // in file order; a GPU's devices take slots 0, 1, ...
+  std::vector<FaultMig> mig;         // in file order; a GPU's devices take slots 0, 1, ...
   std::vector<FaultEvent> timeline;  // sorted by `at` (stable)
 };
 

@@ -46,18 +46,22 @@ TEST(FaultScriptTest, ErrorsCarryLineNumbers) {
     const char* want;
   };
   const Bad kBad[] = {
-      {"gpus: 2\ntimeline:\n- {at: 30s, gpu: 1, temprature: 90}\n", "line 3: unknown key 'temprature'"},
+      {"gpus: 2\ntimeline:\n- {at: 30s, gpu: 1, temprature: 90}\n",
+       "line 3: unknown key 'temprature'"},
       {"gpus: 2\ntimeline:\n- {at: 30s, gpu: 2, xid: 79}\n", "line 3: gpu out of range"},
       {"gpus: 2\ntimeline:\n- {gpu: 1, xid: 79}\n", "line 3: timeline entry needs 'at'"},
       {"gpus: 2\ntimeline:\n- {at: soon, gpu: 1, xid: 79}\n", "line 3: at:"},
       {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1}\n", "nothing to do"},
-      {"gpus: 2\ntimeline:\n  - {at: 1s, gpu: 1, ecc: {sbe: 1}}\n", "line 3: unknown ecc counter 'sbe'"},
-      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1, throttle: [Hot]}\n", "unknown throttle reason 'Hot'"},
+      {"gpus: 2\ntimeline:\n  - {at: 1s, gpu: 1, ecc: {sbe: 1}}\n",
+       "line 3: unknown ecc counter 'sbe'"},
+      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1, throttle: [Hot]}\n",
+       "unknown throttle reason 'Hot'"},
       {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 1, xid: 79\n", "line 4"},
       {"gpus: lots\n", "line 1: gpus must be an integer"},
       {"gpu: 2\n", "line 1: unknown key 'gpu'"},
       {"- 1\n- 2\n", "must be a map"},
-      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 0, recovery_action: Reboot}\n", "recovery_action must be"},
+      {"gpus: 2\ntimeline:\n- {at: 1s, gpu: 0, recovery_action: Reboot}\n",
+       "recovery_action must be"},
   };
   for (const Bad& b : kBad) {
     SCOPED_TRACE(b.yaml);
@@ -202,7 +206,8 @@ TEST(FaultScriptTest, MigErrors) {
       {"gpus: 2\nmig:\n- {gpu: 2, gpu_instance: 1}\n", "line 3: gpu out of range"},
       {"gpus: 2\nmig:\n- {gpu: 1}\n", "line 3: mig entry needs 'gpu_instance'"},
       {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1, slices: 2}\n", "unknown mig key 'slices'"},
-      {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1, uuid: GPU-x}\n", "must be a string starting with MIG-"},
+      {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1, uuid: GPU-x}\n",
+       "must be a string starting with MIG-"},
       {"gpus: 2\nmig:\n- {gpu: 1, gpu_instance: 1}\n- {gpu: 1, gpu_instance: 1}\n",
        "line 4: duplicate MIG device"},
       {"gpus: 2\nmig: {gpu: 1}\n", "mig must be a list"},

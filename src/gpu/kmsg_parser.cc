@@ -308,8 +308,8 @@ std::optional<KmsgXid> ParseKmsgLine(std::string_view line) {
     if (ParseXidBody(msg.substr(at + 11), &out)) return out;
     return std::nullopt;
   }
-  if (size_t at = msg.find("nvidia-nvswitch"); at != std::string_view::npos &&
-                                                msg.find("SXid (") != std::string_view::npos) {
+  if (size_t at = msg.find("nvidia-nvswitch");
+      at != std::string_view::npos && msg.find("SXid (") != std::string_view::npos) {
     if (ParseSxid(msg.substr(at), &out)) return out;
     return std::nullopt;
   }

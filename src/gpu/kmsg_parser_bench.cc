@@ -18,9 +18,10 @@ std::vector<std::string> Mix() {
     lines.push_back("6," + std::to_string(1000 + i) +
                     ",16450076435595,-;eth0: renamed from veth1234 link becomes ready");
   for (int i = 0; i < 10; ++i)
-    lines.push_back("4," + std::to_string(2000 + i) +
-                    ",16450076435595,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1797828, name=pt_main_thread, "
-                    "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address");
+    lines.push_back(
+        "4," + std::to_string(2000 + i) +
+        ",16450076435595,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1797828, name=pt_main_thread, "
+        "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address");
   return lines;
 }
 
@@ -53,7 +54,8 @@ void BM_KmsgReaderFloodFeed(benchmark::State& state) {
   std::string chunk;
   const int kLines = 10000;
   for (int i = 0; i < kLines; ++i)
-    chunk += "4," + std::to_string(i) + ",1,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, Graphics exception\n";
+    chunk += "4," + std::to_string(i) +
+             ",1,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, Graphics exception\n";
   FakeClock clock;
   int64_t delivered = 0;
   KmsgReader reader(nullptr, clock, {}, [&](const KmsgXid&, int64_t n) { delivered += n; });

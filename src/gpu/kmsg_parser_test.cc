@@ -19,43 +19,75 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"kmsg_unknown_pid", "4,1234,16450076435595,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    {"kmsg_unknown_pid",
+     "4,1234,16450076435595,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU "
+     "has fallen off the bus.",
      79, "0000:3b:00.0", -1, "", "GPU has fallen off the bus."},
-    {"with_pid_name", "NVRM: Xid (PCI:0000:18:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005",
-     109, "0000:18:00.0", 1797828, "pt_main_thread", "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005"},
-    {"channel_id", "NVRM: Xid (PCI:0000:b7:00): 32, pid=2280636, name=train.3, Channel ID 0000000d intr0 00040000",
+    {"with_pid_name",
+     "NVRM: Xid (PCI:0000:18:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, errorString "
+     "CTX SWITCH TIMEOUT, Info 0x58005",
+     109, "0000:18:00.0", 1797828, "pt_main_thread",
+     "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005"},
+    {"channel_id",
+     "NVRM: Xid (PCI:0000:b7:00): 32, pid=2280636, name=train.3, Channel ID 0000000d intr0 "
+     "00040000",
      32, "0000:b7:00.0", 2280636, "train.3", "Channel ID 0000000d intr0 00040000"},
-    {"no_pid", "NVRM: Xid (PCI:0000:55:00): 48, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.",
-     48, "0000:55:00.0", -1, "", "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."},
-    {"old_pid_no_name", "NVRM: Xid (PCI:0000:01:00): 79, pid=1173, GPU has fallen off the bus.",
-     79, "0000:01:00.0", 1173, "", "GPU has fallen off the bus."},
+    {"no_pid",
+     "NVRM: Xid (PCI:0000:55:00): 48, An uncorrectable double bit error (DBE) has been detected on "
+     "GPU in the framebuffer at partition 6, subpartition 0.",
+     48, "0000:55:00.0", -1, "",
+     "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
+     "partition 6, subpartition 0."},
+    {"old_pid_no_name", "NVRM: Xid (PCI:0000:01:00): 79, pid=1173, GPU has fallen off the bus.", 79,
+     "0000:01:00.0", 1173, "", "GPU has fallen off the bus."},
     {"no_pci_prefix", "NVRM: Xid (0000:03:00): 14, Channel 00000001", 14, "0000:03:00.0", -1, "",
      "Channel 00000001"},
     {"mig_gi", "NVRM: Xid (PCI:0000:3b:00 GPU-I:05): 43, pid=99, name=python, Ch 00000010", 43,
      "0000:3b:00.0", 99, "python", "Ch 00000010"},
-    {"mig_gi_ci", "NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 31, pid=4242, name=app, MMU Fault: ENGINE GRAPHICS",
+    {"mig_gi_ci",
+     "NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:00): 31, pid=4242, name=app, MMU Fault: ENGINE "
+     "GRAPHICS",
      31, "0000:3b:00.0", 4242, "app", "MMU Fault: ENGINE GRAPHICS"},
-    {"nvlink5", "NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000)",
-     149, "0018:01:00.0", -1, "", "NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000)"},
-    {"recovery_154", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
-     154, "0000:3b:00.0", -1, "", "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"},
-    {"xid_45_previous", "NVRM: Xid (PCI:0000:3b:00): 45, pid=12, name=x, Ch 00000001, caused by previous Xid 79",
-     45, "0000:3b:00.0", 12, "x", "Ch 00000001, caused by previous Xid 79"},
+    {"nvlink5",
+     "NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 "
+     "0x00000000)",
+     149, "0018:01:00.0", -1, "",
+     "NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000)"},
+    {"recovery_154",
+     "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU "
+     "Reset Required)",
+     154, "0000:3b:00.0", -1, "",
+     "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"},
+    {"xid_45_previous",
+     "NVRM: Xid (PCI:0000:3b:00): 45, pid=12, name=x, Ch 00000001, caused by previous Xid 79", 45,
+     "0000:3b:00.0", 12, "x", "Ch 00000001, caused by previous Xid 79"},
     {"minimal", "NVRM: Xid (PCI:0000:3b:00): 79", 79, "0000:3b:00.0", -1, "", ""},
-    {"vmd_domain", "NVRM: Xid (PCI:10000:01:00): 95, Uncontained", 95, "10000:01:00.0", -1, "", "Uncontained"},
-    {"journald", "Nov 29 10:00:00 host kernel: [16450076.435595] NVRM: Xid (PCI:0000:3B:00): 63, Row remapper event",
+    {"vmd_domain", "NVRM: Xid (PCI:10000:01:00): 95, Uncontained", 95, "10000:01:00.0", -1, "",
+     "Uncontained"},
+    {"journald",
+     "Nov 29 10:00:00 host kernel: [16450076.435595] NVRM: Xid (PCI:0000:3B:00): 63, Row remapper "
+     "event",
      63, "0000:3b:00.0", -1, "", "Row remapper event"},
-    {"dmesg_T", "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0001:c1:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address",
-     13, "0001:c1:00.0", -1, "", "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address"},
+    {"dmesg_T",
+     "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0001:c1:00): 13, pid='<unknown>', name=<unknown>, "
+     "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address",
+     13, "0001:c1:00.0", -1, "",
+     "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address"},
     {"gddr_171", "NVRM: Xid (PCI:0000:3b:00): 171, GDDR, Uncorrectable DRAM error in FBPA 3", 171,
      "0000:3b:00.0", -1, "", "GDDR, Uncorrectable DRAM error in FBPA 3"},
-    {"kmsg_caller_field", "3,99,5000,-,caller=T123;NVRM: Xid (PCI:0000:3b:00): 62, pid=1, name=a, Internal micro-controller halt",
+    {"kmsg_caller_field",
+     "3,99,5000,-,caller=T123;NVRM: Xid (PCI:0000:3b:00): 62, pid=1, name=a, Internal "
+     "micro-controller halt",
      62, "0000:3b:00.0", 1, "a", "Internal micro-controller halt"},
-    {"kmsg_dictionary", "4,1235,16450076435600,-;NVRM: Xid (PCI:0000:3b:00): 119, Timeout after 6s\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0",
+    {"kmsg_dictionary",
+     "4,1235,16450076435600,-;NVRM: Xid (PCI:0000:3b:00): 119, Timeout after 6s\n SUBSYSTEM=pci\n "
+     "DEVICE=+pci:0000:3b:00.0",
      119, "0000:3b:00.0", -1, "", "Timeout after 6s"},
-    {"fallen_single", "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.", 79, "0000:18:00.0", -1, "",
-     "GPU has fallen off the bus"},
-    {"fallen_multi_kmsg", "4,77,123,-;NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: (PCI ID: 10de:26b5) installed in this system has\\x0aNVRM: fallen off the bus and is not responding to commands.",
+    {"fallen_single", "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.", 79, "0000:18:00.0", -1,
+     "", "GPU has fallen off the bus"},
+    {"fallen_multi_kmsg",
+     "4,77,123,-;NVRM: The NVIDIA GPU 0000:b3:00.0\\x0aNVRM: (PCI ID: 10de:26b5) installed in this "
+     "system has\\x0aNVRM: fallen off the bus and is not responding to commands.",
      79, "0000:b3:00.0", -1, "", "GPU has fallen off the bus"},
 };
 
@@ -79,7 +111,8 @@ TEST(KmsgParserTest, RealWorldVariants) {
 }
 
 TEST(KmsgParserTest, KmsgHeaderFields) {
-  auto x = ParseKmsgLine("4,1234,16450076435595,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
+  auto x = ParseKmsgLine(
+      "4,1234,16450076435595,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.");
   ASSERT_TRUE(x);
   EXPECT_EQ(x->kmsg_seq, 1234u);
   EXPECT_EQ(x->ts_usec, 16450076435595u);
@@ -104,18 +137,22 @@ TEST(KmsgParserTest, MigInstances) {
 }
 
 TEST(KmsgParserTest, Nvlink5Details) {
-  auto x = ParseKmsgLine("NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x0)");
+  auto x = ParseKmsgLine(
+      "NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x0)");
   ASSERT_TRUE(x);
   EXPECT_EQ(x->fatal, true);
   EXPECT_EQ(x->link, 8);
-  auto y = ParseKmsgLine("NVRM: Xid (PCI:0018:01:00): 145, RLW_REMAP Nonfatal XC1 i2 Link 17 (0x1 0x2)");
+  auto y =
+      ParseKmsgLine("NVRM: Xid (PCI:0018:01:00): 145, RLW_REMAP Nonfatal XC1 i2 Link 17 (0x1 0x2)");
   ASSERT_TRUE(y);
   EXPECT_EQ(y->fatal, false);
   EXPECT_EQ(y->link, 17);
 }
 
 TEST(KmsgParserTest, Sxid) {
-  auto x = ParseKmsgLine("6,5,100,-;nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 28006, Non-fatal, Link 46 MC TS crumbstore MCTO (First)");
+  auto x = ParseKmsgLine(
+      "6,5,100,-;nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 28006, Non-fatal, Link 46 MC TS "
+      "crumbstore MCTO (First)");
   ASSERT_TRUE(x);
   EXPECT_TRUE(x->sxid);
   EXPECT_EQ(x->xid, 28006);
@@ -130,7 +167,8 @@ TEST(KmsgParserTest, Sxid) {
   EXPECT_EQ(f->xid, 26008);
   EXPECT_FALSE(f->fatal.has_value());
   EXPECT_FALSE(f->link.has_value());
-  auto g = ParseKmsgLine("nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 30 LTSSM Fault Up");
+  auto g = ParseKmsgLine(
+      "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 30 LTSSM Fault Up");
   ASSERT_TRUE(g);
   EXPECT_EQ(g->fatal, true);
   EXPECT_EQ(g->link, 30);
@@ -193,9 +231,15 @@ TEST(KmsgParserTest, RandomGarbageNeverCrashes) {
     for (int e = 0; e < edits && !s.empty(); ++e) {
       size_t pos = rng() % s.size();
       switch (rng() % 3) {
-        case 0: s[pos] = static_cast<char>(rng() % 256); break;
-        case 1: s.erase(pos, 1 + rng() % 4); break;
-        default: s.insert(pos, 1, static_cast<char>(rng() % 256)); break;
+        case 0:
+          s[pos] = static_cast<char>(rng() % 256);
+          break;
+        case 1:
+          s.erase(pos, 1 + rng() % 4);
+          break;
+        default:
+          s.insert(pos, 1, static_cast<char>(rng() % 256));
+          break;
       }
     }
     (void)ParseKmsgLine(s);

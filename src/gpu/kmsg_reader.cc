@@ -14,7 +14,7 @@
 namespace gg::gpu {
 namespace {
 
-constexpr size_t kReadBuffer = 8192;     // > the largest kmsg record (EINVAL otherwise)
+constexpr size_t kReadBuffer = 8192;       // > the largest kmsg record (EINVAL otherwise)
 constexpr size_t kMaxPartial = 64 * 1024;  // a "line" longer than this is garbage: dropped
 
 class FdKmsgFile final : public KmsgFile {

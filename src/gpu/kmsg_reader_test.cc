@@ -132,7 +132,8 @@ TEST(KmsgReaderTest, FloodIsAggregatedWithoutLosingCounts) {
   KmsgReader reader(nullptr, clock, o, seen.Callback());
   std::string flood;
   for (int i = 0; i < 5000; ++i) {
-    flood += "3," + std::to_string(i) + ",1,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, Graphics exception\n";
+    flood += "3," + std::to_string(i) +
+             ",1,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, Graphics exception\n";
     if (i % 2 == 0) flood += "3,x,1,-;NVRM: Xid (PCI:0000:3c:00): 31, pid=2, name=b, MMU fault\n";
     flood += "6,y,1,-;some other driver chatter\n";
   }
@@ -161,9 +162,10 @@ TEST(KmsgReaderTest, SplitFallenOffTheBusLines) {
   FakeClock clock;
   Seen seen;
   KmsgReader reader(nullptr, clock, {}, seen.Callback());
-  reader.Feed("[ 10.0] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
-              "[ 10.0] NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
-              "[ 10.0] NVRM: fallen off the bus and is not responding to commands.\n");
+  reader.Feed(
+      "[ 10.0] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+      "[ 10.0] NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+      "[ 10.0] NVRM: fallen off the bus and is not responding to commands.\n");
   ASSERT_EQ(seen.size(), 1u);
   std::scoped_lock lock(seen.mu);
   EXPECT_EQ(seen.items[0].first.xid, 79);

@@ -7,32 +7,58 @@ namespace gg::gpu {
 
 std::string_view NvmlReturnName(NvmlReturn r) {
   switch (r) {
-    case NvmlReturn::kSuccess: return "SUCCESS";
-    case NvmlReturn::kUninitialized: return "UNINITIALIZED";
-    case NvmlReturn::kInvalidArgument: return "INVALID_ARGUMENT";
-    case NvmlReturn::kNotSupported: return "NOT_SUPPORTED";
-    case NvmlReturn::kNoPermission: return "NO_PERMISSION";
-    case NvmlReturn::kNotFound: return "NOT_FOUND";
-    case NvmlReturn::kInsufficientSize: return "INSUFFICIENT_SIZE";
-    case NvmlReturn::kDriverNotLoaded: return "DRIVER_NOT_LOADED";
-    case NvmlReturn::kTimeout: return "TIMEOUT";
-    case NvmlReturn::kIrqIssue: return "IRQ_ISSUE";
-    case NvmlReturn::kLibraryNotFound: return "LIBRARY_NOT_FOUND";
-    case NvmlReturn::kFunctionNotFound: return "FUNCTION_NOT_FOUND";
-    case NvmlReturn::kCorruptedInforom: return "CORRUPTED_INFOROM";
-    case NvmlReturn::kGpuIsLost: return "GPU_IS_LOST";
-    case NvmlReturn::kResetRequired: return "RESET_REQUIRED";
-    case NvmlReturn::kOperatingSystem: return "OPERATING_SYSTEM";
-    case NvmlReturn::kLibRmVersionMismatch: return "LIB_RM_VERSION_MISMATCH";
-    case NvmlReturn::kInUse: return "IN_USE";
-    case NvmlReturn::kMemory: return "MEMORY";
-    case NvmlReturn::kNoData: return "NO_DATA";
-    case NvmlReturn::kArgumentVersionMismatch: return "ARGUMENT_VERSION_MISMATCH";
-    case NvmlReturn::kNotReady: return "NOT_READY";
-    case NvmlReturn::kGpuNotFound: return "GPU_NOT_FOUND";
-    case NvmlReturn::kInvalidState: return "INVALID_STATE";
-    case NvmlReturn::kUnknown: return "UNKNOWN";
-    case NvmlReturn::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case NvmlReturn::kSuccess:
+      return "SUCCESS";
+    case NvmlReturn::kUninitialized:
+      return "UNINITIALIZED";
+    case NvmlReturn::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case NvmlReturn::kNotSupported:
+      return "NOT_SUPPORTED";
+    case NvmlReturn::kNoPermission:
+      return "NO_PERMISSION";
+    case NvmlReturn::kNotFound:
+      return "NOT_FOUND";
+    case NvmlReturn::kInsufficientSize:
+      return "INSUFFICIENT_SIZE";
+    case NvmlReturn::kDriverNotLoaded:
+      return "DRIVER_NOT_LOADED";
+    case NvmlReturn::kTimeout:
+      return "TIMEOUT";
+    case NvmlReturn::kIrqIssue:
+      return "IRQ_ISSUE";
+    case NvmlReturn::kLibraryNotFound:
+      return "LIBRARY_NOT_FOUND";
+    case NvmlReturn::kFunctionNotFound:
+      return "FUNCTION_NOT_FOUND";
+    case NvmlReturn::kCorruptedInforom:
+      return "CORRUPTED_INFOROM";
+    case NvmlReturn::kGpuIsLost:
+      return "GPU_IS_LOST";
+    case NvmlReturn::kResetRequired:
+      return "RESET_REQUIRED";
+    case NvmlReturn::kOperatingSystem:
+      return "OPERATING_SYSTEM";
+    case NvmlReturn::kLibRmVersionMismatch:
+      return "LIB_RM_VERSION_MISMATCH";
+    case NvmlReturn::kInUse:
+      return "IN_USE";
+    case NvmlReturn::kMemory:
+      return "MEMORY";
+    case NvmlReturn::kNoData:
+      return "NO_DATA";
+    case NvmlReturn::kArgumentVersionMismatch:
+      return "ARGUMENT_VERSION_MISMATCH";
+    case NvmlReturn::kNotReady:
+      return "NOT_READY";
+    case NvmlReturn::kGpuNotFound:
+      return "GPU_NOT_FOUND";
+    case NvmlReturn::kInvalidState:
+      return "INVALID_STATE";
+    case NvmlReturn::kUnknown:
+      return "UNKNOWN";
+    case NvmlReturn::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
   }
   return "ERROR";
 }
@@ -92,28 +118,45 @@ Status NvmlStatus(NvmlReturn r, std::string_view call) {
 
 std::string RecoveryActionName(int value) {
   switch (value) {
-    case 0: return "None";
-    case 1: return "GpuReset";
-    case 2: return "NodeReboot";
-    case 3: return "DrainP2P";
-    case 4: return "DrainAndReset";
-    case 5: return "RecoverImexDomain";
-    default: return "Unknown(" + std::to_string(value) + ")";
+    case 0:
+      return "None";
+    case 1:
+      return "GpuReset";
+    case 2:
+      return "NodeReboot";
+    case 3:
+      return "DrainP2P";
+    case 4:
+      return "DrainAndReset";
+    case 5:
+      return "RecoverImexDomain";
+    default:
+      return "Unknown(" + std::to_string(value) + ")";
   }
 }
 
 std::string_view ClockEventReasonName(uint64_t bit) {
   switch (bit) {
-    case kClockEventGpuIdle: return "GpuIdle";
-    case kClockEventApplicationsClocksSetting: return "ApplicationsClocksSetting";
-    case kClockEventSwPowerCap: return "SwPowerCap";
-    case kClockEventHwSlowdown: return "HwSlowdown";
-    case kClockEventSyncBoost: return "SyncBoost";
-    case kClockEventSwThermalSlowdown: return "SwThermalSlowdown";
-    case kClockEventHwThermalSlowdown: return "HwThermalSlowdown";
-    case kClockEventHwPowerBrakeSlowdown: return "HwPowerBrakeSlowdown";
-    case kClockEventDisplayClockSetting: return "DisplayClockSetting";
-    default: return {};
+    case kClockEventGpuIdle:
+      return "GpuIdle";
+    case kClockEventApplicationsClocksSetting:
+      return "ApplicationsClocksSetting";
+    case kClockEventSwPowerCap:
+      return "SwPowerCap";
+    case kClockEventHwSlowdown:
+      return "HwSlowdown";
+    case kClockEventSyncBoost:
+      return "SyncBoost";
+    case kClockEventSwThermalSlowdown:
+      return "SwThermalSlowdown";
+    case kClockEventHwThermalSlowdown:
+      return "HwThermalSlowdown";
+    case kClockEventHwPowerBrakeSlowdown:
+      return "HwPowerBrakeSlowdown";
+    case kClockEventDisplayClockSetting:
+      return "DisplayClockSetting";
+    default:
+      return {};
   }
 }
 

@@ -169,8 +169,8 @@ inline constexpr uint64_t kEventGpuRecoveryAction = 0x8000;
 // What the collector asks for (always ANDed with the device's supported mask).
 inline constexpr uint64_t kHealthEventMask =
     kEventSingleBitEcc | kEventDoubleBitEcc | kEventXidCritical | kEventSingleBitEccStorm |
-    kEventDramRetirement | kEventDramRetirementFailure | kEventNonFatalPoison |
-    kEventFatalPoison | kEventGpuUnavailable | kEventGpuRecoveryAction;
+    kEventDramRetirement | kEventDramRetirementFailure | kEventNonFatalPoison | kEventFatalPoison |
+    kEventGpuUnavailable | kEventGpuRecoveryAction;
 
 // Clock event (throttle) reason bits.
 inline constexpr uint64_t kClockEventGpuIdle = 0x001;
@@ -254,20 +254,17 @@ class NvmlApi {
 
   // --- thermal, clocks, power ---
   virtual NvmlReturn DeviceGetTemperature(DeviceHandle device, int* celsius) = 0;
-  virtual NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle device,
-                                                   TemperatureThreshold which,
+  virtual NvmlReturn DeviceGetTemperatureThreshold(DeviceHandle device, TemperatureThreshold which,
                                                    int* celsius) = 0;
   // nvmlDeviceGetCurrentClocksEventReasons (or the older ...ThrottleReasons).
-  virtual NvmlReturn DeviceGetCurrentClocksEventReasons(DeviceHandle device,
-                                                        uint64_t* reasons) = 0;
+  virtual NvmlReturn DeviceGetCurrentClocksEventReasons(DeviceHandle device, uint64_t* reasons) = 0;
   virtual NvmlReturn DeviceGetSupportedClocksEventReasons(DeviceHandle device,
                                                           uint64_t* reasons) = 0;
   // nvmlDeviceGetViolationStatus: cumulative time clocks were held down per policy.
   virtual NvmlReturn DeviceGetViolationStatus(DeviceHandle device, PerfPolicy policy,
                                               ViolationTime* out) = 0;
   virtual NvmlReturn DeviceGetPowerUsage(DeviceHandle device, unsigned* milliwatts) = 0;
-  virtual NvmlReturn DeviceGetEnforcedPowerLimit(DeviceHandle device,
-                                                 unsigned* milliwatts) = 0;
+  virtual NvmlReturn DeviceGetEnforcedPowerLimit(DeviceHandle device, unsigned* milliwatts) = 0;
 
   // --- memory health ---
   virtual NvmlReturn DeviceGetEccMode(DeviceHandle device, bool* current, bool* pending) = 0;
@@ -277,20 +274,16 @@ class NvmlApi {
   // Number of retired pages for `cause` (nvmlDeviceGetRetiredPages with a zero-size query).
   virtual NvmlReturn DeviceGetRetiredPagesCount(DeviceHandle device, RetirementCause cause,
                                                 unsigned* count) = 0;
-  virtual NvmlReturn DeviceGetRetiredPagesPendingStatus(DeviceHandle device,
-                                                        bool* pending) = 0;
+  virtual NvmlReturn DeviceGetRetiredPagesPendingStatus(DeviceHandle device, bool* pending) = 0;
 
   // --- interconnect ---
   virtual NvmlReturn DeviceGetPcieReplayCounter(DeviceHandle device, unsigned* value) = 0;
-  virtual NvmlReturn DeviceGetNvLinkState(DeviceHandle device, unsigned link,
-                                          bool* active) = 0;
+  virtual NvmlReturn DeviceGetNvLinkState(DeviceHandle device, unsigned link, bool* active) = 0;
   virtual NvmlReturn DeviceGetNvLinkErrorCounter(DeviceHandle device, unsigned link,
-                                                 NvLinkErrorCounter counter,
-                                                 uint64_t* value) = 0;
+                                                 NvLinkErrorCounter counter, uint64_t* value) = 0;
 
   // --- field values (e.g. kFieldGpuRecoveryAction) ---
-  virtual NvmlReturn DeviceGetFieldValues(DeviceHandle device,
-                                          std::span<FieldValue> values) = 0;
+  virtual NvmlReturn DeviceGetFieldValues(DeviceHandle device, std::span<FieldValue> values) = 0;
 
   // --- events ---
   virtual NvmlReturn EventSetCreate(EventSetHandle* set) = 0;
@@ -298,8 +291,7 @@ class NvmlApi {
   virtual NvmlReturn DeviceRegisterEvents(DeviceHandle device, uint64_t mask,
                                           EventSetHandle set) = 0;
   // nvmlEventSetWait_v2: kTimeout when nothing arrived within timeout_ms (may return early).
-  virtual NvmlReturn EventSetWait(EventSetHandle set, unsigned timeout_ms,
-                                  EventData* data) = 0;
+  virtual NvmlReturn EventSetWait(EventSetHandle set, unsigned timeout_ms, EventData* data) = 0;
   virtual NvmlReturn EventSetFree(EventSetHandle set) = 0;
 };
 

@@ -208,8 +208,8 @@ std::string NvmlLoader::MissingOptionalSymbols() const { return sym_->missing_op
 
 std::string NvmlLoader::LoadError() const { return load_error_; }
 
-#define GG_REQUIRE(fn)                                        \
-  if (handle_ == nullptr) return NvmlReturn::kUninitialized;  \
+#define GG_REQUIRE(fn)                                       \
+  if (handle_ == nullptr) return NvmlReturn::kUninitialized; \
   if (sym_->fn == nullptr) return NvmlReturn::kFunctionNotFound;
 
 NvmlReturn NvmlLoader::Init() {
@@ -511,14 +511,30 @@ NvmlReturn NvmlLoader::DeviceGetFieldValues(DeviceHandle device, std::span<Field
     v.i64 = 0;
     v.dbl = 0;
     switch (v.type) {
-      case FieldValueType::kDouble: v.dbl = raw[i].value.dVal; break;
-      case FieldValueType::kUnsignedInt: v.u64 = raw[i].value.uiVal; break;
-      case FieldValueType::kUnsignedLong: v.u64 = raw[i].value.ulVal; break;
-      case FieldValueType::kUnsignedLongLong: v.u64 = raw[i].value.ullVal; break;
-      case FieldValueType::kSignedLongLong: v.i64 = raw[i].value.sllVal; break;
-      case FieldValueType::kSignedInt: v.i64 = raw[i].value.siVal; break;
-      case FieldValueType::kUnsignedShort: v.u64 = raw[i].value.usVal; break;
-      default: v.u64 = raw[i].value.ullVal; break;
+      case FieldValueType::kDouble:
+        v.dbl = raw[i].value.dVal;
+        break;
+      case FieldValueType::kUnsignedInt:
+        v.u64 = raw[i].value.uiVal;
+        break;
+      case FieldValueType::kUnsignedLong:
+        v.u64 = raw[i].value.ulVal;
+        break;
+      case FieldValueType::kUnsignedLongLong:
+        v.u64 = raw[i].value.ullVal;
+        break;
+      case FieldValueType::kSignedLongLong:
+        v.i64 = raw[i].value.sllVal;
+        break;
+      case FieldValueType::kSignedInt:
+        v.i64 = raw[i].value.siVal;
+        break;
+      case FieldValueType::kUnsignedShort:
+        v.u64 = raw[i].value.usVal;
+        break;
+      default:
+        v.u64 = raw[i].value.ullVal;
+        break;
     }
     if (v.type == FieldValueType::kSignedLongLong || v.type == FieldValueType::kSignedInt) {
       v.u64 = static_cast<uint64_t>(v.i64);
@@ -548,8 +564,7 @@ NvmlReturn NvmlLoader::DeviceGetSupportedEventTypes(DeviceHandle device, uint64_
 NvmlReturn NvmlLoader::DeviceRegisterEvents(DeviceHandle device, uint64_t mask,
                                             EventSetHandle set) {
   GG_REQUIRE(register_events);
-  return Ret(sym_->register_events(Dev(device), mask,
-                                   reinterpret_cast<nvmlEventSet_t>(set.value)));
+  return Ret(sym_->register_events(Dev(device), mask, reinterpret_cast<nvmlEventSet_t>(set.value)));
 }
 
 NvmlReturn NvmlLoader::EventSetWait(EventSetHandle set, unsigned timeout_ms, EventData* data) {

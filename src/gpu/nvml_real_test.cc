@@ -41,9 +41,8 @@ TEST_F(NvmlRealTest, SweepsAllGpus) {
   Collector c(loader_, clock);
   ASSERT_TRUE(c.Init().ok()) << c.source_status().message;
   SweepResult r = c.Sweep();  // first sweep includes the slow-cadence counters
-  std::printf("driver %s, %d GPU(s), first sweep %.1f us, source %s %s\n",
-              r.driver_version.c_str(), r.found_gpus,
-              std::chrono::duration<double, std::micro>(r.took).count(),
+  std::printf("driver %s, %d GPU(s), first sweep %.1f us, source %s %s\n", r.driver_version.c_str(),
+              r.found_gpus, std::chrono::duration<double, std::micro>(r.took).count(),
               std::string(api::SourceStateName(r.source.state)).c_str(), r.source.message.c_str());
   ASSERT_EQ(r.gpus.size(), n);
   for (const api::GpuStatus& g : r.gpus) {
@@ -72,8 +71,8 @@ TEST_F(NvmlRealTest, SweepsAllGpus) {
   const int kSweeps = 200;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kSweeps; ++i) c.Sweep(r);
-  auto per = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0) /
-             kSweeps;
+  auto per =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0) / kSweeps;
   std::printf("average sweep (1 in %d slow) %.1f us = %.1f us per GPU\n",
               CollectorOptions{}.slow_every_sweeps, per.count(), per.count() / n);
   EXPECT_EQ(r.source.state, api::SourceState::kOk) << r.source.message;
@@ -98,7 +97,8 @@ TEST_F(NvmlRealTest, EventSetRegistersAndTimesOut) {
   NvmlReturn r = loader_.EventSetWait(set, 200, &e);
   auto waited = std::chrono::steady_clock::now() - t0;
   std::printf("event wait -> %s after %lld ms\n", std::string(NvmlReturnName(r)).c_str(),
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
   EXPECT_TRUE(r == NvmlReturn::kTimeout || r == NvmlReturn::kSuccess) << NvmlReturnName(r);
   EXPECT_EQ(loader_.EventSetFree(set), NvmlReturn::kSuccess);
 
@@ -109,9 +109,9 @@ TEST_F(NvmlRealTest, EventSetRegistersAndTimesOut) {
   Collector c(loader_, clock, o);
   ASSERT_TRUE(c.Init().ok());
   ASSERT_TRUE(c.StartEvents([](const GpuEvent& ev) {
-                std::printf("event %s xid=%d gpu=%d\n",
-                            std::string(GpuEventKindName(ev.kind)).c_str(), ev.xid, ev.gpu_index);
-              }).ok());
+                 std::printf("event %s xid=%d gpu=%d\n",
+                             std::string(GpuEventKindName(ev.kind)).c_str(), ev.xid, ev.gpu_index);
+               }).ok());
   for (const auto& id : c.identities())
     EXPECT_NE(id.registered_events & kEventXidCritical, 0u) << "GPU " << id.index;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -128,7 +128,9 @@ TEST_F(NvmlRealTest, PcieReplayCounterCost) {
   auto time_it = [](auto fn) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 200; ++i) fn();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 200;
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           200;
   };
   unsigned v = 0;
   int t = 0;
@@ -136,9 +138,11 @@ TEST_F(NvmlRealTest, PcieReplayCounterCost) {
   f.field_id = kFieldGpuRecoveryAction;
   double pcie = time_it([&] { (void)loader_.DeviceGetPcieReplayCounter(d, &v); });
   double temp = time_it([&] { (void)loader_.DeviceGetTemperature(d, &t); });
-  double field = time_it([&] { (void)loader_.DeviceGetFieldValues(d, std::span<FieldValue>(&f, 1)); });
-  std::printf("cost per call: pcie replay %.1f us, temperature %.2f us, field 230 %.2f us (=%llu)\n",
-              pcie, temp, field, static_cast<unsigned long long>(f.u64));
+  double field =
+      time_it([&] { (void)loader_.DeviceGetFieldValues(d, std::span<FieldValue>(&f, 1)); });
+  std::printf(
+      "cost per call: pcie replay %.1f us, temperature %.2f us, field 230 %.2f us (=%llu)\n", pcie,
+      temp, field, static_cast<unsigned long long>(f.u64));
   SUCCEED();
 }
 

@@ -15,8 +15,8 @@ class TracedNvml final : public NvmlApi {
  public:
   TracedNvml(NvmlApi& api, std::atomic<const char*>& current) : api_(api), current_(current) {}
 
-#define GG_TRACE(name, call)                               \
-  current_.store(name, std::memory_order_relaxed);         \
+#define GG_TRACE(name, call)                       \
+  current_.store(name, std::memory_order_relaxed); \
   return api_.call;
 
   NvmlReturn Init() override { GG_TRACE("nvmlInit_v2", Init()); }

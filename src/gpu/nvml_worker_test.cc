@@ -26,8 +26,9 @@ TEST(NvmlWorkerTest, CallsReturnValues) {
   ASSERT_EQ(worker.Call<int>([](NvmlApi& a, int*) { return a.Init(); }, nullptr),
             NvmlReturn::kSuccess);
   unsigned count = 0;
-  EXPECT_EQ(worker.Call<unsigned>([](NvmlApi& a, unsigned* c) { return a.DeviceGetCount(c); }, &count),
-            NvmlReturn::kSuccess);
+  EXPECT_EQ(
+      worker.Call<unsigned>([](NvmlApi& a, unsigned* c) { return a.DeviceGetCount(c); }, &count),
+      NvmlReturn::kSuccess);
   EXPECT_EQ(count, 2u);
   EXPECT_FALSE(worker.hung());
 }
@@ -40,7 +41,8 @@ TEST(NvmlWorkerTest, HungCallIsDeadlineExceededThenRecovers) {
   DeviceHandle h;
   ASSERT_EQ(fake.DeviceGetHandleByIndex(0, &h), NvmlReturn::kSuccess);
   unsigned v = 0;
-  EXPECT_EQ(worker.Call<unsigned>([h](NvmlApi& a, unsigned* o) { return a.DeviceGetPcieReplayCounter(h, o); }, &v),
+  EXPECT_EQ(worker.Call<unsigned>(
+                [h](NvmlApi& a, unsigned* o) { return a.DeviceGetPcieReplayCounter(h, o); }, &v),
             NvmlReturn::kDeadlineExceeded);
   EXPECT_TRUE(worker.hung());
   EXPECT_EQ(worker.hung_message(), "NVML call nvmlDeviceGetPcieReplayCounter hung > 100ms");
@@ -63,8 +65,9 @@ TEST(NvmlWorkerTest, DestroyWhileHungDoesNotBlock) {
     NvmlWorker worker(fake, {std::chrono::milliseconds(50)});
     fake.SetCallDelay("nvmlDeviceGetCount", std::chrono::milliseconds(300));
     unsigned c = 0;
-    EXPECT_EQ(worker.Call<unsigned>([](NvmlApi& a, unsigned* o) { return a.DeviceGetCount(o); }, &c),
-              NvmlReturn::kDeadlineExceeded);
+    EXPECT_EQ(
+        worker.Call<unsigned>([](NvmlApi& a, unsigned* o) { return a.DeviceGetCount(o); }, &c),
+        NvmlReturn::kDeadlineExceeded);
   }  // destructor returns at once; the detached thread finishes the delayed call later
   // ...and `fake` must outlive it: the thread is still in the call now, then exits.
   EXPECT_FALSE(NvmlWorker::WaitForAllThreadsToExit(std::chrono::milliseconds(50)));

@@ -75,17 +75,28 @@ bool NextRecord(std::string_view csv, size_t& pos, std::vector<std::string>& fie
 
 std::string_view XidActionName(XidAction a) {
   switch (a) {
-    case XidAction::kIgnore: return "IGNORE";
-    case XidAction::kRestartApp: return "RESTART_APP";
-    case XidAction::kCheckMechanicals: return "CHECK_MECHANICALS";
-    case XidAction::kUpdateSwFw: return "UPDATE_SWFW";
-    case XidAction::kContactSupport: return "CONTACT_SUPPORT";
-    case XidAction::kUnknown: return "UNKNOWN";
-    case XidAction::kDrainP2P: return "DRAIN_P2P";
-    case XidAction::kResetGpu: return "RESET_GPU";
-    case XidAction::kDrainAndReset: return "DRAIN_AND_RESET";
-    case XidAction::kRestartVm: return "RESTART_VM";
-    case XidAction::kRestartBm: return "RESTART_BM";
+    case XidAction::kIgnore:
+      return "IGNORE";
+    case XidAction::kRestartApp:
+      return "RESTART_APP";
+    case XidAction::kCheckMechanicals:
+      return "CHECK_MECHANICALS";
+    case XidAction::kUpdateSwFw:
+      return "UPDATE_SWFW";
+    case XidAction::kContactSupport:
+      return "CONTACT_SUPPORT";
+    case XidAction::kUnknown:
+      return "UNKNOWN";
+    case XidAction::kDrainP2P:
+      return "DRAIN_P2P";
+    case XidAction::kResetGpu:
+      return "RESET_GPU";
+    case XidAction::kDrainAndReset:
+      return "DRAIN_AND_RESET";
+    case XidAction::kRestartVm:
+      return "RESTART_VM";
+    case XidAction::kRestartBm:
+      return "RESTART_BM";
   }
   return "UNKNOWN";
 }
@@ -124,12 +135,18 @@ XidAction NormalizeCatalogAction(std::string_view bucket) {
 
 std::optional<XidAction> ActionForRecovery(RecoveryAction r) {
   switch (r) {
-    case RecoveryAction::kNone: return std::nullopt;
-    case RecoveryAction::kGpuReset: return XidAction::kResetGpu;
-    case RecoveryAction::kNodeReboot: return XidAction::kRestartBm;
-    case RecoveryAction::kDrainP2P: return XidAction::kDrainP2P;
-    case RecoveryAction::kDrainAndReset: return XidAction::kDrainAndReset;
-    case RecoveryAction::kRecoverImexDomain: return XidAction::kContactSupport;
+    case RecoveryAction::kNone:
+      return std::nullopt;
+    case RecoveryAction::kGpuReset:
+      return XidAction::kResetGpu;
+    case RecoveryAction::kNodeReboot:
+      return XidAction::kRestartBm;
+    case RecoveryAction::kDrainP2P:
+      return XidAction::kDrainP2P;
+    case RecoveryAction::kDrainAndReset:
+      return XidAction::kDrainAndReset;
+    case RecoveryAction::kRecoverImexDomain:
+      return XidAction::kContactSupport;
   }
   return XidAction::kUnknown;  // a value newer than this agent: not healthy
 }
@@ -150,7 +167,8 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
   std::vector<std::string> fields;
   bool bad_quote = false;
   int record_line = line;
-  if (!NextRecord(csv, pos, fields, line, bad_quote)) return InvalidArgumentError("xid catalog: empty");
+  if (!NextRecord(csv, pos, fields, line, bad_quote))
+    return InvalidArgumentError("xid catalog: empty");
   if (fields.size() < 4 || TrimSpace(fields[0]) != "xid" ||
       TrimSpace(fields[3]) != "recommended_action")
     return InvalidArgumentError(
@@ -162,7 +180,9 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
   while (true) {
     record_line = line;
     if (!NextRecord(csv, pos, fields, line, bad_quote)) break;
-    if (bad_quote) return InvalidArgumentError("xid catalog line " + std::to_string(record_line) + ": unterminated quote");
+    if (bad_quote)
+      return InvalidArgumentError("xid catalog line " + std::to_string(record_line) +
+                                  ": unterminated quote");
     if (fields.size() == 1 && TrimSpace(fields[0]).empty()) continue;  // blank line
     if (fields.size() < 4)
       return InvalidArgumentError("xid catalog line " + std::to_string(record_line) +
@@ -186,7 +206,8 @@ StatusOr<XidCatalog> XidCatalog::FromCsv(std::string_view csv) {
                    [](const XidInfo& a, const XidInfo& b) { return a.xid < b.xid; });
   for (size_t i = 1; i < out.entries_.size(); ++i)
     if (out.entries_[i].xid == out.entries_[i - 1].xid)
-      return InvalidArgumentError("xid catalog: duplicate xid " + std::to_string(out.entries_[i].xid));
+      return InvalidArgumentError("xid catalog: duplicate xid " +
+                                  std::to_string(out.entries_[i].xid));
   return out;
 }
 
@@ -263,11 +284,16 @@ void XidOverrides::ApplyDpEnableHealthchecks(std::string_view value,
 
 std::string_view XidDecisionName(XidDecision d) {
   switch (d) {
-    case XidDecision::kCatalog: return "catalog";
-    case XidDecision::kDriverRecoveryAction: return "driver";
-    case XidDecision::kOverrideIgnore: return "override-ignore";
-    case XidDecision::kOverrideCritical: return "override-critical";
-    case XidDecision::kUnlisted: return "unlisted";
+    case XidDecision::kCatalog:
+      return "catalog";
+    case XidDecision::kDriverRecoveryAction:
+      return "driver";
+    case XidDecision::kOverrideIgnore:
+      return "override-ignore";
+    case XidDecision::kOverrideCritical:
+      return "override-critical";
+    case XidDecision::kUnlisted:
+      return "unlisted";
   }
   return "unlisted";
 }

@@ -24,10 +24,10 @@ enum class XidAction : int {
   kCheckMechanicals = 2,  // reseat / cables: needs a human, GPU may keep working
   kUpdateSwFw = 3,
   kContactSupport = 4,
-  kUnknown = 5,           // unlisted Xid or no bucket in the catalog: NOT healthy
-  kDrainP2P = 6,          // driver recovery action
+  kUnknown = 5,   // unlisted Xid or no bucket in the catalog: NOT healthy
+  kDrainP2P = 6,  // driver recovery action
   kResetGpu = 7,
-  kDrainAndReset = 8,     // driver recovery action
+  kDrainAndReset = 8,  // driver recovery action
   kRestartVm = 9,
   kRestartBm = 10,
 };
@@ -47,9 +47,9 @@ inline bool IsCriticalAction(XidAction a) { return a > XidAction::kRestartApp; }
 
 struct XidInfo {
   int xid = 0;
-  std::string name;         // "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS - GPU has fallen off the bus"
-  std::string category;     // "pcie", "memory", "application", ... (catalog column)
-  std::string raw_action;   // catalog bucket as written ("WORKFLOW_XID_48")
+  std::string name;      // "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS - GPU has fallen off the bus"
+  std::string category;  // "pcie", "memory", "application", ... (catalog column)
+  std::string raw_action;  // catalog bucket as written ("WORKFLOW_XID_48")
   XidAction action = XidAction::kUnknown;
   // Optional `short_name` column: the short form verdict messages use ("fallen off the bus")
   // where `name` is the driver's constant; "" when the catalog has none.
@@ -90,13 +90,21 @@ struct XidOverrides {
   Status AddCriticalList(std::string_view list);
   // Device-plugin env semantics: "all"/"xids" (case-insensitive) or a comma list. Malformed
   // tokens are skipped and returned in *skipped (the plugin logs and drops them).
-  void ApplyDpDisableHealthchecks(std::string_view value, std::vector<std::string>* skipped = nullptr);
-  void ApplyDpEnableHealthchecks(std::string_view value, std::vector<std::string>* skipped = nullptr);
+  void ApplyDpDisableHealthchecks(std::string_view value,
+                                  std::vector<std::string>* skipped = nullptr);
+  void ApplyDpEnableHealthchecks(std::string_view value,
+                                 std::vector<std::string>* skipped = nullptr);
 };
 // The device plugin's built-in ignored ("application") Xids.
 inline constexpr int kDevicePluginIgnoredXids[] = {13, 31, 43, 45, 68, 109};
 
-enum class XidDecision { kCatalog, kDriverRecoveryAction, kOverrideIgnore, kOverrideCritical, kUnlisted };
+enum class XidDecision {
+  kCatalog,
+  kDriverRecoveryAction,
+  kOverrideIgnore,
+  kOverrideCritical,
+  kUnlisted
+};
 std::string_view XidDecisionName(XidDecision d);  // "catalog", "driver", "override-ignore", ...
 
 struct XidClassification {

@@ -44,13 +44,18 @@ TEST(XidCatalogTest, ShortNamesFromTheCatalog) {
 }
 
 TEST(XidCatalogTest, CsvErrorsNameTheLine) {
-  auto bad = XidCatalog::FromCsv("xid,name,category,recommended_action\n79,a,b,RESTART_BM\nxx,a,b,IGNORE\n");
+  auto bad = XidCatalog::FromCsv(
+      "xid,name,category,recommended_action\n79,a,b,RESTART_BM\nxx,a,b,IGNORE\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("line 3"), std::string::npos) << bad.status();
   EXPECT_FALSE(XidCatalog::FromCsv("nope\n").ok());
-  EXPECT_FALSE(XidCatalog::FromCsv("xid,name,category,recommended_action\n1,\"open,b,c,IGNORE\n").ok());
-  EXPECT_FALSE(XidCatalog::FromCsv("xid,name,category,recommended_action\n1,a,b,IGNORE\n1,a,b,IGNORE\n").ok());
-  auto ok = XidCatalog::FromCsv("xid,name,category,recommended_action\r\n7,\"a, b\",c,RESET_GPU\r\n\r\n");
+  EXPECT_FALSE(
+      XidCatalog::FromCsv("xid,name,category,recommended_action\n1,\"open,b,c,IGNORE\n").ok());
+  EXPECT_FALSE(
+      XidCatalog::FromCsv("xid,name,category,recommended_action\n1,a,b,IGNORE\n1,a,b,IGNORE\n")
+          .ok());
+  auto ok =
+      XidCatalog::FromCsv("xid,name,category,recommended_action\r\n7,\"a, b\",c,RESET_GPU\r\n\r\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->Find(7)->name, "a, b");
 }
@@ -148,7 +153,8 @@ TEST(XidClassifierTest, SxidAndRecoveryText) {
   EXPECT_EQ(c.ClassifySxid(20034, true).action, XidAction::kResetGpu);
   EXPECT_EQ(c.ClassifySxid(28006, false).action, XidAction::kIgnore);
   EXPECT_EQ(c.ClassifySxid(26008, std::nullopt).action, XidAction::kUnknown);
-  EXPECT_EQ(ParseRecoveryActionChange("GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"),
+  EXPECT_EQ(ParseRecoveryActionChange(
+                "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"),
             RecoveryAction::kGpuReset);
   EXPECT_EQ(ParseRecoveryActionChange("changed from 0x1 (x) to 0x2 (Node Reboot Required)"),
             RecoveryAction::kNodeReboot);

@@ -36,8 +36,11 @@ Duration Backoff::Next() {
 }
 
 TokenBucket::TokenBucket(double qps, int burst, Clock& clock)
-    : qps_(qps > 0 ? qps : 1.0), burst_(std::max(1, burst)), clock_(clock),
-      tokens_(std::max(1, burst)), last_(clock.Monotonic()) {}
+    : qps_(qps > 0 ? qps : 1.0),
+      burst_(std::max(1, burst)),
+      clock_(clock),
+      tokens_(std::max(1, burst)),
+      last_(clock.Monotonic()) {}
 
 void TokenBucket::Refill() {
   MonoTime now = clock_.Monotonic();

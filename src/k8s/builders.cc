@@ -1,10 +1,9 @@
 // Request bodies built with nlohmann::json.
 #include "k8s/builders.h"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "common/time_util.h"
 
@@ -91,12 +90,13 @@ std::string LabelsPatch(const std::map<std::string, std::optional<std::string>>&
 
 std::string EventBody(const EventSpec& e) {
   std::string ns = e.namespace_;
-  if (ns.empty()) ns = e.involved_object.namespace_.empty() ? "default" : e.involved_object.namespace_;
+  if (ns.empty())
+    ns = e.involved_object.namespace_.empty() ? "default" : e.involved_object.namespace_;
   std::string name = e.name;
   if (name.empty()) {
-    auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     e.first_timestamp.time_since_epoch())
-                     .count();
+    auto nanos =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(e.first_timestamp.time_since_epoch())
+            .count();
     char hex[32];
     std::snprintf(hex, sizeof(hex), "%llx", static_cast<unsigned long long>(nanos));
     name = e.involved_object.name + "." + hex;

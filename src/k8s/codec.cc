@@ -183,8 +183,12 @@ StatusOr<std::int64_t> ParseQuantityCount(std::string_view s) {
   if (ec != std::errc() || n < 0) return InvalidArgumentError("bad quantity");
   std::string_view suffix(p, s.data() + s.size() - p);
   static constexpr std::pair<std::string_view, std::int64_t> kSuffixes[] = {
-      {"", 1},          {"k", 1000},           {"M", 1000000},
-      {"G", 1000000000}, {"Ki", 1024},          {"Mi", 1024 * 1024},
+      {"", 1},
+      {"k", 1000},
+      {"M", 1000000},
+      {"G", 1000000000},
+      {"Ki", 1024},
+      {"Mi", 1024 * 1024},
       {"Gi", 1024LL * 1024 * 1024}};
   for (const auto& [suf, mult] : kSuffixes) {
     if (suffix == suf) return n * mult;
@@ -335,15 +339,15 @@ Status DecodeMetaFields(od::value& v, ObjectMeta* m, bool (*keep_annotation)(std
     if (k == "ownerReferences") {
       return ForArrayObjects(val, "metadata.ownerReferences", [&](od::object& o, std::size_t) {
         OwnerReference r;
-        GG_RETURN_IF_ERROR(ForFields(o, "ownerReference", [&](od::raw_json_string rk,
-                                                              od::value& rv) -> Status {
-          if (rk == "apiVersion") return ReadString(rv, "apiVersion", &r.api_version);
-          if (rk == "kind") return ReadString(rv, "kind", &r.kind);
-          if (rk == "name") return ReadString(rv, "name", &r.name);
-          if (rk == "uid") return ReadString(rv, "uid", &r.uid);
-          if (rk == "controller") return ReadBool(rv, "controller", &r.controller);
-          return OkStatus();
-        }));
+        GG_RETURN_IF_ERROR(
+            ForFields(o, "ownerReference", [&](od::raw_json_string rk, od::value& rv) -> Status {
+              if (rk == "apiVersion") return ReadString(rv, "apiVersion", &r.api_version);
+              if (rk == "kind") return ReadString(rv, "kind", &r.kind);
+              if (rk == "name") return ReadString(rv, "name", &r.name);
+              if (rk == "uid") return ReadString(rv, "uid", &r.uid);
+              if (rk == "controller") return ReadBool(rv, "controller", &r.controller);
+              return OkStatus();
+            }));
         m->owner_references.push_back(std::move(r));
         return OkStatus();
       });
@@ -380,22 +384,22 @@ Status DecodeLabelSelector(od::value v, std::string_view field, LabelSelector* o
       return OkStatus();
     }
     if (k == "matchExpressions") {
-      return ForArrayObjects(val, std::string(field) + ".matchExpressions",
-                             [&](od::object& o, std::size_t) {
-                               LabelSelectorRequirement r;
-                               GG_RETURN_IF_ERROR(ForFields(
-                                   o, "matchExpression",
-                                   [&](od::raw_json_string ek, od::value& ev) -> Status {
-                                     if (ek == "key") return ReadString(ev, "key", &r.key);
-                                     if (ek == "operator") return ReadString(ev, "operator", &r.op);
-                                     if (ek == "values") {
-                                       return ReadStringList(ev, "values", &r.values);
-                                     }
-                                     return OkStatus();
-                                   }));
-                               out->match_expressions.push_back(std::move(r));
-                               return OkStatus();
-                             });
+      return ForArrayObjects(
+          val, std::string(field) + ".matchExpressions", [&](od::object& o, std::size_t) {
+            LabelSelectorRequirement r;
+            GG_RETURN_IF_ERROR(ForFields(o, "matchExpression",
+                                         [&](od::raw_json_string ek, od::value& ev) -> Status {
+                                           if (ek == "key") return ReadString(ev, "key", &r.key);
+                                           if (ek == "operator")
+                                             return ReadString(ev, "operator", &r.op);
+                                           if (ek == "values") {
+                                             return ReadStringList(ev, "values", &r.values);
+                                           }
+                                           return OkStatus();
+                                         }));
+            out->match_expressions.push_back(std::move(r));
+            return OkStatus();
+          });
     }
     return OkStatus();
   });

@@ -152,8 +152,7 @@ TEST(CodecTest, ParsesRealNodeList) {
   ASSERT_EQ(list->items.size(), 1u);
   EXPECT_EQ(list->items[0].meta.name, "nori");
   EXPECT_EQ(list->items[0].gpu_allocatable, 1);
-  EXPECT_EQ(list->items[0].meta.labels.Get("nvidia.com/gpu.product").value_or(""),
-            "NVIDIA-A16-4Q");
+  EXPECT_EQ(list->items[0].meta.labels.Get("nvidia.com/gpu.product").value_or(""), "NVIDIA-A16-4Q");
   EXPECT_EQ(list->resource_version, "");
   EXPECT_EQ(list->continue_token, "");
 }
@@ -242,10 +241,20 @@ TEST(CodecTest, EscapedLabelTextReadsBackUnescaped) {
 }
 
 TEST(CodecTest, GarbageNeverCrashes) {
-  const char* inputs[] = {"",       "{",          "[]",          "null",         "{\"items\":5}",
-                          "\x01\x02", "{\"a\":}", "{\"items\":[1,2]}", "{\"metadata\":[]}",
-                          "{\"items\":[{\"metadata\":{\"name\":\"x\"}}", "}}}}", "\"str\"",
-                          "{\"type\":\"ADDED\"}", "{\"type\":\"NOPE\",\"object\":{}}"};
+  const char* inputs[] = {"",
+                          "{",
+                          "[]",
+                          "null",
+                          "{\"items\":5}",
+                          "\x01\x02",
+                          "{\"a\":}",
+                          "{\"items\":[1,2]}",
+                          "{\"metadata\":[]}",
+                          "{\"items\":[{\"metadata\":{\"name\":\"x\"}}",
+                          "}}}}",
+                          "\"str\"",
+                          "{\"type\":\"ADDED\"}",
+                          "{\"type\":\"NOPE\",\"object\":{}}"};
   for (const char* in : inputs) {
     if (std::string_view(in).find("type") == std::string_view::npos) {
       EXPECT_FALSE(ParseList<Node>(std::string_view(in)).ok()) << in;
@@ -314,7 +323,8 @@ TEST(CodecTest, PodProjection) {
 }
 
 TEST(CodecTest, PdbLeaseEventSliceClaim) {
-  auto pdb = ParseObject<PodDisruptionBudget>(R"({"metadata":{"name":"pdb","namespace":"d","generation":2},
+  auto pdb =
+      ParseObject<PodDisruptionBudget>(R"({"metadata":{"name":"pdb","namespace":"d","generation":2},
     "spec":{"minAvailable":1,"selector":{"matchLabels":{"app":"x"},"matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]}]}},
     "status":{"disruptionsAllowed":0,"currentHealthy":1,"desiredHealthy":1,"expectedPods":1,"observedGeneration":2}})");
   ASSERT_TRUE(pdb.ok()) << pdb.status();
@@ -324,7 +334,8 @@ TEST(CodecTest, PdbLeaseEventSliceClaim) {
   EXPECT_EQ(pdb->disruptions_allowed, 0);
   EXPECT_EQ(pdb->observed_generation, 2);
 
-  auto lease = ParseObject<Lease>(R"({"metadata":{"name":"l","namespace":"gpu-system","resourceVersion":"4711"},
+  auto lease = ParseObject<Lease>(
+      R"({"metadata":{"name":"l","namespace":"gpu-system","resourceVersion":"4711"},
     "spec":{"holderIdentity":"op-0","leaseDurationSeconds":15,"acquireTime":"2026-01-02T03:04:05.000000Z",
     "renewTime":"2026-01-02T03:04:15.123456+00:00","leaseTransitions":3}})");
   ASSERT_TRUE(lease.ok()) << lease.status();
@@ -341,7 +352,8 @@ TEST(CodecTest, PdbLeaseEventSliceClaim) {
   EXPECT_EQ(ev->count, 2);
   EXPECT_EQ(ev->source_component, "gpu-guardian");
 
-  auto slice = ParseObject<ResourceSlice>(R"({"metadata":{"name":"s"},"spec":{"driver":"gpu.nvidia.com",
+  auto slice =
+      ParseObject<ResourceSlice>(R"({"metadata":{"name":"s"},"spec":{"driver":"gpu.nvidia.com",
     "nodeName":"n1","pool":{"name":"n1","generation":1,"resourceSliceCount":1},
     "devices":[{"name":"gpu-0","attributes":{"uuid":{"string":"GPU-abc"},"index":{"int":0},"mig":{"bool":false}}},
                {"name":"gpu-1","basic":{"attributes":{"uuid":{"string":"GPU-def"}}}}]}})");
@@ -370,9 +382,13 @@ TEST(CodecTest, StatusBodies) {
       "");
   EXPECT_EQ(c.code(), StatusCode::kAborted);
   EXPECT_TRUE(IsConflict(c));
-  Status a = ErrorFromResponse(409, R"({"status":"Failure","reason":"AlreadyExists","code":409,"message":"x exists"})", "");
+  Status a = ErrorFromResponse(
+      409, R"({"status":"Failure","reason":"AlreadyExists","code":409,"message":"x exists"})", "");
   EXPECT_EQ(a.code(), StatusCode::kAlreadyExists);
-  Status t = ErrorFromResponse(429, R"({"status":"Failure","reason":"TooManyRequests","code":429,"message":"Cannot evict pod","details":{"causes":[{"reason":"DisruptionBudget"}]}})", "7");
+  Status t = ErrorFromResponse(
+      429,
+      R"({"status":"Failure","reason":"TooManyRequests","code":429,"message":"Cannot evict pod","details":{"causes":[{"reason":"DisruptionBudget"}]}})",
+      "7");
   EXPECT_EQ(t.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(t.retry_after_seconds(), 7);
   EXPECT_EQ(t.reason(), "TooManyRequests");
@@ -405,8 +421,9 @@ TEST(BuildersTest, RoundTripThroughCodec) {
   EXPECT_EQ(*back->renew_time, *l.renew_time);
 
   EXPECT_EQ(TaintsPatch({}), R"({"spec":{"taints":null}})");
-  EXPECT_EQ(TaintsPatch({{"gpuguardian.io/unhealthy", "", "NoSchedule", std::nullopt}}, "5"),
-            R"({"metadata":{"resourceVersion":"5"},"spec":{"taints":[{"effect":"NoSchedule","key":"gpuguardian.io/unhealthy"}]}})");
+  EXPECT_EQ(
+      TaintsPatch({{"gpuguardian.io/unhealthy", "", "NoSchedule", std::nullopt}}, "5"),
+      R"({"metadata":{"resourceVersion":"5"},"spec":{"taints":[{"effect":"NoSchedule","key":"gpuguardian.io/unhealthy"}]}})");
   EXPECT_EQ(UnschedulablePatch(false), R"({"spec":{"unschedulable":null}})");
   EXPECT_EQ(AnnotationsPatch({{"a", "1"}, {"b", std::nullopt}}),
             R"({"metadata":{"annotations":{"a":"1","b":null}}})");
@@ -414,7 +431,8 @@ TEST(BuildersTest, RoundTripThroughCodec) {
   DeleteOptions d;
   d.grace_period_seconds = 0;
   d.precondition_uid = "u";
-  EXPECT_NE(EvictionBody("ns", "p", d).find(R"("deleteOptions":{"gracePeriodSeconds":0,"preconditions":{"uid":"u"}})"),
+  EXPECT_NE(EvictionBody("ns", "p", d)
+                .find(R"("deleteOptions":{"gracePeriodSeconds":0,"preconditions":{"uid":"u"}})"),
             std::string::npos);
   EventSpec e;
   e.involved_object = {"v1", "Node", "", "n1", "uid"};
@@ -590,7 +608,8 @@ TEST(LabelTest, InternedPairsAreSharedAndFreed) {
     const LabelMap& alias = a;
     a = alias;  // self-assignment keeps the pairs
     EXPECT_EQ(a.size(), 2u);
-    EXPECT_EQ(a.ToMap(), (std::map<std::string, std::string>{{"zz.test/k1", "v1"}, {"zz.test/k2", "v2"}}));
+    EXPECT_EQ(a.ToMap(),
+              (std::map<std::string, std::string>{{"zz.test/k1", "v1"}, {"zz.test/k2", "v2"}}));
     std::string big(2000, 'x');  // past the stack buffer
     d.Set("zz.test/big", big);
     EXPECT_EQ(d.Get("zz.test/big").value_or(""), big);

@@ -145,18 +145,20 @@ Status DecodeNode(od::object& obj, Node* n) {
         if (sk == "conditions") {
           // Collected first, then interned once (ConditionList shares equal lists fleet-wide).
           std::vector<NodeCondition> kept;
-          GG_RETURN_IF_ERROR(ArrayObjects(
-              sv, "status.conditions", [&](od::object& o) { return DecodeNodeCondition(o, &kept); }));
+          GG_RETURN_IF_ERROR(ArrayObjects(sv, "status.conditions", [&](od::object& o) {
+            return DecodeNodeCondition(o, &kept);
+          }));
           n->conditions.Assign(std::move(kept));
           return OkStatus();
         }
         if (sk == "capacity" || sk == "allocatable") {
           std::int64_t* dst = sk == "capacity" ? &n->gpu_capacity : &n->gpu_allocatable;
-          return ObjFields(sv, "status.capacity", [&](od::raw_json_string rk,
-                                                      od::value& rv) -> Status {
-            if (rk == kGpuResource) return ReadQuantityCount(rv, "status.capacity[gpu]", dst);
-            return OkStatus();
-          });
+          return ObjFields(sv, "status.capacity",
+                           [&](od::raw_json_string rk, od::value& rv) -> Status {
+                             if (rk == kGpuResource)
+                               return ReadQuantityCount(rv, "status.capacity[gpu]", dst);
+                             return OkStatus();
+                           });
         }
         return OkStatus();
       });
@@ -168,14 +170,14 @@ Status DecodeNode(od::object& obj, Node* n) {
 Status ReadGpuResources(od::value& v, std::int64_t* out) {
   return ObjFields(v, "resources", [&](od::raw_json_string k, od::value& rv) -> Status {
     if (k == "requests" || k == "limits") {
-      return ObjFields(rv, "resources.requests", [&](od::raw_json_string q,
-                                                     od::value& qv) -> Status {
-        if (q != kGpuResource) return OkStatus();
-        std::int64_t n = 0;
-        GG_RETURN_IF_ERROR(ReadQuantityCount(qv, "resources[nvidia.com/gpu]", &n));
-        *out = std::max(*out, n);
-        return OkStatus();
-      });
+      return ObjFields(rv, "resources.requests",
+                       [&](od::raw_json_string q, od::value& qv) -> Status {
+                         if (q != kGpuResource) return OkStatus();
+                         std::int64_t n = 0;
+                         GG_RETURN_IF_ERROR(ReadQuantityCount(qv, "resources[nvidia.com/gpu]", &n));
+                         *out = std::max(*out, n);
+                         return OkStatus();
+                       });
     }
     return OkStatus();
   });
@@ -206,11 +208,11 @@ Status DecodePod(od::object& obj, Pod* p) {
         if (sk == "containers") {
           return ArrayObjects(sv, "spec.containers", [&](od::object& o) {
             std::int64_t gpus = 0;
-            GG_RETURN_IF_ERROR(ForFields(o, "container", [&](od::raw_json_string ck,
-                                                          od::value& cv) -> Status {
-              if (ck == "resources") return ReadGpuResources(cv, &gpus);
-              return OkStatus();
-            }));
+            GG_RETURN_IF_ERROR(
+                ForFields(o, "container", [&](od::raw_json_string ck, od::value& cv) -> Status {
+                  if (ck == "resources") return ReadGpuResources(cv, &gpus);
+                  return OkStatus();
+                }));
             p->gpu_requests += gpus;
             return OkStatus();
           });
@@ -226,12 +228,12 @@ Status DecodePod(od::object& obj, Pod* p) {
         if (sk == "resourceClaims") {
           return ArrayObjects(sv, "spec.resourceClaims", [&](od::object& o) {
             std::string name, claim;
-            GG_RETURN_IF_ERROR(ForFields(o, "resourceClaim", [&](od::raw_json_string rk,
-                                                              od::value& rv) -> Status {
-              if (rk == "name") return ReadString(rv, "name", &name);
-              if (rk == "resourceClaimName") return ReadString(rv, "resourceClaimName", &claim);
-              return OkStatus();
-            }));
+            GG_RETURN_IF_ERROR(
+                ForFields(o, "resourceClaim", [&](od::raw_json_string rk, od::value& rv) -> Status {
+                  if (rk == "name") return ReadString(rv, "name", &name);
+                  if (rk == "resourceClaimName") return ReadString(rv, "resourceClaimName", &claim);
+                  return OkStatus();
+                }));
             AddClaim(p, claim);
             return OkStatus();
           });
@@ -245,11 +247,12 @@ Status DecodePod(od::object& obj, Pod* p) {
         if (sk == "resourceClaimStatuses") {
           return ArrayObjects(sv, "status.resourceClaimStatuses", [&](od::object& o) {
             std::string claim;
-            GG_RETURN_IF_ERROR(ForFields(o, "resourceClaimStatus", [&](od::raw_json_string rk,
-                                                                    od::value& rv) -> Status {
-              if (rk == "resourceClaimName") return ReadString(rv, "resourceClaimName", &claim);
-              return OkStatus();
-            }));
+            GG_RETURN_IF_ERROR(ForFields(o, "resourceClaimStatus",
+                                         [&](od::raw_json_string rk, od::value& rv) -> Status {
+                                           if (rk == "resourceClaimName")
+                                             return ReadString(rv, "resourceClaimName", &claim);
+                                           return OkStatus();
+                                         }));
             AddClaim(p, claim);
             return OkStatus();
           });
@@ -279,8 +282,10 @@ Status DecodePdb(od::object& obj, PodDisruptionBudget* p) {
         if (sk == "disruptionsAllowed") {
           return ReadInt32(sv, "status.disruptionsAllowed", &p->disruptions_allowed);
         }
-        if (sk == "currentHealthy") return ReadInt32(sv, "status.currentHealthy", &p->current_healthy);
-        if (sk == "desiredHealthy") return ReadInt32(sv, "status.desiredHealthy", &p->desired_healthy);
+        if (sk == "currentHealthy")
+          return ReadInt32(sv, "status.currentHealthy", &p->current_healthy);
+        if (sk == "desiredHealthy")
+          return ReadInt32(sv, "status.desiredHealthy", &p->desired_healthy);
         if (sk == "expectedPods") return ReadInt32(sv, "status.expectedPods", &p->expected_pods);
         if (sk == "observedGeneration") {
           return ReadInt(sv, "status.observedGeneration", &p->observed_generation);
@@ -318,7 +323,8 @@ Status DecodeLease(od::object& obj, Lease* l) {
     if (k == "metadata") return DecodeObjectMeta(v, &l->meta);
     if (k == "spec") {
       return ObjFields(v, "spec", [&](od::raw_json_string sk, od::value& sv) -> Status {
-        if (sk == "holderIdentity") return ReadString(sv, "spec.holderIdentity", &l->holder_identity);
+        if (sk == "holderIdentity")
+          return ReadString(sv, "spec.holderIdentity", &l->holder_identity);
         if (sk == "leaseDurationSeconds") {
           return ReadOptInt32(sv, "spec.leaseDurationSeconds", &l->lease_duration_seconds);
         }
@@ -382,26 +388,26 @@ Status DecodeAttributes(od::value& v, Device* d) {
     od::value av;
     if (auto ec = f.value().get(av)) return JsonError("attributes", ec);
     std::string text;
-    GG_RETURN_IF_ERROR(ObjFields(av, "attributes." + key, [&](od::raw_json_string tk,
-                                                              od::value& tv) -> Status {
-      od::json_type t;
-      if (tv.type().get(t)) return TypeError("attributes." + key, "value");
-      if (t == od::json_type::string) return ReadString(tv, "attributes." + key, &text);
-      if (t == od::json_type::boolean) {
-        bool b = false;
-        GG_RETURN_IF_ERROR(ReadBool(tv, "attributes." + key, &b));
-        text = b ? "true" : "false";
-        return OkStatus();
-      }
-      if (t == od::json_type::number) {
-        std::int64_t n = 0;
-        GG_RETURN_IF_ERROR(ReadInt(tv, "attributes." + key, &n));
-        text = std::to_string(n);
-        return OkStatus();
-      }
-      (void)tk;
-      return OkStatus();
-    }));
+    GG_RETURN_IF_ERROR(
+        ObjFields(av, "attributes." + key, [&](od::raw_json_string tk, od::value& tv) -> Status {
+          od::json_type t;
+          if (tv.type().get(t)) return TypeError("attributes." + key, "value");
+          if (t == od::json_type::string) return ReadString(tv, "attributes." + key, &text);
+          if (t == od::json_type::boolean) {
+            bool b = false;
+            GG_RETURN_IF_ERROR(ReadBool(tv, "attributes." + key, &b));
+            text = b ? "true" : "false";
+            return OkStatus();
+          }
+          if (t == od::json_type::number) {
+            std::int64_t n = 0;
+            GG_RETURN_IF_ERROR(ReadInt(tv, "attributes." + key, &n));
+            text = std::to_string(n);
+            return OkStatus();
+          }
+          (void)tk;
+          return OkStatus();
+        }));
     d->attributes[key] = std::move(text);
   }
   return OkStatus();
@@ -423,20 +429,22 @@ Status DecodeResourceSlice(od::object& obj, ResourceSlice* s) {
       if (sk == "devices") {
         return ArrayObjects(sv, "spec.devices", [&](od::object& o) {
           Device d;
-          GG_RETURN_IF_ERROR(ForFields(o, "device", [&](od::raw_json_string dk,
-                                                     od::value& dv) -> Status {
-            if (dk == "name") return ReadString(dv, "name", &d.name);
-            if (dk == "attributes") return DecodeAttributes(dv, &d);
-            if (dk == "taints") return DecodeTaints(dv, "taints", &d.taints);
-            if (dk == "basic") {  // v1beta1
-              return ObjFields(dv, "basic", [&](od::raw_json_string bk, od::value& bv) -> Status {
-                if (bk == "attributes") return DecodeAttributes(bv, &d);
-                if (bk == "taints") return DecodeTaints(bv, "basic.taints", &d.taints);
+          GG_RETURN_IF_ERROR(
+              ForFields(o, "device", [&](od::raw_json_string dk, od::value& dv) -> Status {
+                if (dk == "name") return ReadString(dv, "name", &d.name);
+                if (dk == "attributes") return DecodeAttributes(dv, &d);
+                if (dk == "taints") return DecodeTaints(dv, "taints", &d.taints);
+                if (dk == "basic") {  // v1beta1
+                  return ObjFields(dv, "basic",
+                                   [&](od::raw_json_string bk, od::value& bv) -> Status {
+                                     if (bk == "attributes") return DecodeAttributes(bv, &d);
+                                     if (bk == "taints")
+                                       return DecodeTaints(bv, "basic.taints", &d.taints);
+                                     return OkStatus();
+                                   });
+                }
                 return OkStatus();
-              });
-            }
-            return OkStatus();
-          }));
+              }));
           s->devices.push_back(std::move(d));
           return OkStatus();
         });
@@ -454,39 +462,39 @@ Status DecodeResourceClaim(od::object& obj, ResourceClaim* c) {
       if (sk == "reservedFor") {
         return ArrayObjects(sv, "status.reservedFor", [&](od::object& o) {
           ObjectReference r;
-          GG_RETURN_IF_ERROR(ForFields(o, "reservedFor", [&](od::raw_json_string rk,
-                                                          od::value& rv) -> Status {
-            if (rk == "resource") return ReadString(rv, "resource", &r.kind);
-            if (rk == "name") return ReadString(rv, "name", &r.name);
-            if (rk == "uid") return ReadString(rv, "uid", &r.uid);
-            return OkStatus();
-          }));
+          GG_RETURN_IF_ERROR(
+              ForFields(o, "reservedFor", [&](od::raw_json_string rk, od::value& rv) -> Status {
+                if (rk == "resource") return ReadString(rv, "resource", &r.kind);
+                if (rk == "name") return ReadString(rv, "name", &r.name);
+                if (rk == "uid") return ReadString(rv, "uid", &r.uid);
+                return OkStatus();
+              }));
           c->reserved_for.push_back(std::move(r));
           return OkStatus();
         });
       }
       if (sk == "allocation") {
-        return ObjFields(sv, "status.allocation", [&](od::raw_json_string ak,
-                                                      od::value& av) -> Status {
-          if (ak != "devices") return OkStatus();
-          return ObjFields(av, "allocation.devices", [&](od::raw_json_string dk,
-                                                        od::value& dv) -> Status {
-            if (dk != "results") return OkStatus();
-            return ArrayObjects(dv, "allocation.devices.results", [&](od::object& o) {
-              DeviceAllocation a;
-              GG_RETURN_IF_ERROR(ForFields(o, "result", [&](od::raw_json_string rk,
-                                                         od::value& rv) -> Status {
-                if (rk == "request") return ReadString(rv, "request", &a.request);
-                if (rk == "driver") return ReadString(rv, "driver", &a.driver);
-                if (rk == "pool") return ReadString(rv, "pool", &a.pool);
-                if (rk == "device") return ReadString(rv, "device", &a.device);
-                return OkStatus();
-              }));
-              c->allocations.push_back(std::move(a));
-              return OkStatus();
+        return ObjFields(
+            sv, "status.allocation", [&](od::raw_json_string ak, od::value& av) -> Status {
+              if (ak != "devices") return OkStatus();
+              return ObjFields(
+                  av, "allocation.devices", [&](od::raw_json_string dk, od::value& dv) -> Status {
+                    if (dk != "results") return OkStatus();
+                    return ArrayObjects(dv, "allocation.devices.results", [&](od::object& o) {
+                      DeviceAllocation a;
+                      GG_RETURN_IF_ERROR(ForFields(
+                          o, "result", [&](od::raw_json_string rk, od::value& rv) -> Status {
+                            if (rk == "request") return ReadString(rv, "request", &a.request);
+                            if (rk == "driver") return ReadString(rv, "driver", &a.driver);
+                            if (rk == "pool") return ReadString(rv, "pool", &a.pool);
+                            if (rk == "device") return ReadString(rv, "device", &a.device);
+                            return OkStatus();
+                          }));
+                      c->allocations.push_back(std::move(a));
+                      return OkStatus();
+                    });
+                  });
             });
-          });
-        });
       }
       return OkStatus();
     });
@@ -495,10 +503,10 @@ Status DecodeResourceClaim(od::object& obj, ResourceClaim* c) {
 
 template <typename T>
 struct DecoderFor;
-#define GG_DECODER(T, fn)                                      \
-  template <>                                                  \
-  struct DecoderFor<T> {                                       \
-    static constexpr json::DecodeFn<T> kFn = fn;               \
+#define GG_DECODER(T, fn)                        \
+  template <>                                    \
+  struct DecoderFor<T> {                         \
+    static constexpr json::DecodeFn<T> kFn = fn; \
   };
 GG_DECODER(Node, &DecodeNode)
 GG_DECODER(Pod, &DecodePod)
@@ -537,12 +545,12 @@ StatusOr<WatchEvent<T>> ParseWatchEvent(std::string_view line, bool padded) {
   return json::ParseWatchEventWith<T>(line, DecoderFor<T>::kFn, padded);
 }
 
-#define GG_INSTANTIATE(T)                                                                  \
-  template StatusOr<T> ParseObject<T>(std::string_view);                                   \
-  template StatusOr<ObjectList<T>> ParseList<T>(std::string_view);                         \
-  template StatusOr<ObjectList<T>> ParseList<T>(std::string&);                             \
-  template StatusOr<ObjectList<T>> ParseListInto<T>(std::string&,                          \
-                                                    const std::function<void(T&&)>&);      \
+#define GG_INSTANTIATE(T)                                                              \
+  template StatusOr<T> ParseObject<T>(std::string_view);                               \
+  template StatusOr<ObjectList<T>> ParseList<T>(std::string_view);                     \
+  template StatusOr<ObjectList<T>> ParseList<T>(std::string&);                         \
+  template StatusOr<ObjectList<T>> ParseListInto<T>(std::string&,                      \
+                                                    const std::function<void(T &&)>&); \
   template StatusOr<WatchEvent<T>> ParseWatchEvent<T>(std::string_view, bool);
 GG_INSTANTIATE(Node)
 GG_INSTANTIATE(Pod)

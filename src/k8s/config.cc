@@ -114,8 +114,8 @@ StatusOr<ClientConfig> LoadInCluster(const ConfigEnv& env, const std::string& sa
   c.token_file = sa_dir + "/token";
   auto token = env.read_file(c.token_file);
   if (!token.ok()) {
-    return FailedPreconditionError("in-cluster: cannot read service-account token " +
-                                   c.token_file + ": " + token.status().message());
+    return FailedPreconditionError("in-cluster: cannot read service-account token " + c.token_file +
+                                   ": " + token.status().message());
   }
   c.ca_file = sa_dir + "/ca.crt";
   auto ca = env.read_file(c.ca_file);

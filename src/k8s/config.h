@@ -18,17 +18,17 @@ namespace gg::k8s {
 
 struct ClientConfig {
   std::string server;  // "https://10.0.0.1:443", "http://127.0.0.1:8001"
-  std::string ca_pem;   // PEM bundle (takes precedence over ca_file)
+  std::string ca_pem;  // PEM bundle (takes precedence over ca_file)
   std::string ca_file;
   std::string client_cert_pem, client_key_pem;    // PEM data
   std::string client_cert_file, client_key_file;  // or files
-  std::string token;       // static bearer token
+  std::string token;                              // static bearer token
   std::string token_file;  // re-read when it rotates (mtime change, or at least every minute)
-  bool insecure_skip_tls_verify = false;  // only when the kubeconfig says so
+  bool insecure_skip_tls_verify = false;     // only when the kubeconfig says so
   std::chrono::milliseconds timeout{30000};  // per request (watches use their own)
-  double qps = 0;  // client-side rate limit; 0 = off (APF does the rest)
+  double qps = 0;                            // client-side rate limit; 0 = off (APF does the rest)
   int burst = 0;
-  std::string user_agent;  // default "gpu-guardian/<version>"
+  std::string user_agent;         // default "gpu-guardian/<version>"
   std::string default_namespace;  // in-cluster namespace file or the context's namespace
 };
 

@@ -16,10 +16,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gg::k8s::ConfigEnv env;
   env.getenv = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
   env.read_file = [](const std::string& path) -> gg::StatusOr<std::string> {
-    if (path.find("missing") != std::string::npos) return gg::NotFoundError("no such file: " + path);
+    if (path.find("missing") != std::string::npos)
+      return gg::NotFoundError("no such file: " + path);
     return std::string("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n");
   };
-  env.file_exists = [](const std::string& path) { return path.find("missing") == std::string::npos; };
+  env.file_exists = [](const std::string& path) {
+    return path.find("missing") == std::string::npos;
+  };
   (void)gg::k8s::ParseKubeconfig(in, "/kube", "", env).ok();
   // A named context exercises the lookup path too.
   (void)gg::k8s::ParseKubeconfig(in, "/kube", "ctx", env).ok();

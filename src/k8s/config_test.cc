@@ -1,6 +1,7 @@
 // Config loading: kubeconfig variants, in-cluster, flags, token rotation.
-#include <gtest/gtest.h>
+#include "k8s/config.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,7 +10,6 @@
 #include <thread>
 
 #include "k8s/backoff.h"
-#include "k8s/config.h"
 
 namespace gg::k8s {
 namespace {
@@ -155,7 +155,9 @@ TEST(ConfigTest, ResolveOrder) {
   auto h = ResolveConfig("", "", fe.Env());
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->token, "abc123");
-  fe.files["/k2"] = std::string(kKubeconfig).replace(std::string(kKubeconfig).find("current-context: prod"), 21, "current-context: dev");
+  fe.files["/k2"] = std::string(kKubeconfig)
+                        .replace(std::string(kKubeconfig).find("current-context: prod"), 21,
+                                 "current-context: dev");
   fe.files["/certs/ca.crt"] = "x";
   fe.vars["KUBECONFIG"] = "/missing:/k2";
   auto k = ResolveConfig("", "", fe.Env());

@@ -147,8 +147,7 @@ void SetTls(CURL* h, const ClientConfig& cfg) {
 
 std::string_view HttpResponse::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
-    if (k.size() == name.size() &&
-        std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
           return std::tolower(static_cast<unsigned char>(a)) ==
                  std::tolower(static_cast<unsigned char>(b));
         })) {
@@ -233,7 +232,8 @@ Status CurlTransport::Setup(void* handle, const HttpRequest& req, void* header_l
   }
   if (!streaming) {
     // A server that stalls mid-body for 30 s (or the whole timeout if shorter) is hung.
-    long stall = static_cast<long>(std::max<long long>(1, std::min<long long>(timeout.count() / 1000, 30)));
+    long stall =
+        static_cast<long>(std::max<long long>(1, std::min<long long>(timeout.count() / 1000, 30)));
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall);
   }
@@ -253,7 +253,8 @@ Status CurlTransport::Setup(void* handle, const HttpRequest& req, void* header_l
     headers = curl_slist_append(headers, "Content-Type: application/json");
   }
   std::string token = tokens_.Token();
-  if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  if (!token.empty())
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   *static_cast<curl_slist**>(header_list_out) = headers;
@@ -264,8 +265,7 @@ Status CurlTransport::Setup(void* handle, const HttpRequest& req, void* header_l
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" ||
-        req.method == "PATCH") {
+    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
       curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
       curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, req.body.c_str());
     }

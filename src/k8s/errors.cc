@@ -52,8 +52,8 @@ Status ErrorFromResponse(int http_status, std::string_view body, std::string_vie
   }
   if (!retry_after.empty()) {
     int secs = 0;
-    auto [p, ec] = std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(),
-                                   secs);
+    auto [p, ec] =
+        std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), secs);
     if (ec == std::errc() && secs > 0) s.set_retry_after_seconds(secs);
   }
   return s;

@@ -112,8 +112,9 @@ StatusOr<ObjectList<T>> ParseListPadded(std::string_view json, DecodeFn<T> decod
   ObjectList<T> out;
   SiblingLabels siblings;
   od::document doc;
-  auto ec = ThreadParser().iterate(simdjson::padded_string_view(json.data(), json.size(),
-                                                                json.size() + kBodyPadding))
+  auto ec = ThreadParser()
+                .iterate(simdjson::padded_string_view(json.data(), json.size(),
+                                                      json.size() + kBodyPadding))
                 .get(doc);
   if (ec) return JsonError("list", ec);
   od::object top;
@@ -162,8 +163,9 @@ StatusOr<ObjectList<T>> ParseListPadded(std::string_view json, DecodeFn<T> decod
 template <typename T>
 StatusOr<T> ParseObjectPadded(std::string_view json, DecodeFn<T> decode) {
   od::document doc;
-  auto ec = ThreadParser().iterate(simdjson::padded_string_view(json.data(), json.size(),
-                                                                json.size() + kBodyPadding))
+  auto ec = ThreadParser()
+                .iterate(simdjson::padded_string_view(json.data(), json.size(),
+                                                      json.size() + kBodyPadding))
                 .get(doc);
   if (ec) return JsonError("object", ec);
   od::object o;
@@ -178,8 +180,9 @@ StatusOr<WatchEventType> ParseWatchEventTypeName(std::string_view t);
 template <typename T>
 StatusOr<WatchEvent<T>> ParseWatchEventPadded(std::string_view line, DecodeFn<T> decode) {
   od::document doc;
-  auto ec = ThreadParser().iterate(simdjson::padded_string_view(line.data(), line.size(),
-                                                                line.size() + kBodyPadding))
+  auto ec = ThreadParser()
+                .iterate(simdjson::padded_string_view(line.data(), line.size(),
+                                                      line.size() + kBodyPadding))
                 .get(doc);
   if (ec) return JsonError("watch event", ec);
   od::object top;

@@ -13,7 +13,8 @@ namespace gg::k8s {
 namespace {
 
 std::string Fixture() {
-  std::ifstream in(std::string(GG_SOURCE_DIR) + "/src/k8s/testdata/gpu-node-gce-tesla-t4x2.node.json");
+  std::ifstream in(std::string(GG_SOURCE_DIR) +
+                   "/src/k8s/testdata/gpu-node-gce-tesla-t4x2.node.json");
   std::ostringstream ss;
   ss << in.rdbuf();
   // Compact it (the server sends compact JSON): drop newlines and indentation outside strings.
@@ -22,9 +23,12 @@ std::string Fixture() {
   for (char c : src) {
     if (in_str) {
       out.push_back(c);
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
+      if (esc)
+        esc = false;
+      else if (c == '\\')
+        esc = true;
+      else if (c == '"')
+        in_str = false;
     } else if (c == '"') {
       in_str = true;
       out.push_back(c);
@@ -47,7 +51,8 @@ void ReplaceAll(std::string& s, const std::string& from, const std::string& to) 
 std::string Page(int n, bool mixed = false) {
   std::string node = Fixture();
   std::string name = "\"qa-mig-worker-gpu-1\"";
-  std::string page = R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"99","continue":"x"},"items":[)";
+  std::string page =
+      R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"99","continue":"x"},"items":[)";
   for (int i = 0; i < n; ++i) {
     std::string copy = node;
     ReplaceAll(copy, name, "\"gpu-node-" + std::to_string(i) + "\"");
@@ -74,8 +79,10 @@ void BM_DecodeNodeListPage(benchmark::State& state) {
     auto l = ParseListInto<Node>(body, [&](Node&& n) { items += n.meta.labels.size() > 0; });
     benchmark::DoNotOptimize(l);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(page.size()));
-  state.counters["nodes/s"] = benchmark::Counter(static_cast<double>(items), benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(page.size()));
+  state.counters["nodes/s"] =
+      benchmark::Counter(static_cast<double>(items), benchmark::Counter::kIsRate);
 }
 // Arg 0: identical label sets but the hostname; 1: mixed (see Page).
 BENCHMARK(BM_DecodeNodeListPage)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
@@ -88,7 +95,8 @@ void BM_DecodeWatchEvent(benchmark::State& state) {
     benchmark::DoNotOptimize(ev);
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(line.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(line.size()));
 }
 BENCHMARK(BM_DecodeWatchEvent);
 

@@ -447,8 +447,8 @@ std::string_view WatchEventTypeName(WatchEventType t);
 template <typename T>
 struct WatchEvent {
   WatchEventType type = WatchEventType::kAdded;
-  T object;              // for BOOKMARK only meta.resource_version is set
-  Status error;          // for ERROR: the server's Status mapped to a code (410 → OutOfRange)
+  T object;      // for BOOKMARK only meta.resource_version is set
+  Status error;  // for ERROR: the server's Status mapped to a code (410 → OutOfRange)
 };
 
 }  // namespace gg::k8s

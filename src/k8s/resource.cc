@@ -14,8 +14,8 @@ const ResourceType kEvents{"", "v1", "events", "Event", true};
 const ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false};
 const ResourceType kGpuHealthPolicies{"gpuguardian.io", "v1alpha1", "gpuhealthpolicies",
                                       "GPUHealthPolicy", false};
-const ResourceType kGpuNodeHealths{"gpuguardian.io", "v1alpha1", "gpunodehealths",
-                                   "GPUNodeHealth", false};
+const ResourceType kGpuNodeHealths{"gpuguardian.io", "v1alpha1", "gpunodehealths", "GPUNodeHealth",
+                                   false};
 
 ResourceType ResourceSlices(std::string_view version) {
   return {kResourceGroup, std::string(version), "resourceslices", "ResourceSlice", false};

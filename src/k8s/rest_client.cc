@@ -52,11 +52,13 @@ RestClient::RestClient(std::unique_ptr<Transport> transport, ClientConfig config
 
 RestClient::RestClient(Transport& transport, ClientConfig config, Clock& clock,
                        RestClientOptions options)
-    : transport_(&transport), config_(std::move(config)), clock_(clock),
+    : transport_(&transport),
+      config_(std::move(config)),
+      clock_(clock),
       options_(std::move(options)) {
   if (config_.qps > 0) {
-    limiter_ = std::make_unique<TokenBucket>(config_.qps, config_.burst > 0 ? config_.burst : 1,
-                                             clock_);
+    limiter_ =
+        std::make_unique<TokenBucket>(config_.qps, config_.burst > 0 ? config_.burst : 1, clock_);
   }
   jitter_state_ = options_.jitter_seed ? options_.jitter_seed : std::random_device{}();
   if (options_.max_attempts < 1) options_.max_attempts = 1;
@@ -80,8 +82,10 @@ void RestClient::Count(std::string_view method, std::string_view code) {
     key += code;
     ++counts_[key];
   }
-  if (options_.on_request) options_.on_request(method, code, transport_->Host());
-  else DefaultRequestHook()(method, code, transport_->Host());
+  if (options_.on_request)
+    options_.on_request(method, code, transport_->Host());
+  else
+    DefaultRequestHook()(method, code, transport_->Host());
 }
 
 std::map<std::string, std::uint64_t> RestClient::RequestCounts() const {
@@ -111,8 +115,8 @@ StatusOr<HttpResponse> RestClient::Call(HttpRequest req, Idempotency idem, bool 
     if (!r.ok()) {
       Count(req.method, "<error>");
       last = r.status();
-      bool transient = last.code() == StatusCode::kUnavailable ||
-                       last.code() == StatusCode::kDeadlineExceeded;
+      bool transient =
+          last.code() == StatusCode::kUnavailable || last.code() == StatusCode::kDeadlineExceeded;
       if (idem == Idempotency::kIdempotent && transient && more &&
           clock_.SleepFor(backoff.Next(), cancel)) {
         continue;
@@ -135,8 +139,8 @@ StatusOr<HttpResponse> RestClient::Call(HttpRequest req, Idempotency idem, bool 
     if (retryable && more) {
       Duration wait = backoff.Next();
       if (err.retry_after_seconds() > 0) {
-        wait = std::chrono::seconds(std::min(err.retry_after_seconds(),
-                                             options_.max_retry_after_seconds));
+        wait = std::chrono::seconds(
+            std::min(err.retry_after_seconds(), options_.max_retry_after_seconds));
       }
       if (clock_.SleepFor(wait, cancel)) continue;
     }
@@ -306,8 +310,7 @@ Status RestClient::Delete(const ResourceType& type, std::string_view ns, std::st
   return r.ok() ? OkStatus() : r.status();
 }
 
-Status RestClient::Evict(std::string_view ns, std::string_view name,
-                         const DeleteOptions& options) {
+Status RestClient::Evict(std::string_view ns, std::string_view name, const DeleteOptions& options) {
   HttpRequest req;
   req.method = "POST";
   req.path = kPods.ObjectPath(ns, name, "eviction");
@@ -332,8 +335,10 @@ StatusOr<std::string> RestClient::PreferredVersion(std::string_view group) {
     return json::JsonError("APIGroup", ec);
   }
   std::string_view version;
-  if (doc.find_field_unordered("preferredVersion").find_field_unordered("version").get_string().get(
-          version)) {
+  if (doc.find_field_unordered("preferredVersion")
+          .find_field_unordered("version")
+          .get_string()
+          .get(version)) {
     return NotFoundError("API group " + std::string(group) + " has no preferred version");
   }
   return std::string(version);

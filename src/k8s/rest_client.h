@@ -117,18 +117,17 @@ class RestClient {
   Status Watch(const ResourceType& type, std::string_view ns, const WatchOptions& options,
                const std::function<bool(std::string_view line)>& on_line, std::stop_token stop);
 
-  StatusOr<std::string> Create(const ResourceType& type, std::string_view ns,
-                               std::string_view body, const WriteOptions& wo = {});
+  StatusOr<std::string> Create(const ResourceType& type, std::string_view ns, std::string_view body,
+                               const WriteOptions& wo = {});
   // PUT; the body's metadata.resourceVersion gives optimistic concurrency (409 → Aborted,
   // reason "Conflict").
-  StatusOr<std::string> Update(const ResourceType& type, std::string_view ns,
-                               std::string_view name, std::string_view body,
-                               const WriteOptions& wo = {});
+  StatusOr<std::string> Update(const ResourceType& type, std::string_view ns, std::string_view name,
+                               std::string_view body, const WriteOptions& wo = {});
   StatusOr<std::string> UpdateStatus(const ResourceType& type, std::string_view ns,
                                      std::string_view name, std::string_view body,
                                      const WriteOptions& wo = {});
-  StatusOr<std::string> Patch(const ResourceType& type, std::string_view ns,
-                              std::string_view name, PatchType patch_type, std::string_view body,
+  StatusOr<std::string> Patch(const ResourceType& type, std::string_view ns, std::string_view name,
+                              PatchType patch_type, std::string_view body,
                               std::string_view subresource = "", const WriteOptions& wo = {});
   Status Delete(const ResourceType& type, std::string_view ns, std::string_view name,
                 const DeleteOptions& options = {});

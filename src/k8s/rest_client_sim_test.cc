@@ -18,7 +18,8 @@ nlohmann::json NodeJson(const std::string& name) {
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
           {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.product", "H100"}}}}},
-          {"status", {{"capacity", {{"nvidia.com/gpu", "8"}}}, {"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
+          {"status",
+           {{"capacity", {{"nvidia.com/gpu", "8"}}}, {"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
 }
 
 class SimTest : public ::testing::Test {
@@ -52,8 +53,9 @@ TEST_F(SimTest, GetPatchUpdateConflict) {
   std::string rv = node->meta.resource_version;
 
   // Taint with a strategic-merge patch, as kubectl does (whole list).
-  auto patched = client_->Patch(kNodes, "", "n1", PatchType::kStrategicMerge,
-                                TaintsPatch({{"gpuguardian.io/unhealthy", "", "NoSchedule", std::nullopt}}));
+  auto patched =
+      client_->Patch(kNodes, "", "n1", PatchType::kStrategicMerge,
+                     TaintsPatch({{"gpuguardian.io/unhealthy", "", "NoSchedule", std::nullopt}}));
   ASSERT_TRUE(patched.ok()) << patched.status();
   auto after = ParseObject<Node>(*patched);
   ASSERT_TRUE(after.ok());
@@ -110,7 +112,8 @@ TEST_F(SimTest, LeaseCreateUpdateConflict) {
 }
 
 TEST_F(SimTest, PagedListAndWatchResume) {
-  for (int i = 0; i < 7; ++i) ASSERT_TRUE(sim_->Create("/api/v1/nodes", NodeJson("n" + std::to_string(i))).ok());
+  for (int i = 0; i < 7; ++i)
+    ASSERT_TRUE(sim_->Create("/api/v1/nodes", NodeJson("n" + std::to_string(i))).ok());
   ListOptions lo;
   lo.limit = 3;
   int pages = 0;
@@ -137,18 +140,21 @@ TEST_F(SimTest, PagedListAndWatchResume) {
   WatchOptions wo;
   wo.resource_version = list_rv;
   wo.timeout_seconds = 30;
-  Status w = client_->Watch(kNodes, "", wo, [&](std::string_view line) {
-    auto ev = ParseWatchEvent<Node>(line, true);
-    EXPECT_TRUE(ev.ok()) << ev.status();
-    if (ev.ok() && ev->type == WatchEventType::kModified) {
-      EXPECT_EQ(ev->object.meta.name, "n3");
-      EXPECT_TRUE(ev->object.unschedulable);
-      ++modified;
-      return false;  // done
-    }
-    EXPECT_NE(ev->type, WatchEventType::kAdded);
-    return true;
-  }, stop.get_token());
+  Status w = client_->Watch(
+      kNodes, "", wo,
+      [&](std::string_view line) {
+        auto ev = ParseWatchEvent<Node>(line, true);
+        EXPECT_TRUE(ev.ok()) << ev.status();
+        if (ev.ok() && ev->type == WatchEventType::kModified) {
+          EXPECT_EQ(ev->object.meta.name, "n3");
+          EXPECT_TRUE(ev->object.unschedulable);
+          ++modified;
+          return false;  // done
+        }
+        EXPECT_NE(ev->type, WatchEventType::kAdded);
+        return true;
+      },
+      stop.get_token());
   writer.join();
   EXPECT_TRUE(w.ok()) << w;
   EXPECT_EQ(modified.load(), 1);

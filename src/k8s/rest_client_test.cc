@@ -1,6 +1,8 @@
 // RestClient + CurlTransport over real loopback HTTP against small cpp-httplib servers that
 // play the hard cases: 429 + Retry-After, 5xx, garbage, a hung server, cut and 410 watches,
 // token rotation, conflicts, paging and keep-alive.
+#include "k8s/rest_client.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -17,7 +19,6 @@
 #include "k8s/client_metrics.h"
 #include "k8s/codec.h"
 #include "k8s/errors.h"
-#include "k8s/rest_client.h"
 
 namespace gg::k8s {
 namespace {
@@ -149,21 +150,22 @@ TEST(RestClientTest, IdempotentCallsRetry5xxWritesDoNot) {
 
 TEST(RestClientTest, ConflictAndAlreadyExists) {
   TestServer s;
-  s.svr().Put("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l",
-              [&](const httplib::Request& req, httplib::Response& res) {
-                EXPECT_NE(req.body.find("resourceVersion"), std::string::npos);
-                res.status = 409;
-                res.set_content(
-                    R"({"kind":"Status","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409})",
-                    "application/json");
-              });
-  s.svr().Post("/apis/coordination.k8s.io/v1/namespaces/ns/leases",
-               [&](const httplib::Request&, httplib::Response& res) {
-                 res.status = 409;
-                 res.set_content(
-                     R"({"kind":"Status","status":"Failure","message":"exists","reason":"AlreadyExists","code":409})",
-                     "application/json");
-               });
+  s.svr().Put("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", [&](const httplib::Request&
+                                                                             req,
+                                                                         httplib::Response& res) {
+    EXPECT_NE(req.body.find("resourceVersion"), std::string::npos);
+    res.status = 409;
+    res.set_content(
+        R"({"kind":"Status","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409})",
+        "application/json");
+  });
+  s.svr().Post("/apis/coordination.k8s.io/v1/namespaces/ns/leases", [&](const httplib::Request&,
+                                                                        httplib::Response& res) {
+    res.status = 409;
+    res.set_content(
+        R"({"kind":"Status","status":"Failure","message":"exists","reason":"AlreadyExists","code":409})",
+        "application/json");
+  });
   s.Start();
   auto c = MakeClient(s.Url());
   auto u = c->Update(kLeases, "ns", "l", R"({"metadata":{"resourceVersion":"1"}})");
@@ -176,11 +178,12 @@ TEST(RestClientTest, PatchContentTypesAndQuery) {
   TestServer s;
   std::vector<std::string> types;
   std::string query;
-  s.svr().Patch("/api/v1/nodes/n1(/status)?", [&](const httplib::Request& req, httplib::Response& res) {
-    types.push_back(req.get_header_value("Content-Type"));
-    if (req.has_param("fieldManager")) query = req.get_param_value("fieldManager");
-    res.set_content(req.body, "application/json");
-  });
+  s.svr().Patch("/api/v1/nodes/n1(/status)?",
+                [&](const httplib::Request& req, httplib::Response& res) {
+                  types.push_back(req.get_header_value("Content-Type"));
+                  if (req.has_param("fieldManager")) query = req.get_param_value("fieldManager");
+                  res.set_content(req.body, "application/json");
+                });
   s.Start();
   auto c = MakeClient(s.Url());
   ASSERT_TRUE(c->Patch(kNodes, "", "n1", PatchType::kMerge, "{}").ok());
@@ -207,10 +210,14 @@ TEST(RestClientTest, PagesAndKeepAlive) {
     EXPECT_EQ(req.get_param_value("fieldSelector"), "spec.nodeName=n1");
     std::string cont = req.get_param_value("continue");
     if (cont.empty()) {
-      res.set_content(R"({"metadata":{"resourceVersion":"10","continue":"page2"},"items":[{"metadata":{"name":"a","namespace":"d"}},{"metadata":{"name":"b","namespace":"d"}}]})", "application/json");
+      res.set_content(
+          R"({"metadata":{"resourceVersion":"10","continue":"page2"},"items":[{"metadata":{"name":"a","namespace":"d"}},{"metadata":{"name":"b","namespace":"d"}}]})",
+          "application/json");
     } else {
       EXPECT_EQ(cont, "page2");
-      res.set_content(R"({"metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"c","namespace":"d"}}]})", "application/json");
+      res.set_content(
+          R"({"metadata":{"resourceVersion":"10"},"items":[{"metadata":{"name":"c","namespace":"d"}}]})",
+          "application/json");
     }
   });
   s.Start();
@@ -300,8 +307,9 @@ TEST(RestClientTest, GarbageIsAnErrorNotACrash) {
   TestServer s;
   s.svr().Get("/api/v1/nodes", [&](const httplib::Request& req, httplib::Response& res) {
     if (req.has_param("watch")) {
-      res.set_content("{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n\x01\x02garbage\n",
-                      "application/json");
+      res.set_content(
+          "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n\x01\x02garbage\n",
+          "application/json");
       return;
     }
     res.set_content("<html>proxy error</html>", "application/json");
@@ -312,10 +320,12 @@ TEST(RestClientTest, GarbageIsAnErrorNotACrash) {
   ASSERT_TRUE(body.ok());
   EXPECT_EQ(ParseList<Node>(*body).status().code(), StatusCode::kInvalidArgument);
   std::vector<std::string> lines;
-  Status w = c2->Watch(kNodes, "", {}, [&](std::string_view l) {
-    lines.emplace_back(l);
-    return true;
-  }, {});
+  Status w = c2->Watch(kNodes, "", {},
+                       [&](std::string_view l) {
+                         lines.emplace_back(l);
+                         return true;
+                       },
+                       {});
   EXPECT_TRUE(w.ok()) << w;
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_TRUE(ParseWatchEvent<Node>(lines[0]).ok());
@@ -333,7 +343,8 @@ TEST(RestClientTest, WatchStreamsLinesEndsOnCutAndReports410) {
     if (mode.load() == 0) {
       // Two events split across chunks at odd places, then the server closes.
       res.set_chunked_content_provider("application/json", [](size_t, httplib::DataSink& sink) {
-        std::string a = R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})";
+        std::string a =
+            R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})";
         std::string b = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"6"}}})";
         std::string all = a + "\n" + b + "\n";
         sink.write(all.data(), 10);
@@ -354,10 +365,12 @@ TEST(RestClientTest, WatchStreamsLinesEndsOnCutAndReports410) {
   wo.resource_version = "4";
   wo.timeout_seconds = 30;
   std::vector<std::string> lines;
-  Status w = c->Watch(kNodes, "", wo, [&](std::string_view l) {
-    lines.emplace_back(l);
-    return true;
-  }, {});
+  Status w = c->Watch(kNodes, "", wo,
+                      [&](std::string_view l) {
+                        lines.emplace_back(l);
+                        return true;
+                      },
+                      {});
   EXPECT_TRUE(w.ok()) << w;
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(ParseWatchEvent<Node>(lines[0])->object.meta.name, "a");
@@ -373,7 +386,8 @@ TEST(RestClientTest, WatchStreamsLinesEndsOnCutAndReports410) {
 void ServeBookmarkThenSilence(TestServer& s, const std::string& path) {
   s.svr().Get(path, [&s](const httplib::Request&, httplib::Response& res) {
     res.set_chunked_content_provider("application/json", [&s](size_t, httplib::DataSink& sink) {
-      std::string e = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}})" "\n";
+      std::string e = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}})"
+                      "\n";
       sink.write(e.data(), e.size());
       while (!s.Released() && sink.is_writable()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -397,10 +411,13 @@ TEST(RestClientTest, WatchStopsPromptly) {
     stopped_at = std::chrono::steady_clock::now();
     stop.request_stop();
   });
-  Status w = c->Watch(kPods, "", {}, [&](std::string_view) {
-    ++lines;
-    return true;
-  }, stop.get_token());
+  Status w = c->Watch(
+      kPods, "", {},
+      [&](std::string_view) {
+        ++lines;
+        return true;
+      },
+      stop.get_token());
   auto took = std::chrono::steady_clock::now() - stopped_at;
   stopper.join();
   EXPECT_EQ(w.code(), StatusCode::kCancelled) << w;
@@ -455,7 +472,9 @@ TEST(RestClientTest, RotatedTokenIsPickedUpAfter401) {
     }
     if (auth != "Bearer new") {
       res.status = 401;
-      res.set_content(R"({"kind":"Status","status":"Failure","reason":"Unauthorized","code":401,"message":"Unauthorized"})", "application/json");
+      res.set_content(
+          R"({"kind":"Status","status":"Failure","reason":"Unauthorized","code":401,"message":"Unauthorized"})",
+          "application/json");
       return;
     }
     res.set_content(R"({"metadata":{"name":"n"}})", "application/json");
@@ -476,10 +495,11 @@ TEST(RestClientTest, RotatedTokenIsPickedUpAfter401) {
 TEST(RestClientTest, DeleteSendsPreconditionsAndGrace) {
   TestServer s;
   std::string body;
-  s.svr().Delete("/api/v1/namespaces/d/pods/p", [&](const httplib::Request& req, httplib::Response& res) {
-    body = req.body;
-    res.set_content(R"({"metadata":{"name":"p"}})", "application/json");
-  });
+  s.svr().Delete("/api/v1/namespaces/d/pods/p",
+                 [&](const httplib::Request& req, httplib::Response& res) {
+                   body = req.body;
+                   res.set_content(R"({"metadata":{"name":"p"}})", "application/json");
+                 });
   s.Start();
   auto c = MakeClient(s.Url());
   DeleteOptions o;
@@ -495,8 +515,9 @@ TEST(RestClientTest, CountsRequestsIntoTheRegistry) {
   TestServer s;
   s.svr().Get("/api/v1/nodes/n", [&](const httplib::Request&, httplib::Response& res) {
     res.status = 404;
-    res.set_content(R"({"status":"Failure","reason":"NotFound","code":404,"message":"nodes \"n\" not found"})",
-                    "application/json");
+    res.set_content(
+        R"({"status":"Failure","reason":"NotFound","code":404,"message":"nodes \"n\" not found"})",
+        "application/json");
   });
   s.Start();
   metrics::Registry registry;

@@ -37,7 +37,7 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string body;  // capacity() >= size() + kBodyPadding
+  std::string body;                                          // capacity() >= size() + kBodyPadding
   // First header with that (case-insensitive) name, "" when absent.
   std::string_view Header(std::string_view name) const;
 };

@@ -247,7 +247,8 @@ StatusOr<int> HealthServer::Start(std::string_view listen) {
   impl->server.Get(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
     std::string_view target = req.target;
     auto q = target.find('?');
-    std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+    std::string_view query =
+        q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
     HttpResponse r = Handle(req.path, query);
     res.status = r.status;
     res.set_content(r.body, r.content_type.c_str());
@@ -262,15 +263,16 @@ StatusOr<int> HealthServer::Start(std::string_view listen) {
   if (bound < 0) {
     std::string why = port == 0 ? std::string() : BindError(host, port);
     if (why.empty()) why = "bind failed";
-    return UnavailableError("cannot listen on \"" + std::string(listen) + "\": " + why +
-                            " (port " + std::to_string(port) + ")");
+    return UnavailableError("cannot listen on \"" + std::string(listen) + "\": " + why + " (port " +
+                            std::to_string(port) + ")");
   }
   impl->thread = std::thread([i = impl.get()] {
     i->server.listen_after_bind();
     i->exited = true;
   });
   // stop() is a no-op until the accept loop runs; wait for it so Stop() never hangs.
-  while (!impl->server.is_running() && !impl->exited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!impl->server.is_running() && !impl->exited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_ = std::move(impl);
   port_ = bound;
   log_.Info("serving metrics and health", {{"address", host}, {"port", bound}});

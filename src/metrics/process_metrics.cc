@@ -88,8 +88,8 @@ ProcessStats ReadProcessStats(const std::string& proc_root) {
 
 void RegisterProcessMetrics(Registry& registry, std::string proc_root) {
   if (registry.Contains("process_cpu_seconds_total")) return;  // already there
-  registry.AddCallback("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                       MetricType::kCounter,
+  registry.AddCallback("process_cpu_seconds_total",
+                       "Total user and system CPU time spent in seconds.", MetricType::kCounter,
                        [proc_root] { return ReadProcessStats(proc_root).cpu_seconds; });
   registry.AddCallback("process_resident_memory_bytes", "Resident memory size in bytes.",
                        MetricType::kGauge,

@@ -69,7 +69,7 @@ class Histogram {
   void Observe(double v);  // NaN is ignored
 
   struct Snapshot {
-    std::vector<double> bounds;           // upper bounds, without +Inf
+    std::vector<double> bounds;             // upper bounds, without +Inf
     std::vector<std::uint64_t> cumulative;  // size bounds.size() + 1 (last = +Inf = count)
     double sum = 0;
     std::uint64_t count = 0;
@@ -214,8 +214,7 @@ class Registry {
   // kCounter or kGauge. `fn` must stay valid for the registry's lifetime.
   // Same name and label again: the same family.
   KeyedGaugeFamily& AddKeyedGauge(std::string name, std::string help, std::string label_name);
-  void AddCallback(std::string name, std::string help, MetricType type,
-                   std::function<double()> fn);
+  void AddCallback(std::string name, std::string help, MetricType type, std::function<double()> fn);
 
   // Prometheus text format 0.0.4, families sorted by name, series by label values.
   std::string ExposeText() const;
@@ -256,7 +255,7 @@ struct ProcessStats {
 ProcessStats ReadProcessStats(const std::string& proc_root);
 
 // Exposition helpers (exposed for tests and for other writers of the format).
-std::string FormatValue(double v);             // shortest round-trip; "+Inf", "-Inf", "NaN"
+std::string FormatValue(double v);                 // shortest round-trip; "+Inf", "-Inf", "NaN"
 std::string EscapeLabelValue(std::string_view v);  // \\ \" \n
 std::string EscapeHelp(std::string_view v);        // \\ \n
 bool IsValidMetricName(std::string_view name);

@@ -30,7 +30,10 @@ TEST(FormatValue, Floats) {
 }
 
 TEST(Escaping, LabelValuesAndHelp) {
-  EXPECT_EQ(EscapeLabelValue(R"(a\b"c)" "\n" "d"), R"(a\\b\"c\nd)");
+  EXPECT_EQ(EscapeLabelValue(R"(a\b"c)"
+                             "\n"
+                             "d"),
+            R"(a\\b\"c\nd)");
   EXPECT_EQ(EscapeHelp("say \"hi\"\\\nnext"), "say \"hi\"\\\\\\nnext");
 }
 

@@ -7,10 +7,9 @@
 
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
@@ -31,7 +30,8 @@ const std::string kPolicyPath = "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies
 const std::string kReportPath = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
 
 bool Eventually(const std::function<bool()>& ok, std::chrono::milliseconds limit = 45s) {
-  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+  for (auto end = std::chrono::steady_clock::now() + limit;
+       std::chrono::steady_clock::now() < end;) {
     if (ok()) return true;
     std::this_thread::sleep_for(100ms);
   }
@@ -41,14 +41,21 @@ bool Eventually(const std::function<bool()>& ok, std::chrono::milliseconds limit
 // A cluster-scoped CRD of ours that stores anything (the sim then keeps garbage as written,
 // which is what an API server with a permissive or outdated schema would do).
 json PermissiveCrd(const std::string& plural, const std::string& kind) {
-  json version = {{"name", "v1alpha1"}, {"served", true}, {"storage", true},
+  json version = {{"name", "v1alpha1"},
+                  {"served", true},
+                  {"storage", true},
                   {"subresources", {{"status", json::object()}}},
-                  {"schema", {{"openAPIV3Schema", {{"type", "object"},
-                                                   {"x-kubernetes-preserve-unknown-fields", true}}}}}};
-  return {{"apiVersion", "apiextensions.k8s.io/v1"}, {"kind", "CustomResourceDefinition"},
+                  {"schema",
+                   {{"openAPIV3Schema",
+                     {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}};
+  return {{"apiVersion", "apiextensions.k8s.io/v1"},
+          {"kind", "CustomResourceDefinition"},
           {"metadata", {{"name", plural + ".gpuguardian.io"}}},
-          {"spec", {{"group", "gpuguardian.io"}, {"scope", "Cluster"},
-                    {"names", {{"plural", plural}, {"kind", kind}}}, {"versions", {version}}}}};
+          {"spec",
+           {{"group", "gpuguardian.io"},
+            {"scope", "Cluster"},
+            {"names", {{"plural", plural}, {"kind", kind}}},
+            {"versions", {version}}}}};
 }
 
 class BadInputSimTest : public ::testing::Test {
@@ -62,8 +69,9 @@ class BadInputSimTest : public ::testing::Test {
     sim_ = std::move(*s);
     ASSERT_TRUE(sim_->Insert(PermissiveCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
     ASSERT_TRUE(sim_->Insert(PermissiveCrd("gpunodehealths", "GPUNodeHealth")).ok());
-    ASSERT_TRUE(sim_->Insert({{"apiVersion", "v1"}, {"kind", "Namespace"},
-                              {"metadata", {{"name", "ml"}}}}).ok());
+    ASSERT_TRUE(
+        sim_->Insert({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}})
+            .ok());
     k8s::ClientConfig cfg;
     cfg.server = sim_->Url();
     auto c = k8s::RestClient::Create(cfg, RealClock::Default());
@@ -95,32 +103,45 @@ class BadInputSimTest : public ::testing::Test {
     labels["nvidia.com/gpu.present"] = "true";
     json meta = {{"name", name}, {"labels", labels}};
     if (!annotations.is_null()) meta["annotations"] = annotations;
-    json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", meta},
+    json n = {{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata", meta},
               {"spec", {{"unschedulable", unschedulable}}},
-              {"status", {{"capacity", {{"nvidia.com/gpu", "8"}}},
-                          {"allocatable", {{"nvidia.com/gpu", "8"}}},
-                          {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+              {"status",
+               {{"capacity", {{"nvidia.com/gpu", "8"}}},
+                {"allocatable", {{"nvidia.com/gpu", "8"}}},
+                {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
     ASSERT_TRUE(sim_->Insert(n).ok());
   }
   // A running GPU pod bound to `node` (the simulated kubelet marks it Running).
   void AddGpuPod(const std::string& name, const std::string& node) {
-    json c = {{"name", "c"}, {"image", "cuda"},
-              {"resources", {{"requests", {{"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}};
+    json c = {{"name", "c"},
+              {"image", "cuda"},
+              {"resources",
+               {{"requests", {{"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}};
     // Owned by a controller: a drain evicts it (an unowned pod would only block the drain).
     // The owner must exist, or the cluster's garbage collector deletes the pod: a Job (the
     // simulator runs no Job controller, so the pods stay exactly as created here).
     if (job_uid_.empty()) {
-      json job = {{"apiVersion", "batch/v1"}, {"kind", "Job"},
+      json job = {{"apiVersion", "batch/v1"},
+                  {"kind", "Job"},
                   {"metadata", {{"name", "train"}, {"namespace", "ml"}}},
-                  {"spec", {{"template", {{"spec", {{"restartPolicy", "Never"},
-                                                    {"containers", {{{"name", "c"}, {"image", "cuda"}}}}}}}}}}};
+                  {"spec",
+                   {{"template",
+                     {{"spec",
+                       {{"restartPolicy", "Never"},
+                        {"containers", {{{"name", "c"}, {"image", "cuda"}}}}}}}}}}};
       auto created = sim_->CreateAndGet("/apis/batch/v1/namespaces/ml/jobs", job);
       ASSERT_TRUE(created.ok()) << created.status();
       job_uid_ = (*created)["metadata"]["uid"];
     }
-    json owner = {{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"},
-                  {"uid", job_uid_}, {"controller", true}};
-    json p = {{"apiVersion", "v1"}, {"kind", "Pod"},
+    json owner = {{"apiVersion", "batch/v1"},
+                  {"kind", "Job"},
+                  {"name", "train"},
+                  {"uid", job_uid_},
+                  {"controller", true}};
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
               {"metadata", {{"name", name}, {"namespace", "ml"}, {"ownerReferences", {owner}}}},
               {"spec", {{"nodeName", node}, {"containers", {c}}}}};
     ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods", p).ok());
@@ -135,8 +156,11 @@ class BadInputSimTest : public ::testing::Test {
   }
 
   void CreatePolicy(const std::string& name, const json& spec) {
-    ASSERT_TRUE(sim_->Insert({{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUHealthPolicy"},
-                              {"metadata", {{"name", name}}}, {"spec", spec}}).ok());
+    ASSERT_TRUE(sim_->Insert({{"apiVersion", "gpuguardian.io/v1alpha1"},
+                              {"kind", "GPUHealthPolicy"},
+                              {"metadata", {{"name", name}}},
+                              {"spec", spec}})
+                    .ok());
   }
   // The shipped sample policies, as `kubectl apply -f deploy/samples/<file>` would create them.
   void ApplySample(const std::string& file) {
@@ -179,8 +203,11 @@ class BadInputSimTest : public ::testing::Test {
       ASSERT_TRUE(sim_->Update(path, *obj).ok());
       return;
     }
-    ASSERT_TRUE(sim_->Insert({{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUNodeHealth"},
-                              {"metadata", {{"name", node}}}, {"status", status}}).ok());
+    ASSERT_TRUE(sim_->Insert({{"apiVersion", "gpuguardian.io/v1alpha1"},
+                              {"kind", "GPUNodeHealth"},
+                              {"metadata", {{"name", node}}},
+                              {"status", status}})
+                    .ok());
   }
 
   json Node(const std::string& name) {
@@ -238,18 +265,23 @@ TEST_F(BadInputSimTest, InvalidPoliciesAreReportedAndActOnNothing) {
     const char* field;  // must appear in the Invalid condition's message
   } bad[] = {
       {"rules-not-a-list", R"({"rules": {"fatal": 79}})", "spec.rules"},
-      {"count-is-text", R"({"rules": [{"name": "x", "xid": {"codes": [79]}, "count": "many", "action": "Drain"}]})",
+      {"count-is-text",
+       R"({"rules": [{"name": "x", "xid": {"codes": [79]}, "count": "many", "action": "Drain"}]})",
        "spec.rules[0].count"},
       {"unknown-action", R"({"rules": [{"name": "x", "gpuLost": true, "action": "Reboot"}]})",
        "spec.rules[0].action"},
       {"over-budget", R"({"safety": {"maxUnhealthy": "250%"}})", "spec.safety.maxUnhealthy"},
-      {"bad-duration", R"({"rules": [{"name": "x", "gpuLost": true, "for": "soon", "action": "Drain"}]})",
+      {"bad-duration",
+       R"({"rules": [{"name": "x", "gpuLost": true, "for": "soon", "action": "Drain"}]})",
        "spec.rules[0].for"},
-      {"xid-out-of-range", R"({"rules": [{"name": "x", "xid": {"codes": [-79]}, "action": "Drain"}]})",
+      {"xid-out-of-range",
+       R"({"rules": [{"name": "x", "xid": {"codes": [-79]}, "action": "Drain"}]})",
        "spec.rules[0].xid.codes[0]"},
-      {"matched-and-ignored", R"({"rules": [{"name": "x", "xid": {"codes": [79], "ignore": [79]}, "action": "Drain"}]})",
+      {"matched-and-ignored",
+       R"({"rules": [{"name": "x", "xid": {"codes": [79], "ignore": [79]}, "action": "Drain"}]})",
        "spec.rules[0].xid"},
-      {"bad-selector", R"({"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Equals"}]}})",
+      {"bad-selector",
+       R"({"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Equals"}]}})",
        "spec.nodeSelector.matchExpressions[0].operator"},
   };
   for (const auto& b : bad) {
@@ -259,8 +291,10 @@ TEST_F(BadInputSimTest, InvalidPoliciesAreReportedAndActOnNothing) {
   }
   StartOperator();
   for (const auto& b : bad) {
-    ASSERT_TRUE(Eventually([&] { return PolicyCondition(b.name, "Invalid").value("status", "") == "True"; }))
-        << b.name << ": " << PolicyCondition(b.name, "Invalid").dump();
+    ASSERT_TRUE(Eventually([&] {
+      return PolicyCondition(b.name, "Invalid").value("status", "") == "True";
+    })) << b.name
+        << ": " << PolicyCondition(b.name, "Invalid").dump();
     std::string msg = PolicyCondition(b.name, "Invalid").value("message", "");
     EXPECT_NE(msg.find(b.field), std::string::npos) << b.name << ": " << msg;
     EXPECT_EQ(PolicyCondition(b.name, "Ready").value("status", ""), "False") << b.name;
@@ -284,7 +318,8 @@ TEST_F(BadInputSimTest, InvalidPoliciesAreReportedAndActOnNothing) {
   }
   ASSERT_TRUE(updated);
   EXPECT_TRUE(Eventually([&] { return Fenced(Node("gpu-0")); })) << Node("gpu-0").dump();
-  EXPECT_TRUE(Eventually([&] { return PolicyCondition("over-budget", "Invalid").value("status", "") == "False"; }));
+  EXPECT_TRUE(Eventually(
+      [&] { return PolicyCondition("over-budget", "Invalid").value("status", "") == "False"; }));
 }
 
 // Reports the operator cannot trust: wrong types, arrays past the codec's bounds, and the
@@ -294,9 +329,9 @@ TEST_F(BadInputSimTest, UnreadableReportsMakeTheNodeUnknownNeverFenced) {
   CreatePolicy("default", TaintingSpec());
   struct Case {
     std::string node;
-    json status;         // GPUNodeHealth .status (null: use the annotation instead)
+    json status;  // GPUNodeHealth .status (null: use the annotation instead)
     std::string annotation;
-    std::string why;     // must appear in the condition message
+    std::string why;  // must appear in the condition message
   };
   std::vector<Case> cases;
   {
@@ -317,21 +352,26 @@ TEST_F(BadInputSimTest, UnreadableReportsMakeTheNodeUnknownNeverFenced) {
   }
   {
     json r = Report("huge-gpus", 79);
-    for (int i = 0; i < 1000; ++i) r["gpus"].push_back({{"index", i + 2}, {"uuid", "GPU-x" + std::to_string(i)}});
+    for (int i = 0; i < 1000; ++i)
+      r["gpus"].push_back({{"index", i + 2}, {"uuid", "GPU-x" + std::to_string(i)}});
     cases.push_back({"huge-gpus", r, "", "too many entries"});
   }
-  cases.push_back({"garbage-annotation", nullptr, R"({"v":1,"nodeName":"garbage-annotation","gpus":[{"index":)",
+  cases.push_back({"garbage-annotation", nullptr,
+                   R"({"v":1,"nodeName":"garbage-annotation","gpus":[{"index":)",
                    "gpuguardian.io/health"});
   for (const auto& c : cases) {
-    json annotations = c.annotation.empty() ? json(nullptr) : json{{api::kHealthAnnotation, c.annotation}};
+    json annotations =
+        c.annotation.empty() ? json(nullptr) : json{{api::kHealthAnnotation, c.annotation}};
     AddNode(c.node, json::object(), annotations);
     AddGpuPod(c.node + "-pod", c.node);
     if (!c.status.is_null()) WriteReport(c.node, c.status);
   }
   StartOperator();
   for (const auto& c : cases) {
-    ASSERT_TRUE(Eventually([&] { return GpuCondition(Node(c.node)).value("status", "") == "Unknown"; }))
-        << c.node << ": " << Node(c.node).dump();
+    ASSERT_TRUE(Eventually([&] {
+      return GpuCondition(Node(c.node)).value("status", "") == "Unknown";
+    })) << c.node
+        << ": " << Node(c.node).dump();
     std::string msg = GpuCondition(Node(c.node)).value("message", "");
     EXPECT_NE(msg.find(c.why), std::string::npos) << c.node << ": " << msg;
   }
@@ -343,8 +383,9 @@ TEST_F(BadInputSimTest, UnreadableReportsMakeTheNodeUnknownNeverFenced) {
 
   // Once a readable report arrives the same node is judged on it (here: healthy).
   WriteReport("wrong-types", Report("wrong-types"));
-  EXPECT_TRUE(Eventually([&] { return GpuCondition(Node("wrong-types")).value("status", "") == "True"; }))
-      << Node("wrong-types").dump();
+  EXPECT_TRUE(Eventually([&] {
+    return GpuCondition(Node("wrong-types")).value("status", "") == "True";
+  })) << Node("wrong-types").dump();
 }
 
 // Reports that decode but lie about time or name GPUs the node does not have. A heartbeat
@@ -368,18 +409,24 @@ TEST_F(BadInputSimTest, FutureTimestampsAndUnknownGpusDoNotFence) {
   // An application Xid storm on a GPU UUID the node does not report, plus a hot phantom GPU.
   json ghost = Report("ghost-gpu");
   for (int xid : {13, 31, 43, 45, 68}) {
-    ghost["xids"].push_back({{"xid", xid}, {"gpuUUID", "GPU-not-on-this-node"}, {"count", 100000},
-                             {"firstSeen", ghost["observedAt"]}, {"lastSeen", ghost["observedAt"]},
+    ghost["xids"].push_back({{"xid", xid},
+                             {"gpuUUID", "GPU-not-on-this-node"},
+                             {"count", 100000},
+                             {"firstSeen", ghost["observedAt"]},
+                             {"lastSeen", ghost["observedAt"]},
                              {"recommendedAction", "RESET_GPU"}});
   }
   WriteReport("ghost-gpu", ghost);
   StartOperator();
-  ASSERT_TRUE(Eventually([&] { return !GpuCondition(Node("future")).empty(); })) << Node("future").dump();
-  ASSERT_TRUE(Eventually([&] { return !GpuCondition(Node("ghost-gpu")).empty(); })) << Node("ghost-gpu").dump();
+  ASSERT_TRUE(Eventually([&] { return !GpuCondition(Node("future")).empty(); }))
+      << Node("future").dump();
+  ASSERT_TRUE(Eventually([&] { return !GpuCondition(Node("ghost-gpu")).empty(); }))
+      << Node("ghost-gpu").dump();
   json f = GpuCondition(Node("future"));
   EXPECT_EQ(f.value("status", ""), "True") << f.dump();
   EXPECT_NE(f.value("message", "").find("clock skew"), std::string::npos) << f.dump();
-  EXPECT_NE(GpuCondition(Node("ghost-gpu")).value("status", ""), "False") << Node("ghost-gpu").dump();
+  EXPECT_NE(GpuCondition(Node("ghost-gpu")).value("status", ""), "False")
+      << Node("ghost-gpu").dump();
   for (const char* n : {"future", "ghost-gpu"}) EXPECT_FALSE(Fenced(Node(n))) << n;
   EXPECT_TRUE(PodRunning("future-pod"));
   EXPECT_TRUE(PodRunning("ghost-pod"));
@@ -398,12 +445,14 @@ TEST_F(BadInputSimTest, GarbageRemediationRecordTakesNothingBack) {
   WriteReport("cordoned-by-admin", Report("cordoned-by-admin"));
   WriteReport("faulty", Report("faulty", 79));
   StartOperator();
-  ASSERT_TRUE(Eventually([&] { return GpuCondition(Node("cordoned-by-admin")).value("status", "") == "True"; }))
-      << Node("cordoned-by-admin").dump();
+  ASSERT_TRUE(Eventually([&] {
+    return GpuCondition(Node("cordoned-by-admin")).value("status", "") == "True";
+  })) << Node("cordoned-by-admin").dump();
   EXPECT_TRUE(Node("cordoned-by-admin").value("/spec/unschedulable"_json_pointer, false))
       << "a cordon of unknown origin is never lifted";
   EXPECT_TRUE(Eventually([&] { return Fenced(Node("faulty")); })) << Node("faulty").dump();
-  EXPECT_TRUE(Eventually([&] { return !PodRunning("faulty-pod"); })) << "the fatal Xid still drains";
+  EXPECT_TRUE(Eventually([&] { return !PodRunning("faulty-pod"); }))
+      << "the fatal Xid still drains";
 }
 
 // NVSentinel #1710: a repeated application Xid must never look like a hardware fault. A storm
@@ -421,8 +470,11 @@ TEST_F(BadInputSimTest, ApplicationXidStormNeverDrains) {
     json r = Report(node);
     for (const auto& g : r["gpus"])
       for (int xid : {13, 31, 43, 45, 68})
-        r["xids"].push_back({{"xid", xid}, {"gpuUUID", g["uuid"]}, {"count", 100000 * round},
-                             {"firstSeen", r["observedAt"]}, {"lastSeen", r["observedAt"]},
+        r["xids"].push_back({{"xid", xid},
+                             {"gpuUUID", g["uuid"]},
+                             {"count", 100000 * round},
+                             {"firstSeen", r["observedAt"]},
+                             {"lastSeen", r["observedAt"]},
                              {"category", "Application"},
                              {"recommendedAction", xid == 43 ? "IGNORE" : "RESET_GPU"},
                              {"message", "Graphics Exception"}});

@@ -20,7 +20,8 @@ Status RestPolicyStatusWriter::WriteStatus(const std::string& policy,
                                            const api::GpuHealthPolicyStatus& s) {
   if (is_leader_ && !is_leader_()) return UnavailableError("not the leader: write skipped");
   std::string body = "{\"status\":" + api::EncodeGpuHealthPolicyStatus(s) + "}";
-  auto r = client_.Patch(k8s::kGpuHealthPolicies, "", policy, k8s::PatchType::kMerge, body, "status");
+  auto r =
+      client_.Patch(k8s::kGpuHealthPolicies, "", policy, k8s::PatchType::kMerge, body, "status");
   return r.ok() ? OkStatus() : r.status().WithContext("writing status of policy " + policy);
 }
 

@@ -74,7 +74,8 @@ StatusOr<PolicyObject> FromJson(const json& obj, PolicyObject*) {
 }
 
 template <typename T>
-StatusOr<k8s::ObjectList<T>> ParseListJson(std::string& body, const std::function<void(T&&)>& sink) {
+StatusOr<k8s::ObjectList<T>> ParseListJson(std::string& body,
+                                           const std::function<void(T&&)>& sink) {
   json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return InvalidArgumentError("list: invalid JSON");
   k8s::ObjectList<T> out;
@@ -95,7 +96,8 @@ StatusOr<k8s::ObjectList<T>> ParseListJson(std::string& body, const std::functio
 template <typename T>
 StatusOr<k8s::WatchEvent<T>> ParseWatchJson(std::string_view line) {
   json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return InvalidArgumentError("watch event: invalid JSON");
+  if (doc.is_discarded() || !doc.is_object())
+    return InvalidArgumentError("watch event: invalid JSON");
   k8s::WatchEvent<T> ev;
   std::string type = doc.value("type", "");
   const json& obj = doc.contains("object") ? doc["object"] : json();
@@ -112,10 +114,14 @@ StatusOr<k8s::WatchEvent<T>> ParseWatchJson(std::string_view line) {
     }
     return ev;
   }
-  if (type == "ADDED") ev.type = k8s::WatchEventType::kAdded;
-  else if (type == "MODIFIED") ev.type = k8s::WatchEventType::kModified;
-  else if (type == "DELETED") ev.type = k8s::WatchEventType::kDeleted;
-  else return InvalidArgumentError("watch event: unknown type \"" + type + "\"");
+  if (type == "ADDED")
+    ev.type = k8s::WatchEventType::kAdded;
+  else if (type == "MODIFIED")
+    ev.type = k8s::WatchEventType::kModified;
+  else if (type == "DELETED")
+    ev.type = k8s::WatchEventType::kDeleted;
+  else
+    return InvalidArgumentError("watch event: unknown type \"" + type + "\"");
   auto o = FromJson(obj, static_cast<T*>(nullptr));
   if (!o.ok()) return o.status();
   ev.object = std::move(o).value();
@@ -133,11 +139,10 @@ template <typename T>
 runtime::InformerCodec<T> MakeCodec() {
   // Both members given explicitly: the defaults (k8s/codec.h, not instantiated for our types)
   // must not be.
-  return runtime::InformerCodec<T>{
-      [](std::string& body, const std::function<void(T&&)>& sink) {
-        return ParseListJson<T>(body, sink);
-      },
-      [](std::string_view line) { return ParseWatchJson<T>(line); }};
+  return runtime::InformerCodec<T>{[](std::string& body, const std::function<void(T &&)>& sink) {
+                                     return ParseListJson<T>(body, sink);
+                                   },
+                                   [](std::string_view line) { return ParseWatchJson<T>(line); }};
 }
 
 }  // namespace

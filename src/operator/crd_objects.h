@@ -19,7 +19,7 @@ namespace gg::op {
 // few hundred bytes instead of ~4 KB decoded, for every node of the fleet).
 struct NodeHealthObject {
   k8s::ObjectMeta meta;
-  PackedReport packed;       // empty: no status yet or undecodable
+  PackedReport packed;              // empty: no status yet or undecodable
   k8s::CompactString decode_error;  // why there is no status, if it failed to decode
 
   bool HasStatus() const { return !packed.empty(); }

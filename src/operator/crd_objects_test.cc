@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "operator/node_writer.h"
-
 #include <nlohmann/json.hpp>
+
+#include "operator/node_writer.h"
 
 namespace gg::op {
 namespace {

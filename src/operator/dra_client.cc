@@ -48,8 +48,9 @@ StatusOr<DraCapabilities> DraClient::Discover() {
   }
   auto versions = remediation::ParseGroupVersions(*body);
   if (!versions.ok()) return versions.status().WithContext("discovering " + group);
-  std::sort(versions->begin(), versions->end(),
-            [](const std::string& a, const std::string& b) { return remediation::NewerApiVersion(a, b); });
+  std::sort(versions->begin(), versions->end(), [](const std::string& a, const std::string& b) {
+    return remediation::NewerApiVersion(a, b);
+  });
   // Newest first: the first version serving a resource is the one to use for it
   // (DeviceTaintRule is v1alpha3 in 1.33-1.35 and v1beta2 in 1.36, while slices are v1).
   for (const auto& v : *versions) {
@@ -112,7 +113,8 @@ StatusOr<std::string> DraClient::EnsureRule(const remediation::DeviceTaintRuleSp
   if (caps->rule_version.empty()) return FailedPreconditionError(caps->message);
   const auto type = k8s::DeviceTaintRules(caps->rule_version);
   const std::string name = remediation::DeviceTaintRuleName(spec.device);
-  auto created = client_.Create(type, "", remediation::BuildDeviceTaintRule(caps->rule_version, spec));
+  auto created =
+      client_.Create(type, "", remediation::BuildDeviceTaintRule(caps->rule_version, spec));
   if (created.ok()) {
     if (created_now) *created_now = true;
     return name;

@@ -7,10 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
@@ -41,7 +40,6 @@ bool WaitFor(const std::function<bool()>& f, std::chrono::milliseconds timeout =
   return f();
 }
 
-
 class DraFixture {
  public:
   explicit DraFixture(std::string kube_version) : kube_(std::move(kube_version)) {}
@@ -70,11 +68,16 @@ class DraFixture {
     client_ = std::move(*c);
     k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                            "CustomResourceDefinition", false};
-    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
-    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
+    ASSERT_TRUE(
+        client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump())
+            .ok());
+    ASSERT_TRUE(
+        client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
     for (const char* ns : {"ml", "gpu-guardian-system"}) {
-      ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                                      {"metadata", {{"name", ns}}}}).ok());
+      ASSERT_TRUE(
+          sim_->Create("/api/v1/namespaces",
+                       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}})
+              .ok());
     }
   }
 
@@ -179,7 +182,9 @@ class DraFixture {
   // The claim API version the sim serves first (what kubectl would use).
   std::string ClaimVersion() const { return kube_ >= "1.34" ? "v1" : "v1beta2"; }
   std::string RuleVersion() const { return sim::DeviceTaintRuleVersion(kube_); }
-  std::string RulesPath() const { return "/apis/resource.k8s.io/" + RuleVersion() + "/devicetaintrules"; }
+  std::string RulesPath() const {
+    return "/apis/resource.k8s.io/" + RuleVersion() + "/devicetaintrules";
+  }
 
   // A pod on `node` holding DRA device gpu-<gpu> through its own ResourceClaim (allocated
   // and reserved for the pod, as the scheduler and kubelet leave it).
@@ -195,7 +200,8 @@ class DraFixture {
                 {"terminationGracePeriodSeconds", 30},
                 {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", pod + "-gpu"}}}},
                 {"containers",
-                 {{{"name", "c"}, {"image", "cuda"},
+                 {{{"name", "c"},
+                   {"image", "cuda"},
                    {"resources", {{"claims", {{{"name", "gpu"}}}}}}}}}}}};
     auto created = sim_->CreateAndGet("/api/v1/namespaces/ml/pods", p);
     ASSERT_TRUE(created.ok()) << created.status();
@@ -243,8 +249,7 @@ class DraFixture {
 
   api::GpuNodeHealthStatus HealthyReport(const std::string& node) {
     // GPU uuids as the node's ResourceSlice publishes them.
-    return api::testing::HealthyReport(node, RealClock::Default().Now(), kGpus,
-                                       sim::FakeGpuUuid);
+    return api::testing::HealthyReport(node, RealClock::Default().Now(), kGpus, sim::FakeGpuUuid);
   }
   api::GpuNodeHealthStatus XidReport(const std::string& node, int xid, int gpu) {
     auto s = HealthyReport(node);
@@ -371,19 +376,21 @@ TEST_P(DraSimTest, Xid95TaintsOneGpuEvictsItsPodAndRecovers) {
   f.AddNodeWithPodsOnGpus3And5(node);
   ASSERT_TRUE(WaitFor([&] { return f.RunningPods().size() == 2; }));
   // An administrator's rule on another GPU of the same node (no ownership marks).
-  json admin = {{"apiVersion", "resource.k8s.io/" + f.RuleVersion()},
-                {"kind", "DeviceTaintRule"},
-                {"metadata", {{"name", "admin-maintenance"}}},
-                {"spec",
-                 {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-6"}}},
-                  {"taint", {{"key", "example.com/maintenance"}, {"effect", "NoSchedule"}}}}}};
+  json admin = {
+      {"apiVersion", "resource.k8s.io/" + f.RuleVersion()},
+      {"kind", "DeviceTaintRule"},
+      {"metadata", {{"name", "admin-maintenance"}}},
+      {"spec",
+       {{"deviceSelector", {{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-6"}}},
+        {"taint", {{"key", "example.com/maintenance"}, {"effect", "NoSchedule"}}}}}};
   ASSERT_TRUE(f.sim_->Create(f.RulesPath(), admin).ok());
   f.WriteReport(node, f.HealthyReport(node));
   f.CreatePolicy("dra", DraFixture::DevicePolicy());
   f.StartOperator();
   ASSERT_TRUE(WaitFor([&] { return f.GpuCondition(f.Node(node)) == "True"; }));
-  ASSERT_TRUE(WaitFor([&] { return f.PolicyCondition("dra", "DeviceLevelAvailable").value("status", "") == "True"; }))
-      << f.PolicyCondition("dra", "DeviceLevelAvailable").dump();
+  ASSERT_TRUE(WaitFor([&] {
+    return f.PolicyCondition("dra", "DeviceLevelAvailable").value("status", "") == "True";
+  })) << f.PolicyCondition("dra", "DeviceLevelAvailable").dump();
 
   f.WriteReport(node, f.XidReport(node, 95, 3));
   ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; })) << f.Rules().dump();
@@ -748,10 +755,11 @@ TEST(DraSimFallback, NoSliceOrDeviceLevelOffMeansNodeLevel) {
   f.AddNode("off-0", /*slice=*/true);
   for (const char* n : {"plain-0", "off-0"}) f.WriteReport(n, f.HealthyReport(n));
   json plain = DraFixture::DevicePolicy();
-  plain["nodeSelector"]["matchExpressions"] = {
-      {{"key", "dra-test"}, {"operator", "DoesNotExist"}}};
+  plain["nodeSelector"]["matchExpressions"] = {{{"key", "dra-test"}, {"operator", "DoesNotExist"}}};
   // Label off-0 so that a deviceLevel Off policy selects it and the Auto one does not.
-  ASSERT_TRUE(f.sim_->MergePatch("/api/v1/nodes/off-0", {{"metadata", {{"labels", {{"dra-test", "off"}}}}}}).ok());
+  ASSERT_TRUE(
+      f.sim_->MergePatch("/api/v1/nodes/off-0", {{"metadata", {{"labels", {{"dra-test", "off"}}}}}})
+          .ok());
   f.CreatePolicy("auto", plain);
   json off = DraFixture::DevicePolicy();
   off["nodeSelector"] = {{"matchLabels", {{"dra-test", "off"}}}};
@@ -763,7 +771,8 @@ TEST(DraSimFallback, NoSliceOrDeviceLevelOffMeansNodeLevel) {
     ASSERT_TRUE(WaitFor([&] {
       json node = f.Node(n);
       return DraFixture::Cordoned(node) && DraFixture::HasOurTaint(node);
-    })) << n << " " << f.Node(n).dump();
+    })) << n
+        << " " << f.Node(n).dump();
   }
   EXPECT_TRUE(f.Rules().empty()) << f.Rules().dump();
   EXPECT_EQ(f.PolicyCondition("auto", "DeviceLevelAvailable").value("status", ""), "True");
@@ -791,7 +800,8 @@ TEST(DraSimEffects, DeviceLevelDrainHonoursPdbs) {
   f.StartOperator();
   f.WriteReport(node, f.XidReport(node, 95, 3));
   ASSERT_TRUE(WaitFor([&] { return f.OurRules().size() == 1; }));
-  ASSERT_TRUE(WaitFor([&] { return f.Metric("gpu_guardian_evictions_total", {"pdb_blocked"}) >= 1; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return f.Metric("gpu_guardian_evictions_total", {"pdb_blocked"}) >= 1; }));
   EXPECT_TRUE(f.LivePods().contains("holds-gpu-3"));
   EXPECT_FALSE(DraFixture::Cordoned(f.Node(node)));
   ASSERT_TRUE(f.sim_->Delete("/apis/policy/v1/namespaces/ml/poddisruptionbudgets/dra-pdb").ok());

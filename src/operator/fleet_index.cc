@@ -47,9 +47,9 @@ RecordSummary Summarize(const std::optional<remediation::RemediationRecord>& r) 
   s.started_at = r->started_at;
   s.dry_run = r->dry_run;
   s.draining = r->drain.phase == remediation::DrainPhase::kRunning && !r->dry_run;
-  s.active = !r->dry_run && (r->tainted || r->cordoned || s.draining ||
-                             r->drain.phase != remediation::DrainPhase::kNone ||
-                             !r->device_taints.empty());
+  s.active = !r->dry_run &&
+             (r->tainted || r->cordoned || s.draining ||
+              r->drain.phase != remediation::DrainPhase::kNone || !r->device_taints.empty());
   if (!r->dry_run) {
     for (const auto& d : r->device_taints) s.device_starts.push_back(d.since);
   }
@@ -128,18 +128,32 @@ void FleetIndex::Contribute(const std::string& name, const Entry& e, int sign, b
   for (const auto& [p, st] : *e.states) {
     PolicyCounts& c = policies_[policy_names_[p]].counts;
     switch (st) {
-      case policy::HealthState::kHealthy: c.healthy += sign; break;
-      case policy::HealthState::kUnhealthy: c.unhealthy += sign; break;
-      case policy::HealthState::kUnknown: c.unknown += sign; break;
+      case policy::HealthState::kHealthy:
+        c.healthy += sign;
+        break;
+      case policy::HealthState::kUnhealthy:
+        c.unhealthy += sign;
+        break;
+      case policy::HealthState::kUnknown:
+        c.unknown += sign;
+        break;
     }
     // The node's worst state across its policies, for the global gauge.
-    if (st == policy::HealthState::kUnhealthy) worst = st;
-    else if (st == policy::HealthState::kUnknown && worst == policy::HealthState::kHealthy) worst = st;
+    if (st == policy::HealthState::kUnhealthy)
+      worst = st;
+    else if (st == policy::HealthState::kUnknown && worst == policy::HealthState::kHealthy)
+      worst = st;
   }
   switch (worst) {
-    case policy::HealthState::kHealthy: healthy_ += sign; break;
-    case policy::HealthState::kUnhealthy: unhealthy_ += sign; break;
-    case policy::HealthState::kUnknown: unknown_ += sign; break;
+    case policy::HealthState::kHealthy:
+      healthy_ += sign;
+      break;
+    case policy::HealthState::kUnhealthy:
+      unhealthy_ += sign;
+      break;
+    case policy::HealthState::kUnknown:
+      unknown_ += sign;
+      break;
   }
 }
 

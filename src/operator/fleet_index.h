@@ -36,10 +36,10 @@
 namespace gg::op {
 
 struct RecordSummary {
-  bool active = false;        // an occurrence with a fence of ours (taint/cordon/drain)
+  bool active = false;  // an occurrence with a fence of ours (taint/cordon/drain)
   std::string policy;
   std::optional<WallTime> started_at;
-  bool draining = false;      // drain phase Running
+  bool draining = false;  // drain phase Running
   bool dry_run = false;
   bool quarantined = false;             // held as a repeat offender until released by hand
   std::vector<WallTime> device_starts;  // our DeviceTaintRules (DRA), when each was created
@@ -103,7 +103,7 @@ class FleetIndex {
   static constexpr std::uint32_t kNoPolicy = ~std::uint32_t{0};
   static const RecordSummary kNoRecord;
   struct PolicyAgg {
-    PolicyCounts counts;                       // .matched unused here (per selector below)
+    PolicyCounts counts;                          // .matched unused here (per selector below)
     std::unordered_set<std::string> remediating;  // nodes with an active record of the policy
   };
   struct MatchCache {

@@ -122,7 +122,8 @@ TEST(FleetIndexTest, BrakeInputCountsDeviceFences) {
   third.since = WallTime(std::chrono::seconds(1050));
   r.device_taints.push_back(third);
   EXPECT_TRUE(idx.OnNode(MakeNode("a", "3", r)));  // other nodes' decisions change
-  d = remediation::CheckBrake(safety, idx.BrakeInputFor("p", sel), WallTime(std::chrono::seconds(1100)));
+  d = remediation::CheckBrake(safety, idx.BrakeInputFor("p", sel),
+                              WallTime(std::chrono::seconds(1100)));
   EXPECT_FALSE(d.allow_new_device);
   EXPECT_EQ(d.devices_left, 0);
   EXPECT_TRUE(d.allow_new_node);
@@ -155,7 +156,8 @@ TEST(FleetIndexTest, IncrementalCountsFollowEveryChange) {
   EXPECT_EQ(idx.CountsFor("p", gpu).matched, 5);
 
   idx.SetVerdicts("n0", {{"p", policy::HealthState::kUnhealthy}}, "");
-  idx.SetVerdicts("n1", {{"p", policy::HealthState::kHealthy}, {"q", policy::HealthState::kUnknown}}, "p");
+  idx.SetVerdicts(
+      "n1", {{"p", policy::HealthState::kHealthy}, {"q", policy::HealthState::kUnknown}}, "p");
   idx.OnNode(MakeNode("n0", "12", Fenced("p", true)));
   auto c = idx.CountsFor("p", gpu);
   EXPECT_EQ(c.unhealthy, 1);

@@ -66,7 +66,7 @@ class AgentLeases final : public runtime::InformerCore {
 
   mutable std::shared_mutex mu_;
   std::vector<Entry> renew_ns_;
-  std::unordered_set<std::string> seen_;                    // nodes seen by the current relist
+  std::unordered_set<std::string> seen_;  // nodes seen by the current relist
   std::function<void(const std::string&)> on_change_;
   std::string namespace_;
   bool refusal_logged_ = false;  // informer thread only

@@ -39,14 +39,16 @@ OperatorMetrics::OperatorMetrics(metrics::Registry& r)
                             .WithLabels({})) {
   for (auto action : {"taint", "cordon", "drain", "untaint", "uncordon", "event", "device_taint",
                       "device_untaint", "claim_status", "claim_status_clear"}) {
-    for (auto result : {kResultSuccess, kResultFailure, kResultDryRun, kResultBraked, kResultSkipped}) {
+    for (auto result :
+         {kResultSuccess, kResultFailure, kResultDryRun, kResultBraked, kResultSkipped}) {
       remediations.WithLabels({action, result});
     }
   }
   for (auto state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
     nodes_by_state.WithLabels({state});
   }
-  for (auto result : {"success", "pdb_blocked", "not_found", "error"}) evictions.WithLabels({result});
+  for (auto result : {"success", "pdb_blocked", "not_found", "error"})
+    evictions.WithLabels({result});
   for (auto result : {"Done", "Blocked", "Cancelled"}) drains.WithLabels({result});
 }
 

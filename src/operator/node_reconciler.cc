@@ -22,8 +22,9 @@ StatusOr<api::GpuNodeHealthStatus> ReadReport(const ClusterView& view, const k8s
   }
   if (auto a = node.meta.annotations.Get(api::kHealthAnnotation)) {
     auto r = api::DecodeHealthAnnotation(*a);
-    if (!r.ok()) return InvalidArgumentError("annotation " + std::string(api::kHealthAnnotation) +
-                                             ": " + r.status().message());
+    if (!r.ok())
+      return InvalidArgumentError("annotation " + std::string(api::kHealthAnnotation) + ": " +
+                                  r.status().message());
     return r;
   }
   return NotFoundError("no report");
@@ -34,7 +35,8 @@ remediation::NodeView ToNodeView(const k8s::Node& node) {
   v.name = node.meta.name;
   v.unschedulable = node.unschedulable;
   for (const auto& t : node.taints) v.taints.push_back({t.key, t.value, t.effect});
-  if (auto a = node.meta.annotations.Get(api::kRemediationAnnotation)) v.record_annotation = std::string(*a);
+  if (auto a = node.meta.annotations.Get(api::kRemediationAnnotation))
+    v.record_annotation = std::string(*a);
   if (const auto* c = node.FindCondition(api::kConditionType)) {
     v.gpu_condition = remediation::NodeConditionView{c->status, c->reason, c->message};
   }
@@ -214,7 +216,8 @@ bool NodeReconciler::CacheBehindOwnWrite(const std::string& node, const std::str
   std::scoped_lock lock(written_mu_);
   const std::uint64_t have = k8s::ResourceVersionNumber(cache_rv);
   // An echo this pass has already seen in the cache (its event raced our bookkeeping).
-  if (auto e = condition_echo_.find(node); e != condition_echo_.end() && (have == 0 || have >= e->second)) {
+  if (auto e = condition_echo_.find(node);
+      e != condition_echo_.end() && (have == 0 || have >= e->second)) {
     condition_echo_.erase(e);
   }
   auto it = written_rv_.find(node);

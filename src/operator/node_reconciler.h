@@ -126,7 +126,7 @@ class NodeReconciler final : public runtime::Reconciler {
 
   NodeReconcilerDeps d_;
   std::mutex written_mu_;
-  std::unordered_map<std::string, std::uint64_t> written_rv_;  // only while the cache is behind
+  std::unordered_map<std::string, std::uint64_t> written_rv_;      // only while the cache is behind
   std::unordered_map<std::string, std::uint64_t> condition_echo_;  // awaiting its watch event
   // Serializes decisions that may start a new fence, so concurrent workers cannot both pass
   // the brake on the same budget slot (the index reflects our writes at once).

@@ -48,7 +48,8 @@ std::string ResourceVersionOf(std::string& body) {
 }
 }  // namespace
 
-StatusOr<std::string> RestNodeWriter::PatchNode(const std::string& node, const NodeSpecChange& change) {
+StatusOr<std::string> RestNodeWriter::PatchNode(const std::string& node,
+                                                const NodeSpecChange& change) {
   if (change.Empty()) return std::string();
   GG_RETURN_IF_ERROR(CheckLeader());
   auto r = client_.Patch(k8s::kNodes, "", node, k8s::PatchType::kStrategicMerge,

@@ -22,7 +22,7 @@ struct NodeSpecChange {
   std::optional<std::vector<k8s::Taint>> taints;  // the full new list
   std::optional<bool> unschedulable;
   std::map<std::string, std::optional<std::string>> annotations;  // nullopt deletes
-  std::string resource_version;  // precondition ("" = none)
+  std::string resource_version;                                   // precondition ("" = none)
   bool Empty() const { return !taints && !unschedulable && annotations.empty(); }
 };
 
@@ -31,7 +31,8 @@ struct NodeSpecChange {
 class NodeWriter {
  public:
   virtual ~NodeWriter() = default;
-  virtual StatusOr<std::string> PatchNode(const std::string& node, const NodeSpecChange& change) = 0;
+  virtual StatusOr<std::string> PatchNode(const std::string& node,
+                                          const NodeSpecChange& change) = 0;
   virtual StatusOr<std::string> PatchCondition(const std::string& node,
                                                const k8s::NodeCondition& condition) = 0;
 };

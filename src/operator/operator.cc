@@ -36,7 +36,8 @@ namespace {
 
 std::string DefaultIdentity() {
   char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "operator");
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+    std::snprintf(host, sizeof(host), "operator");
   std::random_device rd;
   char suffix[16];
   std::snprintf(suffix, sizeof(suffix), "%08x", rd());
@@ -96,7 +97,8 @@ bool ReportMayNeedAction(const NodeHealthObject& r) {
   if (!unpacked) return true;
   const auto& s = *unpacked;
   if (!s.xids.empty()) return true;
-  if (s.expected_gpus > 0 && s.gpus.size() != static_cast<std::size_t>(s.expected_gpus)) return true;
+  if (s.expected_gpus > 0 && s.gpus.size() != static_cast<std::size_t>(s.expected_gpus))
+    return true;
   for (const auto& g : s.gpus) {
     if (g.lost || g.remap_failure || g.remap_pending || g.retired_pages_pending) return true;
   }
@@ -141,7 +143,8 @@ StatusOr<std::string> DefaultLeaseNamespace(const k8s::ConfigEnv& env, const std
   if (auto ns = env.getenv("POD_NAMESPACE"); ns && !TrimSpace(*ns).empty()) return TrimSpace(*ns);
   return FailedPreconditionError(
       "leader election needs the namespace of its Lease and none was found: not in a pod (no " +
-      file + ") and $POD_NAMESPACE is unset; pass --leader-election-namespace=<namespace>, or "
+      file +
+      ") and $POD_NAMESPACE is unset; pass --leader-election-namespace=<namespace>, or "
       "run without --leader-elect (a single replica)");
 }
 
@@ -212,9 +215,8 @@ struct Operator::Impl {
     election = std::move(e).value();
     // Not ready while the Lease cannot be written (a namespace that does not exist, no
     // RBAC grant): the body of /readyz names the reason and the fix.
-    health.AddReadyCheck("leader-election", [le_ptr = lease_election] {
-      return le_ptr->CampaignStatus();
-    });
+    health.AddReadyCheck("leader-election",
+                         [le_ptr = lease_election] { return le_ptr->CampaignStatus(); });
     return OkStatus();
   }
 
@@ -254,7 +256,8 @@ struct Operator::Impl {
   }
 
   void RegisterGaugeCallbacks() {
-    metrics.drains_in_progress.SetCallback([this] { return static_cast<double>(drains->RunningCount()); });
+    metrics.drains_in_progress.SetCallback(
+        [this] { return static_cast<double>(drains->RunningCount()); });
     metrics.nodes_quarantined.SetCallback(
         [this] { return static_cast<double>(index.StateCounts()["Quarantined"]); });
     for (const char* state : {"Healthy", "Unhealthy", "Unknown", "Remediating", "Excluded"}) {
@@ -280,9 +283,9 @@ struct Operator::Impl {
         escalation.get()};
     deps.lease_renewed = [this](const std::string& n) { return leases.RenewTime(n); };
     node_reconciler = std::make_unique<NodeReconciler>(std::move(deps));
-    policy_reconciler = std::make_unique<PolicyReconciler>(PolicyReconcilerDeps{
-        view, *status_writer, *recorder, index, metrics, clock, log.WithName("policy-reconciler"),
-        dra.get()});
+    policy_reconciler = std::make_unique<PolicyReconciler>(
+        PolicyReconcilerDeps{view, *status_writer, *recorder, index, metrics, clock,
+                             log.WithName("policy-reconciler"), dra.get()});
     runtime::ControllerOptions nopt;
     nopt.workers = config.workers;
     node_controller = std::make_unique<runtime::Controller>("node", *node_reconciler, node_queue,
@@ -331,7 +334,9 @@ struct Operator::Impl {
             }
             return true;
           };
-          if (!wait([this] { return nodes.HasSynced() && reports.HasSynced() && policies.HasSynced(); })) {
+          if (!wait([this] {
+                return nodes.HasSynced() && reports.HasSynced() && policies.HasSynced();
+              })) {
             return OkStatus();
           }
           malloc_trim(0);

@@ -35,9 +35,9 @@ struct OperatorConfig {
   Duration lease_duration = std::chrono::seconds(15);
   Duration renew_deadline = std::chrono::seconds(10);
   Duration retry_period = std::chrono::seconds(2);
-  int workers = 4;                      // node reconcilers in parallel
-  int max_running_drains = 32;          // process-wide cap (policies cap their own)
-  int max_concurrent_evictions = 32;    // per drain
+  int workers = 4;                    // node reconcilers in parallel
+  int max_running_drains = 32;        // process-wide cap (policies cap their own)
+  int max_concurrent_evictions = 32;  // per drain
   Duration drain_poll_interval = std::chrono::seconds(1);
   Duration eviction_backoff_initial = std::chrono::seconds(1);
   Duration eviction_backoff_max = std::chrono::seconds(30);

@@ -5,9 +5,8 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
@@ -49,12 +48,16 @@ class OperatorDefaultsSimTest : public ::testing::Test {
     client_ = std::move(*c);
     k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                            "CustomResourceDefinition", false};
-    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
-    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
-    json node = {{"apiVersion", "v1"},
-                 {"kind", "Node"},
-                 {"metadata", {{"name", "gpu-0"}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-                 {"spec", json::object()}};
+    ASSERT_TRUE(
+        client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump())
+            .ok());
+    ASSERT_TRUE(
+        client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
+    json node = {
+        {"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"metadata", {{"name", "gpu-0"}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+        {"spec", json::object()}};
     ASSERT_TRUE(sim_->Create("/api/v1/nodes", node).ok());
     json policy = {{"apiVersion", "gpuguardian.io/v1alpha1"},
                    {"kind", "GPUHealthPolicy"},
@@ -162,8 +165,9 @@ TEST_F(OperatorDefaultsSimTest, MissingLeaseNamespaceIsNotReadyWithTheReasonThen
   ASSERT_TRUE(WaitFor([&] { return op_->IsLeader(); }));
   EXPECT_TRUE(WaitFor([&] { return Readyz().first == 200; })) << Readyz().second;
   EXPECT_TRUE(WaitFor([&] { return Cordoned(); }));
-  auto lease = sim_->Get("/apis/coordination.k8s.io/v1/namespaces/guardian-nowhere/leases/"
-                         "gpu-guardian-operator");
+  auto lease = sim_->Get(
+      "/apis/coordination.k8s.io/v1/namespaces/guardian-nowhere/leases/"
+      "gpu-guardian-operator");
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ((*lease)["spec"].value("holderIdentity", ""), "op-a");
 }

@@ -71,7 +71,8 @@ TEST(OperatorPollTest, FencesFromAReportWithoutEverWatching) {
   std::stop_source stop;
   std::jthread t([&] { (void)op.Run(stop.get_token()); });
   auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!op.Synced() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  while (!op.Synced() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
   ASSERT_TRUE(op.Synced());
   const double lists_after_sync = Requests(srv, "list");
 

@@ -8,11 +8,10 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
@@ -44,7 +43,6 @@ bool WaitFor(const std::function<bool()>& f, std::chrono::milliseconds timeout =
   return f();
 }
 
-
 // A running operator with its own registry, on its own thread.
 struct RunningOperator {
   std::unique_ptr<metrics::Registry> registry = std::make_unique<metrics::Registry>();
@@ -75,12 +73,20 @@ class OperatorSimTest : public ::testing::Test {
     client_ = NewClient();
     k8s::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                            "CustomResourceDefinition", false};
-    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump()).ok());
-    ASSERT_TRUE(client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
-    ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                                    {"metadata", {{"name", "ml"}}}}).ok());
-    ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                                    {"metadata", {{"name", "gpu-guardian-system"}}}}).ok());
+    ASSERT_TRUE(
+        client_->Create(crds, "", sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy").dump())
+            .ok());
+    ASSERT_TRUE(
+        client_->Create(crds, "", sim::GuardianCrd("gpunodehealths", "GPUNodeHealth").dump()).ok());
+    ASSERT_TRUE(
+        sim_->Create("/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}})
+            .ok());
+    ASSERT_TRUE(
+        sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"},
+                                            {"kind", "Namespace"},
+                                            {"metadata", {{"name", "gpu-guardian-system"}}}})
+            .ok());
   }
   void TearDown() override {
     ops_.clear();
@@ -273,10 +279,13 @@ TEST_F(OperatorSimTest, Xid79FencesDrainsRespectingPdbAndRecovers) {
     return HasOurTaint(n) && Cordoned(n) && Condition(n) == "False";
   })) << Node(bad).dump();
   // Drained: the train pods left the bad node and run elsewhere (the PDB kept one up).
-  ASSERT_TRUE(WaitFor([&] {
-    auto nodes = RunningNodes("train");
-    return nodes.size() == 2 && nodes.count(bad) == 0;
-  }, 60s)) << Pods("train").dump();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto nodes = RunningNodes("train");
+        return nodes.size() == 2 && nodes.count(bad) == 0;
+      },
+      60s))
+      << Pods("train").dump();
   ASSERT_TRUE(WaitFor([&] { return !Events("NodeDrained", bad).empty(); })) << Node(bad).dump();
   EXPECT_FALSE(Events("GPUUnhealthy", bad).empty());
   EXPECT_FALSE(Events("NodeCordoned", bad).empty());
@@ -369,9 +378,8 @@ TEST_F(OperatorSimTest, InvalidPolicyIsReportedAndOthersStillAct) {
   CreatePolicy("good", good);
   WriteReport("gpu-0", XidReport("gpu-0"));
   StartOperator("op-a");
-  ASSERT_TRUE(WaitFor([&] {
-    return PolicyCondition(PolicyStatus("broken"), "Invalid") == "True";
-  })) << PolicyStatus("broken").dump();
+  ASSERT_TRUE(WaitFor([&] { return PolicyCondition(PolicyStatus("broken"), "Invalid") == "True"; }))
+      << PolicyStatus("broken").dump();
   EXPECT_EQ(PolicyCondition(PolicyStatus("broken"), "Ready"), "False");
   EXPECT_TRUE(WaitFor([&] { return !Events("PolicyInvalid", "broken").empty(); }));
   ASSERT_TRUE(WaitFor([&] { return HasOurTaint(Node("gpu-0")); }));
@@ -408,7 +416,8 @@ TEST_F(OperatorSimTest, RestartMidDrainFinishesWithoutEvictingTwice) {
   a.Stop();
   double a_evictions = a.Metric("gpu_guardian_evictions_total", {"success"});
   auto& b = StartOperator("op-b");
-  ASSERT_TRUE(WaitFor([&] { return !Events("NodeDrained", bad).empty(); }, 60s)) << Node(bad).dump();
+  ASSERT_TRUE(WaitFor([&] { return !Events("NodeDrained", bad).empty(); }, 60s))
+      << Node(bad).dump();
   double b_evictions = b.Metric("gpu_guardian_evictions_total", {"success"});
   // Every pod of the bad node was evicted exactly once across both operators.
   EXPECT_EQ(a_evictions + b_evictions, on_bad);
@@ -628,11 +637,12 @@ TEST_F(OperatorSimTest, RestartedOperatorRewritesNothingAlreadyTrue) {
   };
   ASSERT_TRUE(WaitFor([&] {
     return reconciled() >= static_cast<double>(names.size()) &&
-           b.Metric("workqueue_depth", {"node"}) == 0 && b.Metric("workqueue_unfinished_work_seconds", {"node"}) == 0;
+           b.Metric("workqueue_depth", {"node"}) == 0 &&
+           b.Metric("workqueue_unfinished_work_seconds", {"node"}) == 0;
   })) << reconciled();
   for (const auto& n : names) {
-    EXPECT_EQ(Node(n)["metadata"].value("resourceVersion", ""), rv[n]) << n << " was rewritten: "
-                                                                        << Node(n).dump();
+    EXPECT_EQ(Node(n)["metadata"].value("resourceVersion", ""), rv[n])
+        << n << " was rewritten: " << Node(n).dump();
   }
   EXPECT_TRUE(HasOurTaint(Node("bad")));
 }
@@ -668,7 +678,8 @@ TEST_F(OperatorSimTest, FaultIsFencedBeforeQueuedHousekeeping) {
             if (!n.meta.resource_version.empty()) wo.resource_version = n.meta.resource_version;
             std::scoped_lock l(mu);
             if (n.meta.name == "zz-faulty") {
-              if (n.FindTaint(api::kTaintKey) && !before_fence) before_fence = with_condition.size();
+              if (n.FindTaint(api::kTaintKey) && !before_fence)
+                before_fence = with_condition.size();
             } else if (n.FindCondition(api::kConditionType)) {
               with_condition.insert(n.meta.name);
             }
@@ -679,13 +690,17 @@ TEST_F(OperatorSimTest, FaultIsFencedBeforeQueuedHousekeeping) {
     }
   });
   StartOperator("op-a");
-  ASSERT_TRUE(WaitFor([&] {
-    std::scoped_lock l(mu);
-    return before_fence.has_value() && with_condition.size() == static_cast<std::size_t>(kHealthy);
-  }, 120s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::scoped_lock l(mu);
+        return before_fence.has_value() &&
+               with_condition.size() == static_cast<std::size_t>(kHealthy);
+      },
+      120s));
   std::scoped_lock l(mu);
   // Four workers: the fault goes first, the other three may finish a node each meanwhile.
-  EXPECT_LT(*before_fence, 30u) << "the fault waited behind " << *before_fence << " condition writes";
+  EXPECT_LT(*before_fence, 30u) << "the fault waited behind " << *before_fence
+                                << " condition writes";
 }
 
 }  // namespace

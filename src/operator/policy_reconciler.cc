@@ -62,8 +62,8 @@ void PolicyReconciler::DeviceLevelCondition(const api::GpuHealthPolicy& policy,
   }
   const std::string why = caps->WhyNot(policy.spec.remediation.device_taint_effect);
   const auto* was = Find(current.conditions, kDeviceLevelCondition);
-  api::PolicyCondition c{kDeviceLevelCondition, "True", "DeviceTaintRulesServed", caps->message,
-                         now, desired.observed_generation};
+  api::PolicyCondition c{kDeviceLevelCondition, "True", "DeviceTaintRulesServed",
+                         caps->message,         now,    desired.observed_generation};
   if (!why.empty()) {
     c.status = "False";
     c.reason = "DeviceTaintRulesNotServed";
@@ -138,9 +138,10 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
   desired.observed_generation = obj->meta.generation;
   auto ref = events::ObjectRef::Policy(name, obj->meta.uid);
   auto cond = [&](std::string type, bool on, std::string reason, std::string message) {
-    SetPolicyCondition(desired.conditions,
-                       api::PolicyCondition{std::move(type), on ? "True" : "False", std::move(reason),
-                                            std::move(message), now, obj->meta.generation});
+    SetPolicyCondition(
+        desired.conditions,
+        api::PolicyCondition{std::move(type), on ? "True" : "False", std::move(reason),
+                             std::move(message), now, obj->meta.generation});
   };
 
   std::string why;
@@ -172,8 +173,9 @@ StatusOr<runtime::Result> PolicyReconciler::Reconcile(const std::string& name, s
     std::string mode = policy->spec.paused ? "Paused" : policy->spec.dry_run ? "DryRun" : "Active";
     cond("Ready", true, mode,
          policy->spec.paused ? "paused: verdicts are computed, nothing is changed"
-         : policy->spec.dry_run ? "dry run: decisions are recorded and announced, nothing is changed"
-                                : "policy is active");
+         : policy->spec.dry_run
+             ? "dry run: decisions are recorded and announced, nothing is changed"
+             : "policy is active");
     BrakeCondition(*policy, c.braked, current, desired, ref, now);
     DeviceLevelCondition(*policy, current, desired, ref, now, &result);
   }

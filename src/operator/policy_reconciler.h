@@ -3,7 +3,8 @@
 // its status: observedGeneration, node counts (matched/healthy/unhealthy/unknown/remediating),
 // conditions Ready / Invalid / BrakeEngaged (+ DeviceLevelAvailable with deviceLevel Auto) and
 // lastBrakeTime. Emits PolicyInvalid, BrakeEngaged and BrakeReleased on transitions, and
-// RemediationSkipped once when device-level remediation turns out to be unavailable. Writes only when the status changed.
+// RemediationSkipped once when device-level remediation turns out to be unavailable. Writes only
+// when the status changed.
 #pragma once
 
 #include <map>

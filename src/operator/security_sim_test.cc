@@ -9,10 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "common/log.h"
@@ -74,8 +73,9 @@ TEST(NoSecretsInLogs, TokensNeverAppearInAnyLogLine) {
   auto started = sim::SimServer::Start(o);
   ASSERT_TRUE(started.ok()) << started.status();
   auto& sim = **started;
-  for (const char* f : {"/deploy/namespace.yaml", "/deploy/crds/gpuhealthpolicies.yaml",
-                        "/deploy/crds/gpunodehealths.yaml", "/deploy/samples/default-policy.yaml"}) {
+  for (const char* f :
+       {"/deploy/namespace.yaml", "/deploy/crds/gpuhealthpolicies.yaml",
+        "/deploy/crds/gpunodehealths.yaml", "/deploy/samples/default-policy.yaml"}) {
     auto docs = sim::ParseYamlDocuments(ReadFile(src + f));
     ASSERT_TRUE(docs.ok()) << f << ": " << docs.status();
     for (const auto& d : *docs) {
@@ -84,9 +84,12 @@ TEST(NoSecretsInLogs, TokensNeverAppearInAnyLogLine) {
       }
     }
   }
-  ASSERT_TRUE(sim.Insert({{"apiVersion", "v1"}, {"kind", "Node"},
-                          {"metadata", {{"name", "gpu-0"}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-                          {"status", {{"capacity", {{"nvidia.com/gpu", "8"}}}}}}).ok());
+  ASSERT_TRUE(sim.Insert({{"apiVersion", "v1"},
+                          {"kind", "Node"},
+                          {"metadata",
+                           {{"name", "gpu-0"}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+                          {"status", {{"capacity", {{"nvidia.com/gpu", "8"}}}}}})
+                  .ok());
   api::GpuNodeHealthStatus report;
   report.node_name = "gpu-0";
   report.observed_at = report.heartbeat_time = RealClock::Default().Now();
@@ -99,13 +102,15 @@ TEST(NoSecretsInLogs, TokensNeverAppearInAnyLogLine) {
   xid.first_seen = xid.last_seen = report.observed_at;
   xid.recommended_action = "RESTART_BM";
   report.xids.push_back(xid);
-  ASSERT_TRUE(sim.Insert({{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUNodeHealth"},
+  ASSERT_TRUE(sim.Insert({{"apiVersion", "gpuguardian.io/v1alpha1"},
+                          {"kind", "GPUNodeHealth"},
                           {"metadata", {{"name", "gpu-0"}}},
-                          {"status", json::parse(api::EncodeGpuNodeHealthStatus(report))}}).ok());
+                          {"status", json::parse(api::EncodeGpuNodeHealthStatus(report))}})
+                  .ok());
 
   // The operator reads its token from a file, as from the projected service-account volume.
-  std::string token_file = std::filesystem::temp_directory_path() /
-                           ("gg-op-token-" + std::to_string(::getpid()));
+  std::string token_file =
+      std::filesystem::temp_directory_path() / ("gg-op-token-" + std::to_string(::getpid()));
   std::ofstream(token_file) << kOperatorToken << "\n";
   k8s::ClientConfig cfg;
   cfg.server = sim.Url();
@@ -141,7 +146,8 @@ TEST(NoSecretsInLogs, TokensNeverAppearInAnyLogLine) {
 
   // The operator did real work under that token (a fenced node, an Event, a Lease).
   bool fenced = false;
-  for (auto end = std::chrono::steady_clock::now() + 60s; !fenced && std::chrono::steady_clock::now() < end;) {
+  for (auto end = std::chrono::steady_clock::now() + 60s;
+       !fenced && std::chrono::steady_clock::now() < end;) {
     auto n = sim.Get("/api/v1/nodes/gpu-0");
     fenced = n.ok() && n->value("/spec/unschedulable"_json_pointer, false);
     if (!fenced) std::this_thread::sleep_for(100ms);

@@ -49,10 +49,10 @@ struct Target {
 struct Condition {
   bool holds = false;
   std::optional<WallTime> since;  // when the condition began, if the source says (Node conditions)
-  std::string detail;      // what holds, e.g. "temperature 91C > 85C"
+  std::string detail;             // what holds, e.g. "temperature 91C > 85C"
   bool node_wide = false;
-  std::optional<WallTime> expires;  // Xid rules: when the newest occurrence leaves the window
-  bool recent_in_window = false;    // Xid rules: some matching occurrence is inside the window
+  std::optional<WallTime> expires;     // Xid rules: when the newest occurrence leaves the window
+  bool recent_in_window = false;       // Xid rules: some matching occurrence is inside the window
   std::vector<CounterSample> samples;  // rate rules: the counter's samples to keep in memory
   std::set<MigInstance> mig;  // Xid rules: MIG instances the matching Xids were confined to
   bool whole_gpu = false;     // some matching Xid concerns the whole GPU
@@ -114,10 +114,12 @@ void MemoryRepairParts(const Rule& r, const GpuStatus& g, std::vector<std::strin
     const auto& m = *r.retired_pages;
     if (m.pending && g.retired_pages_pending) parts.push_back("page retirement pending");
     if (m.dbe_above && g.retired_pages_dbe && *g.retired_pages_dbe > *m.dbe_above) {
-      parts.push_back("pages retired for DBE " + Num(*g.retired_pages_dbe) + " > " + Num(*m.dbe_above));
+      parts.push_back("pages retired for DBE " + Num(*g.retired_pages_dbe) + " > " +
+                      Num(*m.dbe_above));
     }
     if (m.sbe_above && g.retired_pages_sbe && *g.retired_pages_sbe > *m.sbe_above) {
-      parts.push_back("pages retired for SBE " + Num(*g.retired_pages_sbe) + " > " + Num(*m.sbe_above));
+      parts.push_back("pages retired for SBE " + Num(*g.retired_pages_sbe) + " > " +
+                      Num(*m.sbe_above));
     }
   }
 }
@@ -157,7 +159,8 @@ Condition LevelCondition(const Rule& r, const GpuStatus& g) {
   }
   if (r.power) PowerParts(*r.power, g, parts);
   if (r.pcie_replay_above && g.pcie_replay_count && *g.pcie_replay_count > *r.pcie_replay_above) {
-    parts.push_back("PCIe replays " + Num(*g.pcie_replay_count) + " > " + Num(*r.pcie_replay_above));
+    parts.push_back("PCIe replays " + Num(*g.pcie_replay_count) + " > " +
+                    Num(*r.pcie_replay_above));
   }
   if (!r.recovery_actions.empty() && !g.recovery_action.empty() &&
       Contains(r.recovery_actions, g.recovery_action)) {
@@ -172,8 +175,8 @@ Condition LevelCondition(const Rule& r, const GpuStatus& g) {
 bool XidMatches(const api::XidMatcher& m, const api::XidEvent& e) {
   if (e.sxid != m.sxid) return false;
   if (Contains(m.ignore, e.xid)) return false;  // ignore always wins
-  return Contains(m.codes, e.xid) || (!e.recommended_action.empty() &&
-                                      Contains(m.catalog_actions, e.recommended_action));
+  return Contains(m.codes, e.xid) ||
+         (!e.recommended_action.empty() && Contains(m.catalog_actions, e.recommended_action));
 }
 
 // NVSwitch SXids affect every GPU behind the switch; Xid facts come from the catalog.
@@ -566,9 +569,12 @@ Verdict EvaluateImpl(const api::GpuHealthPolicy& policy, const api::GpuNodeHealt
 
 int StateRank(HealthState s) {
   switch (s) {
-    case HealthState::kUnhealthy: return 2;
-    case HealthState::kUnknown: return 1;
-    case HealthState::kHealthy: return 0;
+    case HealthState::kUnhealthy:
+      return 2;
+    case HealthState::kUnknown:
+      return 1;
+    case HealthState::kHealthy:
+      return 0;
   }
   return 0;
 }
@@ -577,11 +583,16 @@ int StateRank(HealthState s) {
 
 std::string_view UnknownCauseName(UnknownCause c) {
   switch (c) {
-    case UnknownCause::kNone: return "";
-    case UnknownCause::kNoReport: return "NoReport";
-    case UnknownCause::kInvalidReport: return "InvalidReport";
-    case UnknownCause::kStaleReport: return "StaleReport";
-    case UnknownCause::kTelemetryUnavailable: return "TelemetryUnavailable";
+    case UnknownCause::kNone:
+      return "";
+    case UnknownCause::kNoReport:
+      return "NoReport";
+    case UnknownCause::kInvalidReport:
+      return "InvalidReport";
+    case UnknownCause::kStaleReport:
+      return "StaleReport";
+    case UnknownCause::kTelemetryUnavailable:
+      return "TelemetryUnavailable";
   }
   return "";
 }

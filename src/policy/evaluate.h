@@ -83,13 +83,13 @@ struct Verdict {
   // unhealthy counts as recovered.
   bool recovered = false;
   std::optional<WallTime> healthy_since;  // absent: healthy as far as memory goes, or not healthy
-  bool clock_skew = false;  // a report timestamp was in the future (treated as `now`)
+  bool clock_skew = false;                // a report timestamp was in the future (treated as `now`)
 
   // When a verdict may change without a new report (a `for` elapsing, an Xid leaving its
   // window, the heartbeat budget running out, recovery hysteresis ending). Requeue then.
   std::optional<WallTime> next_evaluation;
 
-  EvalMemory memory;           // persist this (per policy) in the remediation record
+  EvalMemory memory;            // persist this (per policy) in the remediation record
   bool memory_changed = false;  // memory != prior (write only then)
 
   std::vector<std::string> MatchedRules() const;  // distinct fired rule names (action >= Event)

@@ -122,9 +122,9 @@ TEST(Evaluate, ApplicationXidStormNeverActsUnderDefault) {
 
 struct WindowCase {
   const char* name;
-  int64_t count;        // rule count
-  Duration window;      // rule window
-  int64_t xid_count;    // aggregate count
+  int64_t count;      // rule count
+  Duration window;    // rule window
+  int64_t xid_count;  // aggregate count
   Duration first_ago;
   Duration last_ago;
   bool fires;
@@ -256,11 +256,15 @@ TEST(Evaluate, UnknownPaths) {
   EXPECT_EQ(none.reason, "NoReport");
   EXPECT_EQ(none.action, Action::kEvent);
 
-  Verdict garbage = EvaluateReport(p, StatusOr<api::GpuNodeHealthStatus>(InvalidArgumentError("gpus[0].index: expected integer")), EvalMemory{}, kNow);
+  Verdict garbage = EvaluateReport(
+      p,
+      StatusOr<api::GpuNodeHealthStatus>(InvalidArgumentError("gpus[0].index: expected integer")),
+      EvalMemory{}, kNow);
   EXPECT_EQ(garbage.state, HealthState::kUnknown);
   EXPECT_EQ(garbage.reason, "InvalidReport");
   EXPECT_NE(garbage.message.find("expected integer"), std::string::npos);
-  Verdict missing = EvaluateReport(p, StatusOr<api::GpuNodeHealthStatus>(NotFoundError("x")), EvalMemory{}, kNow);
+  Verdict missing =
+      EvaluateReport(p, StatusOr<api::GpuNodeHealthStatus>(NotFoundError("x")), EvalMemory{}, kNow);
   EXPECT_EQ(missing.reason, "NoReport");
 
   // Stale-but-present facts are not acted on, even a lost GPU.

@@ -2,8 +2,8 @@
 #include "policy/memory.h"
 
 #include <algorithm>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "common/time_util.h"
 
@@ -11,9 +11,12 @@ namespace gg::policy {
 
 std::string_view HealthStateName(HealthState s) {
   switch (s) {
-    case HealthState::kHealthy: return "Healthy";
-    case HealthState::kUnhealthy: return "Unhealthy";
-    case HealthState::kUnknown: return "Unknown";
+    case HealthState::kHealthy:
+      return "Healthy";
+    case HealthState::kUnhealthy:
+      return "Unhealthy";
+    case HealthState::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -137,8 +140,10 @@ StatusOr<EvalMemory> EvalMemoryFromJson(const nlohmann::json& j, const std::stri
       auto rule = e.find("rule");
       auto key = e.find("key");
       auto since = e.find("since");
-      if (rule == e.end() || !rule->is_string()) return InvalidArgumentError(p + ".rule: expected string");
-      if (key == e.end() || !key->is_string()) return InvalidArgumentError(p + ".key: expected string");
+      if (rule == e.end() || !rule->is_string())
+        return InvalidArgumentError(p + ".rule: expected string");
+      if (key == e.end() || !key->is_string())
+        return InvalidArgumentError(p + ".key: expected string");
       if (since == e.end()) return InvalidArgumentError(p + ".since: required");
       mm.rule = rule->get<std::string>();
       mm.key = key->get<std::string>();

@@ -35,7 +35,8 @@ nlohmann::json ToJson(const YAML::Node& n) {
       }
       return s;
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -124,7 +125,8 @@ TEST(Samples, NpdConditionsCordonOnTheDetectorsVerdict) {
 }
 
 TEST(Samples, CrdDefaultsMatchBuiltInDefaults) {
-  YAML::Node crd = YAML::LoadFile(std::string(GG_SOURCE_DIR) + "/deploy/crds/gpuhealthpolicies.yaml");
+  YAML::Node crd =
+      YAML::LoadFile(std::string(GG_SOURCE_DIR) + "/deploy/crds/gpuhealthpolicies.yaml");
   YAML::Node spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
   nlohmann::json rules = ToJson(spec["properties"]["rules"]["default"]);
   auto decoded = api::DecodeGpuHealthPolicySpec(nlohmann::json{{"rules", rules}}.dump());

@@ -7,7 +7,8 @@ namespace gg::remediation {
 namespace {
 
 // Starts inside (now-1h, now]; sets *oldest to the earliest of them.
-int64_t InLastHour(const std::vector<WallTime>& starts, WallTime now, std::optional<WallTime>* oldest) {
+int64_t InLastHour(const std::vector<WallTime>& starts, WallTime now,
+                   std::optional<WallTime>* oldest) {
   int64_t n = 0;
   for (WallTime t : starts) {
     if (t > now - std::chrono::hours(1) && t <= now) {

@@ -16,10 +16,10 @@
 namespace gg::remediation {
 
 struct BrakeInput {
-  int64_t matched_nodes = 0;      // nodes the policy selects (the base of maxUnhealthy %)
-  int64_t remediating_nodes = 0;  // nodes with an active fence of ours (taint/cordon/drain/DRA)
-  std::vector<WallTime> node_starts;    // when fences started; older than 1h are ignored
-  int64_t active_drains = 0;            // drains running now
+  int64_t matched_nodes = 0;          // nodes the policy selects (the base of maxUnhealthy %)
+  int64_t remediating_nodes = 0;      // nodes with an active fence of ours (taint/cordon/drain/DRA)
+  std::vector<WallTime> node_starts;  // when fences started; older than 1h are ignored
+  int64_t active_drains = 0;          // drains running now
   std::vector<WallTime> device_starts;  // device-level (DRA) fences started; 1h window
 };
 
@@ -30,9 +30,9 @@ struct BrakeDecision {
   // Device-level fences still allowed this hour (maxDevicesPerHour - starts); nullopt: no cap.
   // One plan may fence several GPUs, so it needs the count, not just allow_new_device.
   std::optional<int64_t> devices_left;
-  bool engaged = false;          // some budget is exhausted (any allow_* is false)
-  std::string reason;            // every exhausted budget, "; "-joined
-  int64_t node_budget = 0;       // maxUnhealthy resolved against matched_nodes
+  bool engaged = false;              // some budget is exhausted (any allow_* is false)
+  std::string reason;                // every exhausted budget, "; "-joined
+  int64_t node_budget = 0;           // maxUnhealthy resolved against matched_nodes
   std::optional<WallTime> retry_at;  // when an hourly budget frees a slot
 };
 

@@ -11,7 +11,8 @@ using std::chrono::seconds;
 
 const WallTime kNow = WallTime(seconds(1'800'000'000));
 
-api::SafetySpec Safety(api::IntOrPercent max_unhealthy, std::optional<int64_t> per_hour = std::nullopt,
+api::SafetySpec Safety(api::IntOrPercent max_unhealthy,
+                       std::optional<int64_t> per_hour = std::nullopt,
                        std::optional<int64_t> drains = std::nullopt) {
   api::SafetySpec s;
   s.max_unhealthy = max_unhealthy;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
@@ -74,7 +73,8 @@ std::string SubdomainPart(std::string_view s) {
   std::string out;
   for (char c : s) {
     char l = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-    out.push_back(((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '-' || l == '.') ? l : '-');
+    out.push_back(((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '-' || l == '.') ? l
+                                                                                             : '-');
   }
   return out;
 }
@@ -105,7 +105,8 @@ StatusOr<DeviceRef> ParseDeviceRef(std::string_view s) {
     return InvalidArgumentError("device reference \"" + std::string(s) +
                                 "\": expected <driver>/<pool>/<device>");
   }
-  return DeviceRef{std::string(s.substr(0, first)), std::string(s.substr(first + 1, last - first - 1)),
+  return DeviceRef{std::string(s.substr(0, first)),
+                   std::string(s.substr(first + 1, last - first - 1)),
                    std::string(s.substr(last + 1))};
 }
 
@@ -334,7 +335,9 @@ std::string BuildDeviceTaintRule(std::string_view version, const DeviceTaintRule
           {kRuleReasonAnnotation, message.empty() ? spec.reason : message}}}}},
       {"spec",
        {{"deviceSelector",
-         {{"driver", spec.device.driver}, {"pool", spec.device.pool}, {"device", spec.device.device}}},
+         {{"driver", spec.device.driver},
+          {"pool", spec.device.pool},
+          {"device", spec.device.device}}},
         {"taint", {{"key", api::kTaintKey}, {"effect", spec.effect}}}}}};
   std::string value = ToLabelValue(spec.reason);
   if (!value.empty()) rule["spec"]["taint"]["value"] = value;

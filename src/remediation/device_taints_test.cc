@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "k8s/codec.h"
@@ -20,7 +19,8 @@ TEST(DeviceTaints, ApiVersionsSortNewestFirst) {
   std::vector<std::string> v = {"v1alpha3", "v1beta1", "v1", "v1beta2", "v2alpha1", "weird"};
   std::sort(v.begin(), v.end(), NewerApiVersion);
   // Kubernetes version priority: GA > beta > alpha, then the higher major, then minor.
-  EXPECT_EQ(v, (std::vector<std::string>{"v1", "v1beta2", "v1beta1", "v2alpha1", "v1alpha3", "weird"}));
+  EXPECT_EQ(
+      v, (std::vector<std::string>{"v1", "v1beta2", "v1beta1", "v2alpha1", "v1alpha3", "weird"}));
 }
 
 TEST(DeviceTaints, DiscoveryDocuments) {
@@ -48,7 +48,8 @@ TEST(DeviceTaints, DiscoveryDocuments) {
   EXPECT_FALSE(ParseDraResources("[]").ok());
 }
 
-k8s::ResourceSlice Slice(const std::string& node, const std::string& driver, const std::string& pool,
+k8s::ResourceSlice Slice(const std::string& node, const std::string& driver,
+                         const std::string& pool,
                          std::vector<std::pair<std::string, std::string>> devices,
                          const std::string& attr = "uuid") {
   k8s::ResourceSlice s;
@@ -146,7 +147,8 @@ k8s::Pod PodWithClaim(const std::string& ns, const std::string& name, const std:
   p.resource_claims = std::move(claims);
   return p;
 }
-k8s::ResourceClaim Claim(std::vector<DeviceRef> devices, std::vector<k8s::ObjectReference> reserved) {
+k8s::ResourceClaim Claim(std::vector<DeviceRef> devices,
+                         std::vector<k8s::ObjectReference> reserved) {
   k8s::ResourceClaim c;
   for (auto& d : devices) c.allocations.push_back({"gpu", d.driver, d.pool, d.device});
   c.reserved_for = std::move(reserved);
@@ -185,10 +187,12 @@ TEST(DeviceTaints, RuleNamesAreUniqueValidSubdomains) {
   // Pool/device split differently must not collide.
   EXPECT_NE(DeviceTaintRuleName({"gpu.nvidia.com", "a-b", "c"}),
             DeviceTaintRuleName({"gpu.nvidia.com", "a", "b-c"}));
-  EXPECT_NE(DeviceTaintRuleName({"x.example.com", "p", "d"}), DeviceTaintRuleName({"gpu.nvidia.com", "p", "d"}));
+  EXPECT_NE(DeviceTaintRuleName({"x.example.com", "p", "d"}),
+            DeviceTaintRuleName({"gpu.nvidia.com", "p", "d"}));
   std::string longname = DeviceTaintRuleName({"gpu.nvidia.com", std::string(300, 'p'), "gpu-0"});
   EXPECT_LE(longname.size(), 253u);
-  for (char c : longname) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+  for (char c : longname)
+    EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
   std::string odd = DeviceTaintRuleName({"gpu.nvidia.com", "Node_A.", "gpu-0"});
   EXPECT_EQ(odd.find("_"), std::string::npos);
   EXPECT_EQ(odd.find(".-"), std::string::npos) << odd;
@@ -216,8 +220,8 @@ TEST(DeviceTaints, BuiltRuleIsOursAndSelectsOneDevice) {
   EXPECT_EQ(j["apiVersion"], "resource.k8s.io/v1beta2");
   EXPECT_EQ(j["kind"], "DeviceTaintRule");
   EXPECT_EQ(j["metadata"]["name"], DeviceTaintRuleName(s.device));
-  EXPECT_EQ(j["spec"]["deviceSelector"], json({{"driver", "gpu.nvidia.com"}, {"pool", "node-a"},
-                                               {"device", "gpu-3"}}));
+  EXPECT_EQ(j["spec"]["deviceSelector"],
+            json({{"driver", "gpu.nvidia.com"}, {"pool", "node-a"}, {"device", "gpu-3"}}));
   EXPECT_EQ(j["spec"]["taint"], json({{"key", "gpuguardian.io/unhealthy"},
                                       {"value", "uncontained-ecc"},
                                       {"effect", "NoSchedule"}}));

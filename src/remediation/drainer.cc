@@ -17,9 +17,12 @@ namespace gg::remediation {
 
 std::string_view DrainStateName(DrainState s) {
   switch (s) {
-    case DrainState::kDone: return "Done";
-    case DrainState::kBlocked: return "Blocked";
-    case DrainState::kCancelled: return "Cancelled";
+    case DrainState::kDone:
+      return "Done";
+    case DrainState::kBlocked:
+      return "Blocked";
+    case DrainState::kCancelled:
+      return "Cancelled";
   }
   return "Unknown";
 }

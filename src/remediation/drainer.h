@@ -115,12 +115,12 @@ std::string_view DrainStateName(DrainState s);
 
 struct DrainResult {
   DrainState state = DrainState::kDone;
-  int evicted = 0;              // evictions this run issued (accepted by the server)
-  int waited_terminating = 0;   // pods found already terminating and only waited for
-  int skipped = 0;              // DaemonSet/mirror/finished/out-of-scope pods
+  int evicted = 0;                    // evictions this run issued (accepted by the server)
+  int waited_terminating = 0;         // pods found already terminating and only waited for
+  int skipped = 0;                    // DaemonSet/mirror/finished/out-of-scope pods
   std::vector<std::string> blocking;  // "ns/name: why" for pods still there (Blocked)
-  std::string message;          // one line for Events/logs
-  bool timed_out = false;       // Blocked because the deadline passed
+  std::string message;                // one line for Events/logs
+  bool timed_out = false;             // Blocked because the deadline passed
 };
 
 class Drainer {

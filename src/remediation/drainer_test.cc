@@ -15,8 +15,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-k8s::Pod MakePod(std::string name, std::string node, int gpus, std::string owner_kind = "ReplicaSet",
-                 std::optional<int> priority = std::nullopt, std::string app = "") {
+k8s::Pod MakePod(std::string name, std::string node, int gpus,
+                 std::string owner_kind = "ReplicaSet", std::optional<int> priority = std::nullopt,
+                 std::string app = "") {
   k8s::Pod p;
   p.meta.name = std::move(name);
   p.meta.namespace_ = "ml";
@@ -266,7 +267,8 @@ TEST(DrainerTest, StageOfUsesFirstMatchAndImplicitLast) {
 
 TEST(DrainerTest, PdbRefusalsBackOffAndFinishWithinBudget) {
   FakePodApi api;
-  for (int i = 0; i < 4; ++i) api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
+  for (int i = 0; i < 4; ++i)
+    api.Add(MakePod("infer-" + std::to_string(i), "n1", 1, "ReplicaSet", {}, "infer"));
   api.SetBudget("infer", 1);
   Drainer d(api, RealClock::Default(), FastOptions());
   DrainResult r = d.Drain("n1", DrainJob{}, Far(), {});

@@ -19,9 +19,12 @@ bool Contains(const std::vector<T>& v, const T& x) {
 
 std::string ConditionStatus(HealthState s) {
   switch (s) {
-    case HealthState::kHealthy: return "True";
-    case HealthState::kUnhealthy: return "False";
-    case HealthState::kUnknown: return "Unknown";
+    case HealthState::kHealthy:
+      return "True";
+    case HealthState::kUnhealthy:
+      return "False";
+    case HealthState::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -82,7 +85,8 @@ class Planner {
   }
   bool NodeFenced() const {
     return rec_.tainted || rec_.cordoned || !rec_.device_taints.empty() ||
-           rec_.drain.phase == DrainPhase::kRunning || (rec_.dry_run && rec_.action >= Action::kTaint);
+           rec_.drain.phase == DrainPhase::kRunning ||
+           (rec_.dry_run && rec_.action >= Action::kTaint);
   }
   bool HoldsAnything() const {
     return rec_.Active() || NodeFenced() || OurTaint() || rec_.escalation.has_value();
@@ -245,10 +249,10 @@ void Planner::Release(const std::string& why, bool node_level_only) {
 }
 
 void Planner::StartOccurrence() {
-  rec_.occurrence = node_.name + "-" +
-                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                       now_.time_since_epoch())
-                                       .count());
+  rec_.occurrence =
+      node_.name + "-" +
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::seconds>(now_.time_since_epoch()).count());
   rec_.started_at = now_;
   rec_.cancelled = false;
   rec_.cancelled_at.reset();

@@ -185,9 +185,9 @@ struct NodeInput {
   // The GPUNodeHealth status (or the legacy annotation). NotFound: no report; another error:
   // a report that cannot be read (-> Unknown).
   StatusOr<api::GpuNodeHealthStatus> report = NotFoundError("no report");
-  std::vector<const api::GpuHealthPolicy*> policies;  // valid policies selecting the node
+  std::vector<const api::GpuHealthPolicy*> policies;       // valid policies selecting the node
   std::vector<policy::NodeConditionFact> node_conditions;  // for nodeCondition rules
-  std::optional<DrainOutcome> drain;                  // the drain runner's finished outcome, if any
+  std::optional<DrainOutcome> drain;  // the drain runner's finished outcome, if any
 };
 
 // Assess: the verdict half of the decision (exclusion, Evaluate per policy, Resolve).

@@ -155,7 +155,7 @@ TEST(Plan, DrainStartsOnceThenContinues) {
 
 TEST(Plan, AdminCordonAndTaintAreNeverUndone) {
   NodeView admin = Node();
-  admin.unschedulable = true;                              // cordoned by an admin
+  admin.unschedulable = true;  // cordoned by an admin
   admin.taints = {{"example.com/maintenance", "", "NoSchedule"}};
   NodeView n = Step(Bad(Action::kCordon), admin);
   RemediationRecord r = Record(n);
@@ -181,7 +181,8 @@ TEST(Plan, AdminUncordonCancelsTheOccurrence) {
   EXPECT_TRUE(HasEvent(p, events::kRemediationSkipped));
   EXPECT_TRUE(Record(n).cancelled);
   // A new fault (another GPU) is a new occurrence: fenced again.
-  n = Step(Bad(Action::kCordon, {"GPU-3", "GPU-5"}), n, Pol(), BrakeAllowAll(), kNow + minutes(2), &p);
+  n = Step(Bad(Action::kCordon, {"GPU-3", "GPU-5"}), n, Pol(), BrakeAllowAll(), kNow + minutes(2),
+           &p);
   EXPECT_TRUE(n.unschedulable);
   EXPECT_FALSE(Record(n).cancelled);
   EXPECT_EQ(Record(n).occurrence, "node-a-" + std::to_string(1'800'000'000 + 120));
@@ -199,7 +200,8 @@ TEST(Plan, RecordRemovalReOnboards) {
   NodeView removed = n;
   removed.record_annotation.reset();
   NodeChange p;
-  NodeView still = Step(Bad(Action::kCordon), removed, Pol(), BrakeAllowAll(), kNow + minutes(3), &p);
+  NodeView still =
+      Step(Bad(Action::kCordon), removed, Pol(), BrakeAllowAll(), kNow + minutes(3), &p);
   EXPECT_TRUE(still.unschedulable);
   EXPECT_NE(OurTaint(still), nullptr);
   EXPECT_EQ(Record(still).occurrence, "node-a-" + std::to_string(1'800'000'000 + 180));
@@ -404,7 +406,7 @@ TEST(PlanDeviceLevel, TaintCarriesPolicyEffectAndFiredRule) {
     auto adds = p.create_device_taints;
     ASSERT_EQ(adds.size(), 1u);
     EXPECT_EQ(adds[0].effect, name);
-    EXPECT_EQ(adds[0].reason, "fatal-xid");  // the taint value: the rule that fired
+    EXPECT_EQ(adds[0].reason, "fatal-xid");    // the taint value: the rule that fired
     EXPECT_TRUE(p.drain.has_value()) << name;  // Drain: evict the pods holding the GPU
     NodeView n = ApplyChange(DraNode(), p);
     EXPECT_FALSE(n.unschedulable);

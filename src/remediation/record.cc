@@ -12,11 +12,16 @@ using nlohmann::json;
 
 std::string_view DrainPhaseName(DrainPhase p) {
   switch (p) {
-    case DrainPhase::kNone: return "None";
-    case DrainPhase::kRunning: return "Running";
-    case DrainPhase::kCompleted: return "Completed";
-    case DrainPhase::kBlocked: return "Blocked";
-    case DrainPhase::kCancelled: return "Cancelled";
+    case DrainPhase::kNone:
+      return "None";
+    case DrainPhase::kRunning:
+      return "Running";
+    case DrainPhase::kCompleted:
+      return "Completed";
+    case DrainPhase::kBlocked:
+      return "Blocked";
+    case DrainPhase::kCancelled:
+      return "Cancelled";
   }
   return "None";
 }

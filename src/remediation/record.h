@@ -41,7 +41,7 @@ struct DeviceTaintRecord {
   std::string effect;     // None | NoSchedule | NoExecute
   std::string rule_name;  // DeviceTaintRule object name, set by the operator once created
   WallTime since{};
-  std::string device;     // "<driver>/<pool>/<device>" it selects, set with rule_name
+  std::string device;  // "<driver>/<pool>/<device>" it selects, set with rule_name
   // Set when the DRA driver's own taint ("key=value:effect") already fences the device: no
   // rule of ours exists for it (rule_name stays empty, `device` is set) and recovery only
   // forgets the entry — the driver's taint is never ours to remove.
@@ -67,8 +67,8 @@ struct RemediationRecord {
   // Last verdict state announced (drives once-per-transition Events). Empty: none yet.
   std::string state;
   // The current occurrence: an episode from the first unhealthy verdict to recovery.
-  std::string occurrence;  // "" when none is active
-  std::string policy;      // policy whose verdict drove it
+  std::string occurrence;                   // "" when none is active
+  std::string policy;                       // policy whose verdict drove it
   api::Action action = api::Action::kNone;  // highest step reached (never lowered)
   std::vector<std::string> rules;           // matched rules
   std::string reason;                       // evidence summary (<= 1 KiB)

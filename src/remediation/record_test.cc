@@ -27,7 +27,8 @@ TEST(Record, RoundTrip) {
   r.taint_effect = "NoSchedule";
   r.cordoned = true;
   r.drain = {DrainPhase::kBlocked, kNow, kNow + minutes(60), "pod a/b: PDB x refused"};
-  r.device_taints = {{"GPU-2", "NoSchedule", "gg-node-a-gpu-2", kNow, "gpu.nvidia.com/node-a/gpu-2"}};
+  r.device_taints = {
+      {"GPU-2", "NoSchedule", "gg-node-a-gpu-2", kNow, "gpu.nvidia.com/node-a/gpu-2"}};
   r.cancelled = true;
   r.cancelled_at = kNow;
   r.skipped = "brake";

@@ -25,9 +25,9 @@ std::string NewReconcileId() {
   hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
   lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
   char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx",
-                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xffff),
-                static_cast<unsigned>(hi & 0xffff), static_cast<unsigned>(lo >> 48),
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                static_cast<unsigned>(lo >> 48),
                 static_cast<unsigned long long>(lo & 0xffffffffffffULL));
   return buf;
 }
@@ -59,11 +59,11 @@ Controller::Controller(std::string name, Reconciler& reconciler, WorkQueue& queu
   error_ = &total.WithLabels({name_, kResultError});
   requeue_ = &total.WithLabels({name_, kResultRequeue});
   requeue_after_ = &total.WithLabels({name_, kResultRequeueAfter});
-  errors_total_ = &registry
-                       .AddCounter("controller_runtime_reconcile_errors_total",
-                                   "Total number of reconciliation errors per controller.",
-                                   {"controller"})
-                       .WithLabels({name_});
+  errors_total_ =
+      &registry
+           .AddCounter("controller_runtime_reconcile_errors_total",
+                       "Total number of reconciliation errors per controller.", {"controller"})
+           .WithLabels({name_});
   terminal_errors_total_ =
       &registry
            .AddCounter("controller_runtime_terminal_reconcile_errors_total",
@@ -81,16 +81,16 @@ Controller::Controller(std::string name, Reconciler& reconciler, WorkQueue& queu
                                        "Length of time per reconciliation per controller.",
                                        {"controller"}, ReconcileBuckets())
                          .WithLabels({name_});
-  active_workers_ = &registry
-                         .AddGauge("controller_runtime_active_workers",
-                                   "Number of currently used workers per controller.",
-                                   {"controller"})
-                         .WithLabels({name_});
-  max_concurrent_ = &registry
-                         .AddGauge("controller_runtime_max_concurrent_reconciles",
-                                   "Maximum number of concurrent reconciles per controller.",
-                                   {"controller"})
-                         .WithLabels({name_});
+  active_workers_ =
+      &registry
+           .AddGauge("controller_runtime_active_workers",
+                     "Number of currently used workers per controller.", {"controller"})
+           .WithLabels({name_});
+  max_concurrent_ =
+      &registry
+           .AddGauge("controller_runtime_max_concurrent_reconciles",
+                     "Maximum number of concurrent reconciles per controller.", {"controller"})
+           .WithLabels({name_});
   max_concurrent_->Set(options_.workers);
 }
 
@@ -160,8 +160,8 @@ void Controller::ReconcileKey(const std::string& key, std::stop_token stop) {
       break;
     case RequeueAction::kRequeueRateLimited:
       if (r.is_error) {
-        log.Error("reconciler error", {{"error", result.status().ToString()},
-                                       {"retries", queue_.NumRequeues(key)}});
+        log.Error("reconciler error",
+                  {{"error", result.status().ToString()}, {"retries", queue_.NumRequeues(key)}});
       } else {
         requeue_->Inc();
       }
@@ -181,8 +181,7 @@ void Controller::ReconcileKey(const std::string& key, std::stop_token stop) {
     case RequeueAction::kTerminal:
       terminal_errors_total_->Inc();
       queue_.Forget(key);
-      log.Error("terminal reconciler error; not retrying",
-                {{"error", result.status().ToString()}});
+      log.Error("terminal reconciler error; not retrying", {{"error", result.status().ToString()}});
       if (options_.on_terminal_error) {
         try {
           options_.on_terminal_error(key, result.status());

@@ -42,8 +42,8 @@ std::string CurrentReconcileId();
 class Controller final : public Runnable {
  public:
   // `queue`, `reconciler` and `registry` must outlive the controller.
-  Controller(std::string name, Reconciler& reconciler, WorkQueue& queue,
-             ControllerOptions options, metrics::Registry& registry, Logger log = Logger());
+  Controller(std::string name, Reconciler& reconciler, WorkQueue& queue, ControllerOptions options,
+             metrics::Registry& registry, Logger log = Logger());
   ~Controller() override;
 
   std::string Name() const override { return name_; }

@@ -70,15 +70,14 @@ class ControllerTest : public ::testing::Test {
   WorkQueue queue_{"nodes", clock_, &registry_};
   ScriptedReconciler reconciler_;
   std::vector<std::pair<std::string, Status>> terminal_;
-  Controller controller_{"node",
-                         reconciler_,
-                         queue_,
-                         {.workers = 2,
-                          .on_terminal_error =
-                              [this](const std::string& k, const Status& s) {
-                                terminal_.emplace_back(k, s);
-                              }},
-                         registry_};
+  Controller controller_{
+      "node",
+      reconciler_,
+      queue_,
+      {.workers = 2,
+       .on_terminal_error = [this](const std::string& k,
+                                   const Status& s) { terminal_.emplace_back(k, s); }},
+      registry_};
   std::stop_source stop_;
 };
 

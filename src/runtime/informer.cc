@@ -28,7 +28,10 @@ class RepeatedFailureLog {
     ++skipped_;
     return false;
   }
-  void Reset() { last_.clear(); skipped_ = 0; }
+  void Reset() {
+    last_.clear();
+    skipped_ = 0;
+  }
 
  private:
   std::string last_;
@@ -41,7 +44,10 @@ class RepeatedFailureLog {
 InformerCore::InformerCore(k8s::RestClient& client, k8s::ResourceType type, Clock& clock,
                            InformerOptions options)
     : log_(Logger().WithName("informer").WithValues({{"resource", type.resource}})),
-      client_(client), type_(std::move(type)), clock_(clock), options_(std::move(options)) {}
+      client_(client),
+      type_(std::move(type)),
+      clock_(clock),
+      options_(std::move(options)) {}
 
 InformerCore::~InformerCore() { Stop(); }
 
@@ -117,7 +123,8 @@ k8s::WatchOptions InformerCore::NextWatchOptions(std::uint64_t& rng) {
 
 // One WATCH until it ends: each line applied to the cache and its resourceVersion kept. A
 // line that cannot be applied ends the watch; its error goes to *line_status.
-Status InformerCore::WatchOnce(const k8s::WatchOptions& wo, std::stop_token stop, Status* line_status) {
+Status InformerCore::WatchOnce(const k8s::WatchOptions& wo, std::stop_token stop,
+                               Status* line_status) {
   return client_.Watch(
       type_, options_.namespace_, wo,
       [&](std::string_view line) {

@@ -1,9 +1,10 @@
 // Informer: one paged LIST, then WATCH forever from the list's resourceVersion (bookmarks on),
 // resuming from the last seen resourceVersion when a stream ends or breaks. It re-LISTs only on
 // 410 Gone/Expired or an undecodable event — never periodically (except in the opt-in poll
-// mode, InformerOptions::poll_interval, which replaces WATCH by a periodic LIST). Keeps a thread-safe cache of
-// projections keyed by "namespace/name" and calls handlers (OnAdd/OnUpdate/OnDelete) on its
-// own thread after the cache is updated; deletes discovered by a relist are delivered too.
+// mode, InformerOptions::poll_interval, which replaces WATCH by a periodic LIST). Keeps a
+// thread-safe cache of projections keyed by "namespace/name" and calls handlers
+// (OnAdd/OnUpdate/OnDelete) on its own thread after the cache is updated; deletes discovered by a
+// relist are delivered too.
 #pragma once
 
 #include <atomic>
@@ -54,13 +55,13 @@ struct InformerOptions {
 
 // Counters for tests and benchmarks ("zero periodic LISTs").
 struct InformerStats {
-  std::atomic<std::uint64_t> lists{0};        // completed LISTs (initial + relists)
-  std::atomic<std::uint64_t> list_pages{0};   // LIST requests (pages)
-  std::atomic<std::uint64_t> relists{0};      // LISTs after the first (polls in poll mode)
-  std::atomic<std::uint64_t> watches{0};      // WATCH requests started
-  std::atomic<std::uint64_t> events{0};       // ADDED/MODIFIED/DELETED applied
+  std::atomic<std::uint64_t> lists{0};       // completed LISTs (initial + relists)
+  std::atomic<std::uint64_t> list_pages{0};  // LIST requests (pages)
+  std::atomic<std::uint64_t> relists{0};     // LISTs after the first (polls in poll mode)
+  std::atomic<std::uint64_t> watches{0};     // WATCH requests started
+  std::atomic<std::uint64_t> events{0};      // ADDED/MODIFIED/DELETED applied
   std::atomic<std::uint64_t> bookmarks{0};
-  std::atomic<std::uint64_t> errors{0};       // failed requests / bad events
+  std::atomic<std::uint64_t> errors{0};  // failed requests / bad events
 };
 
 // Non-template core: the list/watch loop. The typed Informer<T> supplies the cache.
@@ -128,7 +129,7 @@ struct EventHandlers {
 template <typename T>
 struct InformerCodec {
   std::function<StatusOr<k8s::ObjectList<T>>(std::string& body,
-                                              const std::function<void(T&&)>& sink)>
+                                             const std::function<void(T&&)>& sink)>
       parse_list_into = [](std::string& body, const std::function<void(T&&)>& sink) {
         return k8s::ParseListInto<T>(body, sink);
       };
@@ -188,14 +189,12 @@ class Informer final : public InformerCore {
   }
 
  protected:
-  void BeginRelist() override {
-    seen_.clear();
-  }
+  void BeginRelist() override { seen_.clear(); }
   StatusOr<k8s::ListPageInfo> OnListPage(std::string& body) override {
     ForgetLookup();
     k8s::PreviousLabels hint(&CachedLabels, this);
     auto sink = [this](T&& obj) { Upsert(std::move(obj), /*from_list=*/true); };
-    std::function<void(T&&)> fn = sink;
+    std::function<void(T &&)> fn = sink;
     auto list = codec_.parse_list_into(body, fn);
     if (!list.ok()) return list.status();
     return k8s::ListPageInfo{list->resource_version, list->continue_token};

@@ -36,7 +36,8 @@ TEST(InformerSimTest, SyncEventsResumeAndRelist) {
   auto sim = gg::sim::SimServer::Start(o);
   ASSERT_TRUE(sim.ok()) << sim.status();
   auto& s = **sim;
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.Create("/api/v1/nodes", NodeJson("n" + std::to_string(i))).ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(s.Create("/api/v1/nodes", NodeJson("n" + std::to_string(i))).ok());
   k8s::ClientConfig cfg;
   cfg.server = s.Url();
   auto client = k8s::RestClient::Create(cfg, RealClock::Default());
@@ -76,7 +77,9 @@ TEST(InformerSimTest, SyncEventsResumeAndRelist) {
   ASSERT_TRUE(WaitFor([&] { return inf.stats().watches.load() > w0; }));
   auto w1 = inf.stats().watches.load();
   for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(s.MergePatch("/api/v1/nodes/n3", {{"metadata", {{"labels", {{"step", std::to_string(i)}}}}}}).ok());
+    ASSERT_TRUE(s.MergePatch("/api/v1/nodes/n3",
+                             {{"metadata", {{"labels", {{"step", std::to_string(i)}}}}}})
+                    .ok());
   }
   ASSERT_TRUE(WaitFor([&] {
     auto n3 = inf.Get("", "n3");

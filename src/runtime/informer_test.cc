@@ -1,6 +1,8 @@
 // Informer over a scripted in-memory Transport: initial paged LIST, watch events into the
 // cache and handlers, resume after a clean stream end (no LIST), relist on 410 and on an
 // undecodable event (deletes discovered), prompt stop.
+#include "runtime/informer.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,8 +10,6 @@
 #include <map>
 #include <mutex>
 #include <thread>
-
-#include "runtime/informer.h"
 
 namespace gg::runtime {
 namespace {
@@ -151,9 +151,10 @@ InformerOptions FastOptions() {
 
 TEST(InformerTest, ListThenWatchResumeWithoutRelist) {
   ScriptedTransport t;
-  t.SetList({{"", R"({"metadata":{"resourceVersion":"10","continue":"p2"},"items":[)" +
-                      NodeJson("a", 1) + "," + NodeJson("b", 2) + "]}"},
-             {"p2", R"({"metadata":{"resourceVersion":"10"},"items":[)" + NodeJson("c", 3) + "]}"}});
+  t.SetList(
+      {{"", R"({"metadata":{"resourceVersion":"10","continue":"p2"},"items":[)" + NodeJson("a", 1) +
+                "," + NodeJson("b", 2) + "]}"},
+       {"p2", R"({"metadata":{"resourceVersion":"10"},"items":[)" + NodeJson("c", 3) + "]}"}});
   t.PushWatch({{Event("MODIFIED", NodeJson("a", 11, true)), Event("ADDED", NodeJson("d", 12)),
                 Event("DELETED", NodeJson("b", 13)),
                 R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"20"}}})"},
@@ -193,9 +194,11 @@ TEST(InformerTest, RelistOn410DeliversDeletesAndUpdates) {
   t.QueueList({{"", R"({"metadata":{"resourceVersion":"10"},"items":[)" + NodeJson("a", 1) + "," +
                         NodeJson("b", 2) + "]}"}});
   // What the relist sees: b is gone, a was modified while we were not watching.
-  t.QueueList({{"", R"({"metadata":{"resourceVersion":"30"},"items":[)" + NodeJson("a", 25) + "]}"}});
-  t.PushWatch({{R"j({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version: 1 (100)","reason":"Expired","code":410}})j"},
-               false});
+  t.QueueList(
+      {{"", R"({"metadata":{"resourceVersion":"30"},"items":[)" + NodeJson("a", 25) + "]}"}});
+  t.PushWatch(
+      {{R"j({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version: 1 (100)","reason":"Expired","code":410}})j"},
+       false});
   k8s::ClientConfig cfg;
   k8s::RestClient client(t, cfg, RealClock::Default());
   Informer<k8s::Node> inf(client, k8s::kNodes, RealClock::Default(), FastOptions());

@@ -69,8 +69,8 @@ class ChunkedTransport : public k8s::Transport {
 
 std::string NodeEvent(const std::string& type, int rv, bool unschedulable) {
   return R"({"type":")" + type + R"(","object":{"metadata":{"name":"a","resourceVersion":")" +
-         std::to_string(rv) + R"("},"spec":{"unschedulable":)" + (unschedulable ? "true" : "false") +
-         "}}}\n";
+         std::to_string(rv) + R"("},"spec":{"unschedulable":)" +
+         (unschedulable ? "true" : "false") + "}}}\n";
 }
 
 InformerOptions Fast() {
@@ -119,9 +119,11 @@ TEST(InformerTruncation, HalfAnEventIsNeverAppliedAndArrivesWholeAfterResume) {
 
 TEST(InformerTruncation, ACompleteButGarbledLineIsAnErrorThatRelists) {
   ChunkedTransport t;
-  t.list_body = R"({"metadata":{"resourceVersion":"4"},"items":[{"metadata":{"name":"a","resourceVersion":"4"}}]})";
+  t.list_body =
+      R"({"metadata":{"resourceVersion":"4"},"items":[{"metadata":{"name":"a","resourceVersion":"4"}}]})";
   // A proxy that mangled the stream: the line ends, but the JSON does not.
-  t.QueueWatch({R"({"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVe)" "\n"});
+  t.QueueWatch({R"({"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVe)"
+                "\n"});
   k8s::ClientConfig cfg;
   k8s::RestClient client(t, cfg, RealClock::Default());
   Informer<k8s::Node> inf(client, k8s::kNodes, RealClock::Default(), Fast());

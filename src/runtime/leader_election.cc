@@ -71,10 +71,13 @@ k8s::RestClientOptions LeaseClientOptions(const k8s::RestClient& base,
 
 LeaderElector::LeaderElector(k8s::RestClient& client, Clock& clock, LeaderElectionConfig config)
     : lease_client_(client.WithOptions(LeaseClientOptions(client, config))),
-      client_(*lease_client_), clock_(clock), config_(std::move(config)),
-      log_(Logger().WithName("leader-election").WithValues(
-          {{"lease", config_.lease_namespace + "/" + config_.lease_name},
-           {"identity", config_.identity}})),
+      client_(*lease_client_),
+      clock_(clock),
+      config_(std::move(config)),
+      log_(Logger()
+               .WithName("leader-election")
+               .WithValues({{"lease", config_.lease_namespace + "/" + config_.lease_name},
+                            {"identity", config_.identity}})),
       jitter_state_(std::random_device{}()) {
   (void)MasterStatus().WithLabels({config_.lease_name});  // served as 0 until we lead
 }
@@ -239,10 +242,10 @@ void LeaderElector::ObserveLease(const k8s::Lease& current, MonoTime now_mono) {
 Status LeaderElector::TryAcquireOrRenew() {
   const WallTime now = clock_.Now();
   const MonoTime now_mono = clock_.Monotonic();
-  const auto duration_s = static_cast<std::int32_t>(
-      std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
-                                    config_.lease_duration + std::chrono::milliseconds(999))
-                                    .count()));
+  const auto duration_s = static_cast<std::int32_t>(std::max<std::int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration +
+                                                          std::chrono::milliseconds(999))
+             .count()));
   auto body = client_.Get(k8s::kLeases, config_.lease_namespace, config_.lease_name);
   if (!body.ok() && IsNotFound(body.status())) return CreateLease(now, now_mono, duration_s);
   if (!body.ok()) return body.status();

@@ -107,7 +107,7 @@ class LeaderElector {
 
   mutable std::mutex mu_;
   std::optional<k8s::Lease> observed_;  // last raw record seen
-  std::string observed_raw_key_;          // holder|renew|transitions|duration (change detection)
+  std::string observed_raw_key_;        // holder|renew|transitions|duration (change detection)
   MonoTime observed_time_{};
   MonoTime last_renew_{};
   std::atomic<bool> leading_{false};
@@ -116,9 +116,9 @@ class LeaderElector {
   std::uint64_t jitter_state_;
 
   std::mutex wake_mu_;
-  bool released_seen_ = false;             // the watch saw holderIdentity "" (or deletion)
-  std::stop_source* wake_ = nullptr;       // the acquire loop's current sleep
-  std::jthread watcher_;                   // while campaigning
+  bool released_seen_ = false;        // the watch saw holderIdentity "" (or deletion)
+  std::stop_source* wake_ = nullptr;  // the acquire loop's current sleep
+  std::jthread watcher_;              // while campaigning
   std::jthread thread_;
 };
 

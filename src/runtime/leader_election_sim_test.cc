@@ -116,7 +116,9 @@ TEST_F(LeaderElectionSimTest, FollowerWatchingTheLeaseTakesOverAtOnceOnRelease) 
   ASSERT_TRUE(WaitFor([&] { return (*a)->IsLeader(); }));
   (*b)->Start();
   (*c)->Start();
-  ASSERT_TRUE(WaitFor([&] { return (*b)->CurrentLeader() == "replica-a" && (*c)->CurrentLeader() == "replica-a"; }));
+  ASSERT_TRUE(WaitFor([&] {
+    return (*b)->CurrentLeader() == "replica-a" && (*c)->CurrentLeader() == "replica-a";
+  }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // b's watch is open
   auto released_at = std::chrono::steady_clock::now();
   (*a)->Stop();
@@ -165,13 +167,17 @@ TEST_F(LeaderElectionSimTest, TakenLeaseMeansLost) {
   (*a)->Start();
   ASSERT_TRUE(WaitFor([&] { return (*a)->IsLeader(); }));
   // Someone else writes the lease (e.g. a replica after a network partition).
-  auto cur = sim_->Get("/apis/coordination.k8s.io/v1/namespaces/default/leases/gpu-guardian-operator");
+  auto cur =
+      sim_->Get("/apis/coordination.k8s.io/v1/namespaces/default/leases/gpu-guardian-operator");
   ASSERT_TRUE(cur.ok()) << cur.status();
   nlohmann::json obj = *cur;
   obj["spec"]["holderIdentity"] = "intruder";
   obj["spec"]["leaseDurationSeconds"] = 30;
   obj["metadata"].erase("resourceVersion");
-  ASSERT_TRUE(sim_->Update("/apis/coordination.k8s.io/v1/namespaces/default/leases/gpu-guardian-operator", obj).ok());
+  ASSERT_TRUE(
+      sim_->Update("/apis/coordination.k8s.io/v1/namespaces/default/leases/gpu-guardian-operator",
+                   obj)
+          .ok());
   ASSERT_TRUE(WaitFor([&] { return (*a)->lost(); }));
   EXPECT_FALSE((*a)->IsLeader());
   EXPECT_EQ(stopped.load(), 1);

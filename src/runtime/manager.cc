@@ -94,8 +94,8 @@ std::shared_ptr<Manager::Task> Manager::Spawn(std::string name, std::function<St
     task->done = true;
     if (!s.ok()) {
       if (shared->stopping) {
-        log.Info("runnable returned an error while stopping", {{"runnable", task->name},
-                                                                {"error", s.ToString()}});
+        log.Info("runnable returned an error while stopping",
+                 {{"runnable", task->name}, {"error", s.ToString()}});
       } else {
         log.Error("runnable failed", {{"runnable", task->name}, {"error", s.ToString()}});
         shared->runnable_failed = true;
@@ -146,8 +146,8 @@ void Manager::StartLeaderRunnables(RunState& rs) {
   shared_->is_leader = true;
   log_.Info("starting leader runnables", {{"count", leader_runnables_.size()}});
   for (Runnable* r : leader_runnables_)
-    rs.tasks.push_back(
-        Spawn(r->Name(), [r, t = rs.leader_stop.get_token()] { return r->Run(t); }, true));
+    rs.tasks.push_back(Spawn(
+        r->Name(), [r, t = rs.leader_stop.get_token()] { return r->Run(t); }, true));
 }
 
 // The election's thread: it reports leadership through Shared::leading.
@@ -261,8 +261,8 @@ Status Manager::Run(std::stop_token stop) {
   // 2. Caches, then wait until all have synced.
   for (auto& c : caches_) {
     Runnable* r = c.runnable;
-    rs.tasks.push_back(
-        Spawn(r->Name(), [r, t = rs.rest_stop.get_token()] { return r->Run(t); }, false));
+    rs.tasks.push_back(Spawn(
+        r->Name(), [r, t = rs.rest_stop.get_token()] { return r->Run(t); }, false));
   }
   WaitForCacheSync(stop);
   if (sh.caches_synced) log_.Info("caches synced", {{"caches", caches_.size()}});
@@ -270,8 +270,8 @@ Status Manager::Run(std::stop_token stop) {
   // 3. Runnables that do not need the lease.
   if (!stop.stop_requested() && !failed()) {
     for (Runnable* r : runnables_)
-      rs.tasks.push_back(
-          Spawn(r->Name(), [r, t = rs.rest_stop.get_token()] { return r->Run(t); }, false));
+      rs.tasks.push_back(Spawn(
+          r->Name(), [r, t = rs.rest_stop.get_token()] { return r->Run(t); }, false));
   }
 
   // 4./5. Leader election, then leader runnables.

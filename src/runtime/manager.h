@@ -6,8 +6,8 @@
 //   4. leader election (when one is given; otherwise step 5 follows at once)
 //   5. leader-only runnables (controllers), started once the lease is held
 // Stop (the stop_token, e.g. SIGTERM): leader runnables stop first, then before_release runs,
-// then the lease is released, then the rest — all within graceful_shutdown_timeout (5 s). Losing the lease or
-// a runnable failing ends Run() with an error (the process should then exit non-zero).
+// then the lease is released, then the rest — all within graceful_shutdown_timeout (5 s). Losing
+// the lease or a runnable failing ends Run() with an error (the process should then exit non-zero).
 // Health: /readyz check "informers-synced" (all caches synced), /healthz check "runnables"
 // (no runnable has failed).
 #pragma once

@@ -4,7 +4,6 @@
 // lease is used (tests, the agent).
 #include <condition_variable>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "k8s/resource.h"
@@ -28,7 +27,8 @@ Status DiagnoseLeaseWrite(const Status& dry_run, const LeaderElectionConfig& c) 
     return PermissionDeniedError("leader election cannot start: not allowed to create the " +
                                  where + " (" + dry_run.message() +
                                  "); grant get, create and update on leases.coordination.k8s.io "
-                                 "in namespace " + c.lease_namespace);
+                                 "in namespace " +
+                                 c.lease_namespace);
   }
   return UnavailableError("leader election cannot start: checking the " + where +
                           " failed: " + dry_run.ToString());
@@ -44,8 +44,7 @@ class LeaseElectionImpl final : public LeaseLeaderElection {
   };
 
   LeaseElectionImpl(std::shared_ptr<State> state, std::unique_ptr<LeaderElector> elector,
-                    k8s::RestClient& client, Clock& clock, LeaderElectionConfig config,
-                    Logger log)
+                    k8s::RestClient& client, Clock& clock, LeaderElectionConfig config, Logger log)
       : state_(std::move(state)),
         elector_(std::move(elector)),
         client_(client),
@@ -114,8 +113,8 @@ class LeaseElectionImpl final : public LeaseLeaderElection {
       if (stop.stop_requested()) return false;
       const MonoTime now = clock_.Monotonic();
       if (s.message() != last_logged || now - logged_at >= std::chrono::seconds(30)) {
-        log_.Error(s.message(), {{"namespace", config_.lease_namespace},
-                                 {"lease", config_.lease_name}});
+        log_.Error(s.message(),
+                   {{"namespace", config_.lease_namespace}, {"lease", config_.lease_name}});
         last_logged = s.message();
         logged_at = now;
       }
@@ -135,8 +134,10 @@ class LeaseElectionImpl final : public LeaseLeaderElection {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LeaseLeaderElection>> NewLeaseLeaderElection(
-    k8s::RestClient& client, Clock& clock, LeaderElectionConfig config, Logger log) {
+StatusOr<std::unique_ptr<LeaseLeaderElection>> NewLeaseLeaderElection(k8s::RestClient& client,
+                                                                      Clock& clock,
+                                                                      LeaderElectionConfig config,
+                                                                      Logger log) {
   auto state = std::make_shared<LeaseElectionImpl::State>();
   auto user_started = std::move(config.on_started_leading);
   auto user_stopped = std::move(config.on_stopped_leading);

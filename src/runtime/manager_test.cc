@@ -162,7 +162,7 @@ TEST_F(ManagerTest, StartOrderAndOrderlyShutdown) {
   EXPECT_TRUE(server_.Running());  // the server comes first
   EXPECT_GT(m.HealthPort(), 0);
   EXPECT_EQ(server_.Handle("/readyz", "").status, 500);  // caches not synced
-  EXPECT_FALSE(j_.Has("agent:start"));                    // nothing else before sync
+  EXPECT_FALSE(j_.Has("agent:start"));                   // nothing else before sync
   synced_ = true;
   ASSERT_TRUE(Eventually([&] { return j_.Has("election:start"); }));
   EXPECT_TRUE(m.CachesSynced());
@@ -272,7 +272,8 @@ TEST_F(ManagerTest, StuckRunnableIsReportedNotWaitedForever) {
 
 TEST(StartStopRunnable, CallsStartAndStop) {
   std::atomic<int> started{0}, stopped{0};
-  StartStopRunnable r("informer", [&] { ++started; }, [&] { ++stopped; }, false);
+  StartStopRunnable r(
+      "informer", [&] { ++started; }, [&] { ++stopped; }, false);
   std::stop_source stop;
   std::thread t([&] { EXPECT_TRUE(r.Run(stop.get_token()).ok()); });
   ASSERT_TRUE(Eventually([&] { return started == 1; }));

@@ -99,9 +99,8 @@ TEST_F(OperabilitySimTest, StandbySaysWhoLeadsOnceAndOnChange) {
   auto b = LeaderElector::Create(*client_, RealClock::Default(), Config("replica-b"));
   ASSERT_TRUE(b.ok());
   (*b)->Start();
-  ASSERT_TRUE(WaitFor([&] {
-    return !sink_->Matching("standing by", "leader=replica-a").empty();
-  })) << sink_->All();
+  ASSERT_TRUE(WaitFor([&] { return !sink_->Matching("standing by", "leader=replica-a").empty(); }))
+      << sink_->All();
   std::this_thread::sleep_for(1s);  // five retry periods: still one line
   EXPECT_EQ(sink_->Matching("standing by").size(), 1u) << sink_->All();
   EXPECT_EQ(metrics::DefaultRegistry().Value("leader_election_master_status", {"ops-lease"}), 1);
@@ -125,8 +124,9 @@ TEST_F(OperabilitySimTest, MissingCrdIsOneErrorWithTheFixNotARetryStorm) {
   informer.Stop();
   auto lines = sink_->Matching("gpunodehealths");
   ASSERT_EQ(lines.size(), 1u) << sink_->All();
-  EXPECT_NE(lines[0].find("CustomResourceDefinition gpunodehealths.gpuguardian.io is not installed"),
-            std::string::npos)
+  EXPECT_NE(
+      lines[0].find("CustomResourceDefinition gpunodehealths.gpuguardian.io is not installed"),
+      std::string::npos)
       << lines[0];
   EXPECT_NE(lines[0].find("kubectl apply -f deploy/crds/"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("error"), std::string::npos) << lines[0];

@@ -76,8 +76,8 @@ int MaxOfRateLimiter::NumRequeues(const std::string& key) {
 
 std::unique_ptr<RateLimiter> DefaultControllerRateLimiter(Clock& clock) {
   std::vector<std::unique_ptr<RateLimiter>> v;
-  v.push_back(std::make_unique<ItemExponentialFailureRateLimiter>(kDefaultBaseDelay,
-                                                                  kDefaultMaxDelay));
+  v.push_back(
+      std::make_unique<ItemExponentialFailureRateLimiter>(kDefaultBaseDelay, kDefaultMaxDelay));
   v.push_back(std::make_unique<BucketRateLimiter>(clock, kDefaultQps, kDefaultBurst));
   return std::make_unique<MaxOfRateLimiter>(std::move(v));
 }

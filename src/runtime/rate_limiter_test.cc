@@ -62,16 +62,16 @@ TEST(Requeue, StatusCodes) {
   EXPECT_FALSE(RequeueFor(OkStatus()).is_error);
   EXPECT_EQ(RequeueFor(NotFoundError("node gone")).action, RequeueAction::kForget);
   EXPECT_EQ(RequeueFor(NotFoundError("node gone")).result, kResultSuccess);
-  for (const Status& s : {UnavailableError("x"), AbortedError("conflict"),
-                          ResourceExhaustedError("x"), DeadlineExceededError("x"),
-                          InternalError("x"), UnknownError("x")}) {
+  for (const Status& s :
+       {UnavailableError("x"), AbortedError("conflict"), ResourceExhaustedError("x"),
+        DeadlineExceededError("x"), InternalError("x"), UnknownError("x")}) {
     Requeue r = RequeueFor(s);
     EXPECT_EQ(r.action, RequeueAction::kRequeueRateLimited) << s;
     EXPECT_TRUE(r.is_error);
     EXPECT_EQ(r.result, kResultError);
   }
-  for (const Status& s : {InvalidArgumentError("x"), FailedPreconditionError("x"),
-                          PermissionDeniedError("x")}) {
+  for (const Status& s :
+       {InvalidArgumentError("x"), FailedPreconditionError("x"), PermissionDeniedError("x")}) {
     EXPECT_EQ(RequeueFor(s).action, RequeueAction::kTerminal) << s;
     EXPECT_TRUE(IsTerminal(s));
   }

@@ -32,8 +32,8 @@ inline constexpr std::string_view kResultRequeueAfter = "requeue_after";
 
 struct Requeue {
   RequeueAction action = RequeueAction::kForget;
-  Duration after{0};                     // for kRequeueAfter
-  bool is_error = false;                 // counts as a reconcile error
+  Duration after{0};                         // for kRequeueAfter
+  bool is_error = false;                     // counts as a reconcile error
   std::string_view result = kResultSuccess;  // metric label
 };
 

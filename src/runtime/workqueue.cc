@@ -205,7 +205,8 @@ struct WorkQueue::Impl : std::enable_shared_from_this<WorkQueue::Impl> {
       Item& item = e.node->second;
       --item.refs;
       if (e.ticket != item.ticket || !item.dirty || item.processing) {
-        if (!item.dirty && !item.processing && item.refs == 0) items.erase(items.find(e.node->first));
+        if (!item.dirty && !item.processing && item.refs == 0)
+          items.erase(items.find(e.node->first));
         continue;  // stale: the key moved lanes
       }
       --ready;
@@ -348,11 +349,11 @@ WorkQueue::WorkQueue(std::string name, Clock& clock, metrics::Registry* registry
   auto& r = *registry;
   const std::string& n = impl_->name;
   // One declaration table: the names and help of client-go's workqueue metrics.
-  impl_->depth = &r.AddGauge("workqueue_depth", "Current depth of workqueue.", {"name"})
-                      .WithLabels({n});
-  impl_->adds = &r.AddCounter("workqueue_adds_total", "Total number of adds handled by workqueue.",
-                              {"name"})
-                     .WithLabels({n});
+  impl_->depth =
+      &r.AddGauge("workqueue_depth", "Current depth of workqueue.", {"name"}).WithLabels({n});
+  impl_->adds =
+      &r.AddCounter("workqueue_adds_total", "Total number of adds handled by workqueue.", {"name"})
+           .WithLabels({n});
   impl_->queue_duration =
       &r.AddHistogram("workqueue_queue_duration_seconds",
                       "How long in seconds an item stays in workqueue before being requested.",
@@ -401,7 +402,8 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay, std::optional<P
   if (q.shutting_down) return;
   if (!priority) {
     auto item = q.items.find(key);
-    const bool requeue = item != q.items.end() && item->second.processing && item->second.handed_urgent;
+    const bool requeue =
+        item != q.items.end() && item->second.processing && item->second.handed_urgent;
     priority = requeue ? Priority::kUrgent : Priority::kNormal;
   }
   if (delay <= Duration(0)) {

@@ -65,7 +65,7 @@ class WorkQueue {
 
   // Keys queued and ready (not counting those being processed or waiting in AddAfter).
   std::size_t Len() const;
-  std::size_t UrgentLen() const;  // of Len(), those in the urgent lane
+  std::size_t UrgentLen() const;   // of Len(), those in the urgent lane
   std::size_t Processing() const;  // keys between Get and Done
   std::size_t Waiting() const;     // keys waiting for an AddAfter/AddRateLimited delay
   const std::string& name() const;

@@ -54,8 +54,8 @@ TEST_F(WorkQueueTest, ReAddWhileProcessingIsQueuedAfterDone) {
   q_.Add("a");
   auto k = q_.TryGet();
   ASSERT_EQ(k, "a");
-  q_.Add("a");  // changed while being processed
-  q_.Add("a");  // still once
+  q_.Add("a");              // changed while being processed
+  q_.Add("a");              // still once
   EXPECT_EQ(q_.Len(), 0u);  // not handed to a second worker
   EXPECT_EQ(q_.TryGet(), std::nullopt);
   EXPECT_EQ(q_.Processing(), 1u);
@@ -94,7 +94,7 @@ TEST_F(WorkQueueTest, AddAfterKeepsEarliestTime) {
   clock_.Advance(seconds(3));
   EXPECT_EQ(q_.Len(), 1u);
   clock_.Advance(seconds(30));
-  EXPECT_EQ(q_.Len(), 1u);  // no second copy from the old timers
+  EXPECT_EQ(q_.Len(), 1u);        // no second copy from the old timers
   q_.AddAfter("b", Duration(0));  // zero delay: immediate
   EXPECT_EQ(q_.Len(), 2u);
 }
@@ -197,8 +197,8 @@ TEST_F(WorkQueueTest, ShutDownHandsOutRestThenStops) {
   q_.AddAfter("later", seconds(1));
   q_.ShutDown();
   EXPECT_TRUE(q_.ShuttingDown());
-  q_.Add("b");  // ignored
-  q_.AddRateLimited("c");  // ignored
+  q_.Add("b");                            // ignored
+  q_.AddRateLimited("c");                 // ignored
   EXPECT_EQ(clock_.PendingTimers(), 0u);  // waiting keys dropped
   EXPECT_EQ(q_.Get(), "a");
   EXPECT_EQ(q_.Get(), std::nullopt);  // does not block once shut down and empty
@@ -319,7 +319,8 @@ TEST(WorkQueue, DestroyedInsideAWakeBatchIsSafe) {
 TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
   std::vector<std::thread> ts;
   std::atomic<int> woke{0};
-  for (int i = 0; i < 3; ++i) ts.emplace_back([&] {
+  for (int i = 0; i < 3; ++i)
+    ts.emplace_back([&] {
       if (!q_.Get()) ++woke;
     });
   q_.ShutDown();
@@ -356,11 +357,9 @@ TEST_F(WorkQueueTest, Metrics) {
   q_.Done("a");
   EXPECT_DOUBLE_EQ(registry_.Value("workqueue_unfinished_work_seconds", {"test"}), 0);
   const std::string text = registry_.ExposeText();
-  EXPECT_NE(text.find("workqueue_queue_duration_seconds_sum{name=\"test\"} 2\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("workqueue_queue_duration_seconds_sum{name=\"test\"} 2\n"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("workqueue_work_duration_seconds_sum{name=\"test\"} 3\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("workqueue_work_duration_seconds_sum{name=\"test\"} 3\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("workqueue_adds_total{name=\"test\"} 2\n"), std::string::npos);
 }
@@ -415,8 +414,8 @@ TEST(WorkQueue, ConcurrentWorkersNeverShareAKey) {
   q.ShutDown();
   workers.clear();
   EXPECT_FALSE(overlap);
-  EXPECT_GE(processed, kKeys);     // every key at least once
-  EXPECT_LE(processed, kAdds);     // de-duplicated
+  EXPECT_GE(processed, kKeys);  // every key at least once
+  EXPECT_LE(processed, kAdds);  // de-duplicated
 }
 
 TEST_F(WorkQueueTest, UrgentKeysAreHandedOutBeforeNormalOnes) {

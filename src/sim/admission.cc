@@ -23,12 +23,14 @@ bool IsPriorityClass(const ResourceInfo& ri) {
 }
 bool IsVapKind(const ResourceInfo& ri) {
   return ri.group == "admissionregistration.k8s.io" &&
-         (ri.resource == "validatingadmissionpolicies" || ri.resource == "validatingadmissionpolicybindings");
+         (ri.resource == "validatingadmissionpolicies" ||
+          ri.resource == "validatingadmissionpolicybindings");
 }
 
 bool Absent(const json& obj, const char* key) {
   auto it = obj.find(key);
-  return it == obj.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty());
+  return it == obj.end() || it->is_null() ||
+         (it->is_string() && it->get_ref<const std::string&>().empty());
 }
 
 // Sets obj[key] when it is absent, null or "" (the value is built only then).
@@ -73,7 +75,8 @@ void SetVolumeDefaults(json& v) {
   if (!v.is_object()) return;
   for (const char* k : {"secret", "configMap", "projected", "downwardAPI"})
     if (auto s = v.find(k); s != v.end() && s->is_object()) SetIfAbsent(*s, "defaultMode", 420);
-  if (auto h = v.find("hostPath"); h != v.end() && h->is_object() && !h->contains("type")) (*h)["type"] = "";
+  if (auto h = v.find("hostPath"); h != v.end() && h->is_object() && !h->contains("type"))
+    (*h)["type"] = "";
 }
 
 const std::string& Str(const json& o, const char* k) {
@@ -90,9 +93,11 @@ void SetPodSpecDefaults(json& spec, bool is_pod) {
   SetIfAbsent(spec, "dnsPolicy", "ClusterFirst");
   SetIfAbsent(spec, "restartPolicy", "Always");
   SetIfAbsent(spec, "schedulerName", "default-scheduler");
-  if (!spec.contains("terminationGracePeriodSeconds") || spec["terminationGracePeriodSeconds"].is_null())
+  if (!spec.contains("terminationGracePeriodSeconds") ||
+      spec["terminationGracePeriodSeconds"].is_null())
     spec["terminationGracePeriodSeconds"] = 30;
-  if (!spec.contains("securityContext") || spec["securityContext"].is_null()) spec["securityContext"] = json::object();
+  if (!spec.contains("securityContext") || spec["securityContext"].is_null())
+    spec["securityContext"] = json::object();
   if (is_pod && (!spec.contains("enableServiceLinks") || spec["enableServiceLinks"].is_null()))
     spec["enableServiceLinks"] = true;
   for (const char* list : {"containers", "initContainers", "ephemeralContainers"})
@@ -116,11 +121,22 @@ std::optional<long double> ParseQuantity(const std::string& s) {
     return std::nullopt;
   }
   std::string suffix = s.substr(i);
-  static const std::map<std::string, long double> kMult = {
-      {"", 1},          {"n", 1e-9L},     {"u", 1e-6L},     {"m", 1e-3L},    {"k", 1e3L},
-      {"M", 1e6L},      {"G", 1e9L},      {"T", 1e12L},     {"P", 1e15L},    {"E", 1e18L},
-      {"Ki", 1024.0L},  {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
-      {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}};
+  static const std::map<std::string, long double> kMult = {{"", 1},
+                                                           {"n", 1e-9L},
+                                                           {"u", 1e-6L},
+                                                           {"m", 1e-3L},
+                                                           {"k", 1e3L},
+                                                           {"M", 1e6L},
+                                                           {"G", 1e9L},
+                                                           {"T", 1e12L},
+                                                           {"P", 1e15L},
+                                                           {"E", 1e18L},
+                                                           {"Ki", 1024.0L},
+                                                           {"Mi", 1048576.0L},
+                                                           {"Gi", 1073741824.0L},
+                                                           {"Ti", 1099511627776.0L},
+                                                           {"Pi", 1125899906842624.0L},
+                                                           {"Ei", 1152921504606846976.0L}};
   if (auto it = kMult.find(suffix); it != kMult.end()) return v * it->second;
   if (suffix.size() >= 2 && (suffix[0] == 'e' || suffix[0] == 'E')) {
     try {
@@ -137,13 +153,16 @@ std::string PodQosClass(const json& spec) {
   std::map<std::string, long double> requests, limits;
   bool guaranteed = true;
   auto supported = [](const std::string& r) { return r == "cpu" || r == "memory"; };
-  auto add = [&](const json& list, std::map<std::string, long double>& into, std::set<std::string>* found) {
+  auto add = [&](const json& list, std::map<std::string, long double>& into,
+                 std::set<std::string>* found) {
     if (!list.is_object()) return;
     for (auto it = list.begin(); it != list.end(); ++it) {
       if (!supported(it.key())) continue;
       std::optional<long double> q;
-      if (it->is_string()) q = ParseQuantity(it->get<std::string>());
-      else if (it->is_number()) q = it->get<double>();
+      if (it->is_string())
+        q = ParseQuantity(it->get<std::string>());
+      else if (it->is_number())
+        q = it->get<double>();
       if (!q || *q == 0) continue;
       if (found) found->insert(it.key());
       into[it.key()] += *q;
@@ -165,7 +184,8 @@ std::string PodQosClass(const json& spec) {
   if (guaranteed) {
     for (const auto& [name, req] : requests) {
       auto l = limits.find(name);
-      if (l == limits.end() || std::fabs(static_cast<double>(l->second - req)) > 1e-9 * std::max(1.0, static_cast<double>(req)))
+      if (l == limits.end() || std::fabs(static_cast<double>(l->second - req)) >
+                                   1e-9 * std::max(1.0, static_cast<double>(req)))
         guaranteed = false;
     }
     if (requests.size() != limits.size()) guaranteed = false;
@@ -178,13 +198,20 @@ Admission::~Admission() = default;
 
 std::vector<json> Admission::BootstrapPriorityClasses() {
   return {
-      {{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"},
-       {"metadata", {{"name", "system-node-critical"}}}, {"value", kSystemCriticalPriority + 1000},
-       {"description", "Used for system critical pods that must not be moved from their current node."},
+      {{"apiVersion", "scheduling.k8s.io/v1"},
+       {"kind", "PriorityClass"},
+       {"metadata", {{"name", "system-node-critical"}}},
+       {"value", kSystemCriticalPriority + 1000},
+       {"description",
+        "Used for system critical pods that must not be moved from their current node."},
        {"preemptionPolicy", "PreemptLowerPriority"}},
-      {{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"},
-       {"metadata", {{"name", "system-cluster-critical"}}}, {"value", kSystemCriticalPriority},
-       {"description", "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."},
+      {{"apiVersion", "scheduling.k8s.io/v1"},
+       {"kind", "PriorityClass"},
+       {"metadata", {{"name", "system-cluster-critical"}}},
+       {"value", kSystemCriticalPriority},
+       {"description",
+        "Used for system critical pods that must run in the cluster, but can be moved to another "
+        "node if necessary."},
        {"preemptionPolicy", "PreemptLowerPriority"}},
   };
 }
@@ -197,14 +224,17 @@ void Admission::Observe(const ResourceInfo& ri, const std::string& name, const j
       return;
     }
     PriorityClass pc;
-    if (auto v = obj->find("value"); v != obj->end() && v->is_number_integer()) pc.value = v->get<std::int64_t>();
+    if (auto v = obj->find("value"); v != obj->end() && v->is_number_integer())
+      pc.value = v->get<std::int64_t>();
     pc.preemption_policy = obj->value("preemptionPolicy", "PreemptLowerPriority");
     pc.global_default = obj->value("globalDefault", false);
     priority_classes_[name] = pc;
   } else if (ri.group.empty() && ri.resource == "namespaces") {
     std::scoped_lock lock(mu_);
-    if (obj) namespaces_[name] = *obj;
-    else namespaces_.erase(name);
+    if (obj)
+      namespaces_[name] = *obj;
+    else
+      namespaces_.erase(name);
   } else if (IsVapKind(ri)) {
     vap_.Observe(ri.kind, name, obj);
   }
@@ -236,48 +266,57 @@ std::optional<ApiError> Admission::PodPriority(const AdmissionRequest& r, json& 
       }
     } else {
       auto it = priority_classes_.find(name);
-      if (it == priority_classes_.end()) return forbidden("no PriorityClass with name " + name + " was found");
+      if (it == priority_classes_.end())
+        return forbidden("no PriorityClass with name " + name + " was found");
       priority = it->second.value;
       policy = it->second.preemption_policy;
     }
   }
-  if (auto p = spec.find("priority"); p != spec.end() && p->is_number_integer() && p->get<std::int64_t>() != priority)
+  if (auto p = spec.find("priority");
+      p != spec.end() && p->is_number_integer() && p->get<std::int64_t>() != priority)
     return forbidden("the integer value of priority (" + std::to_string(p->get<std::int64_t>()) +
                      ") must not be provided in pod spec; priority admission controller computed " +
                      std::to_string(priority) + " from the given PriorityClass name");
   spec["priority"] = priority;
-  if (auto p = spec.find("preemptionPolicy"); p != spec.end() && p->is_string() && p->get<std::string>() != policy)
+  if (auto p = spec.find("preemptionPolicy");
+      p != spec.end() && p->is_string() && p->get<std::string>() != policy)
     return forbidden("the string value of PreemptionPolicy (" + p->get<std::string>() +
-                     ") must not be provided in pod spec; priority admission controller computed " + policy +
-                     " from the given PriorityClass name");
+                     ") must not be provided in pod spec; priority admission controller computed " +
+                     policy + " from the given PriorityClass name");
   spec["preemptionPolicy"] = policy;
   return std::nullopt;
 }
 
-std::optional<ApiError> Admission::ValidatePriorityClass(const AdmissionRequest& r, const json& pc) {
+std::optional<ApiError> Admission::ValidatePriorityClass(const AdmissionRequest& r,
+                                                         const json& pc) {
   std::vector<StatusCause> causes;
   const std::string name = r.name;
-  std::int64_t value = pc.contains("value") && pc["value"].is_number_integer() ? pc["value"].get<std::int64_t>() : 0;
+  std::int64_t value =
+      pc.contains("value") && pc["value"].is_number_integer() ? pc["value"].get<std::int64_t>() : 0;
   if (name.rfind("system-", 0) == 0) {
     bool known = false;
     for (const auto& b : BootstrapPriorityClasses())
       if (b["metadata"]["name"] == name && b["value"] == value) known = true;
     if (!known)
-      causes.push_back(ForbiddenCause("metadata.name", "priority class names with 'system-' prefix are reserved"));
+      causes.push_back(ForbiddenCause("metadata.name",
+                                      "priority class names with 'system-' prefix are reserved"));
   } else if (value > kHighestUserDefinablePriority) {
-    causes.push_back(ForbiddenCause("value", "maximum allowed value of a user defined priority is " +
-                                                 std::to_string(kHighestUserDefinablePriority)));
+    causes.push_back(
+        ForbiddenCause("value", "maximum allowed value of a user defined priority is " +
+                                    std::to_string(kHighestUserDefinablePriority)));
   }
   std::string pp = Str(pc, "preemptionPolicy");
   if (pp != "PreemptLowerPriority" && pp != "Never")
     causes.push_back(NotSupportedCause("preemptionPolicy", pp, {"Never", "PreemptLowerPriority"}));
-  if (!causes.empty()) return InvalidErr("PriorityClass", "scheduling.k8s.io", name, std::move(causes));
+  if (!causes.empty())
+    return InvalidErr("PriorityClass", "scheduling.k8s.io", name, std::move(causes));
   if (pc.value("globalDefault", false)) {
     std::scoped_lock lock(mu_);
     for (const auto& [other, c] : priority_classes_)
       if (other != name && c.global_default) {
-        ApiError e = ForbiddenErr("priorityclasses.scheduling.k8s.io \"" + name + "\" is forbidden: PriorityClass " +
-                                  other + " is already marked as default. Only one default can exist");
+        ApiError e = ForbiddenErr("priorityclasses.scheduling.k8s.io \"" + name +
+                                  "\" is forbidden: PriorityClass " + other +
+                                  " is already marked as default. Only one default can exist");
         e.name = name;
         e.group = "scheduling.k8s.io";
         e.kind = "priorityclasses";
@@ -301,9 +340,9 @@ void ApplyDecodingDefaults(const ResourceInfo& ri, bool main_resource, json& obj
   }
   if (IsCorePods(ri) && obj.contains("spec")) {
     SetPodSpecDefaults(obj["spec"], true);
-  } else if ((ri.group == "apps" || ri.group == "batch") && obj.contains("spec") && obj["spec"].is_object() &&
-             obj["spec"].contains("template") && obj["spec"]["template"].is_object() &&
-             obj["spec"]["template"].contains("spec")) {
+  } else if ((ri.group == "apps" || ri.group == "batch") && obj.contains("spec") &&
+             obj["spec"].is_object() && obj["spec"].contains("template") &&
+             obj["spec"]["template"].is_object() && obj["spec"]["template"].contains("spec")) {
     SetPodSpecDefaults(obj["spec"]["template"]["spec"], false);
   } else if (IsPriorityClass(ri) && obj.is_object()) {
     SetIfAbsent(obj, "preemptionPolicy", "PreemptLowerPriority");
@@ -322,14 +361,17 @@ void AddDefaultTolerations(json& spec) {
       if ((k == key || k.empty()) && (eff == "NoExecute" || eff.empty())) has = true;
     }
     if (!has)
-      tols.push_back({{"key", key}, {"operator", "Exists"}, {"effect", "NoExecute"}, {"tolerationSeconds", 300}});
+      tols.push_back({{"key", key},
+                      {"operator", "Exists"},
+                      {"effect", "NoExecute"},
+                      {"tolerationSeconds", 300}});
   }
 }
 
 // Object validation: the caller's result `err`, then the CEL rules of custom resources, CRDs
 // and ValidatingAdmissionPolicies. The error to answer with, if any.
-std::optional<ApiError> ValidateObjectRules(const AdmissionRequest& r, const json& obj, const json* old,
-                                            std::optional<ApiError> err) {
+std::optional<ApiError> ValidateObjectRules(const AdmissionRequest& r, const json& obj,
+                                            const json* old, std::optional<ApiError> err) {
   const ResourceInfo& ri = *r.ri;
   const bool main_resource = r.sub.empty();
   std::vector<StatusCause> cel;
@@ -341,13 +383,15 @@ std::optional<ApiError> ValidateObjectRules(const AdmissionRequest& r, const jso
     if (err && err->code != 422) return err;
     if (type_errors) {
       err->causes.push_back({"FieldValueInvalid",
-                             "Invalid value: \"object\": some validation rules were not checked because the object was "
+                             "Invalid value: \"object\": some validation rules were not checked "
+                             "because the object was "
                              "invalid; correct the existing errors to complete validation",
                              "<nil>"});
       return InvalidErr(ri.kind, ri.group, r.name, std::move(err->causes));
     }
     cel = ValidateCelRules(obj, old, ri.schema);
-  } else if (ri.group == "apiextensions.k8s.io" && ri.resource == "customresourcedefinitions" && main_resource) {
+  } else if (ri.group == "apiextensions.k8s.io" && ri.resource == "customresourcedefinitions" &&
+             main_resource) {
     cel = ValidateCrdValidationRules(obj);
   } else if (IsVapKind(ri) && main_resource) {
     cel = ValidateVapObject(obj, ri.kind);
@@ -362,15 +406,17 @@ std::optional<ApiError> ValidateObjectRules(const AdmissionRequest& r, const jso
 
 }  // namespace
 
-AdmissionOutcome Admission::Run(const AdmissionRequest& r, json& obj, const json* old,
-                                const std::function<std::optional<ApiError>(const json&)>& validate_object) {
+AdmissionOutcome Admission::Run(
+    const AdmissionRequest& r, json& obj, const json* old,
+    const std::function<std::optional<ApiError>(const json&)>& validate_object) {
   AdmissionOutcome out;
   const ResourceInfo& ri = *r.ri;
   const bool main_resource = r.sub.empty();
   // 1. Decoding: structural pruning + defaulting of custom resources, built-in defaults.
   ApplyDecodingDefaults(ri, main_resource, obj);
   // 2. Mutating admission plugins.
-  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj.contains("spec") && obj["spec"].is_object()) {
+  if (IsCorePods(ri) && main_resource && r.operation == "CREATE" && obj.contains("spec") &&
+      obj["spec"].is_object()) {
     json& spec = obj["spec"];
     // ServiceAccount: the namespace's "default" account.
     SetIfAbsent(spec, "serviceAccountName", "default");

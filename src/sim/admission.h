@@ -19,11 +19,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/api_error.h"
 #include "sim/registry.h"
@@ -54,8 +53,9 @@ class Admission {
 
   // Runs the chain on `obj` (mutated in place). `old`: the stored object on UPDATE.
   // `validate_object`: step 3's built-in / OpenAPI validation of the mutated object.
-  AdmissionOutcome Run(const AdmissionRequest& r, nlohmann::json& obj, const nlohmann::json* old,
-                       const std::function<std::optional<ApiError>(const nlohmann::json&)>& validate_object);
+  AdmissionOutcome Run(
+      const AdmissionRequest& r, nlohmann::json& obj, const nlohmann::json* old,
+      const std::function<std::optional<ApiError>(const nlohmann::json&)>& validate_object);
 
   // A delete's admission: ValidatingAdmissionPolicies matching DELETE see `oldObject` (the
   // stored object) and a null `object`. Seeds skip it.
@@ -77,9 +77,11 @@ class Admission {
     bool global_default = false;
   };
   std::optional<ApiError> PodPriority(const AdmissionRequest& r, nlohmann::json& pod);
-  std::optional<ApiError> ValidatePriorityClass(const AdmissionRequest& r, const nlohmann::json& pc);
+  std::optional<ApiError> ValidatePriorityClass(const AdmissionRequest& r,
+                                                const nlohmann::json& pc);
   // Step 4 for a request with `obj` (null on DELETE) and `old` (null on CREATE).
-  VapDecision Validating(const AdmissionRequest& r, const nlohmann::json* obj, const nlohmann::json* old);
+  VapDecision Validating(const AdmissionRequest& r, const nlohmann::json* obj,
+                         const nlohmann::json* old);
 
   std::string kube_version_;
   mutable std::mutex mu_;

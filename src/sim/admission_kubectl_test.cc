@@ -86,7 +86,8 @@ spec:
   - {name: x, xid: {codes: [79]}, window: 1m, for: 5m, action: Cordon}
 )"));
   EXPECT_NE(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("window is shorter than for: the rule could never fire"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("window is shorter than for: the rule could never fire"), std::string::npos)
+      << r.out;
 
   // observe-only.yaml omits the optional fields: it reads back with the schema's defaults.
   r = Kubectl(admin, "apply -f " + src + "/deploy/samples/observe-only.yaml");
@@ -96,12 +97,15 @@ spec:
   json p = json::parse(r.out, nullptr, false);
   ASSERT_TRUE(p.is_object()) << r.out;
   EXPECT_EQ(p["spec"]["rules"].size(), 9u) << p["spec"];
-  EXPECT_EQ(p["spec"]["remediation"]["drain"]["order"], json::parse(R"([{"priorityBelow":1000},{}])"));
+  EXPECT_EQ(p["spec"]["remediation"]["drain"]["order"],
+            json::parse(R"([{"priorityBelow":1000},{}])"));
   EXPECT_EQ(p["spec"]["safety"]["maxUnhealthy"], "10%");
   EXPECT_EQ(p["spec"]["recovery"]["healthyFor"], "10m");
   EXPECT_EQ(p["spec"]["dryRun"], true);
   // A later edit that breaks a rule is refused as well (kubectl patch: a merge patch).
-  r = Kubectl(admin, R"(patch ghp observe-only --type=merge -p '{"spec":{"nodeSelector":{"matchExpressions":[{"key":"a","operator":"In"}]}}}')");
+  r = Kubectl(
+      admin,
+      R"(patch ghp observe-only --type=merge -p '{"spec":{"nodeSelector":{"matchExpressions":[{"key":"a","operator":"In"}]}}}')");
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("In/NotIn need values"), std::string::npos) << r.out;
 }
@@ -114,7 +118,8 @@ TEST_F(AdmissionClientTest, PrioritiesFromClassesWithKubectlAndPython) {
   EXPECT_EQ(r.out, "2000001000");
   // --validate=false: client-side validation of scheduling.k8s.io needs its /openapi/v3
   // document, which is not what this test is about.
-  r = Kubectl(admin, "apply --validate=false -f " + Write("pc.yaml", R"(apiVersion: scheduling.k8s.io/v1
+  r = Kubectl(admin,
+              "apply --validate=false -f " + Write("pc.yaml", R"(apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata: {name: gpu-inference-high}
 value: 1000000
@@ -130,7 +135,9 @@ spec:
     resources: {limits: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "1"}}
 )"));
   ASSERT_EQ(r.rc, 0) << r.out;
-  r = Kubectl(admin, "get pod server -o jsonpath={.spec.priority}/{.spec.preemptionPolicy}/{.status.qosClass}");
+  r = Kubectl(
+      admin,
+      "get pod server -o jsonpath={.spec.priority}/{.spec.preemptionPolicy}/{.status.qosClass}");
   EXPECT_EQ(r.out, "1000000/PreemptLowerPriority/Guaranteed");
   r = Kubectl(admin, "apply -f " + Write("bad.yaml", R"(apiVersion: v1
 kind: Pod
@@ -140,9 +147,11 @@ spec:
   containers: [{name: c, image: busybox}]
 )"));
   EXPECT_NE(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("no PriorityClass with name no-such-class was found"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no PriorityClass with name no-such-class was found"), std::string::npos)
+      << r.out;
 
-  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
+  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0)
+    GTEST_SKIP() << "python3-kubernetes missing";
   Write("t.py", R"(import sys
 from kubernetes import client, config
 config.load_kube_config(sys.argv[1])
@@ -192,11 +201,13 @@ metadata: {name: gpu-node-2}
   EXPECT_EQ(r.rc, 0) << "its own node: " << r.out;
   r = Kubectl(agent, "annotate node gpu-node-2 gpuguardian.io/health={}");
   EXPECT_NE(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("gpu-guardian-agent may only write objects of its own node, not gpu-node-2"), std::string::npos)
+  EXPECT_NE(r.out.find("gpu-guardian-agent may only write objects of its own node, not gpu-node-2"),
+            std::string::npos)
       << r.out;
   r = Kubectl(agent, "label node gpu-node-1 x=y");
   EXPECT_NE(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("may only change the gpuguardian.io/health annotation"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("may only change the gpuguardian.io/health annotation"), std::string::npos)
+      << r.out;
   r = Kubectl(admin, "get node gpu-node-2 -o jsonpath={.metadata.annotations}");
   EXPECT_EQ(r.out.find("gpuguardian.io/health"), std::string::npos) << r.out;
 }

@@ -33,7 +33,8 @@ std::vector<json> LoadAll(const std::string& rel) {
   std::size_t start = 0;
   for (;;) {
     std::size_t sep = text.find("\n---", start);
-    std::string doc = text.substr(start, sep == std::string::npos ? std::string::npos : sep - start);
+    std::string doc =
+        text.substr(start, sep == std::string::npos ? std::string::npos : sep - start);
     auto j = YamlToJson(doc);
     if (j.ok() && j->is_object()) out.push_back(*j);
     if (sep == std::string::npos) break;
@@ -79,8 +80,11 @@ TEST(PodDefaults, ImagePullPolicyFollowsTheTag) {
 
 TEST(PodDefaults, SpecAndContainerDefaultsKeepWhatIsSet) {
   json spec = {{"restartPolicy", "Never"},
-               {"containers", {{{"name", "c"}, {"image", "x:1"}, {"ports", {{{"containerPort", 80}}}},
-                                {"resources", {{"limits", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}}}}}}}},
+               {"containers",
+                {{{"name", "c"},
+                  {"image", "x:1"},
+                  {"ports", {{{"containerPort", 80}}}},
+                  {"resources", {{"limits", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}}}}}}}},
                {"volumes", {{{"name", "s"}, {"secret", {{"secretName", "x"}}}}}}};
   SetPodSpecDefaults(spec, true);
   EXPECT_EQ(spec["restartPolicy"], "Never");
@@ -93,7 +97,8 @@ TEST(PodDefaults, SpecAndContainerDefaultsKeepWhatIsSet) {
   EXPECT_EQ(c["terminationMessagePath"], "/dev/termination-log");
   EXPECT_EQ(c["terminationMessagePolicy"], "File");
   EXPECT_EQ(c["ports"][0]["protocol"], "TCP");
-  EXPECT_EQ(c["resources"]["requests"], (json{{"cpu", "1"}, {"nvidia.com/gpu", "1"}})) << "requests from limits";
+  EXPECT_EQ(c["resources"]["requests"], (json{{"cpu", "1"}, {"nvidia.com/gpu", "1"}}))
+      << "requests from limits";
   EXPECT_EQ(spec["volumes"][0]["secret"]["defaultMode"], 420);
   json tmpl = {{"containers", {{{"name", "c"}, {"image", "x:1"}}}}};
   SetPodSpecDefaults(tmpl, false);
@@ -116,21 +121,31 @@ TEST(PodQos, FromRequestsAndLimits) {
       {"only GPUs", {c({{"nvidia.com/gpu", "1"}}, {{"nvidia.com/gpu", "1"}})}, "BestEffort"},
       {"zero requests", {c({{"cpu", "0"}}, nullptr)}, "BestEffort"},
       {"cpu request", {c({{"cpu", "500m"}}, nullptr)}, "Burstable"},
-      {"equal limits", {c({{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1000m"}, {"memory", "1024Mi"}})}, "Guaranteed"},
-      {"limits only (requests defaulted)", {c({{"cpu", "2"}, {"memory", "1G"}}, {{"cpu", "2"}, {"memory", "1G"}})}, "Guaranteed"},
+      {"equal limits",
+       {c({{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1000m"}, {"memory", "1024Mi"}})},
+       "Guaranteed"},
+      {"limits only (requests defaulted)",
+       {c({{"cpu", "2"}, {"memory", "1G"}}, {{"cpu", "2"}, {"memory", "1G"}})},
+       "Guaranteed"},
       {"no memory limit", {c({{"cpu", "1"}}, {{"cpu", "1"}})}, "Burstable"},
-      {"requests below limits", {c({{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "2"}, {"memory", "1Gi"}})}, "Burstable"},
+      {"requests below limits",
+       {c({{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "2"}, {"memory", "1Gi"}})},
+       "Burstable"},
       {"one of two containers unbounded",
-       {c({{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1"}, {"memory", "1Gi"}}), c(nullptr, nullptr)}, "Burstable"},
+       {c({{"cpu", "1"}, {"memory", "1Gi"}}, {{"cpu", "1"}, {"memory", "1Gi"}}),
+        c(nullptr, nullptr)},
+       "Burstable"},
   };
-  for (const auto& k : cases) EXPECT_EQ(PodQosClass({{"containers", k.containers}}), k.want) << k.what;
+  for (const auto& k : cases)
+    EXPECT_EQ(PodQosClass({{"containers", k.containers}}), k.want) << k.what;
 }
 
 TEST(Quantity, Parses) {
   struct {
     const char* q;
     long double want;
-  } cases[] = {{"1", 1}, {"500m", 0.5L}, {"1Gi", 1073741824.0L}, {"1G", 1e9L}, {"2k", 2000}, {"1e3", 1000}, {"0.5", 0.5L}};
+  } cases[] = {{"1", 1},     {"500m", 0.5L}, {"1Gi", 1073741824.0L}, {"1G", 1e9L},
+               {"2k", 2000}, {"1e3", 1000},  {"0.5", 0.5L}};
   for (const auto& c : cases) {
     auto v = ParseQuantity(c.q);
     ASSERT_TRUE(v) << c.q;
@@ -153,7 +168,8 @@ TEST(CrdAdmission, ShippedCrdsCompileAndFitTheCostBudget) {
 TEST(CrdAdmission, RulesThatDoNotCompileOrCostTooMuchAreRefused) {
   auto crd_with = [](json prop, json rule) {
     json crd = PolicyCrd();
-    json& spec_props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    json& spec_props =
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     prop["x-kubernetes-validations"] = json::array({rule});
     spec_props["extra"] = prop;
     return crd;
@@ -166,30 +182,39 @@ TEST(CrdAdmission, RulesThatDoNotCompileOrCostTooMuchAreRefused) {
     const char* message;
   } cases[] = {
       {"syntax", crd_with({{"type", "object"}}, {{"rule", "self.a =="}}),
-       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-validations[0].rule",
+       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-"
+       "validations[0].rule",
        "compilation failed: ERROR: <input>:1:10: Syntax error"},
       {"undefined field",
-       crd_with({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}}, {{"rule", "self.b == 'x'"}}),
-       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-validations[0].rule",
+       crd_with({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}},
+                {{"rule", "self.b == 'x'"}}),
+       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-"
+       "validations[0].rule",
        "compilation failed: ERROR: <input>:1:5: undefined field 'b'"},
       {"unknown function", crd_with({{"type", "string"}}, {{"rule", "self.frobnicate()"}}),
-       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-validations[0].rule",
+       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-"
+       "validations[0].rule",
        "undeclared reference to 'frobnicate'"},
-      {"unbounded list of unbounded strings", crd_with(strings, {{"rule", "self.all(x, x.contains('gpu'))"}}),
-       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-validations[0].rule",
+      {"unbounded list of unbounded strings",
+       crd_with(strings, {{"rule", "self.all(x, x.contains('gpu'))"}}),
+       "spec.validation.openAPIV3Schema.properties[spec].properties[extra].x-kubernetes-"
+       "validations[0].rule",
        "Forbidden: estimated rule cost exceeds budget by factor of"},
   };
   for (const auto& c : cases) {
     auto causes = ValidateCrdValidationRules(c.crd);
     ASSERT_FALSE(causes.empty()) << c.what;
     EXPECT_EQ(causes[0].field, c.field) << c.what;
-    EXPECT_NE(causes[0].message.find(c.message), std::string::npos) << c.what << ": " << causes[0].message;
+    EXPECT_NE(causes[0].message.find(c.message), std::string::npos)
+        << c.what << ": " << causes[0].message;
   }
   // Bounds fix it: the same rule with maxItems and maxLength.
   json bounded = strings;
   bounded["maxItems"] = 25;
   bounded["items"]["maxLength"] = 63;
-  EXPECT_TRUE(ValidateCrdValidationRules(crd_with(bounded, {{"rule", "self.all(x, x.contains('gpu'))"}})).empty());
+  EXPECT_TRUE(
+      ValidateCrdValidationRules(crd_with(bounded, {{"rule", "self.all(x, x.contains('gpu'))"}}))
+          .empty());
   // Two versions with different schemas are reported per version.
   json two = crd_with({{"type", "string"}}, {{"rule", "self.nope()"}});
   json v2 = PolicyCrd()["spec"]["versions"][0];
@@ -198,14 +223,16 @@ TEST(CrdAdmission, RulesThatDoNotCompileOrCostTooMuchAreRefused) {
   two["spec"]["versions"].push_back(v2);
   auto causes = ValidateCrdValidationRules(two);
   ASSERT_EQ(causes.size(), 1u);
-  EXPECT_EQ(causes[0].field.rfind("spec.versions[0].schema.openAPIV3Schema.properties[spec]", 0), 0u) << causes[0].field;
+  EXPECT_EQ(causes[0].field.rfind("spec.versions[0].schema.openAPIV3Schema.properties[spec]", 0),
+            0u)
+      << causes[0].field;
 }
 
 TEST(CrdAdmission, ObserveOnlyReadsBackWithTheSchemaDefaults) {
   json obj = Load("deploy/samples/observe-only.yaml");
-  obj["spec"]["bogus"] = 1;                       // unknown: pruned
-  obj["spec"]["unknown"]["alsoBogus"] = "x";      // nested unknown: pruned
-  obj["spec"]["recovery"] = nullptr;              // null, not nullable, has a default: defaulted
+  obj["spec"]["bogus"] = 1;                   // unknown: pruned
+  obj["spec"]["unknown"]["alsoBogus"] = "x";  // nested unknown: pruned
+  obj["spec"]["recovery"] = nullptr;          // null, not nullable, has a default: defaulted
   PruneUnknownFields(obj, PolicySchema());
   ApplyStructuralDefaults(obj, PolicySchema());
   const json& s = obj["spec"];
@@ -227,7 +254,8 @@ TEST(CrdAdmission, ObserveOnlyReadsBackWithTheSchemaDefaults) {
   EXPECT_EQ(s["safety"]["maxNodesPerHour"], 20);
   EXPECT_EQ(obj["metadata"]["name"], "observe-only") << "metadata is not the schema's to prune";
   // The defaulted object passes every CEL rule.
-  for (const auto& c : ValidateCelRules(obj, nullptr, PolicySchema())) ADD_FAILURE() << c.field << ": " << c.message;
+  for (const auto& c : ValidateCelRules(obj, nullptr, PolicySchema()))
+    ADD_FAILURE() << c.field << ": " << c.message;
 }
 
 TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
@@ -280,14 +308,17 @@ TEST(CrdAdmission, EveryCelRuleOfTheShippedPolicyCrdBites) {
        "spec.recovery.quarantine", "quarantine.within must be positive"},
   };
   for (const auto& c : cases) {
-    json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"}, {"kind", "GPUHealthPolicy"},
-                {"metadata", {{"name", "p"}}}, {"spec", json::parse(c.spec)}};
+    json obj = {{"apiVersion", "gpuguardian.io/v1alpha1"},
+                {"kind", "GPUHealthPolicy"},
+                {"metadata", {{"name", "p"}}},
+                {"spec", json::parse(c.spec)}};
     ApplyStructuralDefaults(obj, PolicySchema());
     auto causes = ValidateCelRules(obj, nullptr, PolicySchema());
     ASSERT_EQ(causes.size(), 1u) << c.what;
     EXPECT_EQ(causes[0].field, c.field) << c.what;
     EXPECT_EQ(causes[0].message.rfind("Invalid value: \"", 0), 0u) << causes[0].message;
-    EXPECT_NE(causes[0].message.find(c.message), std::string::npos) << c.what << ": " << causes[0].message;
+    EXPECT_NE(causes[0].message.find(c.message), std::string::npos)
+        << c.what << ": " << causes[0].message;
   }
   for (const char* sample :
        {"deploy/samples/default-policy.yaml", "deploy/samples/observe-only.yaml",
@@ -369,20 +400,31 @@ TEST(CrdAdmission, SignalAndDrainOrderRulesBite) {
 }
 
 TEST(CrdAdmission, TransitionRulesMessagesAndReasons) {
-  json schema = {{"type", "object"},
-                 {"properties",
-                  {{"spec",
-                    {{"type", "object"},
-                     {"properties",
-                      {{"mode", {{"type", "string"}, {"x-kubernetes-validations", {{{"rule", "self == oldSelf"}, {"message", "mode is immutable"}}}}}},
-                       {"size", {{"type", "integer"}}},
-                       {"items", {{"type", "array"}, {"x-kubernetes-list-type", "map"}, {"x-kubernetes-list-map-keys", {"k"}},
-                                  {"items", {{"type", "object"},
-                                             {"properties", {{"k", {{"type", "string"}}}, {"v", {{"type", "integer"}}}}},
-                                             {"x-kubernetes-validations", {{{"rule", "self.v >= oldSelf.v"}, {"message", "v may only grow"}}}}}}}}}},
-                     {"x-kubernetes-validations",
-                      {{{"rule", "self.size < 10"}, {"messageExpression", "'size ' + string(self.size) + ' is too big'"},
-                        {"reason", "FieldValueForbidden"}, {"fieldPath", ".size"}}}}}}}}};
+  json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"spec",
+         {{"type", "object"},
+          {"properties",
+           {{"mode",
+             {{"type", "string"},
+              {"x-kubernetes-validations",
+               {{{"rule", "self == oldSelf"}, {"message", "mode is immutable"}}}}}},
+            {"size", {{"type", "integer"}}},
+            {"items",
+             {{"type", "array"},
+              {"x-kubernetes-list-type", "map"},
+              {"x-kubernetes-list-map-keys", {"k"}},
+              {"items",
+               {{"type", "object"},
+                {"properties", {{"k", {{"type", "string"}}}, {"v", {{"type", "integer"}}}}},
+                {"x-kubernetes-validations",
+                 {{{"rule", "self.v >= oldSelf.v"}, {"message", "v may only grow"}}}}}}}}}},
+          {"x-kubernetes-validations",
+           {{{"rule", "self.size < 10"},
+             {"messageExpression", "'size ' + string(self.size) + ' is too big'"},
+             {"reason", "FieldValueForbidden"},
+             {"fieldPath", ".size"}}}}}}}}};
   json v1 = {{"spec", {{"mode", "a"}, {"size", 1}, {"items", {{{"k", "x"}, {"v", 2}}}}}}};
   EXPECT_TRUE(ValidateCelRules(v1, nullptr, schema).empty()) << "transition rules skip on create";
   json v2 = v1;
@@ -405,27 +447,35 @@ TEST(VapObjects, ShippedPolicyAndBindingValidate) {
   auto docs = LoadAll("deploy/admission/agent-own-node.yaml");
   ASSERT_EQ(docs.size(), 2u);
   for (const auto& d : docs)
-    for (const auto& c : ValidateVapObject(d, d["kind"])) ADD_FAILURE() << c.field << ": " << c.message;
+    for (const auto& c : ValidateVapObject(d, d["kind"]))
+      ADD_FAILURE() << c.field << ": " << c.message;
   struct {
     const char* what;
     const char* kind;
     const char* spec;
     const char* field;
   } bad[] = {
-      {"no actions", "ValidatingAdmissionPolicyBinding", R"({"policyName":"p","validationActions":[]})", "spec.validationActions"},
-      {"Deny and Warn", "ValidatingAdmissionPolicyBinding", R"({"policyName":"p","validationActions":["Deny","Warn"]})", "spec.validationActions"},
-      {"unknown action", "ValidatingAdmissionPolicyBinding", R"({"policyName":"p","validationActions":["Block"]})", "spec.validationActions[0]"},
-      {"no policy name", "ValidatingAdmissionPolicyBinding", R"({"validationActions":["Deny"]})", "spec.policyName"},
+      {"no actions", "ValidatingAdmissionPolicyBinding",
+       R"({"policyName":"p","validationActions":[]})", "spec.validationActions"},
+      {"Deny and Warn", "ValidatingAdmissionPolicyBinding",
+       R"({"policyName":"p","validationActions":["Deny","Warn"]})", "spec.validationActions"},
+      {"unknown action", "ValidatingAdmissionPolicyBinding",
+       R"({"policyName":"p","validationActions":["Block"]})", "spec.validationActions[0]"},
+      {"no policy name", "ValidatingAdmissionPolicyBinding", R"({"validationActions":["Deny"]})",
+       "spec.policyName"},
       {"expression does not compile", "ValidatingAdmissionPolicy",
        R"({"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["UPDATE"],"resources":["nodes"]}]},
-           "validations":[{"expression":"object.metadata.name =="}]})", "spec.validations[0].expression"},
+           "validations":[{"expression":"object.metadata.name =="}]})",
+       "spec.validations[0].expression"},
       {"undeclared variable", "ValidatingAdmissionPolicy",
        R"({"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["UPDATE"],"resources":["nodes"]}]},
-           "validations":[{"expression":"self.x == 1"}]})", "spec.validations[0].expression"},
+           "validations":[{"expression":"self.x == 1"}]})",
+       "spec.validations[0].expression"},
       {"no validations", "ValidatingAdmissionPolicy",
        R"({"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["UPDATE"],"resources":["nodes"]}]}})",
        "spec.validations"},
-      {"no match constraints", "ValidatingAdmissionPolicy", R"({"validations":[{"expression":"true"}]})", "spec.matchConstraints"},
+      {"no match constraints", "ValidatingAdmissionPolicy",
+       R"({"validations":[{"expression":"true"}]})", "spec.matchConstraints"},
   };
   for (const auto& b : bad) {
     auto causes = ValidateVapObject({{"spec", json::parse(b.spec)}}, b.kind);
@@ -437,17 +487,21 @@ TEST(VapObjects, ShippedPolicyAndBindingValidate) {
 // Matching and evaluation of one policy + binding against requests, table-driven.
 TEST(VapEngine, MatchingFailurePolicyAndReasons) {
   auto policy = [](json spec) {
-    return json{{"apiVersion", "admissionregistration.k8s.io/v1"}, {"kind", "ValidatingAdmissionPolicy"},
-                {"metadata", {{"name", "p"}}}, {"spec", spec}};
+    return json{{"apiVersion", "admissionregistration.k8s.io/v1"},
+                {"kind", "ValidatingAdmissionPolicy"},
+                {"metadata", {{"name", "p"}}},
+                {"spec", spec}};
   };
   auto binding = [](json spec) {
     spec["policyName"] = "p";
     if (!spec.contains("validationActions")) spec["validationActions"] = {"Deny"};
     return json{{"metadata", {{"name", "b"}}}, {"spec", spec}};
   };
-  const json rules = json::parse(R"({"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["UPDATE"],"resources":["nodes","pods/status"]}]})");
+  const json rules = json::parse(
+      R"({"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["UPDATE"],"resources":["nodes","pods/status"]}]})");
   const json deny_all = json::parse(R"([{"expression":"false","message":"no"}])");
-  json node = {{"metadata", {{"name", "n1"}, {"labels", {{"tier", "gpu"}}}}}, {"spec", json::object()}};
+  json node = {{"metadata", {{"name", "n1"}, {"labels", {{"tier", "gpu"}}}}},
+               {"spec", json::object()}};
   json ns_obj = {{"metadata", {{"name", "ml"}, {"labels", {{"team", "ml"}}}}}};
   struct Case {
     const char* what;
@@ -463,34 +517,149 @@ TEST(VapEngine, MatchingFailurePolicyAndReasons) {
     return s;
   };
   std::vector<Case> cases = {
-      {"matching update denied", with({}), {}, "nodes", "", "UPDATE", false, 422, "denied request: no"},
+      {"matching update denied",
+       with({}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       422,
+       "denied request: no"},
       {"create not matched", with({}), {}, "nodes", "", "CREATE", false, 0, ""},
       {"subresource needs its own rule", with({}), {}, "nodes", "status", "UPDATE", false, 0, ""},
       {"pods/status matched", with({}), {}, "pods", "status", "UPDATE", true, 422, ""},
       {"pods main resource not matched", with({}), {}, "pods", "", "UPDATE", true, 0, ""},
-      {"excludeResourceRules", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
-                                     {"excludeResourceRules", {{{"apiGroups", {""}}, {"apiVersions", {"*"}}, {"operations", {"*"}}, {"resources", {"nodes"}}}}}}}}),
-       {}, "nodes", "", "UPDATE", false, 0, ""},
-      {"objectSelector miss", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
-                                     {"objectSelector", {{"matchLabels", {{"tier", "cpu"}}}}}}}}), {}, "nodes", "", "UPDATE", false, 0, ""},
-      {"objectSelector hit", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
-                                    {"objectSelector", {{"matchLabels", {{"tier", "gpu"}}}}}}}}), {}, "nodes", "", "UPDATE", false, 422, ""},
-      {"namespaceSelector ignores cluster-scoped", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
-                                    {"namespaceSelector", {{"matchLabels", {{"team", "other"}}}}}}}}), {}, "nodes", "", "UPDATE", false, 422, ""},
-      {"namespaceSelector miss", with({{"matchConstraints", {{"resourceRules", rules["resourceRules"]},
-                                    {"namespaceSelector", {{"matchLabels", {{"team", "other"}}}}}}}}), {}, "pods", "status", "UPDATE", true, 0, ""},
-      {"binding matchResources narrows", with({}), {{"matchResources", {{"resourceRules", {{{"apiGroups", {""}}, {"apiVersions", {"v1"}}, {"operations", {"UPDATE"}}, {"resources", {"pods/status"}}}}}}}},
-       "nodes", "", "UPDATE", false, 0, ""},
-      {"matchCondition false skips", with({{"matchConditions", {{{"name", "never"}, {"expression", "false"}}}}}), {}, "nodes", "", "UPDATE", false, 0, ""},
-      {"runtime error, Fail", with({{"validations", {{{"expression", "object.nope == 1"}}}}}), {}, "nodes", "", "UPDATE", false, 422,
+      {"excludeResourceRules",
+       with({{"matchConstraints",
+              {{"resourceRules", rules["resourceRules"]},
+               {"excludeResourceRules",
+                {{{"apiGroups", {""}},
+                  {"apiVersions", {"*"}},
+                  {"operations", {"*"}},
+                  {"resources", {"nodes"}}}}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       0,
+       ""},
+      {"objectSelector miss",
+       with({{"matchConstraints",
+              {{"resourceRules", rules["resourceRules"]},
+               {"objectSelector", {{"matchLabels", {{"tier", "cpu"}}}}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       0,
+       ""},
+      {"objectSelector hit",
+       with({{"matchConstraints",
+              {{"resourceRules", rules["resourceRules"]},
+               {"objectSelector", {{"matchLabels", {{"tier", "gpu"}}}}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       422,
+       ""},
+      {"namespaceSelector ignores cluster-scoped",
+       with({{"matchConstraints",
+              {{"resourceRules", rules["resourceRules"]},
+               {"namespaceSelector", {{"matchLabels", {{"team", "other"}}}}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       422,
+       ""},
+      {"namespaceSelector miss",
+       with({{"matchConstraints",
+              {{"resourceRules", rules["resourceRules"]},
+               {"namespaceSelector", {{"matchLabels", {{"team", "other"}}}}}}}}),
+       {},
+       "pods",
+       "status",
+       "UPDATE",
+       true,
+       0,
+       ""},
+      {"binding matchResources narrows",
+       with({}),
+       {{"matchResources",
+         {{"resourceRules",
+           {{{"apiGroups", {""}},
+             {"apiVersions", {"v1"}},
+             {"operations", {"UPDATE"}},
+             {"resources", {"pods/status"}}}}}}}},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       0,
+       ""},
+      {"matchCondition false skips",
+       with({{"matchConditions", {{{"name", "never"}, {"expression", "false"}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       0,
+       ""},
+      {"runtime error, Fail",
+       with({{"validations", {{{"expression", "object.nope == 1"}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       422,
        "expression 'object.nope == 1' resulted in error: no such key: nope"},
-      {"runtime error, Ignore", with({{"failurePolicy", "Ignore"}, {"validations", {{{"expression", "object.nope == 1"}}}}}), {}, "nodes", "", "UPDATE", false, 0, ""},
-      {"reason Forbidden is 403", with({{"validations", {{{"expression", "false"}, {"reason", "Forbidden"}}}}}), {}, "nodes", "", "UPDATE", false, 403,
+      {"runtime error, Ignore",
+       with({{"failurePolicy", "Ignore"}, {"validations", {{{"expression", "object.nope == 1"}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       0,
+       ""},
+      {"reason Forbidden is 403",
+       with({{"validations", {{{"expression", "false"}, {"reason", "Forbidden"}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       403,
        "failed expression: false"},
-      {"variables and messageExpression", with({{"variables", {{{"name", "tier"}, {"expression", "object.metadata.labels.tier"}}}},
-                                               {"validations", {{{"expression", "variables.tier != 'gpu'"}, {"messageExpression", "'tier ' + variables.tier"}}}}}),
-       {}, "nodes", "", "UPDATE", false, 422, "denied request: tier gpu"},
-      {"Audit only", with({}), {{"validationActions", {"Audit"}}}, "nodes", "", "UPDATE", false, 0, ""},
+      {"variables and messageExpression",
+       with({{"variables", {{{"name", "tier"}, {"expression", "object.metadata.labels.tier"}}}},
+             {"validations",
+              {{{"expression", "variables.tier != 'gpu'"},
+                {"messageExpression", "'tier ' + variables.tier"}}}}}),
+       {},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       422,
+       "denied request: tier gpu"},
+      {"Audit only",
+       with({}),
+       {{"validationActions", {"Audit"}}},
+       "nodes",
+       "",
+       "UPDATE",
+       false,
+       0,
+       ""},
   };
   for (const auto& c : cases) {
     VapEngine e;
@@ -515,8 +684,12 @@ TEST(VapEngine, MatchingFailurePolicyAndReasons) {
     }
     ASSERT_TRUE(d.deny) << c.what;
     EXPECT_EQ(d.deny->code, c.want_code) << c.what;
-    EXPECT_NE(d.deny->message.find("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: "), std::string::npos) << d.deny->message;
-    EXPECT_NE(d.deny->message.find(c.want_message), std::string::npos) << c.what << ": " << d.deny->message;
+    EXPECT_NE(
+        d.deny->message.find("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: "),
+        std::string::npos)
+        << d.deny->message;
+    EXPECT_NE(d.deny->message.find(c.want_message), std::string::npos)
+        << c.what << ": " << d.deny->message;
   }
 }
 
@@ -561,7 +734,9 @@ class AdmissionServerTest : public ::testing::Test {
     return out;
   }
   static json Pod(const std::string& name, json spec_extra = json::object()) {
-    json p = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", name}, {"namespace", "default"}}},
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", "default"}}},
               {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
     for (auto it = spec_extra.begin(); it != spec_extra.end(); ++it) p["spec"][it.key()] = *it;
     return p;
@@ -575,7 +750,9 @@ TEST_F(AdmissionServerTest, PodsGetDefaultsPriorityTolerationsAndQos) {
   auto pc = Do("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/system-node-critical");
   ASSERT_EQ(pc.code, 200) << pc.body;
   EXPECT_EQ(pc.body["value"], 2000001000);
-  EXPECT_EQ(Do("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/system-cluster-critical").body["value"], 2000000000);
+  EXPECT_EQ(
+      Do("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/system-cluster-critical").body["value"],
+      2000000000);
 
   auto r = Do("POST", pods, Pod("plain"));
   ASSERT_EQ(r.code, 201) << r.body;
@@ -592,25 +769,33 @@ TEST_F(AdmissionServerTest, PodsGetDefaultsPriorityTolerationsAndQos) {
     EXPECT_EQ(t["tolerationSeconds"], 300);
     tol_keys.push_back(t["key"]);
   }
-  EXPECT_EQ(tol_keys, json::array({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}));
+  EXPECT_EQ(tol_keys,
+            json::array({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}));
 
-  r = Do("POST", pods, Pod("critical", {{"priorityClassName", "system-node-critical"},
-                                        {"tolerations", {{{"operator", "Exists"}}}},
-                                        {"containers", {{{"name", "c"}, {"image", "x:1"},
-                                                         {"resources", {{"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}}}}));
+  r = Do("POST", pods,
+         Pod("critical", {{"priorityClassName", "system-node-critical"},
+                          {"tolerations", {{{"operator", "Exists"}}}},
+                          {"containers",
+                           {{{"name", "c"},
+                             {"image", "x:1"},
+                             {"resources", {{"limits", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}}}}));
   ASSERT_EQ(r.code, 201) << r.body;
   EXPECT_EQ(r.body["spec"]["priority"], 2000001000);
-  EXPECT_EQ(r.body["spec"]["tolerations"].size(), 1u) << "tolerating everything already covers both";
+  EXPECT_EQ(r.body["spec"]["tolerations"].size(), 1u)
+      << "tolerating everything already covers both";
   EXPECT_EQ(r.body["status"]["qosClass"], "Guaranteed");
 
   r = Do("POST", pods, Pod("lost", {{"priorityClassName", "no-such-class"}}));
   EXPECT_EQ(r.code, 403);
-  EXPECT_EQ(r.body["message"], "pods \"lost\" is forbidden: no PriorityClass with name no-such-class was found");
+  EXPECT_EQ(r.body["message"],
+            "pods \"lost\" is forbidden: no PriorityClass with name no-such-class was found");
   EXPECT_EQ(Do("GET", pods + "/lost").code, 404) << "nothing stored";
 
-  r = Do("POST", pods, Pod("forged", {{"priorityClassName", "system-node-critical"}, {"priority", 5}}));
+  r = Do("POST", pods,
+         Pod("forged", {{"priorityClassName", "system-node-critical"}, {"priority", 5}}));
   EXPECT_EQ(r.code, 403);
-  EXPECT_NE(r.body.value("message", "").find("must not be provided in pod spec"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.value("message", "").find("must not be provided in pod spec"), std::string::npos)
+      << r.body;
 
   // A globalDefault class applies to pods without a class; only one default may exist.
   r = Do("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
@@ -620,8 +805,11 @@ TEST_F(AdmissionServerTest, PodsGetDefaultsPriorityTolerationsAndQos) {
   r = Do("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
          {{"metadata", {{"name", "second-default"}}}, {"value", 50}, {"globalDefault", true}});
   EXPECT_EQ(r.code, 403) << r.body;
-  EXPECT_NE(r.body.value("message", "").find("PriorityClass batch-default is already marked as default"), std::string::npos);
-  r = Do("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {{"metadata", {{"name", "system-mine"}}}, {"value", 1}});
+  EXPECT_NE(
+      r.body.value("message", "").find("PriorityClass batch-default is already marked as default"),
+      std::string::npos);
+  r = Do("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+         {{"metadata", {{"name", "system-mine"}}}, {"value", 1}});
   EXPECT_EQ(r.code, 422) << r.body;
   r = Do("POST", pods, Pod("defaulted"));
   ASSERT_EQ(r.code, 201) << r.body;
@@ -635,21 +823,28 @@ TEST_F(AdmissionServerTest, ShippedCrdRefusesABrokenPolicyAndDefaultsAnEmptyOne)
     ASSERT_EQ(r.code, 201) << f << ": " << r.body;
   }
   const std::string col = "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies";
-  auto r = Do("POST", col, json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUHealthPolicy",
+  auto r = Do("POST", col,
+              json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUHealthPolicy",
       "metadata":{"name":"bad"},"spec":{"rules":[{"name":"x","action":"Cordon","xid":{"codes":[79],"ignore":[79]}}]}})"));
   EXPECT_EQ(r.code, 422) << r.body;
-  EXPECT_NE(r.body.value("message", "").find("spec.rules[0].xid: Invalid value: \"object\": an Xid cannot be both matched and ignored"),
-            std::string::npos) << r.body;
+  EXPECT_NE(r.body.value("message", "")
+                .find("spec.rules[0].xid: Invalid value: \"object\": an Xid cannot be both matched "
+                      "and ignored"),
+            std::string::npos)
+      << r.body;
   EXPECT_EQ(Do("GET", col + "/bad").code, 404);
-  r = Do("POST", col, json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUHealthPolicy",
+  r = Do("POST", col,
+         json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUHealthPolicy",
       "metadata":{"name":"empty"},"spec":{"surplus":true}})"));
   ASSERT_EQ(r.code, 201) << r.body;
   auto got = Do("GET", col + "/empty");
   EXPECT_FALSE(got.body["spec"].contains("surplus")) << "pruned";
   EXPECT_EQ(got.body["spec"]["rules"].size(), 9u);
-  EXPECT_EQ(got.body["spec"]["nodeSelector"], json::parse(R"({"matchLabels":{"nvidia.com/gpu.present":"true"}})"));
+  EXPECT_EQ(got.body["spec"]["nodeSelector"],
+            json::parse(R"({"matchLabels":{"nvidia.com/gpu.present":"true"}})"));
   // An update that breaks a rule is refused too; a merge patch keeps the defaults.
-  r = Do("PATCH", col + "/empty", json::parse(R"({"spec":{"remediation":{"drain":{"order":[{},{"priorityBelow":5}]}}}})"),
+  r = Do("PATCH", col + "/empty",
+         json::parse(R"({"spec":{"remediation":{"drain":{"order":[{},{"priorityBelow":5}]}}}})"),
          "", "application/merge-patch+json");
   EXPECT_EQ(r.code, 422) << r.body;
   // A CRD whose rule does not compile is refused at creation.
@@ -657,10 +852,13 @@ TEST_F(AdmissionServerTest, ShippedCrdRefusesABrokenPolicyAndDefaultsAnEmptyOne)
   crd["metadata"]["name"] = "widgets.example.io";
   crd["spec"]["group"] = "example.io";
   crd["spec"]["names"] = {{"plural", "widgets"}, {"kind", "Widget"}};
-  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] = {{{"rule", "self.spec.nope == 1"}}};
+  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] = {
+      {{"rule", "self.spec.nope == 1"}}};
   r = Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);
   EXPECT_EQ(r.code, 422) << r.body;
-  EXPECT_NE(r.body.value("message", "").find("compilation failed: ERROR: <input>:1:10: undefined field 'nope'"), std::string::npos)
+  EXPECT_NE(r.body.value("message", "")
+                .find("compilation failed: ERROR: <input>:1:10: undefined field 'nope'"),
+            std::string::npos)
       << r.body;
 }
 
@@ -675,9 +873,14 @@ TEST_F(AdmissionServerTest, AgentOwnNodePolicyConfinesTheAgent) {
   sim_->Stop();
   Start(o);
   for (const char* n : {"gpu-node-1", "gpu-node-2"})
-    ASSERT_EQ(Do("POST", "/api/v1/nodes", {{"metadata", {{"name", n}, {"labels", {{"a", "b"}}}}}}, "admin").code, 201);
+    ASSERT_EQ(Do("POST", "/api/v1/nodes", {{"metadata", {{"name", n}, {"labels", {{"a", "b"}}}}}},
+                 "admin")
+                  .code,
+              201);
   for (const auto& d : LoadAll("deploy/admission/agent-own-node.yaml")) {
-    std::string res = d["kind"] == "ValidatingAdmissionPolicy" ? "validatingadmissionpolicies" : "validatingadmissionpolicybindings";
+    std::string res = d["kind"] == "ValidatingAdmissionPolicy"
+                          ? "validatingadmissionpolicies"
+                          : "validatingadmissionpolicybindings";
     auto r = Do("POST", "/apis/admissionregistration.k8s.io/v1/" + res, d, "admin");
     ASSERT_EQ(r.code, 201) << r.body;
   }
@@ -689,24 +892,34 @@ TEST_F(AdmissionServerTest, AgentOwnNodePolicyConfinesTheAgent) {
   EXPECT_EQ(r.code, 422) << r.body;
   EXPECT_EQ(r.body["reason"], "Invalid");
   EXPECT_EQ(r.body["message"],
-            "nodes \"gpu-node-2\" is forbidden: ValidatingAdmissionPolicy 'gpu-guardian-agent-own-node' with binding "
-            "'gpu-guardian-agent-own-node' denied request: gpu-guardian-agent may only write objects of its own node, "
+            "nodes \"gpu-node-2\" is forbidden: ValidatingAdmissionPolicy "
+            "'gpu-guardian-agent-own-node' with binding "
+            "'gpu-guardian-agent-own-node' denied request: gpu-guardian-agent may only write "
+            "objects of its own node, "
             "not gpu-node-2");
-  EXPECT_FALSE(Do("GET", "/api/v1/nodes/gpu-node-2", nullptr, "admin").body["metadata"].contains("annotations"));
-  r = Do("PATCH", "/api/v1/nodes/gpu-node-1", {{"metadata", {{"labels", {{"a", "c"}}}}}}, "agent-n1", mp);
+  EXPECT_FALSE(Do("GET", "/api/v1/nodes/gpu-node-2", nullptr, "admin")
+                   .body["metadata"]
+                   .contains("annotations"));
+  r = Do("PATCH", "/api/v1/nodes/gpu-node-1", {{"metadata", {{"labels", {{"a", "c"}}}}}},
+         "agent-n1", mp);
   EXPECT_EQ(r.code, 422) << "own node, but a label: " << r.body;
   r = Do("PATCH", "/api/v1/nodes/gpu-node-1", health, "agent-legacy", mp);
   EXPECT_EQ(r.code, 422) << "a token without a node binding fails closed: " << r.body;
-  r = Do("PATCH", "/api/v1/nodes/gpu-node-2", {{"metadata", {{"labels", {{"a", "d"}}}}}}, "admin", mp);
+  r = Do("PATCH", "/api/v1/nodes/gpu-node-2", {{"metadata", {{"labels", {{"a", "d"}}}}}}, "admin",
+         mp);
   EXPECT_EQ(r.code, 200) << "other users are not confined: " << r.body;
   // A policy that does not compile is refused at creation.
   json broken = LoadAll("deploy/admission/agent-own-node.yaml")[0];
   broken["metadata"]["name"] = "broken";
   broken["spec"]["validations"][0]["expression"] = "request.name ==";
-  r = Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", broken, "admin");
+  r = Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", broken,
+         "admin");
   EXPECT_EQ(r.code, 422) << r.body;
-  EXPECT_NE(r.body.value("message", "").find("spec.validations[0].expression: Invalid value: \"request.name ==\": compilation failed: ERROR: <input>:1:16:"),
-            std::string::npos) << r.body;
+  EXPECT_NE(r.body.value("message", "")
+                .find("spec.validations[0].expression: Invalid value: \"request.name ==\": "
+                      "compilation failed: ERROR: <input>:1:16:"),
+            std::string::npos)
+      << r.body;
 }
 
 // The agent's heartbeat Lease under deploy/rbac/agent.yaml and deploy/admission: an agent
@@ -775,11 +988,18 @@ TEST_F(AdmissionServerTest, PolicyOnDeleteSeesTheOldObject) {
     "spec":{"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["DELETE"],"resources":["nodes"]}]},
             "validations":[{"expression":"object == null && !(has(oldObject.metadata.labels) && 'protected' in oldObject.metadata.labels)",
                             "message":"protected nodes stay","reason":"Forbidden"}]}})J");
-  ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy).code, 201);
+  ASSERT_EQ(
+      Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy).code,
+      201);
   ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
-               {{"metadata", {{"name", "keep-protected"}}}, {"spec", {{"policyName", "keep-protected"}, {"validationActions", {"Deny"}}}}})
-                .code, 201);
-  ASSERT_EQ(Do("POST", "/api/v1/nodes", {{"metadata", {{"name", "keep"}, {"labels", {{"protected", "yes"}}}}}}).code, 201);
+               {{"metadata", {{"name", "keep-protected"}}},
+                {"spec", {{"policyName", "keep-protected"}, {"validationActions", {"Deny"}}}}})
+                .code,
+            201);
+  ASSERT_EQ(Do("POST", "/api/v1/nodes",
+               {{"metadata", {{"name", "keep"}, {"labels", {{"protected", "yes"}}}}}})
+                .code,
+            201);
   ASSERT_EQ(Do("POST", "/api/v1/nodes", {{"metadata", {{"name", "drop"}}}}).code, 201);
   httplib::Client cli(sim_->Url());
   auto r = cli.Delete("/api/v1/nodes/keep");
@@ -793,35 +1013,49 @@ TEST_F(AdmissionServerTest, PolicyOnDeleteSeesTheOldObject) {
 }
 
 TEST_F(AdmissionServerTest, WarnAndAuditActionsDoNotDeny) {
-  json policy = json::parse(R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicy",
+  json policy = json::parse(
+      R"({"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingAdmissionPolicy",
     "metadata":{"name":"labels-required"},
     "spec":{"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE","UPDATE"],"resources":["configmaps"]}],
                                 "namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"default"}}},
             "variables":[{"name":"team","expression":"has(object.metadata.labels) && 'team' in object.metadata.labels ? object.metadata.labels.team : ''"}],
             "validations":[{"expression":"variables.team != ''","messageExpression":"'configmap ' + object.metadata.name + ' has no team'"}]}})");
-  ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy).code, 201);
-  json binding = {{"metadata", {{"name", "labels-required"}}},
-                  {"spec", {{"policyName", "labels-required"}, {"validationActions", {"Warn", "Audit"}}}}};
-  ASSERT_EQ(Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding).code, 201);
+  ASSERT_EQ(
+      Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy).code,
+      201);
+  json binding = {
+      {"metadata", {{"name", "labels-required"}}},
+      {"spec", {{"policyName", "labels-required"}, {"validationActions", {"Warn", "Audit"}}}}};
+  ASSERT_EQ(
+      Do("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding)
+          .code,
+      201);
   auto r = Do("POST", "/api/v1/namespaces/default/configmaps", {{"metadata", {{"name", "cm1"}}}});
   EXPECT_EQ(r.code, 201) << r.body;
   EXPECT_EQ(r.warning,
-            "299 - \"Validation failed for ValidatingAdmissionPolicy 'labels-required' with binding 'labels-required': "
+            "299 - \"Validation failed for ValidatingAdmissionPolicy 'labels-required' with "
+            "binding 'labels-required': "
             "configmap cm1 has no team\"");
   // Now Deny: the same request is refused; a labelled one passes; another namespace is not matched.
   binding["spec"]["validationActions"] = {"Deny"};
-  ASSERT_EQ(Do("PUT", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/labels-required",
-               [&] {
-                 json b = Do("GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/labels-required").body;
-                 b["spec"] = binding["spec"];
-                 return b;
-               }())
-                .code,
-            200);
+  ASSERT_EQ(
+      Do("PUT",
+         "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/labels-required",
+         [&] {
+           json b = Do("GET",
+                       "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"
+                       "labels-required")
+                        .body;
+           b["spec"] = binding["spec"];
+           return b;
+         }())
+          .code,
+      200);
   r = Do("POST", "/api/v1/namespaces/default/configmaps", {{"metadata", {{"name", "cm2"}}}});
   EXPECT_EQ(r.code, 422) << r.body;
   EXPECT_TRUE(r.warning.empty());
-  r = Do("POST", "/api/v1/namespaces/default/configmaps", {{"metadata", {{"name", "cm3"}, {"labels", {{"team", "ml"}}}}}});
+  r = Do("POST", "/api/v1/namespaces/default/configmaps",
+         {{"metadata", {{"name", "cm3"}, {"labels", {{"team", "ml"}}}}}});
   EXPECT_EQ(r.code, 201) << r.body;
   r = Do("POST", "/api/v1/namespaces/kube-system/configmaps", {{"metadata", {{"name", "cm4"}}}});
   EXPECT_EQ(r.code, 201) << "namespaceSelector: " << r.body;

@@ -48,7 +48,8 @@ ApiCore::ApiCore(ApiCoreOptions opts, Clock& clock)
   for (json pc : Admission::BootstrapPriorityClasses()) {
     WriteOpts o;
     o.seed = true;
-    Create(Target{registry_.Find("scheduling.k8s.io", "v1", "priorityclasses"), "", "", ""}, std::move(pc), o);
+    Create(Target{registry_.Find("scheduling.k8s.io", "v1", "priorityclasses"), "", "", ""},
+           std::move(pc), o);
   }
 }
 
@@ -105,9 +106,9 @@ std::string ApiCore::NewUid() {
   a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
   b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx",
-                static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xffff),
-                static_cast<unsigned>(a & 0xffff), static_cast<unsigned>(b >> 48),
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
+                static_cast<unsigned>(b >> 48),
                 static_cast<unsigned long long>(b & 0xffffffffffffULL));
   return buf;
 }
@@ -267,7 +268,8 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   json& md = obj["metadata"];
   // Seeded objects (population, scenarios) keep their uid and creationTimestamp so that
   // ownerReferences between them hold.
-  if (!o.seed || !md.contains("uid") || !md["uid"].is_string() || md["uid"].get<std::string>().empty())
+  if (!o.seed || !md.contains("uid") || !md["uid"].is_string() ||
+      md["uid"].get<std::string>().empty())
     md["uid"] = NewUid();
   if (!o.seed || !md.contains("creationTimestamp") || !md["creationTimestamp"].is_string())
     md["creationTimestamp"] = NowRfc3339();
@@ -293,8 +295,10 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
   if (ri.resource == "pods" && ri.group.empty()) {
     obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
   } else if (ri.resource == "poddisruptionbudgets") {
-    obj["status"] = {{"currentHealthy", 0}, {"desiredHealthy", 0},
-                     {"disruptionsAllowed", 0}, {"expectedPods", 0}};
+    obj["status"] = {{"currentHealthy", 0},
+                     {"desiredHealthy", 0},
+                     {"disruptionsAllowed", 0},
+                     {"expectedPods", 0}};
   } else if (ri.resource == "customresourcedefinitions") {
     const auto& spec = obj.value("spec", json::object());
     json names = spec.value("names", json::object());
@@ -302,14 +306,19 @@ void ApiCore::PrepareForCreate(const Target& t, json& obj, const WriteOpts& o) {
     for (const auto& v : spec.value("versions", json::array()))
       if (v.is_object() && v.value("storage", false)) stored.push_back(v.value("name", ""));
     std::string now = NowRfc3339();
-    obj["status"] = {
-        {"acceptedNames", names},
-        {"storedVersions", stored},
-        {"conditions",
-         {{{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
-           {"message", "no conflicts found"}, {"lastTransitionTime", now}},
-          {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
-           {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}}}};
+    obj["status"] = {{"acceptedNames", names},
+                     {"storedVersions", stored},
+                     {"conditions",
+                      {{{"type", "NamesAccepted"},
+                        {"status", "True"},
+                        {"reason", "NoConflicts"},
+                        {"message", "no conflicts found"},
+                        {"lastTransitionTime", now}},
+                       {{"type", "Established"},
+                        {"status", "True"},
+                        {"reason", "InitialNamesAccepted"},
+                        {"message", "the initial names have been accepted"},
+                        {"lastTransitionTime", now}}}}};
   } else if (ri.status_subresource && ri.resource != "nodes" && ri.resource != "namespaces") {
     obj.erase("status");
   }
@@ -361,7 +370,8 @@ ApiResult ApiCore::CommitLocked(const Target& t, const ObjPtr& old, json next, b
   admission_->Observe(*t.ri, t.name, &next);
   if (t.ri->resource == "customresourcedefinitions" && t.ri->group == "apiextensions.k8s.io")
     registry_.ApplyCrd(next).IgnoreError();
-  if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io") authorizer_->Add(next).IgnoreError();
+  if (authorizer_ && t.ri->group == "rbac.authorization.k8s.io")
+    authorizer_->Add(next).IgnoreError();
   ApiResult r{std::nullopt, std::move(next), 200};
   r.stored = std::move(o);
   return r;
@@ -380,7 +390,8 @@ void ApiCore::RemoveLocked(const Target& t, const ObjPtr& old) {
 
 ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
   const auto& ri = *t.ri;
-  if (!body.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (!body.is_object())
+    return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
   if (ri.storage == "events" && ri.group == "events.k8s.io") {
     // Validated in its own version first, stored in core/v1 form.
     body["apiVersion"] = ri.ApiVersion();
@@ -391,13 +402,13 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
                                         "\" does not match the expected kind \"" + ri.kind + "\""));
   if (body.contains("apiVersion") && body["apiVersion"].is_string() &&
       body["apiVersion"] != ri.ApiVersion())
-    return ApiResult::Err(BadRequestErr("the API version in the data (" +
-                                        body["apiVersion"].get<std::string>() +
-                                        ") does not match the expected API version (" +
-                                        ri.ApiVersion() + ")"));
+    return ApiResult::Err(
+        BadRequestErr("the API version in the data (" + body["apiVersion"].get<std::string>() +
+                      ") does not match the expected API version (" + ri.ApiVersion() + ")"));
   body["apiVersion"] = ri.ApiVersion();
   body["kind"] = ri.kind;
-  if (!body.contains("metadata") || !body["metadata"].is_object()) body["metadata"] = json::object();
+  if (!body.contains("metadata") || !body["metadata"].is_object())
+    body["metadata"] = json::object();
   json& md = body["metadata"];
   if (ri.namespaced) {
     std::string ns = md.value("namespace", "");
@@ -441,7 +452,8 @@ ApiResult ApiCore::Create(const Target& t, json body, const WriteOpts& o) {
       ApiError e = ForbiddenErr(QualifiedResource(ri.resource, ri.group) + " \"" + name +
                                 "\" is forbidden: unable to create new content in namespace " +
                                 tt.ns + " because it is being terminated");
-      e.causes.push_back({"NamespaceTerminating", "namespace " + tt.ns + " is being terminated", "metadata.namespace"});
+      e.causes.push_back({"NamespaceTerminating", "namespace " + tt.ns + " is being terminated",
+                          "metadata.namespace"});
       return ApiResult::Err(e);
     }
   }
@@ -661,7 +673,8 @@ PreparedUpdate ApiCore::PrepareUpdate(const Target& t, const ObjPtr& old, json n
 
 ApiResult ApiCore::Update(const Target& t, json body, const WriteOpts& o) {
   const auto& ri = *t.ri;
-  if (!body.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (!body.is_object())
+    return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
   if (body.contains("metadata") && body["metadata"].is_object()) {
     std::string n = body["metadata"].value("name", "");
     if (!n.empty() && n != t.name)
@@ -970,8 +983,10 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
   if (o.dry_run) return ApiResult{std::nullopt, std::move(j), 200};
   json& md = j["metadata"];
   // Foreground / Orphan propagation: the garbage collector finishes the deletion.
-  if (std::string fin = PropagationFinalizer(delete_options); !immediate && !fin.empty() && ri.resource != "pods") {
-    if (!md.contains("finalizers") || !md["finalizers"].is_array()) md["finalizers"] = json::array();
+  if (std::string fin = PropagationFinalizer(delete_options);
+      !immediate && !fin.empty() && ri.resource != "pods") {
+    if (!md.contains("finalizers") || !md["finalizers"].is_array())
+      md["finalizers"] = json::array();
     if (std::find(md["finalizers"].begin(), md["finalizers"].end(), fin) == md["finalizers"].end())
       md["finalizers"].push_back(fin);
   }
@@ -989,7 +1004,8 @@ ApiResult ApiCore::DeleteLocked(const Target& t, const json& delete_options, con
   if (ri.resource == "customresourcedefinitions" && ri.group == "apiextensions.k8s.io")
     RemoveCrdLocked(t.name, j);
   // Removing a terminating namespace's last object may have finished the namespace already.
-  if (store_.GetLocked(ri.storage, t.Key()) != old) return ApiResult{std::nullopt, std::move(j), 200};
+  if (store_.GetLocked(ri.storage, t.Key()) != old)
+    return ApiResult{std::nullopt, std::move(j), 200};
   RemoveLocked(t, old);
   return ApiResult{std::nullopt, std::move(j), 200};
 }
@@ -1013,8 +1029,8 @@ void ApiCore::FinishTermination(const Target& t, const std::string& uid) {
 ApiResult ApiCore::Evict(const Target& pod_t, const json& eviction, const WriteOpts& o) {
   Target pt = pod_t;
   pt.sub.clear();
-  json delete_options = eviction.is_object() ? eviction.value("deleteOptions", json::object())
-                                             : json::object();
+  json delete_options =
+      eviction.is_object() ? eviction.value("deleteOptions", json::object()) : json::object();
   if (eviction.is_object() && eviction.contains("metadata") && eviction["metadata"].is_object()) {
     std::string n = eviction["metadata"].value("name", "");
     if (!n.empty() && n != pt.name)

@@ -255,7 +255,8 @@ class ApiCore {
   // The admission chain (sim/admission.h) around Validate(): mutates `obj` in place.
   AdmissionOutcome Admit(const Target& t, nlohmann::json& obj, const nlohmann::json* old,
                          const WriteOpts& o, bool create);
-  std::optional<ApiError> AdmitDelete(const Target& t, const nlohmann::json& old, const WriteOpts& o);
+  std::optional<ApiError> AdmitDelete(const Target& t, const nlohmann::json& old,
+                                      const WriteOpts& o);
   ObjPtr MakeObj(const Target& t, nlohmann::json& obj, std::uint64_t rv) const;
   void RemoveLocked(const Target& t, const ObjPtr& old);
   // Service defaults and allocation (services.cc); `old` on update.

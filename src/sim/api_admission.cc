@@ -10,8 +10,9 @@ AdmissionOutcome ApiCore::Admit(const Target& t, nlohmann::json& obj, const nloh
   r.operation = create ? "CREATE" : "UPDATE";
   r.ri = t.ri;
   r.sub = t.sub;
-  const nlohmann::json* md = obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object()
-                                ? &obj["metadata"] : nullptr;
+  const nlohmann::json* md =
+      obj.is_object() && obj.contains("metadata") && obj["metadata"].is_object() ? &obj["metadata"]
+                                                                                 : nullptr;
   r.name = create && md ? md->value("name", "") : t.name;
   r.ns = t.ri->namespaced ? (create && md ? md->value("namespace", t.ns) : t.ns) : "";
   r.user = o.user;
@@ -19,10 +20,12 @@ AdmissionOutcome ApiCore::Admit(const Target& t, nlohmann::json& obj, const nloh
   r.user_extra = o.user_extra;
   r.dry_run = o.dry_run;
   r.seed = o.seed;
-  return admission_->Run(r, obj, old, [&](const nlohmann::json& v) { return Validate(t, v, create, o); });
+  return admission_->Run(r, obj, old,
+                         [&](const nlohmann::json& v) { return Validate(t, v, create, o); });
 }
 
-std::optional<ApiError> ApiCore::AdmitDelete(const Target& t, const nlohmann::json& old, const WriteOpts& o) {
+std::optional<ApiError> ApiCore::AdmitDelete(const Target& t, const nlohmann::json& old,
+                                             const WriteOpts& o) {
   AdmissionRequest r;
   r.operation = "DELETE";
   r.ri = t.ri;

@@ -4,13 +4,10 @@
 namespace gg::sim {
 
 nlohmann::json ApiError::ToJson() const {
-  nlohmann::json j = {{"kind", "Status"},
-                      {"apiVersion", "v1"},
-                      {"metadata", nlohmann::json::object()},
-                      {"status", "Failure"},
-                      {"message", message},
-                      {"reason", reason},
-                      {"code", code}};
+  nlohmann::json j = {
+      {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+      {"status", "Failure"}, {"message", message}, {"reason", reason},
+      {"code", code}};
   nlohmann::json details = nlohmann::json::object();
   if (!name.empty()) details["name"] = name;
   if (!group.empty()) details["group"] = group;
@@ -64,8 +61,8 @@ ApiError AlreadyExistsErr(std::string_view resource, std::string_view group,
   return e;
 }
 
-ApiError ConflictErrMsg(std::string_view resource, std::string_view group,
-                        std::string_view name, std::string_view msg) {
+ApiError ConflictErrMsg(std::string_view resource, std::string_view group, std::string_view name,
+                        std::string_view msg) {
   ApiError e;
   e.code = 409;
   e.reason = "Conflict";
@@ -132,9 +129,10 @@ ApiError UnsupportedMediaTypeErr(std::string_view content_type) {
   ApiError e;
   e.code = 415;
   e.reason = "UnsupportedMediaType";
-  e.message = "the body of the request was in an unknown format - accepted media types include: "
-              "application/json-patch+json, application/merge-patch+json, "
-              "application/apply-patch+yaml";
+  e.message =
+      "the body of the request was in an unknown format - accepted media types include: "
+      "application/json-patch+json, application/merge-patch+json, "
+      "application/apply-patch+yaml";
   if (!content_type.empty()) e.message += " (got " + std::string(content_type) + ")";
   return e;
 }

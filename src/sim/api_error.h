@@ -2,11 +2,10 @@
 // answers it, with constructors for the shapes in docs/reference/kubernetes-api.md ("Writes").
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gg::sim {
 
@@ -18,7 +17,7 @@ struct StatusCause {
 
 struct ApiError {
   int code = 500;
-  std::string reason;   // NotFound, Conflict, AlreadyExists, Invalid, Expired, ...
+  std::string reason;  // NotFound, Conflict, AlreadyExists, Invalid, Expired, ...
   std::string message;
   std::string name, group, kind;  // details
   std::vector<StatusCause> causes;
@@ -32,11 +31,10 @@ struct ApiError {
 std::string QualifiedResource(std::string_view resource, std::string_view group);
 
 ApiError NotFoundErr(std::string_view resource, std::string_view group, std::string_view name);
-ApiError AlreadyExistsErr(std::string_view resource, std::string_view group,
-                          std::string_view name);
+ApiError AlreadyExistsErr(std::string_view resource, std::string_view group, std::string_view name);
 ApiError ConflictErr(std::string_view resource, std::string_view group, std::string_view name);
-ApiError ConflictErrMsg(std::string_view resource, std::string_view group,
-                        std::string_view name, std::string_view msg);
+ApiError ConflictErrMsg(std::string_view resource, std::string_view group, std::string_view name,
+                        std::string_view msg);
 // 422: "<Kind> \"<name>\" is invalid: <field>: <msg>, ..."
 ApiError InvalidErr(std::string_view kind, std::string_view group, std::string_view name,
                     std::vector<StatusCause> causes);

@@ -57,7 +57,8 @@ std::optional<ApiError> ParseDryRun(const json& values, bool* dry) {
   bool bad = false;
   for (const auto& v : values) {
     if (!v.is_string() || v != "All") bad = true;
-    listed += (listed.empty() ? "" : ", ") + (v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump());
+    listed += (listed.empty() ? "" : ", ") +
+              (v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump());
   }
   if (bad)
     return BadRequestErr("dryRun: Unsupported value: []string{" + listed +
@@ -123,7 +124,8 @@ std::string ApiCore::Render(const Obj& o, const ResourceInfo& view) const {
   if (o.api_version == view.ApiVersion()) return o.json;
   json j = json::parse(o.json, nullptr, false);
   if (j.is_discarded()) return o.json;
-  if (view.storage == "events" && view.group == "events.k8s.io") return CoreEventToEventsV1(j).dump();
+  if (view.storage == "events" && view.group == "events.k8s.io")
+    return CoreEventToEventsV1(j).dump();
   if (view.storage == "events") return EventsV1ToCoreEvent(j).dump();
   j["apiVersion"] = view.ApiVersion();
   return j.dump();
@@ -373,12 +375,14 @@ ApiResponse ApiCore::StartWatch(const ApiRequest& req, const Target& t) {
   if (send_initial && rvm != "NotOlderThan")
     return ErrorResponse(InvalidErr("ListOptions", "meta.k8s.io", "",
                                     {{"FieldValueForbidden",
-                                      "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+                                      "Forbidden: sendInitialEvents is forbidden for watch unless "
+                                      "resourceVersionMatch is set to NotOlderThan",
                                       "sendInitialEvents"}}));
   if (!send_initial && !rvm.empty())
     return ErrorResponse(InvalidErr("ListOptions", "meta.k8s.io", "",
                                     {{"FieldValueForbidden",
-                                      "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                                      "Forbidden: resourceVersionMatch is forbidden for watch "
+                                      "unless sendInitialEvents is provided",
                                       "resourceVersionMatch"}}));
   std::string rvs = Q(q, "resourceVersion");
   std::optional<std::uint64_t> from;

@@ -1,10 +1,10 @@
 // Helpers for the simulator's API layer.
 #include "sim/api_util.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
-
-#include <yaml-cpp/yaml.h>
 
 namespace gg::sim {
 
@@ -52,7 +52,8 @@ nlohmann::json NodeToJson(const YAML::Node& n) {
       if (s == "true" || s == "True" || s == "TRUE") return true;
       if (s == "false" || s == "False" || s == "FALSE") return false;
       if (s == "null" || s == "~" || s == "Null" || s == "NULL") return nullptr;
-      if (!s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+')) {
+      if (!s.empty() &&
+          (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+')) {
         try {
           std::size_t pos = 0;
           long long v = std::stoll(s, &pos);

@@ -23,14 +23,23 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 json Node(const std::string& name, int gpus, json labels = json::object(), json taints = nullptr) {
-  json n = {{"apiVersion", "v1"},
-            {"kind", "Node"},
-            {"metadata", {{"name", name}, {"labels", labels}}},
-            {"spec", json::object()},
-            {"status",
-             {{"capacity", {{"cpu", "16"}, {"memory", "64Gi"}, {"pods", "110"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-              {"allocatable", {{"cpu", "16"}, {"memory", "64Gi"}, {"pods", "110"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-              {"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}}}}};
+  json n = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", name}, {"labels", labels}}},
+      {"spec", json::object()},
+      {"status",
+       {{"capacity",
+         {{"cpu", "16"},
+          {"memory", "64Gi"},
+          {"pods", "110"},
+          {"nvidia.com/gpu", std::to_string(gpus)}}},
+        {"allocatable",
+         {{"cpu", "16"},
+          {"memory", "64Gi"},
+          {"pods", "110"},
+          {"nvidia.com/gpu", std::to_string(gpus)}}},
+        {"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}}}}};
   if (!taints.is_null()) n["spec"]["taints"] = taints;
   return n;
 }
@@ -49,7 +58,9 @@ json Deployment(const std::string& name, int replicas, const std::string& image 
                 {"containers",
                  {{{"name", "c"},
                    {"image", image},
-                   {"resources", {{"requests", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}}}}}};
+                   {"resources",
+                    {{"requests", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}}},
+                     {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}}}}}};
 }
 
 class ClusterTest : public ::testing::Test {
@@ -72,7 +83,9 @@ class ClusterTest : public ::testing::Test {
     if (!l.ok()) return {};
     return (*l)["items"].get<std::vector<json>>();
   }
-  std::vector<json> Pods(const std::string& ns = "ml") { return Items("/api/v1/namespaces/" + ns + "/pods"); }
+  std::vector<json> Pods(const std::string& ns = "ml") {
+    return Items("/api/v1/namespaces/" + ns + "/pods");
+  }
   json Get(const std::string& path) {
     auto g = sim_->Get(path);
     return g.ok() ? *g : json();
@@ -96,15 +109,18 @@ class ClusterTest : public ::testing::Test {
         out[p["spec"]["nodeName"].get<std::string>()] += PodGpuRequest(p);
     return out;
   }
-  static std::string Condition(const json& o, const std::string& type, const char* field = "status") {
+  static std::string Condition(const json& o, const std::string& type,
+                               const char* field = "status") {
     for (const auto& c : o.value("/status/conditions"_json_pointer, json::array()))
       if (c.value("type", "") == type) return c.value(field, "");
     return "";
   }
-  std::vector<json> EventsFor(const std::string& ns, const std::string& name, const std::string& reason) {
+  std::vector<json> EventsFor(const std::string& ns, const std::string& name,
+                              const std::string& reason) {
     std::vector<json> out;
     for (const auto& e : Items("/apis/events.k8s.io/v1/namespaces/" + ns + "/events"))
-      if (e["regarding"].value("name", "") == name && e.value("reason", "") == reason) out.push_back(e);
+      if (e["regarding"].value("name", "") == name && e.value("reason", "") == reason)
+        out.push_back(e);
     return out;
   }
   std::unique_ptr<SimServer> sim_;
@@ -133,7 +149,7 @@ TEST(ClusterHelpers, PodRequestsTakeInitContainersAndLimitsIntoAccount) {
     "initContainers":[{"name":"i","resources":{"requests":{"cpu":"4"}}}],
     "overhead":{"cpu":"100m"}}})");
   auto r = internal::PodRequests(pod);
-  EXPECT_EQ(r["cpu"], 4100);  // max(1.5, 4) + overhead
+  EXPECT_EQ(r["cpu"], 4100);             // max(1.5, 4) + overhead
   EXPECT_EQ(r["nvidia.com/gpu"], 2000);  // the limit stands in for the missing request
   EXPECT_EQ(r["memory"], 1024LL * 1024 * 1024 * 1000);
   EXPECT_EQ(r["pods"], 1000);
@@ -142,32 +158,41 @@ TEST(ClusterHelpers, PodRequestsTakeInitContainersAndLimitsIntoAccount) {
 TEST(ClusterHelpers, NodeAffinityOperators) {
   json node = {{"metadata", {{"name", "n1"}, {"labels", {{"zone", "a"}, {"gpus", "8"}}}}}};
   auto req = [](const std::string& exprs) {
-    return json::parse(R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
-      {"nodeSelectorTerms":[{"matchExpressions":)" + exprs + "}]}}}}");
+    return json::parse(
+        R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+      {"nodeSelectorTerms":[{"matchExpressions":)" +
+        exprs + "}]}}}}");
   };
-  EXPECT_TRUE(internal::NodeSelectorMatches(req(R"([{"key":"zone","operator":"In","values":["a","b"]}])"), node));
-  EXPECT_FALSE(internal::NodeSelectorMatches(req(R"([{"key":"zone","operator":"NotIn","values":["a"]}])"), node));
-  EXPECT_TRUE(internal::NodeSelectorMatches(req(R"([{"key":"gpus","operator":"Gt","values":["4"]}])"), node));
-  EXPECT_FALSE(internal::NodeSelectorMatches(req(R"([{"key":"gpus","operator":"Lt","values":["4"]}])"), node));
+  EXPECT_TRUE(internal::NodeSelectorMatches(
+      req(R"([{"key":"zone","operator":"In","values":["a","b"]}])"), node));
+  EXPECT_FALSE(internal::NodeSelectorMatches(
+      req(R"([{"key":"zone","operator":"NotIn","values":["a"]}])"), node));
+  EXPECT_TRUE(internal::NodeSelectorMatches(
+      req(R"([{"key":"gpus","operator":"Gt","values":["4"]}])"), node));
+  EXPECT_FALSE(internal::NodeSelectorMatches(
+      req(R"([{"key":"gpus","operator":"Lt","values":["4"]}])"), node));
   EXPECT_TRUE(internal::NodeSelectorMatches(req(R"([{"key":"zone","operator":"Exists"}])"), node));
   EXPECT_FALSE(internal::NodeSelectorMatches(
       req(R"([{"key":"nvidia.com/gpu.present","operator":"Exists"}])"), node));
   EXPECT_TRUE(internal::NodeSelectorMatches(
       req(R"([{"key":"nvidia.com/gpu.present","operator":"DoesNotExist"}])"), node));
   // Terms are ORed, expressions ANDed; matchFields on metadata.name.
-  json two = json::parse(R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+  json two =
+      json::parse(R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
     {"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["b"]}]},
                           {"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}]}]}}}})");
   EXPECT_TRUE(internal::NodeSelectorMatches(two, node));
-  json empty_terms = json::parse(R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+  json empty_terms =
+      json::parse(R"({"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
     {"nodeSelectorTerms":[{}]}}}})");
   EXPECT_FALSE(internal::NodeSelectorMatches(empty_terms, node));
 }
 
 TEST(ClusterHelpers, UnschedulableMessageHasTheRealShape) {
-  EXPECT_EQ(UnschedulableMessage(3, {"Insufficient nvidia.com/gpu", "node(s) were unschedulable",
-                                     "Insufficient nvidia.com/gpu"}),
-            "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu.");
+  EXPECT_EQ(
+      UnschedulableMessage(3, {"Insufficient nvidia.com/gpu", "node(s) were unschedulable",
+                               "Insufficient nvidia.com/gpu"}),
+      "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu.");
   EXPECT_EQ(UnschedulableMessage(0, {}), "no nodes available to schedule pods");
 }
 
@@ -203,15 +228,18 @@ TEST_F(ClusterTest, GpusAreNeverOvercommittedAndPendingPodsSayWhy) {
   json pending;
   ASSERT_TRUE(WaitFor([&] {
     for (const auto& p : Pods())
-      if (!p["spec"].contains("nodeName") && Condition(p, "PodScheduled", "reason") == "Unschedulable") {
+      if (!p["spec"].contains("nodeName") &&
+          Condition(p, "PodScheduled", "reason") == "Unschedulable") {
         pending = p;
         return true;
       }
     return false;
   }));
   EXPECT_EQ(Condition(pending, "PodScheduled"), "False");
-  EXPECT_EQ(Condition(pending, "PodScheduled", "message").rfind(
-                "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available:", 0),
+  EXPECT_EQ(Condition(pending, "PodScheduled", "message")
+                .rfind("0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 "
+                       "nodes are available:",
+                       0),
             0u)
       << Condition(pending, "PodScheduled", "message");
   std::string name = pending["metadata"]["name"];
@@ -257,10 +285,12 @@ TEST_F(ClusterTest, ATerminatingPodKeepsItsGpusUntilItIsGone) {
   json replacement;
   for (const auto& p : Pods())
     if (p["metadata"]["name"] != victim && !p["spec"].contains("nodeName")) replacement = p;
-  ASSERT_TRUE(replacement.is_object()) << "the replacement was bound while the old pod held its GPU";
+  ASSERT_TRUE(replacement.is_object())
+      << "the replacement was bound while the old pod held its GPU";
   // Once the old pod is gone, the replacement is bound.
   ASSERT_TRUE(WaitFor([&] {
-    auto r = Get("/api/v1/namespaces/ml/pods/" + replacement["metadata"]["name"].get<std::string>());
+    auto r =
+        Get("/api/v1/namespaces/ml/pods/" + replacement["metadata"]["name"].get<std::string>());
     return r.is_object() && r["spec"].contains("nodeName");
   }));
   EXPECT_FALSE(Get("/api/v1/namespaces/ml/pods/" + victim).is_object());
@@ -268,14 +298,16 @@ TEST_F(ClusterTest, ATerminatingPodKeepsItsGpusUntilItIsGone) {
 
 TEST_F(ClusterTest, NodeAffinityRequiredAndPreferred) {
   Start();
-  ASSERT_TRUE(sim_->Insert(Node("gpu-a", 8, {{"nvidia.com/gpu.present", "true"}, {"zone", "a"}})).ok());
+  ASSERT_TRUE(
+      sim_->Insert(Node("gpu-a", 8, {{"nvidia.com/gpu.present", "true"}, {"zone", "a"}})).ok());
   ASSERT_TRUE(sim_->Insert(Node("cpu-b", 0, {{"zone", "b"}})).ok());
   ASSERT_TRUE(sim_->Insert(Node("cpu-c", 0, {{"zone", "c"}})).ok());
   auto pod = [](const std::string& name, const json& affinity) {
-    return json{{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata", {{"name", name}, {"namespace", "ml"}}},
-                {"spec", {{"affinity", affinity}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+    return json{
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata", {{"name", name}, {"namespace", "ml"}}},
+        {"spec", {{"affinity", affinity}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
   };
   // Required: not on GPU nodes. Preferred: zone c.
   json off_gpu = json::parse(R"({"nodeAffinity":{
@@ -284,30 +316,40 @@ TEST_F(ClusterTest, NodeAffinityRequiredAndPreferred) {
     "preferredDuringSchedulingIgnoredDuringExecution":[
       {"weight":50,"preference":{"matchExpressions":[{"key":"zone","operator":"In","values":["c"]}]}}]}})");
   ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods", pod("op", off_gpu)).ok());
-  ASSERT_TRUE(WaitFor([&] { return Get("/api/v1/namespaces/ml/pods/op").value("/spec/nodeName"_json_pointer, "") == "cpu-c"; }))
-      << Get("/api/v1/namespaces/ml/pods/op").dump();
+  ASSERT_TRUE(WaitFor([&] {
+    return Get("/api/v1/namespaces/ml/pods/op").value("/spec/nodeName"_json_pointer, "") == "cpu-c";
+  })) << Get("/api/v1/namespaces/ml/pods/op").dump();
   // Required on GPU nodes with zone b: nothing matches.
-  json nowhere = json::parse(R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[
+  json nowhere = json::parse(
+      R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[
       {"matchExpressions":[{"key":"nvidia.com/gpu.present","operator":"Exists"},
                            {"key":"zone","operator":"In","values":["b"]}]}]}}})");
   ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods", pod("lost", nowhere)).ok());
   ASSERT_TRUE(WaitFor([&] {
     return Condition(Get("/api/v1/namespaces/ml/pods/lost"), "PodScheduled", "message")
-               .rfind("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.", 0) == 0;
+               .rfind(
+                   "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+                   0) == 0;
   })) << Get("/api/v1/namespaces/ml/pods/lost").dump();
 }
 
 TEST_F(ClusterTest, TaintsAndCordonKeepPodsAway) {
   Start();
-  ASSERT_TRUE(sim_->Insert(Node("gpu-a", 8, json::object(),
-                                {{{"key", "gpuguardian.io/unhealthy"}, {"value", "xid"}, {"effect", "NoSchedule"}}}))
-                  .ok());
+  ASSERT_TRUE(
+      sim_
+          ->Insert(Node(
+              "gpu-a", 8, json::object(),
+              {{{"key", "gpuguardian.io/unhealthy"}, {"value", "xid"}, {"effect", "NoSchedule"}}}))
+          .ok());
   ASSERT_TRUE(sim_->Insert(Node("gpu-b", 8)).ok());
   ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-b", {{"spec", {{"unschedulable", true}}}}), 200);
   // The node lifecycle controller adds the unschedulable taint to the cordoned node.
   ASSERT_TRUE(WaitFor([&] {
-    for (const auto& t : Get("/api/v1/nodes/gpu-b").value("/spec/taints"_json_pointer, json::array()))
-      if (t.value("key", "") == "node.kubernetes.io/unschedulable" && t.value("effect", "") == "NoSchedule") return true;
+    for (const auto& t :
+         Get("/api/v1/nodes/gpu-b").value("/spec/taints"_json_pointer, json::array()))
+      if (t.value("key", "") == "node.kubernetes.io/unschedulable" &&
+          t.value("effect", "") == "NoSchedule")
+        return true;
     return false;
   }));
   ASSERT_TRUE(sim_->Insert(GpuReplicaSet("train", "ml", 1)).ok());
@@ -316,11 +358,14 @@ TEST_F(ClusterTest, TaintsAndCordonKeepPodsAway) {
     return p.size() == 1 && Condition(p[0], "PodScheduled", "reason") == "Unschedulable";
   }));
   std::string msg = Condition(Pods()[0], "PodScheduled", "message");
-  EXPECT_NE(msg.find("1 node(s) had untolerated taint {gpuguardian.io/unhealthy: xid}"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 node(s) had untolerated taint {gpuguardian.io/unhealthy: xid}"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("1 node(s) were unschedulable"), std::string::npos) << msg;
   // Uncordon: the taint goes and the pod is scheduled there.
   ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-b", {{"spec", {{"unschedulable", false}}}}), 200);
-  ASSERT_TRUE(WaitFor([&] { return Pods()[0].value("/spec/nodeName"_json_pointer, "") == "gpu-b"; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return Pods()[0].value("/spec/nodeName"_json_pointer, "") == "gpu-b"; }));
   EXPECT_TRUE(Get("/api/v1/nodes/gpu-b").value("/spec/taints"_json_pointer, json::array()).empty());
 }
 
@@ -334,12 +379,14 @@ TEST_F(ClusterTest, DeploymentStatusAndRollingUpdate) {
   auto complete = [&](const json& d) {
     const json& st = d.value("status", json::object());
     return st.value("observedGeneration", 0) == d["metadata"].value("generation", -1) &&
-           st.value("replicas", 0) == 4 && st.value("updatedReplicas", 0) == 4 && st.value("readyReplicas", 0) == 4 &&
-           st.value("availableReplicas", 0) == 4 && !st.contains("unavailableReplicas");
+           st.value("replicas", 0) == 4 && st.value("updatedReplicas", 0) == 4 &&
+           st.value("readyReplicas", 0) == 4 && st.value("availableReplicas", 0) == 4 &&
+           !st.contains("unavailableReplicas");
   };
   ASSERT_TRUE(WaitFor([&] { return complete(dep()); })) << dep()["status"].dump();
   EXPECT_EQ(Condition(dep(), "Available"), "True");
-  ASSERT_TRUE(WaitFor([&] { return Condition(dep(), "Progressing", "reason") == "NewReplicaSetAvailable"; }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Condition(dep(), "Progressing", "reason") == "NewReplicaSetAvailable"; }));
   auto rss = Items("/apis/apps/v1/namespaces/ml/replicasets");
   ASSERT_EQ(rss.size(), 1u);
   EXPECT_EQ(rss[0]["status"].value("readyReplicas", 0), 4);
@@ -348,17 +395,27 @@ TEST_F(ClusterTest, DeploymentStatusAndRollingUpdate) {
   std::string old_rs = rss[0]["metadata"]["name"];
   // A new image: a second ReplicaSet takes over within maxSurge 25% (1) / maxUnavailable 25% (1).
   ASSERT_EQ(HttpPatch("/apis/apps/v1/namespaces/ml/deployments/infer",
-                      {{"spec", {{"template", {{"spec", {{"containers", {{{"name", "c"}, {"image", "cuda:2"},
-                        {"resources", {{"requests", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}}}}}},
+                      {{"spec",
+                        {{"template",
+                          {{"spec",
+                            {{"containers",
+                              {{{"name", "c"},
+                                {"image", "cuda:2"},
+                                {"resources",
+                                 {{"requests", {{"cpu", "1"}, {"nvidia.com/gpu", "1"}}},
+                                  {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}}}}}},
                       "application/strategic-merge-patch+json"),
             200);
   long max_total = 0;
-  ASSERT_TRUE(WaitFor([&] {
-    long active = 0;
-    for (const auto& p : Pods()) active += !p["metadata"].contains("deletionTimestamp");
-    max_total = std::max(max_total, active);
-    return complete(dep()) && Items("/apis/apps/v1/namespaces/ml/replicasets").size() == 2;
-  }, 30s)) << dep()["status"].dump();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        long active = 0;
+        for (const auto& p : Pods()) active += !p["metadata"].contains("deletionTimestamp");
+        max_total = std::max(max_total, active);
+        return complete(dep()) && Items("/apis/apps/v1/namespaces/ml/replicasets").size() == 2;
+      },
+      30s))
+      << dep()["status"].dump();
   EXPECT_LE(max_total, 5);  // replicas + maxSurge
   for (const auto& rs : Items("/apis/apps/v1/namespaces/ml/replicasets")) {
     EXPECT_EQ(rs["spec"]["replicas"], rs["metadata"]["name"] == old_rs ? 0 : 4);
@@ -384,32 +441,40 @@ TEST_F(ClusterTest, DaemonSetRunsWhereItShouldWithStatus) {
               {{"selector", {{"matchLabels", {{"app", "agent"}}}}},
                {"template",
                 {{"metadata", {{"labels", {{"app", "agent"}}}}},
-                 {"spec", {{"nodeSelector", {{"gpu", "true"}}},
-                           {"containers", {{{"name", "a"}, {"image", "agent:1"},
-                                            {"resources", {{"requests", {{"cpu", "100m"}}}}}}}}}}}}}}};
+                 {"spec",
+                  {{"nodeSelector", {{"gpu", "true"}}},
+                   {"containers",
+                    {{{"name", "a"},
+                      {"image", "agent:1"},
+                      {"resources", {{"requests", {{"cpu", "100m"}}}}}}}}}}}}}}};
   ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/kube-system/daemonsets", ds).ok());
   auto get = [&] { return Get("/apis/apps/v1/namespaces/kube-system/daemonsets/agent"); };
   ASSERT_TRUE(WaitFor([&] {
     json st = get().value("status", json::object());
-    return st.value("desiredNumberScheduled", -1) == 1 && st.value("currentNumberScheduled", -1) == 1 &&
-           st.value("numberReady", -1) == 1 && st.value("updatedNumberScheduled", -1) == 1 &&
-           st.value("numberAvailable", -1) == 1 && st.value("numberMisscheduled", -1) == 0 &&
-           st.value("observedGeneration", 0) == 1;
+    return st.value("desiredNumberScheduled", -1) == 1 &&
+           st.value("currentNumberScheduled", -1) == 1 && st.value("numberReady", -1) == 1 &&
+           st.value("updatedNumberScheduled", -1) == 1 && st.value("numberAvailable", -1) == 1 &&
+           st.value("numberMisscheduled", -1) == 0 && st.value("observedGeneration", 0) == 1;
   })) << get().dump();
   auto pods = Pods("kube-system");
   ASSERT_EQ(pods.size(), 1u);
   EXPECT_EQ(pods[0]["spec"]["nodeName"], "gpu-a");  // bound by the scheduler through its affinity
   bool tolerates_unreachable = false;
   for (const auto& t : pods[0]["spec"]["tolerations"])
-    tolerates_unreachable |= t.value("key", "") == "node.kubernetes.io/unreachable" && !t.contains("tolerationSeconds");
+    tolerates_unreachable |=
+        t.value("key", "") == "node.kubernetes.io/unreachable" && !t.contains("tolerationSeconds");
   EXPECT_TRUE(tolerates_unreachable);
   // Tolerating the taint brings the second node in.
-  json patch = {{"spec", {{"template", {{"spec", {{"tolerations", {{{"key", "dedicated"}, {"operator", "Exists"}}}}}}}}}}};
+  json patch = {
+      {"spec",
+       {{"template",
+         {{"spec", {{"tolerations", {{{"key", "dedicated"}, {"operator", "Exists"}}}}}}}}}}};
   ASSERT_EQ(HttpPatch("/apis/apps/v1/namespaces/kube-system/daemonsets/agent", patch), 200);
   ASSERT_TRUE(WaitFor([&] {
     json st = get().value("status", json::object());
-    return st.value("desiredNumberScheduled", -1) == 2 && st.value("updatedNumberScheduled", -1) == 2 &&
-           st.value("numberAvailable", -1) == 2 && st.value("observedGeneration", 0) == 2;
+    return st.value("desiredNumberScheduled", -1) == 2 &&
+           st.value("updatedNumberScheduled", -1) == 2 && st.value("numberAvailable", -1) == 2 &&
+           st.value("observedGeneration", 0) == 2;
   })) << get().dump();
 }
 
@@ -430,7 +495,8 @@ TEST_F(ClusterTest, StartUpWithASeededPopulationCreatesNoExtraPods) {
     EXPECT_EQ(count(), want);
     std::this_thread::sleep_for(100ms);
   }
-  for (const auto& rs : Items("/apis/apps/v1/namespaces/" + spec.workload_namespace + "/replicasets"))
+  for (const auto& rs :
+       Items("/apis/apps/v1/namespaces/" + spec.workload_namespace + "/replicasets"))
     EXPECT_EQ(rs["spec"]["replicas"], rs.value("/status/replicas"_json_pointer, -1)) << rs.dump();
   EXPECT_EQ(Items("/apis/apps/v1/namespaces/" + spec.workload_namespace + "/replicasets").size(),
             static_cast<std::size_t>(CountPopulation(spec).replicasets));
@@ -443,7 +509,8 @@ TEST_F(ClusterTest, GarbageCollectionFollowsOwnerReferences) {
   ASSERT_TRUE(sim_->Insert(Node("gpu-a", 8)).ok());
   ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/ml/deployments", Deployment("bg", 2)).ok());
   ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/ml/deployments", Deployment("fg", 2)).ok());
-  ASSERT_TRUE(sim_->Create("/apis/apps/v1/namespaces/ml/deployments", Deployment("orphan", 2)).ok());
+  ASSERT_TRUE(
+      sim_->Create("/apis/apps/v1/namespaces/ml/deployments", Deployment("orphan", 2)).ok());
   auto rs_of = [&](const std::string& d) {
     std::vector<json> out;
     for (const auto& rs : Items("/apis/apps/v1/namespaces/ml/replicasets"))
@@ -455,23 +522,32 @@ TEST_F(ClusterTest, GarbageCollectionFollowsOwnerReferences) {
     for (const auto& p : Pods()) n += p["metadata"]["labels"].value("app", "") == d;
     return n;
   };
-  ASSERT_TRUE(WaitFor([&] { return pods_of("bg") == 2 && pods_of("fg") == 2 && pods_of("orphan") == 2; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return pods_of("bg") == 2 && pods_of("fg") == 2 && pods_of("orphan") == 2; }));
   // Background (kubectl's default): the Deployment goes at once, its ReplicaSet and pods after.
-  ASSERT_EQ(HttpDelete("/apis/apps/v1/namespaces/ml/deployments/bg", {{"propagationPolicy", "Background"}}), 200);
+  ASSERT_EQ(HttpDelete("/apis/apps/v1/namespaces/ml/deployments/bg",
+                       {{"propagationPolicy", "Background"}}),
+            200);
   ASSERT_TRUE(WaitFor([&] { return rs_of("bg").empty() && pods_of("bg") == 0; }));
   // Foreground: the Deployment stays (deletionTimestamp, foregroundDeletion) until its
   // ReplicaSet is gone, which waits for its pods.
-  ASSERT_EQ(HttpDelete("/apis/apps/v1/namespaces/ml/deployments/fg", {{"propagationPolicy", "Foreground"}}), 200);
+  ASSERT_EQ(HttpDelete("/apis/apps/v1/namespaces/ml/deployments/fg",
+                       {{"propagationPolicy", "Foreground"}}),
+            200);
   json fg = Get("/apis/apps/v1/namespaces/ml/deployments/fg");
   ASSERT_TRUE(fg.is_object());
   EXPECT_TRUE(fg["metadata"].contains("deletionTimestamp"));
   EXPECT_EQ(fg["metadata"]["finalizers"], json::array({"foregroundDeletion"}));
-  ASSERT_TRUE(WaitFor([&] { return !Get("/apis/apps/v1/namespaces/ml/deployments/fg").is_object(); }));
+  ASSERT_TRUE(
+      WaitFor([&] { return !Get("/apis/apps/v1/namespaces/ml/deployments/fg").is_object(); }));
   EXPECT_TRUE(rs_of("fg").empty());
   EXPECT_EQ(pods_of("fg"), 0);
   // Orphan: the ReplicaSet stays, without its owner reference, and keeps its pods.
-  ASSERT_EQ(HttpDelete("/apis/apps/v1/namespaces/ml/deployments/orphan", {{"propagationPolicy", "Orphan"}}), 200);
-  ASSERT_TRUE(WaitFor([&] { return !Get("/apis/apps/v1/namespaces/ml/deployments/orphan").is_object(); }));
+  ASSERT_EQ(HttpDelete("/apis/apps/v1/namespaces/ml/deployments/orphan",
+                       {{"propagationPolicy", "Orphan"}}),
+            200);
+  ASSERT_TRUE(
+      WaitFor([&] { return !Get("/apis/apps/v1/namespaces/ml/deployments/orphan").is_object(); }));
   auto left = rs_of("orphan");
   ASSERT_EQ(left.size(), 1u);
   EXPECT_FALSE(left[0]["metadata"].contains("ownerReferences")) << left[0]["metadata"].dump();
@@ -492,21 +568,32 @@ TEST_F(ClusterTest, DeletingANodeCollectsWhatItOwnedAndItsPods) {
                  {"metadata",
                   {{"name", "gpu-a"},
                    {"ownerReferences",
-                    {{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "gpu-a"}, {"uid", node["metadata"]["uid"]}}}}}}};
+                    {{{"apiVersion", "v1"},
+                      {"kind", "Node"},
+                      {"name", "gpu-a"},
+                      {"uid", node["metadata"]["uid"]}}}}}}};
   ASSERT_TRUE(sim_->Create("/apis/gpuguardian.io/v1alpha1/gpunodehealths", report).ok());
   json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata", {{"name", "stray"}, {"namespace", "ml"}}},
               {"spec", {{"nodeName", "gpu-a"}, {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
   ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods", pod).ok());
-  ASSERT_TRUE(WaitFor([&] { return Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-a").is_object(); }));
+  ASSERT_TRUE(WaitFor([&] {
+    return Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-a").is_object();
+  }));
   std::this_thread::sleep_for(300ms);
-  EXPECT_TRUE(Get("/apis/gpuguardian.io/v1alpha1/gpunodehealths/gpu-a").is_object());  // owner alive: kept
+  EXPECT_TRUE(
+      Get("/apis/gpuguardian.io/v1alpha1/gpunodehealths/gpu-a").is_object());  // owner alive: kept
   ASSERT_EQ(HttpDelete("/api/v1/nodes/gpu-a"), 200);
-  ASSERT_TRUE(WaitFor([&] { return !Get("/apis/gpuguardian.io/v1alpha1/gpunodehealths/gpu-a").is_object(); }));
-  ASSERT_TRUE(WaitFor([&] { return !Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-a").is_object(); }));
-  ASSERT_TRUE(WaitFor([&] { return !Get("/api/v1/namespaces/ml/pods/stray").is_object(); }));  // pod GC
-  EXPECT_TRUE(Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-b").is_object());
+  ASSERT_TRUE(WaitFor(
+      [&] { return !Get("/apis/gpuguardian.io/v1alpha1/gpunodehealths/gpu-a").is_object(); }));
+  ASSERT_TRUE(WaitFor([&] {
+    return !Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-a").is_object();
+  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return !Get("/api/v1/namespaces/ml/pods/stray").is_object(); }));  // pod GC
+  EXPECT_TRUE(
+      Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-b").is_object());
 }
 
 // ---- node lifecycle ----
@@ -515,7 +602,9 @@ TEST_F(ClusterTest, NodeLeasesAreRenewedAndAStoppedNodeGoesUnknownThenEvicts) {
   Start(/*time_scale=*/100);  // renew every 100 ms; grace floor 3 s; 300 s toleration -> 3 s
   ASSERT_TRUE(sim_->Insert(Node("gpu-a", 8)).ok());
   ASSERT_TRUE(sim_->Insert(Node("gpu-b", 8)).ok());
-  auto lease = [&] { return Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-a"); };
+  auto lease = [&] {
+    return Get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/gpu-a");
+  };
   ASSERT_TRUE(WaitFor([&] { return lease().is_object(); }));
   EXPECT_EQ(lease()["spec"]["holderIdentity"], "gpu-a");
   EXPECT_EQ(lease()["spec"]["leaseDurationSeconds"], 40);
@@ -532,30 +621,41 @@ TEST_F(ClusterTest, NodeLeasesAreRenewedAndAStoppedNodeGoesUnknownThenEvicts) {
     return p;
   };
   // Created over HTTP, so the API server's admission defaults their tolerations.
-  ASSERT_TRUE(sim_->Insert({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}}).ok());
+  ASSERT_TRUE(
+      sim_->Insert({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}})
+          .ok());
   auto post = [&](const json& p) {
     auto r = http_->Post("/api/v1/namespaces/ml/pods", p.dump(), "application/json");
     return r ? r->status : -1;
   };
   ASSERT_EQ(post(pod("short", nullptr)), 201);
-  ASSERT_EQ(post(pod("patient", {{{"key", "node.kubernetes.io/unreachable"}, {"operator", "Exists"},
-                                  {"effect", "NoExecute"}, {"tolerationSeconds", 100000}}})),
+  ASSERT_EQ(post(pod("patient", {{{"key", "node.kubernetes.io/unreachable"},
+                                  {"operator", "Exists"},
+                                  {"effect", "NoExecute"},
+                                  {"tolerationSeconds", 100000}}})),
             201);
   json short_pod = Get("/api/v1/namespaces/ml/pods/short");
   bool defaulted = false;
   for (const auto& t : short_pod["spec"]["tolerations"])
-    defaulted |= t.value("key", "") == "node.kubernetes.io/unreachable" && t.value("tolerationSeconds", 0) == 300;
+    defaulted |= t.value("key", "") == "node.kubernetes.io/unreachable" &&
+                 t.value("tolerationSeconds", 0) == 300;
   EXPECT_TRUE(defaulted) << short_pod["spec"].dump();
-  ASSERT_TRUE(WaitFor([&] { return Get("/api/v1/namespaces/ml/pods/short").value("/status/phase"_json_pointer, "") == "Running"; }));
+  ASSERT_TRUE(WaitFor([&] {
+    return Get("/api/v1/namespaces/ml/pods/short").value("/status/phase"_json_pointer, "") ==
+           "Running";
+  }));
   // The node's heartbeat stops.
-  ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-a", {{"metadata", {{"annotations", {{kHeartbeatAnnotation, "stopped"}}}}}}), 200);
+  ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-a",
+                      {{"metadata", {{"annotations", {{kHeartbeatAnnotation, "stopped"}}}}}}),
+            200);
   auto node = [&] { return Get("/api/v1/nodes/gpu-a"); };
   auto has_taint = [&](const json& n, const std::string& key, const std::string& effect) {
     for (const auto& t : n.value("/spec/taints"_json_pointer, json::array()))
       if (t.value("key", "") == key && t.value("effect", "") == effect) return true;
     return false;
   };
-  ASSERT_TRUE(WaitFor([&] { return Condition(node(), "Ready") == "Unknown"; }, 10s)) << node().dump();
+  ASSERT_TRUE(WaitFor([&] { return Condition(node(), "Ready") == "Unknown"; }, 10s))
+      << node().dump();
   EXPECT_EQ(Condition(node(), "Ready", "reason"), "NodeStatusUnknown");
   ASSERT_TRUE(WaitFor([&] {
     json n = node();
@@ -566,23 +666,32 @@ TEST_F(ClusterTest, NodeLeasesAreRenewedAndAStoppedNodeGoesUnknownThenEvicts) {
     if (t.value("effect", "") == "NoExecute") {
       EXPECT_TRUE(t.contains("timeAdded"));
     }
-  EXPECT_EQ(Condition(Get("/api/v1/nodes/gpu-b"), "Ready"), "True");  // the other node is unaffected
+  EXPECT_EQ(Condition(Get("/api/v1/nodes/gpu-b"), "Ready"),
+            "True");  // the other node is unaffected
   // After its 300 s (3 s here) the default-tolerating pod is evicted; the patient one stays.
-  ASSERT_TRUE(WaitFor([&] {
-    json p = Get("/api/v1/namespaces/ml/pods/short");
-    return !p.is_object() || p["metadata"].contains("deletionTimestamp");
-  }, 10s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json p = Get("/api/v1/namespaces/ml/pods/short");
+        return !p.is_object() || p["metadata"].contains("deletionTimestamp");
+      },
+      10s));
   json patient = Get("/api/v1/namespaces/ml/pods/patient");
   ASSERT_TRUE(patient.is_object());
   EXPECT_FALSE(patient["metadata"].contains("deletionTimestamp"));
   EXPECT_EQ(Condition(patient, "Ready"), "False");  // marked not ready with its node
   // Heartbeat back: Ready again, taints gone.
-  ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-a", {{"metadata", {{"annotations", {{kHeartbeatAnnotation, nullptr}}}}}}), 200);
-  ASSERT_TRUE(WaitFor([&] {
-    json n = node();
-    return Condition(n, "Ready") == "True" && !has_taint(n, "node.kubernetes.io/unreachable", "NoExecute") &&
-           !has_taint(n, "node.kubernetes.io/unreachable", "NoSchedule");
-  }, 10s)) << node().dump();
+  ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-a",
+                      {{"metadata", {{"annotations", {{kHeartbeatAnnotation, nullptr}}}}}}),
+            200);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json n = node();
+        return Condition(n, "Ready") == "True" &&
+               !has_taint(n, "node.kubernetes.io/unreachable", "NoExecute") &&
+               !has_taint(n, "node.kubernetes.io/unreachable", "NoSchedule");
+      },
+      10s))
+      << node().dump();
 }
 
 TEST_F(ClusterTest, NoExecuteTaintEvictsPodsThatDoNotTolerateIt) {
@@ -592,23 +701,33 @@ TEST_F(ClusterTest, NoExecuteTaintEvictsPodsThatDoNotTolerateIt) {
     json p = {{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata", {{"name", name}, {"namespace", "ml"}}},
-              {"spec", {{"nodeName", "gpu-a"}, {"terminationGracePeriodSeconds", 0},
-                        {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+              {"spec",
+               {{"nodeName", "gpu-a"},
+                {"terminationGracePeriodSeconds", 0},
+                {"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
     if (!tolerations.is_null()) p["spec"]["tolerations"] = tolerations;
     return p;
   };
   ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods", pod("plain", nullptr)).ok());
-  ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods",
-                           pod("brief", {{{"key", "gpuguardian.io/unhealthy"}, {"operator", "Exists"},
-                                          {"effect", "NoExecute"}, {"tolerationSeconds", 20}}}))
-                  .ok());
-  ASSERT_TRUE(sim_->Create("/api/v1/namespaces/ml/pods",
-                           pod("forever", {{{"key", "gpuguardian.io/unhealthy"}, {"operator", "Exists"}}}))
-                  .ok());
-  ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-a",
-                      {{"spec", {{"taints", {{{"key", "gpuguardian.io/unhealthy"}, {"value", "xid"}, {"effect", "NoExecute"}}}}}}}),
+  ASSERT_TRUE(
+      sim_->Create("/api/v1/namespaces/ml/pods", pod("brief", {{{"key", "gpuguardian.io/unhealthy"},
+                                                                {"operator", "Exists"},
+                                                                {"effect", "NoExecute"},
+                                                                {"tolerationSeconds", 20}}}))
+          .ok());
+  ASSERT_TRUE(
+      sim_->Create("/api/v1/namespaces/ml/pods",
+                   pod("forever", {{{"key", "gpuguardian.io/unhealthy"}, {"operator", "Exists"}}}))
+          .ok());
+  ASSERT_EQ(HttpPatch("/api/v1/nodes/gpu-a", {{"spec",
+                                               {{"taints",
+                                                 {{{"key", "gpuguardian.io/unhealthy"},
+                                                   {"value", "xid"},
+                                                   {"effect", "NoExecute"}}}}}}}),
             200);
-  auto gone = [&](const std::string& n) { return !Get("/api/v1/namespaces/ml/pods/" + n).is_object(); };
+  auto gone = [&](const std::string& n) {
+    return !Get("/api/v1/namespaces/ml/pods/" + n).is_object();
+  };
   ASSERT_TRUE(WaitFor([&] { return gone("plain"); }, 5s));
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(gone("brief"));  // 20 s at time scale 10: 2 s

@@ -1,12 +1,11 @@
 // Helpers shared by the simulated cluster's control loops.
 #include "sim/controller_util.h"
 
-#include "sim/controllers.h"
-
 #include <cmath>
 #include <cstdio>
 
 #include "common/time_util.h"
+#include "sim/controllers.h"
 
 namespace gg::sim::internal {
 
@@ -103,7 +102,8 @@ Resources ContainerRequests(const json& c) {
 
 Resources PodRequests(const json& pod) {
   Resources total;
-  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) return {{"pods", 1000}};
+  if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object())
+    return {{"pods", 1000}};
   const json& spec = pod["spec"];
   if (spec.contains("containers") && spec["containers"].is_array())
     for (const auto& c : spec["containers"])
@@ -137,9 +137,12 @@ std::vector<Taint> NodeTaints(const json& node) {
   if (!spec.contains("taints") || !spec["taints"].is_array()) return out;
   for (const auto& t : spec["taints"]) {
     if (!t.is_object()) continue;
-    out.push_back({t.value("key", ""), t.contains("value") && t["value"].is_string() ? t["value"].get<std::string>() : "",
-                   t.value("effect", ""),
-                   t.contains("timeAdded") && t["timeAdded"].is_string() ? t["timeAdded"].get<std::string>() : ""});
+    out.push_back(
+        {t.value("key", ""),
+         t.contains("value") && t["value"].is_string() ? t["value"].get<std::string>() : "",
+         t.value("effect", ""),
+         t.contains("timeAdded") && t["timeAdded"].is_string() ? t["timeAdded"].get<std::string>()
+                                                               : ""});
   }
   return out;
 }
@@ -183,7 +186,8 @@ const Taint* FirstUntolerated(const std::vector<Taint>& taints, const std::vecto
 
 namespace {
 
-bool RequirementMatches(const json& req, const json& labels, const std::string& node_name, bool field) {
+bool RequirementMatches(const json& req, const json& labels, const std::string& node_name,
+                        bool field) {
   if (!req.is_object()) return false;
   std::string key = req.value("key", "");
   std::string op = req.value("operator", "");
@@ -229,7 +233,8 @@ bool NodeSelectorTermMatches(const json& term, const json& labels, const std::st
     if (!term.contains(k) || !term[k].is_array()) continue;
     for (const auto& req : term[k]) {
       any = true;
-      if (!RequirementMatches(req, labels, node_name, std::string_view(k) == "matchFields")) return false;
+      if (!RequirementMatches(req, labels, node_name, std::string_view(k) == "matchFields"))
+        return false;
     }
   }
   return any;  // an empty term matches no objects
@@ -249,7 +254,9 @@ const json& NodeLabels(const json& node) {
   return l != md->end() && l->is_object() ? *l : EmptyObject();
 }
 std::string NodeName(const json& node) {
-  return node.contains("metadata") && node["metadata"].is_object() ? node["metadata"].value("name", "") : "";
+  return node.contains("metadata") && node["metadata"].is_object()
+             ? node["metadata"].value("name", "")
+             : "";
 }
 }  // namespace
 
@@ -279,7 +286,8 @@ bool NodeSelectorMatches(const json& pod_spec, const json& node) {
 }
 
 std::int64_t PreferredAffinityScore(const json& pod_spec, const json& node) {
-  if (!pod_spec.is_object() || !pod_spec.contains("affinity") || !pod_spec["affinity"].is_object()) return 0;
+  if (!pod_spec.is_object() || !pod_spec.contains("affinity") || !pod_spec["affinity"].is_object())
+    return 0;
   const json& a = pod_spec["affinity"];
   if (!a.contains("nodeAffinity") || !a["nodeAffinity"].is_object()) return 0;
   const json& na = a["nodeAffinity"];
@@ -290,7 +298,9 @@ std::int64_t PreferredAffinityScore(const json& pod_spec, const json& node) {
   std::int64_t score = 0;
   for (const auto& p : na[k]) {
     if (!p.is_object() || !p.contains("preference")) continue;
-    std::int64_t w = p.contains("weight") && p["weight"].is_number_integer() ? p["weight"].get<std::int64_t>() : 0;
+    std::int64_t w = p.contains("weight") && p["weight"].is_number_integer()
+                         ? p["weight"].get<std::int64_t>()
+                         : 0;
     if (w != 0 && NodeSelectorTermMatches(p["preference"], labels, name)) score += w;
   }
   return score;
@@ -305,7 +315,8 @@ NodeInfo MakeNodeInfo(const json& n) {
   std::string alloc;
   if (n.contains("status") && n["status"].contains("allocatable")) {
     const auto& a = n["status"]["allocatable"];
-    if (a.contains("nvidia.com/gpu") && a["nvidia.com/gpu"].is_string()) alloc = a["nvidia.com/gpu"];
+    if (a.contains("nvidia.com/gpu") && a["nvidia.com/gpu"].is_string())
+      alloc = a["nvidia.com/gpu"];
   }
   try {
     ni.gpus = alloc.empty() ? 0 : std::stol(alloc);
@@ -315,7 +326,8 @@ NodeInfo MakeNodeInfo(const json& n) {
   ni.schedulable = !n.value("spec", json::object()).value("unschedulable", false);
   if (n.contains("status") && n["status"].contains("conditions"))
     for (const auto& c : n["status"]["conditions"])
-      if (c.value("type", "") == "Ready" && c.value("status", "") == "False") ni.schedulable = false;
+      if (c.value("type", "") == "Ready" && c.value("status", "") == "False")
+        ni.schedulable = false;
   return ni;
 }
 
@@ -360,11 +372,14 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string
   return *t;
 }
 
-std::string FormatMicroTime(std::chrono::system_clock::time_point t) { return FormatRfc3339Micro(t); }
+std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
+  return FormatRfc3339Micro(t);
+}
 
 std::string RecordEvent(ApiCore& core, const json& regarding, const std::string& type,
-                        const std::string& reason, const std::string& action, const std::string& note,
-                        const std::string& controller, const std::string& instance) {
+                        const std::string& reason, const std::string& action,
+                        const std::string& note, const std::string& controller,
+                        const std::string& instance) {
   auto ri = core.registry().Find("events.k8s.io", "v1", "events");
   if (!ri) return "";
   const json& md = regarding["metadata"];
@@ -372,9 +387,10 @@ std::string RecordEvent(ApiCore& core, const json& regarding, const std::string&
   if (ns.empty()) ns = "default";  // cluster-scoped objects' events live in default
   auto now = core.clock().Now();
   char hex[32];
-  std::snprintf(hex, sizeof hex, "%llx",
-                static_cast<unsigned long long>(
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+  std::snprintf(
+      hex, sizeof hex, "%llx",
+      static_cast<unsigned long long>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
   std::string name = md.value("name", "") + "." + hex;
   json ref = {{"apiVersion", regarding.value("apiVersion", "v1")},
               {"kind", regarding.value("kind", "")},
@@ -400,7 +416,8 @@ std::string RecordEvent(ApiCore& core, const json& regarding, const std::string&
 void BumpEventSeries(ApiCore& core, const std::string& ns, const std::string& name, int count) {
   auto ri = core.registry().Find("events.k8s.io", "v1", "events");
   if (!ri) return;
-  json patch = {{"series", {{"count", count}, {"lastObservedTime", FormatRfc3339Micro(core.clock().Now())}}}};
+  json patch = {
+      {"series", {{"count", count}, {"lastObservedTime", FormatRfc3339Micro(core.clock().Now())}}}};
   core.Patch(Target{ri, ns, name, ""}, "application/merge-patch+json", patch, WriteOpts{});
 }
 
@@ -413,7 +430,8 @@ void AddDefaultTolerationSeconds(nlohmann::json& pod) {
   if (!pod.is_object() || !pod.contains("spec") || !pod["spec"].is_object()) return;
   json& spec = pod["spec"];
   if (!spec.contains("tolerations") || !spec["tolerations"].is_array()) {
-    if (spec.contains("tolerations") && !spec["tolerations"].is_null()) return;  // invalid: validation says so
+    if (spec.contains("tolerations") && !spec["tolerations"].is_null())
+      return;  // invalid: validation says so
     spec["tolerations"] = json::array();
   }
   for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) {
@@ -421,12 +439,15 @@ void AddDefaultTolerationSeconds(nlohmann::json& pod) {
     for (const auto& t : spec["tolerations"]) {
       if (!t.is_object()) continue;
       std::string effect = t.value("effect", "");
-      if ((effect.empty() || effect == "NoExecute") && (t.value("key", "") == key || t.value("key", "").empty()))
+      if ((effect.empty() || effect == "NoExecute") &&
+          (t.value("key", "") == key || t.value("key", "").empty()))
         have = true;
     }
     if (!have)
-      spec["tolerations"].push_back(
-          {{"key", key}, {"operator", "Exists"}, {"effect", "NoExecute"}, {"tolerationSeconds", 300}});
+      spec["tolerations"].push_back({{"key", key},
+                                     {"operator", "Exists"},
+                                     {"effect", "NoExecute"},
+                                     {"tolerationSeconds", 300}});
   }
   if (spec["tolerations"].empty()) spec.erase("tolerations");
 }
@@ -443,7 +464,8 @@ std::string PropagationFinalizer(const nlohmann::json& o) {
     if (p == "Orphan") return "orphan";
     return "";
   }
-  if (o.contains("orphanDependents") && o["orphanDependents"].is_boolean() && o["orphanDependents"].get<bool>())
+  if (o.contains("orphanDependents") && o["orphanDependents"].is_boolean() &&
+      o["orphanDependents"].get<bool>())
     return "orphan";
   return "";
 }
@@ -452,7 +474,8 @@ std::string PropagationFinalizer(const nlohmann::json& o) {
 
 namespace gg::sim {
 
-void ApplyWorkloadDefaults(const std::string& group, const std::string& resource, nlohmann::json& obj) {
+void ApplyWorkloadDefaults(const std::string& group, const std::string& resource,
+                           nlohmann::json& obj) {
   using nlohmann::json;
   if (group != "apps" || !obj.is_object()) return;
   if (resource != "deployments" && resource != "replicasets" && resource != "daemonsets") return;
@@ -475,7 +498,8 @@ void ApplyWorkloadDefaults(const std::string& group, const std::string& resource
   if (st["type"] == "RollingUpdate") {
     dflt(st, "rollingUpdate", json::object());
     if (st["rollingUpdate"].is_object()) {
-      dflt(st["rollingUpdate"], "maxUnavailable", resource == "deployments" ? json("25%") : json(1));
+      dflt(st["rollingUpdate"], "maxUnavailable",
+           resource == "deployments" ? json("25%") : json(1));
       dflt(st["rollingUpdate"], "maxSurge", resource == "deployments" ? json("25%") : json(0));
     }
   }

@@ -36,7 +36,8 @@ long PodGpuRequest(const json& pod) {
 }
 
 bool ToleratesTaints(const json& pod, const json& node) {
-  json tolerations = pod.contains("spec") ? pod["spec"].value("tolerations", json::array()) : json::array();
+  json tolerations =
+      pod.contains("spec") ? pod["spec"].value("tolerations", json::array()) : json::array();
   json taints = node.contains("spec") ? node["spec"].value("taints", json::array()) : json::array();
   for (const auto& t : taints) {
     if (!t.is_object()) continue;

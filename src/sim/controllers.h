@@ -28,7 +28,7 @@
 namespace gg::sim {
 
 struct ControllerOptions {
-  bool kubelet = true;      // also the nodes' Lease heartbeats
+  bool kubelet = true;  // also the nodes' Lease heartbeats
   bool scheduler = true;
   bool controllers = true;  // PDB status, workloads, node lifecycle, taint eviction, GC
   double time_scale = 1.0;  // grace periods, lease intervals and tolerationSeconds divided by this
@@ -95,7 +95,8 @@ void AddDefaultTolerationSeconds(nlohmann::json& pod);
 // replicas/strategy (RollingUpdate 25%/25%)/revisionHistoryLimit/progressDeadlineSeconds,
 // ReplicaSet replicas, DaemonSet updateStrategy (RollingUpdate, maxUnavailable 1,
 // maxSurge 0)/revisionHistoryLimit. `resource` is the plural of apps/v1.
-void ApplyWorkloadDefaults(const std::string& group, const std::string& resource, nlohmann::json& obj);
+void ApplyWorkloadDefaults(const std::string& group, const std::string& resource,
+                           nlohmann::json& obj);
 // The finalizer a DELETE's options ask the garbage collector to honour: "foregroundDeletion"
 // (propagationPolicy Foreground), "orphan" (Orphan, or the deprecated orphanDependents), or "".
 std::string PropagationFinalizer(const nlohmann::json& delete_options);

@@ -42,11 +42,11 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::kPoll;
 using internal::PodActive;
 using internal::StoreWatch;
 using internal::Str;
+using nlohmann::json;
 
 namespace {
 
@@ -109,7 +109,8 @@ SliceRec ParseSlice(const json& s, const std::string& name) {
   r.driver = Str(s, {"spec", "driver"});
   r.pool = Str(s, {"spec", "pool", "name"});
   if (s.contains("spec") && s["spec"].contains("pool") && s["spec"]["pool"].is_object() &&
-      s["spec"]["pool"].contains("generation") && s["spec"]["pool"]["generation"].is_number_integer())
+      s["spec"]["pool"].contains("generation") &&
+      s["spec"]["pool"]["generation"].is_number_integer())
     r.generation = s["spec"]["pool"]["generation"].get<std::int64_t>();
   if (!s.contains("spec") || !s["spec"].contains("devices") || !s["spec"]["devices"].is_array())
     return r;
@@ -126,8 +127,9 @@ SliceRec ParseSlice(const json& s, const std::string& name) {
     int i = 0;
     for (const auto& t : *taints) {
       if (t.is_object() && t.value("effect", "") == "NoExecute")
-        r.no_execute[dev].push_back(DeviceTaint{t.value("key", ""), t.value("value", ""), TimeOf(t),
-                                                "slice " + name + "/" + dev + "#" + std::to_string(i)});
+        r.no_execute[dev].push_back(
+            DeviceTaint{t.value("key", ""), t.value("value", ""), TimeOf(t),
+                        "slice " + name + "/" + dev + "#" + std::to_string(i)});
       ++i;
     }
   }
@@ -165,7 +167,8 @@ std::optional<ClaimRec> ParseClaim(const json& c) {
       alloc["devices"].contains("results") && alloc["devices"]["results"].is_array()) {
     for (const auto& res : alloc["devices"]["results"]) {
       if (!res.is_object()) continue;
-      AllocatedDevice d{res.value("driver", ""), res.value("pool", ""), res.value("device", ""), {}};
+      AllocatedDevice d{
+          res.value("driver", ""), res.value("pool", ""), res.value("device", ""), {}};
       if (res.contains("tolerations") && res["tolerations"].is_array()) {
         for (const auto& tol : res["tolerations"]) {
           if (!tol.is_object()) continue;

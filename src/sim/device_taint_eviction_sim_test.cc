@@ -55,8 +55,8 @@ class DeviceTaintEvictionTest : public ::testing::TestWithParam<std::string> {
   // claim, allocated and reserved as the scheduler leaves it. `tolerations` go into the
   // allocation result, as the allocator copies them from the request. With `reserved` false
   // the claim is reserved for some other pod UID.
-  void AddPod(const std::string& name, const std::string& node, int gpu,
-              json tolerations = nullptr, bool reserved = true) {
+  void AddPod(const std::string& name, const std::string& node, int gpu, json tolerations = nullptr,
+              bool reserved = true) {
     json container = {{"name", "c"}, {"image", "cuda"}};
     container["resources"]["claims"] = json::array({{{"name", "gpu"}}});
     json p = {{"apiVersion", "v1"}, {"kind", "Pod"}};
@@ -70,8 +70,11 @@ class DeviceTaintEvictionTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(created.ok()) << created.status();
     const std::string uid = (*created)["metadata"].value("uid", "");
     json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}};
-    if (ClaimVersion() == "v1beta1") request = {{"name", "gpu"}, {"deviceClassName", "gpu.nvidia.com"}};
-    json result = {{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"pool", node},
+    if (ClaimVersion() == "v1beta1")
+      request = {{"name", "gpu"}, {"deviceClassName", "gpu.nvidia.com"}};
+    json result = {{"request", "gpu"},
+                   {"driver", "gpu.nvidia.com"},
+                   {"pool", node},
                    {"device", "gpu-" + std::to_string(gpu)}};
     if (!tolerations.is_null()) {
       request["exactly"]["tolerations"] = tolerations;
@@ -83,19 +86,24 @@ class DeviceTaintEvictionTest : public ::testing::TestWithParam<std::string> {
     claim["metadata"] = {{"name", name + "-gpu"}, {"namespace", "ml"}};
     claim["spec"]["devices"]["requests"] = json::array({request});
     claim["status"]["allocation"]["devices"]["results"] = json::array({result});
-    claim["status"]["reservedFor"] = json::array(
-        {{{"resource", "pods"}, {"name", name}, {"uid", reserved ? uid : std::string("other-uid")}}});
+    claim["status"]["reservedFor"] =
+        json::array({{{"resource", "pods"},
+                      {"name", name},
+                      {"uid", reserved ? uid : std::string("other-uid")}}});
     Status st = sim_->Insert(claim);
     ASSERT_TRUE(st.ok()) << st;
   }
   // A DeviceTaintRule of the shape the operator writes (driver/pool/device selector).
-  void AddRule(const std::string& name, const std::string& node, int gpu, const std::string& effect) {
+  void AddRule(const std::string& name, const std::string& node, int gpu,
+               const std::string& effect) {
     json rule = {{"apiVersion", "resource.k8s.io/" + RuleVersion()},
                  {"kind", "DeviceTaintRule"},
                  {"metadata", {{"name", name}}},
                  {"spec",
                   {{"deviceSelector",
-                    {{"driver", "gpu.nvidia.com"}, {"pool", node}, {"device", "gpu-" + std::to_string(gpu)}}},
+                    {{"driver", "gpu.nvidia.com"},
+                     {"pool", node},
+                     {"device", "gpu-" + std::to_string(gpu)}}},
                    {"taint", {{"key", kKey}, {"value", "xid-95"}, {"effect", effect}}}}}};
     auto r = sim_->Create("/apis/resource.k8s.io/" + RuleVersion() + "/devicetaintrules", rule);
     ASSERT_TRUE(r.ok()) << r;
@@ -118,7 +126,10 @@ TEST_P(DeviceTaintEvictionTest, NoExecuteRuleEvictsExactlyThePodsHoldingTheDevic
   AddPod("not-reserved", "gpu-a", 3, nullptr, /*reserved=*/false);
   AddPod("forever", "gpu-a", 3, {{{"key", kKey}, {"operator", "Exists"}, {"effect", "NoExecute"}}});
   AddPod("brief", "gpu-a", 3,
-         {{{"key", kKey}, {"operator", "Exists"}, {"effect", "NoExecute"}, {"tolerationSeconds", 20}}});
+         {{{"key", kKey},
+           {"operator", "Exists"},
+           {"effect", "NoExecute"},
+           {"tolerationSeconds", 20}}});
   // A NoSchedule rule evicts nothing.
   AddRule("soft", "gpu-a", 4, "NoSchedule");
   std::this_thread::sleep_for(300ms);
@@ -150,7 +161,9 @@ TEST_P(DeviceTaintEvictionTest, NoExecuteRuleEvictsExactlyThePodsHoldingTheDevic
 TEST_P(DeviceTaintEvictionTest, SliceTaintEvictsAndRemovalCancels) {
   AddPod("victim", "gpu-b", 1);
   AddPod("patient", "gpu-b", 2,
-         {{{"key", "gpu.nvidia.com/xid"}, {"operator", "Exists"}, {"effect", "NoExecute"},
+         {{{"key", "gpu.nvidia.com/xid"},
+           {"operator", "Exists"},
+           {"effect", "NoExecute"},
            {"tolerationSeconds", 30}}});
   // The slice in the version it was published in (v1beta1 `basic` devices on 1.33).
   const std::string api = ResourceSliceApiVersion(GetParam());
@@ -183,8 +196,7 @@ TEST_P(DeviceTaintEvictionTest, SliceTaintEvictsAndRemovalCancels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Releases, DeviceTaintEvictionTest,
-                         ::testing::Values("1.33", "1.34", "1.35", "1.36"),
-                         [](const auto& info) {
+                         ::testing::Values("1.33", "1.34", "1.35", "1.36"), [](const auto& info) {
                            std::string s = "k" + info.param;
                            s.erase(std::remove(s.begin(), s.end(), '.'), s.end());
                            return s;

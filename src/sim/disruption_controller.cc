@@ -1,18 +1,15 @@
 // Simulated disruption controller: keeps each PodDisruptionBudget's status current.
-#include "sim/controllers.h"
-
 #include <chrono>
 #include <optional>
 #include <set>
 
+#include "sim/controller_util.h"
+#include "sim/controllers.h"
 #include "sim/pdb.h"
 #include "sim/selector.h"
 
-#include "sim/controller_util.h"
-
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::ControllerUid;
 using internal::kPoll;
 using internal::MakeNodeInfo;
@@ -22,6 +19,7 @@ using internal::PodActive;
 using internal::SteadyTime;
 using internal::StoreWatch;
 using internal::Str;
+using nlohmann::json;
 
 void Controllers::PdbLoop(std::stop_token stop) {
   auto pods_ri = core_.registry().Find("", "v1", "pods");
@@ -54,10 +52,12 @@ void Controllers::PdbLoop(std::stop_token stop) {
         auto sel = LabelSelector::FromJson(pdb["spec"].value("selector", json()));
         if (sel.ok()) {
           std::scoped_lock lock(core_.store().mu());
-          core_.store().ForEachLocked(pods_ri->storage, ns, "", [&](const std::string&, const ObjPtr& o) {
-            if (!sel->SelectsNothing() && MatchesLabels(*sel, o->labels)) selected.push_back(json::parse(o->json));
-            return true;
-          });
+          core_.store().ForEachLocked(
+              pods_ri->storage, ns, "", [&](const std::string&, const ObjPtr& o) {
+                if (!sel->SelectsNothing() && MatchesLabels(*sel, o->labels))
+                  selected.push_back(json::parse(o->json));
+                return true;
+              });
         }
         auto st = ComputePdbStatus(pdb, selected, core_.NowRfc3339(), scale);
         if (!st.ok()) continue;

@@ -78,7 +78,8 @@ FaultDecision FaultInjector::Decide(const std::string& verb, const std::string& 
         r.resource != resource.substr(0, resource.find('/')))
       continue;
     if (r.remaining == 0) continue;
-    bool fire = r.error_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < r.error_rate;
+    bool fire =
+        r.error_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < r.error_rate;
     if (r.latency.count() > 0) d.latency += r.latency;
     if (fire) {
       if (r.remaining > 0) --r.remaining;

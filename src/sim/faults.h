@@ -8,11 +8,10 @@
 
 #include <chrono>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sim/api_error.h"

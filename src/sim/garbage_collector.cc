@@ -11,20 +11,19 @@
 //   quarantine, as the real pod garbage collector does.
 // The graph is built from watches on every served resource except events; an owner the
 // watches have not shown yet is looked up in the store before anything is deleted.
-#include "sim/controllers.h"
-
 #include <chrono>
 #include <map>
 #include <set>
 
 #include "sim/controller_util.h"
+#include "sim/controllers.h"
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::SteadyTime;
 using internal::StoreWatch;
 using internal::Str;
+using nlohmann::json;
 
 namespace {
 
@@ -41,7 +40,7 @@ struct Item {
   bool foreground = false;  // being deleted, waiting for its dependants
   bool orphan = false;      // being deleted, its dependants to be orphaned
   std::string rv;
-  std::string node;         // pods: spec.nodeName
+  std::string node;  // pods: spec.nodeName
 };
 
 bool HasFinalizer(const json& md, const std::string& f) {

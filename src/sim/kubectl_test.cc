@@ -103,11 +103,13 @@ TEST_F(RealClientTest, KubectlNodeOperationsAndDrain) {
   r = Kubectl("uncordon gpu-node-1");
   ASSERT_EQ(r.rc, 0) << r.out;
   // Pods: a DaemonSet pod, a ReplicaSet pod with emptyDir.
-  json ds = json::parse(R"({"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"agent","namespace":"kube-system"},
+  json ds = json::parse(
+      R"({"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"agent","namespace":"kube-system"},
     "spec":{"selector":{"matchLabels":{"app":"agent"}},"template":{"metadata":{"labels":{"app":"agent"}},
       "spec":{"containers":[{"name":"a","image":"agent"}]}}}})");
   ASSERT_TRUE(sim_->Insert(ds).ok());
-  json rs = json::parse(R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"train","namespace":"default"},
+  json rs = json::parse(
+      R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"train","namespace":"default"},
     "spec":{"replicas":1,"selector":{"matchLabels":{"app":"train"}},"template":{"metadata":{"labels":{"app":"train"}},
       "spec":{"containers":[{"name":"t","image":"train"}],"volumes":[{"name":"scratch","emptyDir":{}}]}}}})");
   ASSERT_TRUE(sim_->Insert(rs).ok());
@@ -171,7 +173,9 @@ spec: {maxUnhealthy: 2}
   EXPECT_NE(r.out.find("default"), std::string::npos) << r.out;
   r = Kubectl("patch ghp default --type=merge -p '{\"spec\":{\"maxUnhealthy\":5}}'");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_EQ((*sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default"))["spec"]["maxUnhealthy"], 5);
+  EXPECT_EQ((*sim_->Get(
+                "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default"))["spec"]["maxUnhealthy"],
+            5);
   r = Kubectl("delete ghp default");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_FALSE(sim_->Get("/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies/default").ok());
@@ -190,7 +194,8 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
   for (const char* want : {"NAME", "STATUS", "ROLES", "AGE", "VERSION", "gpu-node-1", "Ready",
                            "gpu-worker", "v1.35.0"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
-  EXPECT_EQ(r.out.find("INTERNAL-IP"), std::string::npos) << "wide column without -o wide\n" << r.out;
+  EXPECT_EQ(r.out.find("INTERNAL-IP"), std::string::npos) << "wide column without -o wide\n"
+                                                          << r.out;
   r = Kubectl("get node gpu-node-1 -o wide");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("INTERNAL-IP"), std::string::npos) << r.out;
@@ -202,20 +207,22 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
   // PDB and core Events columns.
   ASSERT_TRUE(sim_->Insert(json::parse(R"({"apiVersion":"policy/v1","kind":"PodDisruptionBudget",
     "metadata":{"name":"train-pdb","namespace":"default"},
-    "spec":{"minAvailable":"50%","selector":{"matchLabels":{"app":"train"}}}})")).ok());
+    "spec":{"minAvailable":"50%","selector":{"matchLabels":{"app":"train"}}}})"))
+                  .ok());
   ASSERT_TRUE(sim_->Insert(json::parse(R"({"apiVersion":"v1","kind":"Event",
     "metadata":{"name":"gpu-node-1.1","namespace":"default"},
     "involvedObject":{"kind":"Node","name":"gpu-node-1"},"reason":"GPUUnhealthy",
     "message":"XID 79 on GPU 3","type":"Warning","count":1,
-    "firstTimestamp":"2026-01-01T00:00:00Z","lastTimestamp":"2026-01-01T00:00:00Z"})")).ok());
+    "firstTimestamp":"2026-01-01T00:00:00Z","lastTimestamp":"2026-01-01T00:00:00Z"})"))
+                  .ok());
   r = Kubectl("get pdb -A");
   ASSERT_EQ(r.rc, 0) << r.out;
   for (const char* want : {"MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "50%", "N/A"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
   r = Kubectl("get events -A");
   ASSERT_EQ(r.rc, 0) << r.out;
-  for (const char* want : {"LAST SEEN", "REASON", "OBJECT", "node/gpu-node-1", "GPUUnhealthy",
-                           "XID 79 on GPU 3"})
+  for (const char* want :
+       {"LAST SEEN", "REASON", "OBJECT", "node/gpu-node-1", "GPUUnhealthy", "XID 79 on GPU 3"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
 
   // Our CRDs: their printer columns.
@@ -237,10 +244,12 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
                            "default", "True", "False", "12"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
   EXPECT_EQ(r.out.find("DRYRUN"), std::string::npos) << "priority-1 column shown\n" << r.out;
-  ASSERT_TRUE(sim_->Insert(json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUNodeHealth",
+  ASSERT_TRUE(
+      sim_->Insert(json::parse(R"({"apiVersion":"gpuguardian.io/v1alpha1","kind":"GPUNodeHealth",
     "metadata":{"name":"gpu-node-1"},"spec":{},
     "status":{"nodeName":"gpu-node-1","agentVersion":"v9.8.7","expectedGPUs":8,
-      "heartbeatTime":"2026-01-01T00:00:00Z","observedAt":"2026-01-01T00:00:00Z"}})")).ok());
+      "heartbeatTime":"2026-01-01T00:00:00Z","observedAt":"2026-01-01T00:00:00Z"}})"))
+          .ok());
   r = Kubectl("get gpunodehealths");
   ASSERT_EQ(r.rc, 0) << r.out;
   for (const char* want : {"EXPECTED", "AGENT", "WRITTEN", "gpu-node-1", "v9.8.7", " 8 "})
@@ -253,7 +262,8 @@ TEST_F(RealClientTest, KubectlGetShowsServerSideColumns) {
   for (int i = 0; i < 600 && sim_->ActiveWatches() <= before; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(sim_->MergePatch("/api/v1/nodes/gpu-node-1",
-                               json::parse(R"({"spec":{"unschedulable":false}})")).ok());
+                               json::parse(R"({"spec":{"unschedulable":false}})"))
+                  .ok());
   std::string seen;
   for (int i = 0; i < 600 && seen.find("gpu-node-1") == std::string::npos; ++i) {
     // Another watch opening can raise the count before kubectl's own is open (it lists first,
@@ -360,7 +370,8 @@ TEST_F(RealClientTest, KubectlServerDryRunChangesNothing) {
   r = Kubectl("create configmap ghost --dry-run=server");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/ghost").ok());
-  json rs = json::parse(R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"train","namespace":"default"},
+  json rs = json::parse(
+      R"({"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"train","namespace":"default"},
     "spec":{"replicas":2,"selector":{"matchLabels":{"app":"train"}},"template":{"metadata":{"labels":{"app":"train"}},
       "spec":{"containers":[{"name":"t","image":"train"}]}}}})");
   ASSERT_TRUE(sim_->Insert(rs).ok());
@@ -451,9 +462,10 @@ TEST_F(RealClientTest, KubectlServerDryRunApplyOfDeployKustomization) {
   auto r = Kubectl("apply -f " + src + "/deploy/namespace.yaml -f " + src + "/deploy/crds/");
   ASSERT_EQ(r.rc, 0) << r.out;
   r = Kubectl("apply --dry-run=server -k " + src + "/deploy/");
-  for (const char* want : {"clusterrole.rbac.authorization.k8s.io/gpu-guardian-operator created (server dry run)",
-                           "deployment.apps/gpu-guardian-operator created (server dry run)",
-                           "serviceaccount/gpu-guardian-agent created (server dry run)"})
+  for (const char* want :
+       {"clusterrole.rbac.authorization.k8s.io/gpu-guardian-operator created (server dry run)",
+        "deployment.apps/gpu-guardian-operator created (server dry run)",
+        "serviceaccount/gpu-guardian-agent created (server dry run)"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " in\n" << r.out;
   // ValidatingAdmissionPolicy is served once the admission chain lands; until then its
   // document is the one thing missing.
@@ -461,8 +473,10 @@ TEST_F(RealClientTest, KubectlServerDryRunApplyOfDeployKustomization) {
   if (d.out.find("validatingadmissionpolicies") != std::string::npos) {
     EXPECT_EQ(r.rc, 0) << r.out;
   }
-  EXPECT_FALSE(sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/deployments/gpu-guardian-operator").ok());
-  EXPECT_FALSE(sim_->Get("/apis/rbac.authorization.k8s.io/v1/clusterroles/gpu-guardian-operator").ok());
+  EXPECT_FALSE(
+      sim_->Get("/apis/apps/v1/namespaces/gpu-guardian/deployments/gpu-guardian-operator").ok());
+  EXPECT_FALSE(
+      sim_->Get("/apis/rbac.authorization.k8s.io/v1/clusterroles/gpu-guardian-operator").ok());
 }
 
 // kubectl apply -k deploy/ as `make demo` runs it: the first pass creates the CRDs and
@@ -508,9 +522,11 @@ TEST_F(RealClientTest, KubectlNamespaceDeletionTerminatesThenEmptiesAndGoes) {
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
   ASSERT_EQ(Kubectl("create namespace doomed").rc, 0);
   ASSERT_EQ(Kubectl("create configmap c -n doomed").rc, 0);
-  ASSERT_TRUE(sim_->Create("/api/v1/namespaces/doomed/pods", json::parse(R"({"apiVersion":"v1","kind":"Pod",
+  ASSERT_TRUE(
+      sim_->Create("/api/v1/namespaces/doomed/pods", json::parse(R"({"apiVersion":"v1","kind":"Pod",
     "metadata":{"name":"p","namespace":"doomed"},
-    "spec":{"terminationGracePeriodSeconds":60,"containers":[{"name":"c","image":"x"}]}})")).ok());
+    "spec":{"terminationGracePeriodSeconds":60,"containers":[{"name":"c","image":"x"}]}})"))
+          .ok());
   for (int i = 0; i < 100; ++i) {
     auto p = sim_->Get("/api/v1/namespaces/doomed/pods/p");
     if (p.ok() && p->value("status", json::object()).value("phase", "") == "Running") break;
@@ -604,7 +620,8 @@ spec:
   r = Kubectl("apply --server-side -f " + (dir_ / "v1.yaml").string());
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("Apply failed with 1 conflict: conflict with \"kubectl-patch\""),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find(".spec.replicas"), std::string::npos) << r.out;
   EXPECT_EQ((*sim_->Get(path))["spec"]["replicas"], 2);
   r = Kubectl("apply --server-side --force-conflicts -f " + (dir_ / "v1.yaml").string());
@@ -618,8 +635,10 @@ spec:
   r = Kubectl("label deployment web team=data --overwrite");
   ASSERT_EQ(r.rc, 0) << r.out;
   std::string v2 = v1;
-  v2.erase(v2.find("      - {name: sidecar"), std::string("      - {name: sidecar, image: \"proxy:1\"}\n").size());
-  v2.replace(v2.find("labels: {tier: front, team: ml}"), std::string("labels: {tier: front, team: ml}").size(), "labels: {}");
+  v2.erase(v2.find("      - {name: sidecar"),
+           std::string("      - {name: sidecar, image: \"proxy:1\"}\n").size());
+  v2.replace(v2.find("labels: {tier: front, team: ml}"),
+             std::string("labels: {tier: front, team: ml}").size(), "labels: {}");
   std::ofstream(dir_ / "v2.yaml") << v2;
   r = Kubectl("apply --server-side -f " + (dir_ / "v2.yaml").string());
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -630,9 +649,10 @@ spec:
   EXPECT_FALSE((*d)["metadata"]["labels"].contains("tier")) << (*d)["metadata"].dump();
   EXPECT_EQ((*d)["metadata"]["labels"].value("team", ""), "data") << (*d)["metadata"].dump();
   // Apply without a field manager is refused.
-  r = RunCmd("curl -s -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary "
-             "'{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}' '" +
-             sim_->Url() + "/api/v1/namespaces/default/configmaps/x'");
+  r = RunCmd(
+      "curl -s -X PATCH -H 'Content-Type: application/apply-patch+yaml' --data-binary "
+      "'{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}' '" +
+      sim_->Url() + "/api/v1/namespaces/default/configmaps/x'");
   EXPECT_NE(r.out.find("fieldManager: Required value"), std::string::npos) << r.out;
   EXPECT_FALSE(sim_->Get("/api/v1/namespaces/default/configmaps/x").ok());
 }
@@ -642,7 +662,8 @@ TEST_F(RealClientTest, KubectlScaleUsesTheScaleSubresource) {
   ASSERT_EQ(Kubectl("create deployment web --image=nginx --replicas=1").rc, 0);
   auto r = Kubectl("scale deployment web --replicas=3");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"], 3);
+  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"],
+            3);
   r = Kubectl("get --raw /apis/apps/v1/namespaces/default/deployments/web/scale");
   ASSERT_EQ(r.rc, 0) << r.out;
   json scale = json::parse(r.out, nullptr, false);
@@ -652,18 +673,21 @@ TEST_F(RealClientTest, KubectlScaleUsesTheScaleSubresource) {
   EXPECT_EQ(scale["spec"]["replicas"], 3);
   EXPECT_EQ(scale["status"]["selector"], "app=web");
   // A stale resourceVersion in a replaced Scale is a conflict; nothing changes.
-  r = RunCmd("curl -s -X PUT -H 'Content-Type: application/json' --data-binary "
-             "'{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"web\","
-             "\"namespace\":\"default\",\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":7}}' '" +
-             sim_->Url() + "/apis/apps/v1/namespaces/default/deployments/web/scale'");
+  r = RunCmd(
+      "curl -s -X PUT -H 'Content-Type: application/json' --data-binary "
+      "'{\"apiVersion\":\"autoscaling/v1\",\"kind\":\"Scale\",\"metadata\":{\"name\":\"web\","
+      "\"namespace\":\"default\",\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":7}}' '" +
+      sim_->Url() + "/apis/apps/v1/namespaces/default/deployments/web/scale'");
   EXPECT_NE(r.out.find("\"code\":409"), std::string::npos) << r.out;
-  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"], 3);
+  EXPECT_EQ((*sim_->Get("/apis/apps/v1/namespaces/default/deployments/web"))["spec"]["replicas"],
+            3);
 }
 
 // The Python client on the new surface: reviews, Services, server-side apply with a conflict,
 // managedFields, dry run on delete, namespace termination.
 TEST_F(RealClientTest, PythonClientReviewsServicesApplyAndDryRun) {
-  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
+  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0)
+    GTEST_SKIP() << "python3-kubernetes missing";
   std::ofstream(dir_ / "t2.py") << R"(import sys, json
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -707,7 +731,8 @@ print("PYOK2")
 }
 
 TEST_F(RealClientTest, PythonClientListWatchPatchEvents) {
-  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0) GTEST_SKIP() << "python3-kubernetes missing";
+  if (RunCmd("/usr/bin/python3 -c 'import kubernetes'").rc != 0)
+    GTEST_SKIP() << "python3-kubernetes missing";
   ASSERT_TRUE(sim_->Insert(GpuNode("gpu-node-1")).ok());
   std::ofstream(dir_ / "t.py") << R"(import sys
 from kubernetes import client, config, watch

@@ -22,11 +22,11 @@
 
 namespace gg::sim {
 
-using nlohmann::json;
 using internal::kPoll;
 using internal::SteadyTime;
 using internal::StoreWatch;
 using internal::Str;
+using nlohmann::json;
 
 namespace {
 
@@ -134,8 +134,8 @@ json RunningPodStatus(const json& p, const std::string& ts, const std::string& h
                      {"started", true},
                      {"restartCount", 0},
                      {"state", {{"running", {{"startedAt", ts}}}}}});
-  json status = {{"phase", "Running"}, {"startTime", ts}, {"conditions", conds},
-                 {"containerStatuses", cstat}};
+  json status = {
+      {"phase", "Running"}, {"startTime", ts}, {"conditions", conds}, {"containerStatuses", cstat}};
   if (!host_ip.empty()) {
     status["hostIP"] = host_ip;
     status["hostIPs"] = json::array({{{"ip", host_ip}}});
@@ -198,11 +198,12 @@ void Controllers::KubeletLoop(std::stop_token stop) {
       if (md.contains("deletionTimestamp")) {
         long grace = md.value("deletionGracePeriodSeconds", 0L);
         if (runner && runner->Runs(e.obj->uid)) {
-          runner->Terminate(e.obj->uid, grace);  // the runner removes it when its processes are gone
+          runner->Terminate(e.obj->uid,
+                            grace);  // the runner removes it when its processes are gone
           continue;
         }
-        auto delay = std::chrono::milliseconds(
-            static_cast<long>(static_cast<double>(grace) * 1000.0 / std::max(opts_.time_scale, 1e-6)));
+        auto delay = std::chrono::milliseconds(static_cast<long>(
+            static_cast<double>(grace) * 1000.0 / std::max(opts_.time_scale, 1e-6)));
         due.emplace(now + delay, std::make_tuple(e.obj->ns, e.obj->name, e.obj->uid));
         continue;
       }

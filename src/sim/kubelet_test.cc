@@ -52,12 +52,14 @@ TEST(KubeletAddressing, UniquePodIpsFromThePodCidrAndTheNodesInternalIp) {
 
   std::set<std::string> ips;
   for (int i = 0; i < 5; ++i)
-    ASSERT_TRUE(sim.Create("/api/v1/namespaces/default/pods", Pod("p" + std::to_string(i), name)).ok());
+    ASSERT_TRUE(
+        sim.Create("/api/v1/namespaces/default/pods", Pod("p" + std::to_string(i), name)).ok());
   for (int i = 0; i < 5; ++i) {
     json p;
     ASSERT_TRUE(WaitFor([&] {
       auto g = sim.Get("/api/v1/namespaces/default/pods/p" + std::to_string(i));
-      if (!g.ok() || g->value("status", json::object()).value("phase", "") != "Running") return false;
+      if (!g.ok() || g->value("status", json::object()).value("phase", "") != "Running")
+        return false;
       p = *g;
       return true;
     }));
@@ -112,12 +114,14 @@ TEST(KubeletAddressing, PodLogOfSimulatedPods) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("a container name must be specified for pod two, choose one of: [c side]"),
-            std::string::npos) << r->body;
+            std::string::npos)
+      << r->body;
   r = cli.Get("/api/v1/namespaces/default/pods/one/log?previous=true");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   auto st = json::parse(r->body);
-  EXPECT_EQ(st["message"], "previous terminated container \"c\" in pod \"one\" not found") << r->body;
+  EXPECT_EQ(st["message"], "previous terminated container \"c\" in pod \"one\" not found")
+      << r->body;
   EXPECT_EQ(st["reason"], "BadRequest");
   r = cli.Get("/api/v1/namespaces/default/pods/missing/log");
   ASSERT_TRUE(r);

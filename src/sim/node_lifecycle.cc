@@ -14,14 +14,13 @@
 // - TaintEvictionLoop, the taint eviction controller: a pod on a node with a NoExecute taint
 //   it does not tolerate is deleted at once; one that tolerates all of them with
 //   tolerationSeconds is deleted that long (time-scaled) after the controller saw it so.
-#include "sim/controllers.h"
-
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
 
 #include "sim/controller_util.h"
+#include "sim/controllers.h"
 
 namespace gg::sim {
 
@@ -38,7 +37,8 @@ constexpr const char* kUnreachable = "node.kubernetes.io/unreachable";
 constexpr const char* kNotReady = "node.kubernetes.io/not-ready";
 constexpr const char* kUnschedulable = "node.kubernetes.io/unschedulable";
 
-std::string ConditionStatus(const json& node, const std::string& type, std::string* reason = nullptr) {
+std::string ConditionStatus(const json& node, const std::string& type,
+                            std::string* reason = nullptr) {
   if (!node.contains("status") || !node["status"].is_object()) return "";
   const json& st = node["status"];
   if (!st.contains("conditions") || !st["conditions"].is_array()) return "";
@@ -73,7 +73,8 @@ std::vector<std::pair<std::string, std::string>> WantedTaints(const json& node) 
     out.emplace_back(kUnreachable, "NoSchedule");
     out.emplace_back(kUnreachable, "NoExecute");
   }
-  if (node.contains("spec") && node["spec"].is_object() && node["spec"].value("unschedulable", false))
+  if (node.contains("spec") && node["spec"].is_object() &&
+      node["spec"].value("unschedulable", false))
     out.emplace_back(kUnschedulable, "NoSchedule");
   const std::pair<const char*, const char*> by_condition[] = {
       {"MemoryPressure", "node.kubernetes.io/memory-pressure"},
@@ -88,7 +89,8 @@ std::vector<std::pair<std::string, std::string>> WantedTaints(const json& node) 
 bool Managed(const std::string& key) {
   return key == kNotReady || key == kUnreachable || key == kUnschedulable ||
          key == "node.kubernetes.io/memory-pressure" || key == "node.kubernetes.io/disk-pressure" ||
-         key == "node.kubernetes.io/pid-pressure" || key == "node.kubernetes.io/network-unavailable";
+         key == "node.kubernetes.io/pid-pressure" ||
+         key == "node.kubernetes.io/network-unavailable";
 }
 
 // The kubelets' heartbeats: per node the time of its next Lease renewal.

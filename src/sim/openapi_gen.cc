@@ -52,19 +52,19 @@ json Op(const std::string& action, const std::string& id, const ResourceInfo& ri
                "fieldValidation instructs the server on how to handle objects in the request "
                "(POST/PUT/PATCH) containing unknown or duplicate fields.")});
     if (action == "patch") {
-      params.push_back(Param("force", "query", "boolean", false,
-                             "Force is going to \"force\" Apply requests."));
+      params.push_back(
+          Param("force", "query", "boolean", false, "Force is going to \"force\" Apply requests."));
       json patch_schema = Ref("io.k8s.apimachinery.pkg.apis.meta.v1.Patch");
-      op["requestBody"] = {
-          {"required", true},
-          {"content",
-           {{"application/apply-patch+yaml", {{"schema", patch_schema}}},
-            {"application/json-patch+json", {{"schema", patch_schema}}},
-            {"application/merge-patch+json", {{"schema", patch_schema}}}}}};
+      op["requestBody"] = {{"required", true},
+                           {"content",
+                            {{"application/apply-patch+yaml", {{"schema", patch_schema}}},
+                             {"application/json-patch+json", {{"schema", patch_schema}}},
+                             {"application/merge-patch+json", {{"schema", patch_schema}}}}}};
     } else {
       op["requestBody"] = {{"required", true},
-                           {"content", {{"application/json", {{"schema", Ref(response_schema)}}},
-                                        {"application/yaml", {{"schema", Ref(response_schema)}}}}}};
+                           {"content",
+                            {{"application/json", {{"schema", Ref(response_schema)}}},
+                             {"application/yaml", {{"schema", Ref(response_schema)}}}}}};
     }
     op["parameters"] = std::move(params);
   }
@@ -89,8 +89,9 @@ void CollectRefs(const json& j, std::set<std::string>& out) {
 // The CRD schema as the server publishes it: apiVersion/kind/metadata described, metadata a
 // reference to ObjectMeta, the GVK extension set.
 json PublishedSchema(const ResourceInfo& ri) {
-  json s = ri.schema.is_object() ? ri.schema : json{{"type", "object"},
-                                                    {"x-kubernetes-preserve-unknown-fields", true}};
+  json s = ri.schema.is_object()
+               ? ri.schema
+               : json{{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
   if (!s.contains("properties") || !s["properties"].is_object()) s["properties"] = json::object();
   auto& props = s["properties"];
   props["apiVersion"] = {
@@ -113,8 +114,7 @@ json PublishedSchema(const ResourceInfo& ri) {
 
 }  // namespace
 
-std::string CrdSchemaName(std::string_view group, std::string_view version,
-                          std::string_view kind) {
+std::string CrdSchemaName(std::string_view group, std::string_view version, std::string_view kind) {
   // Reverse the DNS labels of the group: gpuguardian.io -> io.gpuguardian.
   std::vector<std::string> labels;
   std::string cur;

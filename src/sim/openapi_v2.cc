@@ -733,7 +733,8 @@ std::string OpenApiV2Format(std::string_view accept) {
   }
   // As goautoneg orders them: by q, then a concrete type before a wildcard one.
   auto wild = [](const Clause& c) {
-    return (c.type.rfind("*/", 0) == 0 ? 2 : 0) + (c.type.size() >= 2 && c.type.ends_with("/*") ? 1 : 0);
+    return (c.type.rfind("*/", 0) == 0 ? 2 : 0) +
+           (c.type.size() >= 2 && c.type.ends_with("/*") ? 1 : 0);
   };
   std::stable_sort(clauses.begin(), clauses.end(), [&wild](const Clause& x, const Clause& y) {
     return x.q != y.q ? x.q > y.q : wild(x) < wild(y);

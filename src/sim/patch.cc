@@ -48,7 +48,8 @@ StatusOr<std::vector<std::string>> ParsePointer(const json& p) {
   const std::string& s = p.get_ref<const std::string&>();
   std::vector<std::string> out;
   if (s.empty()) return out;
-  if (s[0] != '/') return InvalidArgumentError("JSON pointer must be empty or start with a \"/\": " + s);
+  if (s[0] != '/')
+    return InvalidArgumentError("JSON pointer must be empty or start with a \"/\": " + s);
   size_t i = 1;
   std::string cur;
   for (; i <= s.size(); ++i) {
@@ -58,9 +59,12 @@ StatusOr<std::vector<std::string>> ParsePointer(const json& p) {
       continue;
     }
     if (s[i] == '~') {
-      if (i + 1 < s.size() && s[i + 1] == '0') cur += '~';
-      else if (i + 1 < s.size() && s[i + 1] == '1') cur += '/';
-      else return InvalidArgumentError("invalid JSON pointer escape in " + s);
+      if (i + 1 < s.size() && s[i + 1] == '0')
+        cur += '~';
+      else if (i + 1 < s.size() && s[i + 1] == '1')
+        cur += '/';
+      else
+        return InvalidArgumentError("invalid JSON pointer escape in " + s);
       ++i;
       continue;
     }
@@ -88,7 +92,8 @@ std::string PointerString(const std::vector<std::string>& toks) {
 }
 
 Status Missing(std::string_view op, const std::vector<std::string>& path) {
-  return InvalidArgumentError(std::string(op) + " operation does not apply: doc is missing path: \"" +
+  return InvalidArgumentError(std::string(op) +
+                              " operation does not apply: doc is missing path: \"" +
                               PointerString(path) + "\": missing value");
 }
 
@@ -140,7 +145,8 @@ Status Add(json& doc, const std::vector<std::string>& toks, json value, std::str
   if (p->is_array()) {
     auto idx = ArrayIndex(toks.back(), p->size(), true);
     if (!idx)
-      return InvalidArgumentError(std::string(op) + " operation does not apply: doc is missing path: \"" +
+      return InvalidArgumentError(std::string(op) +
+                                  " operation does not apply: doc is missing path: \"" +
                                   PointerString(toks) + "\": index out of bounds");
     p->insert(p->begin() + static_cast<std::ptrdiff_t>(*idx), std::move(value));
     return OkStatus();
@@ -179,11 +185,11 @@ StatusOr<json> ApplyJsonPatch(const json& obj, const json& patch) {
       return InvalidArgumentError("invalid JSON patch: operation " + std::to_string(i) +
                                   " has no \"op\"");
     const std::string name = op["op"].get<std::string>();
-    if (!op.contains("path")) return InvalidArgumentError("invalid JSON patch: " + name + " operation missing path");
+    if (!op.contains("path"))
+      return InvalidArgumentError("invalid JSON patch: " + name + " operation missing path");
     GG_ASSIGN_OR_RETURN(auto path, ParsePointer(op["path"]));
     if (name == "add" || name == "replace" || name == "test") {
-      if (!op.contains("value"))
-        return InvalidArgumentError(name + " operation missing value");
+      if (!op.contains("value")) return InvalidArgumentError(name + " operation missing value");
     }
     if (name == "add") {
       GG_RETURN_IF_ERROR(Add(doc, path, op["value"], name));
@@ -191,8 +197,9 @@ StatusOr<json> ApplyJsonPatch(const json& obj, const json& patch) {
       GG_RETURN_IF_ERROR(Remove(doc, path, name));
     } else if (name == "replace") {
       json* t = Get(doc, path);
-      if (!t) return InvalidArgumentError("replace operation does not apply: doc is missing key: " +
-                                          PointerString(path) + ": missing value");
+      if (!t)
+        return InvalidArgumentError("replace operation does not apply: doc is missing key: " +
+                                    PointerString(path) + ": missing value");
       *t = op["value"];
     } else if (name == "move" || name == "copy") {
       if (!op.contains("from")) return InvalidArgumentError(name + " operation missing from");
@@ -201,14 +208,16 @@ StatusOr<json> ApplyJsonPatch(const json& obj, const json& patch) {
       if (!src) return Missing(name, from);
       if (name == "move" && path.size() > from.size() &&
           std::equal(from.begin(), from.end(), path.begin()))
-        return InvalidArgumentError("move operation does not apply: cannot move a value into its own child");
+        return InvalidArgumentError(
+            "move operation does not apply: cannot move a value into its own child");
       json v = *src;
       if (name == "move") GG_RETURN_IF_ERROR(Remove(doc, from, name));
       GG_RETURN_IF_ERROR(Add(doc, path, std::move(v), name));
     } else if (name == "test") {
       json* t = Get(doc, path);
       if (!t || *t != op["value"]) {
-        Status s = InvalidArgumentError("testing value " + PointerString(path) + " failed: test failed");
+        Status s =
+            InvalidArgumentError("testing value " + PointerString(path) + " failed: test failed");
         s.set_reason(std::string(kTestFailedReason));
         return s;
       }
@@ -260,8 +269,8 @@ const std::map<std::string, Table, std::less<>>& Tables() {
     Table tmpl;
     AddPodSpec(tmpl, "spec.template.spec.");
     tmpl["status.conditions"] = ByKey("type");
-    for (const char* k : {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job",
-                          "ReplicationController"})
+    for (const char* k :
+         {"Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "ReplicationController"})
       (*m)[k] = tmpl;
     Table cron;
     AddPodSpec(cron, "spec.jobTemplate.spec.template.spec.");
@@ -281,10 +290,10 @@ const std::map<std::string, Table, std::less<>>& Tables() {
     for (const char* k : {"PodDisruptionBudget", "Namespace", "CustomResourceDefinition",
                           "DeviceTaintRule", "ResourceClaim"})
       (*m)[k] = cond;
-    for (const char* k : {"Event", "Lease", "ResourceSlice", "ConfigMap", "Secret",
-                          "ServiceAccount", "Service", "Role", "ClusterRole", "RoleBinding",
-                          "ClusterRoleBinding", "PriorityClass", "Binding", "Eviction",
-                          "DeviceClass"})
+    for (const char* k :
+         {"Event", "Lease", "ResourceSlice", "ConfigMap", "Secret", "ServiceAccount", "Service",
+          "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "PriorityClass", "Binding",
+          "Eviction", "DeviceClass"})
       (*m)[k] = Table();
     (*m)["Service"]["spec.ports"] = ByKey("port");
     return m;
@@ -316,7 +325,8 @@ struct Smp {
                                          const std::string& path) const {
     json out = original.is_object() ? std::move(original) : json::object();
     if (auto d = patch.find("$patch"); d != patch.end()) {
-      if (!d->is_string()) return InvalidArgumentError("invalid $patch directive: must be a string");
+      if (!d->is_string())
+        return InvalidArgumentError("invalid $patch directive: must be a string");
       const std::string& v = d->get_ref<const std::string&>();
       if (v == "delete") return std::optional<json>();
       if (v == "replace") {
@@ -335,8 +345,10 @@ struct Smp {
         keep.insert(k.get<std::string>());
       }
       for (auto it = out.begin(); it != out.end();) {
-        if (!keep.count(it.key())) it = out.erase(it);
-        else ++it;
+        if (!keep.count(it.key()))
+          it = out.erase(it);
+        else
+          ++it;
       }
     }
     std::map<std::string, json> orders;
@@ -375,8 +387,10 @@ struct Smp {
         // Moved out and back in: on an error `out` is dropped anyway.
         json sub = cur != out.end() && cur->is_object() ? std::move(*cur) : json::object();
         GG_ASSIGN_OR_RETURN(auto merged, MergeMap(std::move(sub), *it, child));
-        if (merged) out[key] = std::move(*merged);
-        else out.erase(key);
+        if (merged)
+          out[key] = std::move(*merged);
+        else
+          out.erase(key);
       } else if (it->is_array()) {
         GG_ASSIGN_OR_RETURN(json merged, MergeList(orig, *it, child));
         out[key] = std::move(merged);
@@ -402,10 +416,10 @@ struct Smp {
     json out = json::array();
     std::vector<bool> used(list.size(), false);
     for (const auto& o : order) {
-      json want = (st.kind == ListStrategy::Kind::kMergeByKey && o.is_object() &&
-                   o.contains(st.merge_key))
-                      ? o[st.merge_key]
-                      : o;
+      json want =
+          (st.kind == ListStrategy::Kind::kMergeByKey && o.is_object() && o.contains(st.merge_key))
+              ? o[st.merge_key]
+              : o;
       for (size_t i = 0; i < list.size(); ++i)
         if (!used[i] && key_of(list[i]) == want) {
           out.push_back(list[i]);
@@ -418,8 +432,7 @@ struct Smp {
     return out;
   }
 
-  StatusOr<json> MergeList(const json& original, const json& patch,
-                           const std::string& path) const {
+  StatusOr<json> MergeList(const json& original, const json& patch, const std::string& path) const {
     ListStrategy st = For(path);
     std::string elem_path = path + "[]";
     if (st.kind == ListStrategy::Kind::kAtomic) {
@@ -454,14 +467,13 @@ struct Smp {
       if (!e.is_object())
         return InvalidArgumentError("invalid patch for " + path + ": list of " + st.merge_key +
                                     "-keyed maps expected, got " + e.dump());
-      std::string directive = e.contains("$patch") && e["$patch"].is_string()
-                                  ? e["$patch"].get<std::string>()
-                                  : "";
+      std::string directive =
+          e.contains("$patch") && e["$patch"].is_string() ? e["$patch"].get<std::string>() : "";
       if (directive == "replace" && e.size() == 1) continue;
       auto k = e.find(st.merge_key);
       if (k == e.end())
-        return InvalidArgumentError("map: " + e.dump() + " does not contain declared merge key: " +
-                                    st.merge_key);
+        return InvalidArgumentError("map: " + e.dump() +
+                                    " does not contain declared merge key: " + st.merge_key);
       auto match = std::find_if(out.begin(), out.end(), [&](const json& o) {
         return o.is_object() && o.contains(st.merge_key) && o[st.merge_key] == *k;
       });
@@ -478,8 +490,10 @@ struct Smp {
       if (directive == "merge") elem.erase("$patch");
       if (match != out.end()) {
         GG_ASSIGN_OR_RETURN(auto merged, MergeMap(std::move(*match), elem, elem_path));
-        if (merged) *match = std::move(*merged);
-        else out.erase(match);
+        if (merged)
+          *match = std::move(*merged);
+        else
+          out.erase(match);
       } else {
         GG_ASSIGN_OR_RETURN(auto merged, MergeMap(json::object(), elem, elem_path));
         if (merged) out.push_back(std::move(*merged));
@@ -491,9 +505,7 @@ struct Smp {
 
 }  // namespace
 
-bool SupportsStrategicMerge(std::string_view kind) {
-  return Tables().find(kind) != Tables().end();
-}
+bool SupportsStrategicMerge(std::string_view kind) { return Tables().find(kind) != Tables().end(); }
 
 ListStrategy ListStrategyFor(std::string_view kind, std::string_view path) {
   auto it = Tables().find(kind);
@@ -501,15 +513,16 @@ ListStrategy ListStrategyFor(std::string_view kind, std::string_view path) {
   return smp.For(std::string(path));
 }
 
-StatusOr<json> ApplyStrategicMergePatch(const json& obj, const json& patch,
-                                        std::string_view kind) {
+StatusOr<json> ApplyStrategicMergePatch(const json& obj, const json& patch, std::string_view kind) {
   if (!patch.is_object())
-    return InvalidArgumentError("invalid strategic merge patch: the patch must be a JSON object, got " +
-                                std::string(patch.type_name()));
+    return InvalidArgumentError(
+        "invalid strategic merge patch: the patch must be a JSON object, got " +
+        std::string(patch.type_name()));
   auto it = Tables().find(kind);
   Smp smp{it == Tables().end() ? nullptr : &it->second};
   GG_ASSIGN_OR_RETURN(auto merged, smp.MergeMap(obj, patch, ""));
-  if (!merged) return InvalidArgumentError("invalid strategic merge patch: cannot delete the whole object");
+  if (!merged)
+    return InvalidArgumentError("invalid strategic merge patch: cannot delete the whole object");
   return std::move(*merged);
 }
 

@@ -4,11 +4,10 @@
 // InvalidArgument with messages shaped like the real server's.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -46,7 +45,7 @@ bool SupportsStrategicMerge(std::string_view kind);
 // "spec.template.spec.containers[].env") inside an object of `kind`.
 struct ListStrategy {
   enum class Kind { kAtomic, kMergeByKey, kMergePrimitive } kind = Kind::kAtomic;
-  std::string merge_key;    // for kMergeByKey
+  std::string merge_key;     // for kMergeByKey
   bool retain_keys = false;  // patchStrategy "merge,retainKeys" (pod spec.volumes)
 };
 ListStrategy ListStrategyFor(std::string_view kind, std::string_view path);

@@ -40,8 +40,10 @@ TEST(JsonPatchTest, AllOperations) {
   ])");
   auto r = ApplyJsonPatch(doc, p);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, json::parse(
-                    R"({"spec":{"taints":[{"key":"z"},{"key":"a"},{"key":"b"}]},"m":{"t~":3,"copy":3},"moved":5})"));
+  EXPECT_EQ(
+      *r,
+      json::parse(
+          R"({"spec":{"taints":[{"key":"z"},{"key":"a"},{"key":"b"}]},"m":{"t~":3,"copy":3},"moved":5})"));
 }
 
 TEST(JsonPatchTest, Errors) {
@@ -56,13 +58,16 @@ TEST(JsonPatchTest, Errors) {
   EXPECT_TRUE(IsJsonPatchTestFailure(test.status()));
   EXPECT_EQ(test.status().message(), "testing value /a/b/0 failed: test failed");
   EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"op":"remove","path":"/a/b/1"}])")).ok());
-  EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"op":"replace","path":"/nope","value":1}])")).ok());
+  EXPECT_FALSE(
+      ApplyJsonPatch(doc, json::parse(R"([{"op":"replace","path":"/nope","value":1}])")).ok());
   EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"op":"frob","path":"/a"}])")).ok());
   EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"path":"/a"}])")).ok());
   EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"({"op":"add"})")).ok());
   EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"op":"add","path":"a","value":1}])")).ok());
-  EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"op":"add","path":"/a/b/01","value":1}])")).ok());
-  EXPECT_FALSE(ApplyJsonPatch(doc, json::parse(R"([{"op":"move","from":"/a","path":"/a/c"}])")).ok());
+  EXPECT_FALSE(
+      ApplyJsonPatch(doc, json::parse(R"([{"op":"add","path":"/a/b/01","value":1}])")).ok());
+  EXPECT_FALSE(
+      ApplyJsonPatch(doc, json::parse(R"([{"op":"move","from":"/a","path":"/a/c"}])")).ok());
   EXPECT_EQ(doc, json::parse(R"({"a":{"b":[1]}})"));  // input untouched
 }
 
@@ -76,7 +81,8 @@ json Node() {
 }
 
 TEST(StrategicMergePatchTest, CordonAndUncordon) {
-  auto r = ApplyStrategicMergePatch(Node(), json::parse(R"({"spec":{"unschedulable":true}})"), "Node");
+  auto r =
+      ApplyStrategicMergePatch(Node(), json::parse(R"({"spec":{"unschedulable":true}})"), "Node");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["spec"]["unschedulable"], true);
   EXPECT_EQ((*r)["spec"]["taints"].size(), 2u);
@@ -101,7 +107,8 @@ TEST(StrategicMergePatchTest, TaintsAreAtomic) {
 TEST(StrategicMergePatchTest, ConditionsMergeOnType) {
   auto r = ApplyStrategicMergePatch(
       Node(),
-      json::parse(R"({"status":{"conditions":[{"type":"GPUHealthy","status":"False"},{"type":"Ready","status":"False"}]}})"),
+      json::parse(
+          R"({"status":{"conditions":[{"type":"GPUHealthy","status":"False"},{"type":"Ready","status":"False"}]}})"),
       "Node");
   ASSERT_TRUE(r.ok());
   const json& c = (*r)["status"]["conditions"];
@@ -114,7 +121,8 @@ TEST(StrategicMergePatchTest, ConditionsMergeOnType) {
 TEST(StrategicMergePatchTest, DeleteDirectiveAndSetElementOrder) {
   auto r = ApplyStrategicMergePatch(
       Node(),
-      json::parse(R"({"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"Ready"}],
+      json::parse(
+          R"({"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"Ready"}],
                      "conditions":[{"type":"Ready","$patch":"delete"}]}})"),
       "Node");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -122,7 +130,8 @@ TEST(StrategicMergePatchTest, DeleteDirectiveAndSetElementOrder) {
             json::parse(R"([{"type":"MemoryPressure","status":"False"}])"));
   auto o = ApplyStrategicMergePatch(
       Node(),
-      json::parse(R"({"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"Ready"}]}})"),
+      json::parse(
+          R"({"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"Ready"}]}})"),
       "Node");
   ASSERT_TRUE(o.ok());
   EXPECT_EQ((*o)["status"]["conditions"][0]["type"], "MemoryPressure");
@@ -130,7 +139,9 @@ TEST(StrategicMergePatchTest, DeleteDirectiveAndSetElementOrder) {
 
 TEST(StrategicMergePatchTest, ReplaceDirectives) {
   auto r = ApplyStrategicMergePatch(
-      Node(), json::parse(R"({"status":{"conditions":[{"$patch":"replace"},{"type":"X","status":"True"}]}})"),
+      Node(),
+      json::parse(
+          R"({"status":{"conditions":[{"$patch":"replace"},{"type":"X","status":"True"}]}})"),
       "Node");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)["status"]["conditions"], json::parse(R"([{"type":"X","status":"True"}])"));
@@ -138,19 +149,19 @@ TEST(StrategicMergePatchTest, ReplaceDirectives) {
       Node(), json::parse(R"({"metadata":{"labels":{"$patch":"replace","z":"9"}}})"), "Node");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ((*m)["metadata"]["labels"], json::parse(R"({"z":"9"})"));
-  auto d = ApplyStrategicMergePatch(Node(), json::parse(R"({"status":{"$patch":"delete"}})"), "Node");
+  auto d =
+      ApplyStrategicMergePatch(Node(), json::parse(R"({"status":{"$patch":"delete"}})"), "Node");
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->contains("status"));
   EXPECT_FALSE(
-      ApplyStrategicMergePatch(Node(), json::parse(R"({"status":{"$patch":"bogus"}})"), "Node").ok());
+      ApplyStrategicMergePatch(Node(), json::parse(R"({"status":{"$patch":"bogus"}})"), "Node")
+          .ok());
 }
 
 TEST(StrategicMergePatchTest, FinalizersAndOwnerReferences) {
-  auto r = ApplyStrategicMergePatch(
-      Node(),
-      json::parse(R"({"metadata":{"finalizers":["f2","f1"],
+  auto r = ApplyStrategicMergePatch(Node(), json::parse(R"({"metadata":{"finalizers":["f2","f1"],
         "ownerReferences":[{"uid":"u2","name":"o2","kind":"X","apiVersion":"v1"},{"uid":"u1","name":"renamed"}]}})"),
-      "Node");
+                                    "Node");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)["metadata"]["finalizers"], json::parse(R"(["f1","f2"])"));
   ASSERT_EQ((*r)["metadata"]["ownerReferences"].size(), 2u);
@@ -162,12 +173,15 @@ TEST(StrategicMergePatchTest, FinalizersAndOwnerReferences) {
 }
 
 TEST(StrategicMergePatchTest, PodContainersMergeOnNameAndTolerationsAtomic) {
-  json pod = json::parse(R"({"spec":{"containers":[{"name":"a","image":"i1","env":[{"name":"X","value":"1"}]},
+  json pod = json::parse(
+      R"({"spec":{"containers":[{"name":"a","image":"i1","env":[{"name":"X","value":"1"}]},
                                                    {"name":"b","image":"i2"}],
                                      "tolerations":[{"key":"t1","operator":"Exists"}],
                                      "volumes":[{"name":"v","emptyDir":{}}]}})");
   auto r = ApplyStrategicMergePatch(
-      pod, json::parse(R"({"spec":{"containers":[{"name":"a","image":"i9","env":[{"name":"Y","value":"2"}]}],
+      pod,
+      json::parse(
+          R"({"spec":{"containers":[{"name":"a","image":"i9","env":[{"name":"Y","value":"2"}]}],
                                    "tolerations":[{"key":"t2","operator":"Exists"}],
                                    "volumes":[{"name":"v","$retainKeys":["name","hostPath"],"hostPath":{"path":"/x"}}]}})"),
       "Pod");
@@ -190,7 +204,8 @@ TEST(StrategicMergePatchTest, DeploymentTemplateUsesPodKeys) {
 TEST(StrategicMergePatchTest, EventRecorderPatch) {
   json ev = json::parse(R"({"count":1,"message":"a","lastTimestamp":"2026-01-01T00:00:00Z"})");
   auto r = ApplyStrategicMergePatch(
-      ev, json::parse(R"({"count":2,"message":"b","lastTimestamp":"2026-01-01T00:01:00Z"})"), "Event");
+      ev, json::parse(R"({"count":2,"message":"b","lastTimestamp":"2026-01-01T00:01:00Z"})"),
+      "Event");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["count"], 2);
 }
@@ -200,15 +215,19 @@ TEST(StrategicMergePatchTest, BadInputIsAnErrorNotACrash) {
   EXPECT_FALSE(ApplyStrategicMergePatch(
                    Node(), json::parse(R"({"status":{"conditions":[{"status":"x"}]}})"), "Node")
                    .ok());  // missing merge key
+  EXPECT_FALSE(
+      ApplyStrategicMergePatch(Node(), json::parse(R"({"status":{"conditions":["x"]}})"), "Node")
+          .ok());
   EXPECT_FALSE(ApplyStrategicMergePatch(
-                   Node(), json::parse(R"({"status":{"conditions":["x"]}})"), "Node").ok());
-  EXPECT_FALSE(ApplyStrategicMergePatch(
-                   Node(), json::parse(R"({"metadata":{"finalizers":[{"a":1}]}})"), "Node").ok());
-  EXPECT_FALSE(ApplyStrategicMergePatch(Node(), json::parse(R"({"$patch":"delete"})"), "Node").ok());
+                   Node(), json::parse(R"({"metadata":{"finalizers":[{"a":1}]}})"), "Node")
+                   .ok());
+  EXPECT_FALSE(
+      ApplyStrategicMergePatch(Node(), json::parse(R"({"$patch":"delete"})"), "Node").ok());
   EXPECT_FALSE(ApplyStrategicMergePatch(Node(), json::parse(R"({"$bogus":1})"), "Node").ok());
   // Original of the wrong shape: patch wins.
-  auto r = ApplyStrategicMergePatch(json::parse(R"({"status":{"conditions":"str"}})"),
-                                    json::parse(R"({"status":{"conditions":[{"type":"A"}]}})"), "Node");
+  auto r =
+      ApplyStrategicMergePatch(json::parse(R"({"status":{"conditions":"str"}})"),
+                               json::parse(R"({"status":{"conditions":[{"type":"A"}]}})"), "Node");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["status"]["conditions"].size(), 1u);
 }

@@ -33,13 +33,15 @@ int64_t Int(const json& obj, std::initializer_list<const char*> keys) {
 StatusOr<int> Scaled(const json& v, int total) {
   if (v.is_number_integer()) {
     int64_t i = v.get<int64_t>();
-    if (i < 0 || i > 1'000'000'000) return InvalidArgumentError("invalid value for IntOrString: " + v.dump());
+    if (i < 0 || i > 1'000'000'000)
+      return InvalidArgumentError("invalid value for IntOrString: " + v.dump());
     return static_cast<int>(i);
   }
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
     if (s.size() < 2 || s.back() != '%')
-      return InvalidArgumentError("invalid value for IntOrString: invalid type: string is not a percentage");
+      return InvalidArgumentError(
+          "invalid value for IntOrString: invalid type: string is not a percentage");
     int64_t pct = 0;
     for (size_t i = 0; i + 1 < s.size(); ++i) {
       if (s[i] < '0' || s[i] > '9' || i > 9)
@@ -123,7 +125,8 @@ bool PodIsReady(const json& pod) {
   const json& conds = JsonAt(pod, {"status", "conditions"});
   if (!conds.is_array()) return false;
   for (const auto& c : conds)
-    if (c.is_object() && c.value("type", json()) == "Ready") return c.value("status", json()) == "True";
+    if (c.is_object() && c.value("type", json()) == "Ready")
+      return c.value("status", json()) == "True";
   return false;
 }
 
@@ -199,10 +202,13 @@ json ApplyPdbStatus(const json& pdb, const PdbStatus& st, std::string_view now_r
   }
   std::string status = st.sync_failure.empty() && st.disruptions_allowed > 0 ? "True" : "False";
   std::string reason = !st.sync_failure.empty() ? "SyncFailed"
-                       : status == "True"        ? "SufficientPods"
-                                                 : "InsufficientPods";
-  json cond = {{"type", "DisruptionAllowed"}, {"status", status}, {"reason", reason},
-               {"message", st.sync_failure}, {"observedGeneration", s["observedGeneration"]},
+                       : status == "True"       ? "SufficientPods"
+                                                : "InsufficientPods";
+  json cond = {{"type", "DisruptionAllowed"},
+               {"status", status},
+               {"reason", reason},
+               {"message", st.sync_failure},
+               {"observedGeneration", s["observedGeneration"]},
                {"lastTransitionTime", std::string(now_rfc3339)}};
   json conds = json::array();
   if (s.contains("conditions") && s["conditions"].is_array()) conds = s["conditions"];
@@ -231,8 +237,11 @@ json PdbTooManyRequestsStatus(std::string_view cause_message, int retry_after_se
 }
 
 json EvictionSuccessStatus() {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
-          {"status", "Success"}, {"code", 201}};
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", json::object()},
+          {"status", "Success"},
+          {"code", 201}};
 }
 
 EvictionDecision DecideEviction(const json& pod, const std::vector<json>& namespace_pdbs,
@@ -248,8 +257,9 @@ EvictionDecision DecideEviction(const json& pod, const std::vector<json>& namesp
   if (pdbs.size() > 1) {
     d.outcome = EvictionDecision::Outcome::kInternalError;
     d.code = 500;
-    d.status = InternalErr("This pod has more than one PodDisruptionBudget, which the eviction "
-                           "subresource does not support.")
+    d.status = InternalErr(
+                   "This pod has more than one PodDisruptionBudget, which the eviction "
+                   "subresource does not support.")
                    .ToJson();
     return d;
   }
@@ -268,25 +278,29 @@ EvictionDecision DecideEviction(const json& pod, const std::vector<json>& namesp
     return d;
   };
   if (Int(pdb, {"status", "observedGeneration"}) < Int(pdb, {"metadata", "generation"}))
-    return too_many("The disruption budget " + name + " is still being processed by the server.", 10);
+    return too_many("The disruption budget " + name + " is still being processed by the server.",
+                    10);
   int64_t allowed = Int(pdb, {"status", "disruptionsAllowed"});
   const json& dp = JsonAt(pdb, {"status", "disruptedPods"});
   auto forbidden = [&](const std::string& why) {
     d.outcome = EvictionDecision::Outcome::kForbidden;
     d.code = 403;
-    d.status = ForbiddenErr("poddisruptionbudgets.policy \"" + name + "\" is forbidden: " + why).ToJson();
+    d.status =
+        ForbiddenErr("poddisruptionbudgets.policy \"" + name + "\" is forbidden: " + why).ToJson();
     return d;
   };
   if (allowed < 0) return forbidden("pdb disruptions allowed is negative");
   if (dp.is_object() && dp.size() > kMaxDisruptedPodSize)
-    return forbidden("DisruptedPods map too big - too many evictions not confirmed by PDB controller");
+    return forbidden(
+        "DisruptedPods map too big - too many evictions not confirmed by PDB controller");
   if (allowed == 0)
     return too_many("The disruption budget " + name + " needs " + std::to_string(desired) +
                         " healthy pods and has " + std::to_string(current) + " currently",
                     0);
   json updated = pdb;
   updated["status"]["disruptionsAllowed"] = allowed - 1;
-  if (!updated["status"].contains("disruptedPods") || !updated["status"]["disruptedPods"].is_object())
+  if (!updated["status"].contains("disruptedPods") ||
+      !updated["status"]["disruptedPods"].is_object())
     updated["status"]["disruptedPods"] = json::object();
   updated["status"]["disruptedPods"][Str(pod, {"metadata", "name"})] = std::string(now_rfc3339);
   if (allowed - 1 == 0 && updated["status"].contains("conditions") &&

@@ -15,12 +15,11 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sim/selector.h"
@@ -33,7 +32,7 @@ struct PdbStatus {
   int desired_healthy = 0;
   int disruptions_allowed = 0;
   // Non-empty when the controller could not compute the budget (fail-safe: allowed=0).
-  std::string sync_failure;  // e.g. "found no controllers for pod \"x\""
+  std::string sync_failure;                 // e.g. "found no controllers for pod \"x\""
   std::vector<std::string> unmanaged_pods;  // selected pods without a controller
   // status.disruptedPods kept: entries younger than 2 min whose pod still exists and is not
   // being deleted (name -> RFC 3339 time).
@@ -78,14 +77,14 @@ nlohmann::json ApplyPdbStatus(const nlohmann::json& pdb, const PdbStatus& st,
 
 struct EvictionDecision {
   enum class Outcome {
-    kAllow,             // delete the pod; write `updated_pdb` if set
-    kTooManyRequests,   // 429, `status` body
-    kForbidden,         // 403, `status` body
-    kInternalError,     // 500, `status` body (more than one PDB)
+    kAllow,            // delete the pod; write `updated_pdb` if set
+    kTooManyRequests,  // 429, `status` body
+    kForbidden,        // 403, `status` body
+    kInternalError,    // 500, `status` body (more than one PDB)
   };
   Outcome outcome = Outcome::kAllow;
-  int code = 201;              // HTTP code to answer
-  nlohmann::json status;       // the Status body to answer (Success body when allowed)
+  int code = 201;         // HTTP code to answer
+  nlohmann::json status;  // the Status body to answer (Success body when allowed)
   // When allowed through a budget: the PDB with disruptionsAllowed-1 and
   // status.disruptedPods[pod] = now. The server must write it (with a CAS on its RV)
   // before deleting the pod.

@@ -12,11 +12,15 @@ constexpr const char* kNow = "2026-01-01T00:10:00Z";
 json Pod(const std::string& name, bool ready, const std::string& owner_uid = "rs1",
          const std::string& phase = "Running") {
   json p = {{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"app", "infer"}}}}},
-            {"status", {{"phase", phase},
-                        {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}}}};
+            {"status",
+             {{"phase", phase},
+              {"conditions", {{{"type", "Ready"}, {"status", ready ? "True" : "False"}}}}}}};
   if (!owner_uid.empty())
-    p["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"},
-                                         {"name", "rs"}, {"uid", owner_uid}, {"controller", true}}};
+    p["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                         {"kind", "ReplicaSet"},
+                                         {"name", "rs"},
+                                         {"uid", owner_uid},
+                                         {"controller", true}}};
   return p;
 }
 
@@ -96,7 +100,8 @@ TEST(PdbTest, SelectorsAndNamespaces) {
 
 TEST(PdbTest, DisruptedPodsAgeOutAndDontCount) {
   json pdb = Pdb({{"minAvailable", 1}});
-  pdb["status"]["disruptedPods"] = {{"r0", "2026-01-01T00:09:30Z"}, {"r1", "2026-01-01T00:01:00Z"},
+  pdb["status"]["disruptedPods"] = {{"r0", "2026-01-01T00:09:30Z"},
+                                    {"r1", "2026-01-01T00:01:00Z"},
                                     {"gone", "2026-01-01T00:09:59Z"}};
   auto st = ComputePdbStatus(pdb, Pods(3, 0), kNow);
   ASSERT_TRUE(st.ok());
@@ -121,17 +126,21 @@ TEST(PdbTest, BadValuesAreErrors) {
 }
 
 json WithStatus(json pdb, int allowed, int current, int desired, int observed = 1) {
-  pdb["status"] = {{"disruptionsAllowed", allowed}, {"currentHealthy", current},
-                   {"desiredHealthy", desired}, {"expectedPods", current},
+  pdb["status"] = {{"disruptionsAllowed", allowed},
+                   {"currentHealthy", current},
+                   {"desiredHealthy", desired},
+                   {"expectedPods", current},
                    {"observedGeneration", observed}};
   return pdb;
 }
 
 TEST(EvictionTest, BlockedWithTheRealBody) {
-  auto d = DecideEviction(Pod("infer-1", true), {WithStatus(Pdb({{"minAvailable", 1}}), 0, 1, 1)}, kNow);
+  auto d =
+      DecideEviction(Pod("infer-1", true), {WithStatus(Pdb({{"minAvailable", 1}}), 0, 1, 1)}, kNow);
   EXPECT_EQ(d.outcome, EvictionDecision::Outcome::kTooManyRequests);
   EXPECT_EQ(d.code, 429);
-  EXPECT_EQ(d.status, json::parse(R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+  EXPECT_EQ(d.status,
+            json::parse(R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
     "message":"Cannot evict pod as it would violate the pod's disruption budget.","reason":"TooManyRequests","code":429,
     "details":{"causes":[{"reason":"DisruptionBudget","message":"The disruption budget infer-pdb needs 1 healthy pods and has 1 currently"}]}})"));
   EXPECT_FALSE(d.updated_pdb.has_value());
@@ -164,7 +173,8 @@ TEST(EvictionTest, SpecialCases) {
   always["spec"]["unhealthyPodEvictionPolicy"] = "AlwaysAllow";
   EXPECT_EQ(DecideEviction(Pod("u", false), {always}, kNow).code, 201);
   // Not yet observed generation: 429 with retryAfterSeconds 10.
-  auto stale = DecideEviction(Pod("a", true), {WithStatus(Pdb({{"minAvailable", 1}}, 2), 5, 5, 1, 1)}, kNow);
+  auto stale =
+      DecideEviction(Pod("a", true), {WithStatus(Pdb({{"minAvailable", 1}}, 2), 5, 5, 1, 1)}, kNow);
   EXPECT_EQ(stale.code, 429);
   EXPECT_EQ(stale.status["details"]["retryAfterSeconds"], 10);
   EXPECT_EQ(stale.status["details"]["causes"][0]["message"],
@@ -172,7 +182,9 @@ TEST(EvictionTest, SpecialCases) {
   // Two PDBs: 500.
   EXPECT_EQ(DecideEviction(Pod("a", true), {pdb0, pdb0}, kNow).code, 500);
   // Negative: 403.
-  EXPECT_EQ(DecideEviction(Pod("a", true), {WithStatus(Pdb({{"minAvailable", 1}}), -1, 1, 1)}, kNow).code, 403);
+  EXPECT_EQ(
+      DecideEviction(Pod("a", true), {WithStatus(Pdb({{"minAvailable", 1}}), -1, 1, 1)}, kNow).code,
+      403);
   // Garbage does not crash.
   EXPECT_EQ(DecideEviction(json("x"), {json(1), json::array()}, kNow).code, 201);
 }

@@ -22,11 +22,10 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gg::sim {
 namespace {
@@ -101,7 +100,8 @@ std::string ResolveExecutable(const std::string& file, const std::vector<std::st
   size_t pos = 0;
   while (pos <= path.size()) {
     size_t colon = path.find(':', pos);
-    std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    std::string dir =
+        path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
     std::string cand = (dir.empty() ? "." : dir) + "/" + file;
     if (::access(cand.c_str(), X_OK) == 0) return cand;
     if (colon == std::string::npos) break;
@@ -221,7 +221,8 @@ void Init::Setup(const json& m) {
   };
   std::string host = m.value("hostname", "");
   if (!host.empty() && ::sethostname(host.data(), host.size()) != 0) return fail("sethostname");
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("make / private");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return fail("make / private");
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     return fail("mount /proc");
   if (::mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755") != 0)
@@ -240,7 +241,8 @@ void MountContainerFilesystem(const json& mounts, bool ro_root) {
     std::string src = mt.value("src", ""), dst = mt.value("dst", "");
     struct stat st {};
     if (::stat(src.c_str(), &st) != 0) {
-      std::fprintf(stderr, "mount %s: source %s: %s\n", dst.c_str(), src.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "mount %s: source %s: %s\n", dst.c_str(), src.c_str(),
+                   std::strerror(errno));
       _exit(128);
     }
     struct stat dt {};
@@ -249,7 +251,8 @@ void MountContainerFilesystem(const json& mounts, bool ro_root) {
       // Targets are only created inside the pod's own /run; elsewhere they would appear
       // on the host's filesystem.
       if (!UnderRun(dst)) {
-        std::fprintf(stderr, "mount %s: target does not exist in the node's filesystem\n", dst.c_str());
+        std::fprintf(stderr, "mount %s: target does not exist in the node's filesystem\n",
+                     dst.c_str());
         _exit(128);
       }
       if (S_ISDIR(st.st_mode)) {
@@ -371,8 +374,10 @@ void Init::Exec(const json& m) {
   // In the container's mount namespace, with its environment and identity.
   int mnt = -1;
   long uid = -1, gid = -1;
-  if (auto it = containers_.find(m.value("name", "")); it != containers_.end() && !it->second.exited) {
-    mnt = ::open(("/proc/" + std::to_string(it->second.pid) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+  if (auto it = containers_.find(m.value("name", ""));
+      it != containers_.end() && !it->second.exited) {
+    mnt = ::open(("/proc/" + std::to_string(it->second.pid) + "/ns/mnt").c_str(),
+                 O_RDONLY | O_CLOEXEC);
     env = it->second.env;
     uid = it->second.uid;
     gid = it->second.gid;
@@ -392,7 +397,8 @@ void Init::Exec(const json& m) {
       ::dup2(devnull, 2);
     }
     if (mnt >= 0 && ::setns(mnt, CLONE_NEWNS) != 0) _exit(126);
-    if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0)) _exit(126);
+    if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(gid)) != 0))
+      _exit(126);
     if (uid >= 0 && ::setuid(static_cast<uid_t>(uid)) != 0) _exit(126);
     if (::chdir("/") != 0) _exit(126);
     ExecOrDie(std::move(argv), std::move(env));
@@ -400,7 +406,8 @@ void Init::Exec(const json& m) {
   if (mnt >= 0) ::close(mnt);
   ExecProbe p;
   p.id = id;
-  p.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.value("timeout_ms", 1000));
+  p.deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(m.value("timeout_ms", 1000));
   execs_[pid] = p;
 }
 

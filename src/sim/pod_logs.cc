@@ -55,12 +55,15 @@ std::string RenderLog(const std::vector<LogLine>& lines, const LogQuery& q) {
   size_t first = 0;
   if (q.since_seconds) {
     long long cut = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count() - *q.since_seconds;
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count() -
+                    *q.since_seconds;
     while (first < lines.size() && EpochSeconds(lines[first].timestamp) < cut) ++first;
   }
   if (q.since_time)
     while (first < lines.size() && EpochSeconds(lines[first].timestamp) < *q.since_time) ++first;
-  if (q.tail_lines && *q.tail_lines >= 0 && lines.size() - first > static_cast<size_t>(*q.tail_lines))
+  if (q.tail_lines && *q.tail_lines >= 0 &&
+      lines.size() - first > static_cast<size_t>(*q.tail_lines))
     first = lines.size() - static_cast<size_t>(*q.tail_lines);
   std::string body;
   for (size_t i = first; i < lines.size(); ++i) {
@@ -117,7 +120,8 @@ std::optional<ApiError> AuthorizeLogRead(Authorizer& authz, const ApiRequest& re
   e.kind = "pods";
   e.name = name;
   e.message = "pods \"" + name + "\" is forbidden: User \"" + req.user +
-              "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns + "\"";
+              "\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"" + ns +
+              "\"";
   return e;
 }
 
@@ -172,8 +176,7 @@ std::optional<ApiError> ChooseContainer(const nlohmann::json& pod, const std::st
 // bound to run but not started yet, or the previous instance asked for does not exist.
 std::optional<ApiError> FindLogFile(PodRunner* runner, const nlohmann::json& pod,
                                     const std::string& ns, const std::string& name,
-                                    const std::string& container, bool previous,
-                                    PodLogFile* file) {
+                                    const std::string& container, bool previous, PodLogFile* file) {
   if (runner) {
     auto f = runner->LogFile(ns, name, container, previous);
     if (f.ok()) {

@@ -4,8 +4,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,10 +23,10 @@ struct LogLine {
 std::vector<LogLine> ParseCriLog(std::string_view cri, size_t* consumed = nullptr);
 
 struct LogQuery {
-  std::optional<long> tail_lines;     // tailLines
-  bool timestamps = false;            // timestamps
-  std::optional<long> limit_bytes;    // limitBytes
-  std::optional<long> since_seconds;  // sinceSeconds (against the record timestamps)
+  std::optional<long> tail_lines;       // tailLines
+  bool timestamps = false;              // timestamps
+  std::optional<long> limit_bytes;      // limitBytes
+  std::optional<long> since_seconds;    // sinceSeconds (against the record timestamps)
   std::optional<long long> since_time;  // sinceTime, as seconds since the epoch
 };
 

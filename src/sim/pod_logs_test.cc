@@ -32,8 +32,9 @@ TEST(PodLogs, RendersTailTimestampsAndLimit) {
   LogQuery q;
   q.tail_lines = 2;
   q.timestamps = true;
-  EXPECT_EQ(RenderLog(lines, q),
-            "2026-12-01T10:00:01.000000000Z part one, part two\n2026-12-01T10:00:02.000000000Z last\n");
+  EXPECT_EQ(
+      RenderLog(lines, q),
+      "2026-12-01T10:00:01.000000000Z part one, part two\n2026-12-01T10:00:02.000000000Z last\n");
   LogQuery lim;
   lim.limit_bytes = 5;
   EXPECT_EQ(RenderLog(lines, lim), "first");
@@ -50,7 +51,8 @@ TEST(PodLogs, RendersTailTimestampsAndLimit) {
 }
 
 TEST(PodRunnerHelpers, ImageBaseNames) {
-  EXPECT_EQ(ImageBaseName("ghcr.io/gpu-guardian/gpu-guardian-operator:0.1.0"), "gpu-guardian-operator");
+  EXPECT_EQ(ImageBaseName("ghcr.io/gpu-guardian/gpu-guardian-operator:0.1.0"),
+            "gpu-guardian-operator");
   EXPECT_EQ(ImageBaseName("localhost:5000/sh"), "sh");
   EXPECT_EQ(ImageBaseName("busybox"), "busybox");
   EXPECT_EQ(ImageBaseName("repo/agent@sha256:abcd"), "agent");

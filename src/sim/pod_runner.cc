@@ -6,7 +6,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,15 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <httplib.h>
-
-#include <netinet/tcp.h>
-
 #include <algorithm>
-#include <cmath>
-#include <optional>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -35,6 +32,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -206,7 +204,6 @@ long NodeGpus(const json& node) {
   return 0;
 }
 
-
 // ---------------------------------------------------------------------------------------
 // The relay that puts the API server at 10.96.0.1:443 for pods: accepts there (IP_FREEBIND:
 // the address exists only on our veths, from the first pod on) and copies bytes both ways to
@@ -338,8 +335,8 @@ struct Ctr {
   std::optional<Steady::time_point> kill_at;   // SIGKILL after a liveness-triggered SIGTERM
   std::optional<Probe> liveness, readiness, startup;
   bool started_ok = true;  // the startup probe succeeded (or there is none)
-  bool done = false;  // terminated and not restarting
-  bool init = false;  // an init container: runs to completion, in order, before the others
+  bool done = false;       // terminated and not restarting
+  bool init = false;       // an init container: runs to completion, in order, before the others
 };
 
 struct Pod {
@@ -361,17 +358,50 @@ struct Pod {
   std::map<std::string, bool> cond_val;
 };
 
-
 // Linux capability numbers by the names pod specs use.
 int CapabilityNumber(std::string name) {
   if (name.rfind("CAP_", 0) == 0) name = name.substr(4);
-  static const char* kNames[] = {
-      "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
-      "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
-      "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
-      "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
-      "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
-      "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"};
+  static const char* kNames[] = {"CHOWN",
+                                 "DAC_OVERRIDE",
+                                 "DAC_READ_SEARCH",
+                                 "FOWNER",
+                                 "FSETID",
+                                 "KILL",
+                                 "SETGID",
+                                 "SETUID",
+                                 "SETPCAP",
+                                 "LINUX_IMMUTABLE",
+                                 "NET_BIND_SERVICE",
+                                 "NET_BROADCAST",
+                                 "NET_ADMIN",
+                                 "NET_RAW",
+                                 "IPC_LOCK",
+                                 "IPC_OWNER",
+                                 "SYS_MODULE",
+                                 "SYS_RAWIO",
+                                 "SYS_CHROOT",
+                                 "SYS_PTRACE",
+                                 "SYS_PACCT",
+                                 "SYS_ADMIN",
+                                 "SYS_BOOT",
+                                 "SYS_NICE",
+                                 "SYS_RESOURCE",
+                                 "SYS_TIME",
+                                 "SYS_TTY_CONFIG",
+                                 "MKNOD",
+                                 "LEASE",
+                                 "AUDIT_WRITE",
+                                 "AUDIT_CONTROL",
+                                 "SETFCAP",
+                                 "MAC_OVERRIDE",
+                                 "MAC_ADMIN",
+                                 "SYSLOG",
+                                 "WAKE_ALARM",
+                                 "BLOCK_SUSPEND",
+                                 "AUDIT_READ",
+                                 "PERFMON",
+                                 "BPF",
+                                 "CHECKPOINT_RESTORE"};
   for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i)
     if (name == kNames[i]) return i;
   return -1;
@@ -381,9 +411,10 @@ int CapabilityNumber(std::string name) {
 // ("ALL" empties it), plus `add`; null for a privileged container (everything).
 json ContainerCapabilities(const json& sc) {
   if (sc.is_object() && sc.value("privileged", false)) return json();
-  std::set<std::string> keep = {"CHOWN",  "DAC_OVERRIDE", "FSETID",           "FOWNER",     "MKNOD",
-                                "NET_RAW", "SETGID",      "SETUID",           "SETFCAP",    "SETPCAP",
-                                "NET_BIND_SERVICE",       "SYS_CHROOT",       "KILL",       "AUDIT_WRITE"};
+  std::set<std::string> keep = {"CHOWN",   "DAC_OVERRIDE", "FSETID",           "FOWNER",
+                                "MKNOD",   "NET_RAW",      "SETGID",           "SETUID",
+                                "SETFCAP", "SETPCAP",      "NET_BIND_SERVICE", "SYS_CHROOT",
+                                "KILL",    "AUDIT_WRITE"};
   if (sc.is_object() && sc.contains("capabilities")) {
     for (const auto& d : sc["capabilities"].value("drop", json::array())) {
       std::string n = d.get<std::string>();
@@ -522,7 +553,7 @@ struct PodRunner::Impl {
   Status BuildEnv(Pod& p, const json& cs, ContainerEnv& env);
   void InjectNvmlLibrary(Pod& p, ContainerEnv& env, json& mounts);
   StatusOr<std::string> PrepareVolumeSource(Pod& p, const std::string& vname, const json& v,
-                                      std::string* reason);
+                                            std::string* reason);
   Status MountVolumes(Pod& p, const json& spec, const json& cs, json& mounts, std::string* reason);
   std::vector<std::string> BuildArgv(const Ctr& c, const ContainerEnv& env);
   void StartContainer(Pod& p, Ctr& c);
@@ -552,28 +583,34 @@ struct PodRunner::Impl {
 StatusOr<std::unique_ptr<PodRunner>> PodRunner::Create(ApiCore& core, PodRunnerOptions opts) {
   const std::string what = "--exec-images: ";
   if (::geteuid() != 0)
-    return FailedPreconditionError(what + "running pods as processes needs root (namespaces, "
-                                          "veth interfaces, mounts); run as root or drop --exec-images");
+    return FailedPreconditionError(what +
+                                   "running pods as processes needs root (namespaces, "
+                                   "veth interfaces, mounts); run as root or drop --exec-images");
   if (!fs::is_directory(opts.exec_images))
     return InvalidArgumentError(what + opts.exec_images + " is not a directory");
   if (opts.node_root.empty()) return InvalidArgumentError(what + "needs --node-root ROOT");
   // Pods get their own /run (a tmpfs): what they must see of this machine cannot live there.
-  for (const auto& [flag, dir] : {std::pair<std::string, std::string>{"--node-root", opts.node_root},
-                                  {"--exec-images", opts.exec_images},
-                                  {"the fake NVML directory", opts.fake_nvml_dir}}) {
+  for (const auto& [flag, dir] :
+       {std::pair<std::string, std::string>{"--node-root", opts.node_root},
+        {"--exec-images", opts.exec_images},
+        {"the fake NVML directory", opts.fake_nvml_dir}}) {
     if (dir.empty()) continue;
     std::string d = fs::weakly_canonical(fs::absolute(dir)).string();
     if (d == "/run" || d.rfind("/run/", 0) == 0)
-      return InvalidArgumentError(what + flag + " " + dir +
-                                  " is under /run, which every pod has its own of; use another directory");
+      return InvalidArgumentError(
+          what + flag + " " + dir +
+          " is under /run, which every pod has its own of; use another directory");
   }
   std::error_code ec;
   fs::create_directories(opts.node_root, ec);
-  if (ec) return InvalidArgumentError(what + "cannot create node root " + opts.node_root + ": " + ec.message());
+  if (ec)
+    return InvalidArgumentError(what + "cannot create node root " + opts.node_root + ": " +
+                                ec.message());
   opts.node_root = fs::weakly_canonical(fs::absolute(opts.node_root)).string();
   opts.exec_images = fs::weakly_canonical(fs::absolute(opts.exec_images)).string();
   if (opts.init_exe.empty() || ::access(opts.init_exe.c_str(), X_OK) != 0)
-    return FailedPreconditionError(what + "pod init binary " + opts.init_exe + " is not executable");
+    return FailedPreconditionError(what + "pod init binary " + opts.init_exe +
+                                   " is not executable");
   std::string out;
   if (RunCmd({"ip", "-V"}, &out) != 0)
     return FailedPreconditionError(what + "the `ip` tool (iproute2) is needed: " + out);
@@ -583,12 +620,12 @@ StatusOr<std::unique_ptr<PodRunner>> PodRunner::Create(ApiCore& core, PodRunnerO
   {
     std::vector<char> stack(64 * 1024);
     auto probe = [](void*) -> int { return 0; };
-    pid_t pid = ::clone(probe, stack.data() + stack.size(),
-                        CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD,
-                        nullptr);
+    pid_t pid = ::clone(
+        probe, stack.data() + stack.size(),
+        CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD, nullptr);
     if (pid < 0)
-      return FailedPreconditionError(what + "cannot create pid/network/UTS/mount/IPC namespaces: " +
-                                     std::strerror(errno));
+      return FailedPreconditionError(
+          what + "cannot create pid/network/UTS/mount/IPC namespaces: " + std::strerror(errno));
     int st = 0;
     ::waitpid(pid, &st, 0);
   }
@@ -601,7 +638,8 @@ StatusOr<std::unique_ptr<PodRunner>> PodRunner::Create(ApiCore& core, PodRunnerO
     if (impl->lock_fd >= 0) ::close(impl->lock_fd);
     return FailedPreconditionError(
         what + "another gpu-guardian-sim (pid " + std::string(holder) +
-        ") runs pods on this machine; pod addresses and routes are per machine (" + kLockPath + ")");
+        ") runs pods on this machine; pod addresses and routes are per machine (" + kLockPath +
+        ")");
   }
   (void)!::ftruncate(impl->lock_fd, 0);
   std::string me = std::to_string(::getpid());
@@ -675,7 +713,8 @@ void PodRunner::Admit(const json& pod, const json& node, const std::string& pod_
   p.host_ip = host_ip;
   p.veth = std::string(kLinkPrefix) + std::to_string(Fnv1a(p.uid) % 10000000000ULL);
   p.node_dir = (fs::path(impl_->opts.node_root) / p.node).string();
-  p.log_dir = (fs::path(p.node_dir) / "var/log/pods" / (p.ns + "_" + p.name + "_" + p.uid)).string();
+  p.log_dir =
+      (fs::path(p.node_dir) / "var/log/pods" / (p.ns + "_" + p.name + "_" + p.uid)).string();
   p.sa_dir = (fs::path(p.node_dir) / "var/lib/kubelet/pods" / p.uid /
               "volumes/kubernetes.io~projected/kube-api-access")
                  .string();
@@ -690,10 +729,14 @@ void PodRunner::Admit(const json& pod, const json& node, const std::string& pod_
       c.image = cs.value("image", "");
       c.exe = ExecutableFor(c.image);
       c.spec = cs;
-      c.state = {{"waiting", {{"reason", init || inits.empty() ? "ContainerCreating" : "PodInitializing"}}}};
-      if (!init && cs.contains("livenessProbe")) c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
-      if (!init && cs.contains("readinessProbe")) c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
-      if (!init && cs.contains("startupProbe")) c.startup = Probe{cs["startupProbe"], {}, 0, 0, false};
+      c.state = {{"waiting",
+                  {{"reason", init || inits.empty() ? "ContainerCreating" : "PodInitializing"}}}};
+      if (!init && cs.contains("livenessProbe"))
+        c.liveness = Probe{cs["livenessProbe"], {}, 0, 0, false};
+      if (!init && cs.contains("readinessProbe"))
+        c.readiness = Probe{cs["readinessProbe"], {}, 0, 0, false};
+      if (!init && cs.contains("startupProbe"))
+        c.startup = Probe{cs["startupProbe"], {}, 0, 0, false};
       p.ctrs.push_back(std::move(c));
     }
   }
@@ -723,7 +766,8 @@ void PodRunner::Terminate(const std::string& uid, long grace_seconds) {
       if (c.running && !c.exe.empty()) {
         im->Event(p, &c, "Normal", "Killing", "Stopping container " + c.name);
         // An exec preStop hook runs first, inside the grace period; then SIGTERM.
-        const json hook = c.spec.value("lifecycle", json::object()).value("preStop", json::object());
+        const json hook =
+            c.spec.value("lifecycle", json::object()).value("preStop", json::object());
         if (hook.contains("exec")) {
           long id = im->next_exec_id++;
           im->prestop[id] = {p.uid, c.name};
@@ -899,9 +943,9 @@ bool PodRunner::Impl::CloneInit(Pod& p) {
   char* envp[] = {nullptr};
   CloneArgs args{sv[1], exe.c_str(), argv, envp};
   std::vector<char> stack(256 * 1024);
-  pid_t pid = ::clone(CloneChild, stack.data() + stack.size(),
-                      CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD,
-                      &args);
+  pid_t pid = ::clone(
+      CloneChild, stack.data() + stack.size(),
+      CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD, &args);
   ::close(sv[1]);
   if (pid < 0) {
     ::close(sv[0]);
@@ -927,9 +971,11 @@ bool PodRunner::Impl::AwaitInitReady(Pod& p) {
   }
   char buf[4096];
   ssize_t n = ::recv(p.ctl, buf, sizeof(buf), 0);
-  json m = n > 0 ? json::parse(std::string_view(buf, static_cast<size_t>(n)), nullptr, false) : json();
+  json m =
+      n > 0 ? json::parse(std::string_view(buf, static_cast<size_t>(n)), nullptr, false) : json();
   if (!m.is_object() || m.value("ev", "") != "ready") {
-    p.create_error = "pod init: " + (m.is_object() ? m.value("message", "failed") : std::string("exited"));
+    p.create_error =
+        "pod init: " + (m.is_object() ? m.value("message", "failed") : std::string("exited"));
     KillSandbox(p);
     p.retry_at = Steady::now() + std::chrono::seconds(2);
     return false;
@@ -973,9 +1019,11 @@ void PodRunner::Impl::StartNext(Pod& p) {
   for (auto& c : p.ctrs) {
     if (!c.init || c.done) continue;
     if (c.running || c.start_at) return;  // the current init container runs or will restart
-    if (c.exe.empty()) {  // a simulated init container completes at once
+    if (c.exe.empty()) {                  // a simulated init container completes at once
       std::string ts = Rfc3339Now();
-      c.state = {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}, {"startedAt", ts}, {"finishedAt", ts}}}};
+      c.state = {
+          {"terminated",
+           {{"exitCode", 0}, {"reason", "Completed"}, {"startedAt", ts}, {"finishedAt", ts}}}};
       c.done = true;
       continue;
     }
@@ -1004,9 +1052,12 @@ Status PodRunner::Impl::SetupNetwork(Pod& p) {
   // Host side in one `ip -batch` (a leftover link of the same name goes first).
   RunCmd({"ip", "link", "del", p.veth}, &out);
   std::string host = "link add " + p.veth + " type veth peer name eth0 netns " + pid + "\n" +
-                     "addr add " + api + "/32 dev " + p.veth + "\n" + "link set " + p.veth + " up\n";
-  if (!p.pod_ip.empty()) host += "route replace " + p.pod_ip + "/32 dev " + p.veth + " src " + api + "\n";
-  if (RunCmd({"ip", "-batch", "-"}, &out, host) != 0) return InternalError("pod network (host side): " + out);
+                     "addr add " + api + "/32 dev " + p.veth + "\n" + "link set " + p.veth +
+                     " up\n";
+  if (!p.pod_ip.empty())
+    host += "route replace " + p.pod_ip + "/32 dev " + p.veth + " src " + api + "\n";
+  if (RunCmd({"ip", "-batch", "-"}, &out, host) != 0)
+    return InternalError("pod network (host side): " + out);
   std::string pod = "link set lo up\nlink set eth0 up\n";
   if (!p.pod_ip.empty()) pod += "addr add " + p.pod_ip + "/32 dev eth0\n";
   pod += "route add " + api + " dev eth0\nroute add default via " + api + " dev eth0\n";
@@ -1024,8 +1075,9 @@ Status PodRunner::Impl::PrepareNode(Pod& p) {
   long gpus = NodeGpus(p.node_obj);
   fs::path nvml = fs::path(p.node_dir) / "nvml.yaml";
   if (gpus > 0 && !fs::exists(nvml)) {
-    std::string y = "# GPUs of node " + p.node +
-                    " for the fake libnvidia-ml.so.1 (fault-script format; append timeline events)\n";
+    std::string y =
+        "# GPUs of node " + p.node +
+        " for the fake libnvidia-ml.so.1 (fault-script format; append timeline events)\n";
     y += "gpus: " + std::to_string(gpus) + "\nproduct: NVIDIA H100 80GB HBM3\nuuids:\n";
     for (long i = 0; i < gpus; ++i) y += "  - " + FakeGpuUuid(p.node, static_cast<int>(i)) + "\n";
     y += "timeline:\n";
@@ -1042,7 +1094,8 @@ Status PodRunner::Impl::PrepareVolumes(Pod& p, std::string*) {
     if (sa.empty()) sa = p.pod["spec"].value("serviceAccount", "default");
     if (sa.empty()) sa = "default";
     // Bound to the pod: its user info names the pod's node (the agent-own-node policy reads it).
-    if (opts.add_token) opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa + ",node=" + p.node);
+    if (opts.add_token)
+      opts.add_token(p.token, "system:serviceaccount:" + p.ns + ":" + sa + ",node=" + p.node);
   }
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "token", p.token, 0644));
   GG_RETURN_IF_ERROR(WriteFile(fs::path(p.sa_dir) / "ca.crt", opts.ca_pem, 0644));
@@ -1058,7 +1111,8 @@ std::string PodRunner::Impl::FieldRef(const Pod& p, const std::string& path) con
   if (path == "metadata.namespace") return p.ns;
   if (path == "metadata.uid") return p.uid;
   if (path == "spec.nodeName") return p.node;
-  if (path == "spec.serviceAccountName") return p.pod["spec"].value("serviceAccountName", "default");
+  if (path == "spec.serviceAccountName")
+    return p.pod["spec"].value("serviceAccountName", "default");
   if (path == "status.podIP" || path == "status.podIPs") return p.pod_ip;
   if (path == "status.hostIP" || path == "status.hostIPs") return p.host_ip;
   for (const char* kind : {"labels", "annotations"}) {
@@ -1072,7 +1126,8 @@ std::string PodRunner::Impl::FieldRef(const Pod& p, const std::string& path) con
   return "";
 }
 
-StatusOr<std::string> PodRunner::Impl::EnvValue(const Pod& p, const json& from, bool* optional_missing) {
+StatusOr<std::string> PodRunner::Impl::EnvValue(const Pod& p, const json& from,
+                                                bool* optional_missing) {
   *optional_missing = false;
   if (from.contains("fieldRef")) return FieldRef(p, from["fieldRef"].value("fieldPath", ""));
   if (from.contains("resourceFieldRef")) {
@@ -1087,7 +1142,8 @@ StatusOr<std::string> PodRunner::Impl::EnvValue(const Pod& p, const json& from, 
     bool secret = std::string(kind) == "secretKeyRef";
     auto ri = core.registry().Find("", "v1", secret ? "secrets" : "configmaps");
     const char* what = secret ? "secret" : "configmap";
-    auto r = ri ? core.Get(Target{ri, p.ns, name, ""}) : ApiResult::Err(NotFoundErr(what, "", name));
+    auto r =
+        ri ? core.Get(Target{ri, p.ns, name, ""}) : ApiResult::Err(NotFoundErr(what, "", name));
     if (!r.ok()) {
       if (optional) {
         *optional_missing = true;
@@ -1171,7 +1227,7 @@ void PodRunner::Impl::InjectNvmlLibrary(Pod& p, ContainerEnv& env, json& mounts)
 
 // Makes the node-side source of volume `vname` (spec `v`) and returns its path.
 StatusOr<std::string> PodRunner::Impl::PrepareVolumeSource(Pod& p, const std::string& vname,
-                                                     const json& v, std::string* reason) {
+                                                           const json& v, std::string* reason) {
   std::string src;
   fs::path voldir = fs::path(p.node_dir) / "var/lib/kubelet/pods" / p.uid / "volumes" / vname;
   std::error_code ec;
@@ -1204,13 +1260,15 @@ StatusOr<std::string> PodRunner::Impl::PrepareVolumeSource(Pod& p, const std::st
     auto r = core.Get(Target{ri, p.ns, oname, ""});
     if (!r.ok() && !ref.value("optional", false)) {
       *reason = "ContainerCreating";
-      return NotFoundError(std::string(secret ? "secret" : "configmap") + " \"" + oname + "\" not found");
+      return NotFoundError(std::string(secret ? "secret" : "configmap") + " \"" + oname +
+                           "\" not found");
     }
     fs::create_directories(voldir, ec);
     if (r.ok())
       for (const auto& [k, val] : r.obj.value("data", json::object()).items())
-        GG_RETURN_IF_ERROR(WriteFile(voldir / k, secret ? Base64Decode(val.get<std::string>())
-                                                        : val.get<std::string>(), 0644));
+        GG_RETURN_IF_ERROR(WriteFile(
+            voldir / k, secret ? Base64Decode(val.get<std::string>()) : val.get<std::string>(),
+            0644));
     src = voldir.string();
   } else {
     // Other volume kinds: an empty directory (what the process sees first of most).
@@ -1234,7 +1292,8 @@ Status PodRunner::Impl::MountVolumes(Pod& p, const json& spec, const json& cs, j
     std::string src = *prepared;
     if (vm.contains("subPath") && !vm["subPath"].get<std::string>().empty())
       src = (fs::path(src) / vm["subPath"].get<std::string>()).string();
-    mounts.push_back({{"src", src}, {"dst", vm.value("mountPath", "")}, {"ro", vm.value("readOnly", false)}});
+    mounts.push_back(
+        {{"src", src}, {"dst", vm.value("mountPath", "")}, {"ro", vm.value("readOnly", false)}});
   }
   return OkStatus();
 }
@@ -1265,7 +1324,8 @@ Status ResolveIdentity(const json& spec, const json& cs, ContainerEnv& env,
     return FailedPreconditionError("container has runAsNonRoot and image will run as root");
   if (!*uid || **uid == 0) {  // root's home, unless the pod sets HOME itself
     bool pod_home = false;
-    for (const auto& e : cs.value("env", json::array())) pod_home = pod_home || e.value("name", "") == "HOME";
+    for (const auto& e : cs.value("env", json::array()))
+      pod_home = pod_home || e.value("name", "") == "HOME";
     if (!pod_home)
       for (auto& e : env.list)
         if (e.first == "HOME") e.second = "/root";
@@ -1311,20 +1371,21 @@ StatusOr<json> PodRunner::Impl::StartMessage(Pod& p, Ctr& c, std::string* reason
   std::vector<std::string> argv = BuildArgv(c, env);
   std::vector<std::string> envs;
   for (const auto& [k, v] : env.list) envs.push_back(k + "=" + v);
-  json m = {{"op", "start"},
-            {"name", c.name},
-            {"argv", argv},
-            {"env", envs},
-            {"cwd", cs.value("workingDir", "")},
-            {"uid", uid ? *uid : -1L},
-            {"gid", gid ? *gid : (uid ? 0L : -1L)},
-            {"mounts", mounts},
-            {"log", (fs::path(p.log_dir) / c.name / (std::to_string(c.restarts) + ".log")).string()}};
+  json m = {
+      {"op", "start"},
+      {"name", c.name},
+      {"argv", argv},
+      {"env", envs},
+      {"cwd", cs.value("workingDir", "")},
+      {"uid", uid ? *uid : -1L},
+      {"gid", gid ? *gid : (uid ? 0L : -1L)},
+      {"mounts", mounts},
+      {"log", (fs::path(p.log_dir) / c.name / (std::to_string(c.restarts) + ".log")).string()}};
   const json sc = cs.value("securityContext", json::object());
   m["capabilities"] = ContainerCapabilities(sc);
   m["read_only_root"] = sc.value("readOnlyRootFilesystem", false);
-  m["no_new_privs"] = sc.contains("allowPrivilegeEscalation") && !sc["allowPrivilegeEscalation"].get<bool>() &&
-                      !sc.value("privileged", false);
+  m["no_new_privs"] = sc.contains("allowPrivilegeEscalation") &&
+                      !sc["allowPrivilegeEscalation"].get<bool>() && !sc.value("privileged", false);
   return m;
 }
 
@@ -1374,7 +1435,8 @@ void PodRunner::Impl::OnMessage(Pod& p, const json& m) {
       std::string ctr = h->second.second;
       prestop.erase(h);
       for (auto& c : p.ctrs)
-        if (c.name == ctr && c.running) SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
+        if (c.name == ctr && c.running)
+          SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGTERM}});
       return;
     }
     exec_results[id] = m.value("code", -1);
@@ -1428,14 +1490,15 @@ void PodRunner::Impl::OnExit(Pod& p, Ctr& c, int code, int sig) {
   c.restarts += 1;
   c.start_at = Steady::now() + Scaled(backoff);
   if (backoff > 0)
-    Event(p, &c, "Warning", "BackOff", "Back-off restarting failed container " + c.name + " in pod " +
-                                           p.name + "_" + p.ns + "(" + p.uid + ")");
+    Event(p, &c, "Warning", "BackOff",
+          "Back-off restarting failed container " + c.name + " in pod " + p.name + "_" + p.ns +
+              "(" + p.uid + ")");
   if (backoff > 0)
     c.state = {{"waiting",
                 {{"reason", "CrashLoopBackOff"},
                  {"message", "back-off " + std::to_string(static_cast<int>(backoff)) +
-                                 "s restarting failed container=" + c.name + " pod=" + p.name + "_" +
-                                 p.ns + "(" + p.uid + ")"}}}};
+                                 "s restarting failed container=" + c.name + " pod=" + p.name +
+                                 "_" + p.ns + "(" + p.uid + ")"}}}};
   else
     c.state = {{"waiting", {{"reason", "ContainerCreating"}}}};
   p.dirty = true;
@@ -1452,7 +1515,8 @@ void PodRunner::Impl::Timers(Pod& p, Steady::time_point now) {
       if (c.running && !c.exe.empty()) any = true;
     if (any && !p.kill_sent && now >= p.grace_deadline) {
       for (auto& c : p.ctrs)
-        if (c.running && !c.exe.empty()) SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGKILL}});
+        if (c.running && !c.exe.empty())
+          SendCtl(p, {{"op", "signal"}, {"name", c.name}, {"sig", SIGKILL}});
       p.kill_sent = true;
     }
     if (!any || p.ctl < 0 || (p.kill_sent && now >= p.grace_deadline + std::chrono::seconds(5))) {
@@ -1500,11 +1564,12 @@ void PodRunner::Impl::Event(const Pod& p, const Ctr* c, const std::string& type,
   if (!ri) return;
   static std::atomic<uint64_t> seq{0};
   char suffix[24];
-  std::snprintf(suffix, sizeof(suffix), ".%016llx",
-                static_cast<unsigned long long>(Fnv1a(p.uid + reason) ^ (++seq * 0x9e3779b97f4a7c15ULL)));
+  std::snprintf(
+      suffix, sizeof(suffix), ".%016llx",
+      static_cast<unsigned long long>(Fnv1a(p.uid + reason) ^ (++seq * 0x9e3779b97f4a7c15ULL)));
   std::string now = core.NowRfc3339();
-  json involved = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", p.ns}, {"name", p.name},
-                   {"uid", p.uid}};
+  json involved = {
+      {"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", p.ns}, {"name", p.name}, {"uid", p.uid}};
   if (c) involved["fieldPath"] = "spec.containers{" + c->name + "}";
   json ev = {{"apiVersion", "v1"},
              {"kind", "Event"},
@@ -1543,7 +1608,8 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
   for (const auto& c : p.ctrs) {
     if (c.init) {
       istat.push_back(ContainerStatus(p, c));
-      if (c.done && c.state.contains("terminated") && c.state["terminated"].value("exitCode", 0) != 0)
+      if (c.done && c.state.contains("terminated") &&
+          c.state["terminated"].value("exitCode", 0) != 0)
         any_failed = true;
       continue;
     }
@@ -1564,7 +1630,9 @@ void PodRunner::Impl::WriteStatus(Pod& p) {
       p.cond_val[type] = v;
       p.cond_since[type] = now;
     }
-    json c = {{"type", type}, {"status", v ? "True" : "False"}, {"lastProbeTime", nullptr},
+    json c = {{"type", type},
+              {"status", v ? "True" : "False"},
+              {"lastProbeTime", nullptr},
               {"lastTransitionTime", p.cond_since[type]}};
     if (!v && (std::string(type) == "Ready" || std::string(type) == "ContainersReady")) {
       std::string names;
@@ -1694,7 +1762,9 @@ bool PodRunner::Impl::ExecProbe(const ProbeJob& j, int timeout_s) {
             {"id", id},
             {"name", j.ctr},
             {"argv", j.spec["exec"].value("command", std::vector<std::string>{})},
-            {"env", std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
+            {"env",
+             std::vector<std::string>{
+                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
             {"timeout_ms", timeout_s * 1000}};
   std::string s = m.dump();
   (void)::send(j.ctl, s.data(), s.size(), MSG_NOSIGNAL);
@@ -1728,12 +1798,14 @@ void PodRunner::Impl::RecordProbeResult(const ProbeJob& j, bool ok) {
     const char* what = j.kind == 0 ? "Liveness" : j.kind == 1 ? "Readiness" : "Startup";
     if (!pr) continue;
     pr->busy = false;
-    pr->next = Steady::now() + std::chrono::seconds(std::max(1, pr->spec.value("periodSeconds", 10)));
+    pr->next =
+        Steady::now() + std::chrono::seconds(std::max(1, pr->spec.value("periodSeconds", 10)));
     if (!c.running) continue;
     if (ok) {
       pr->failures = 0;
       ++pr->successes;
-      if (j.kind == 1 && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) && !c.ready) {
+      if (j.kind == 1 && pr->successes >= std::max(1, pr->spec.value("successThreshold", 1)) &&
+          !c.ready) {
         c.ready = true;
         p.dirty = true;
       }
@@ -1742,7 +1814,8 @@ void PodRunner::Impl::RecordProbeResult(const ProbeJob& j, bool ok) {
         c.ready = !c.readiness.has_value();
         for (auto* other : {&c.liveness, &c.readiness})
           if (*other)
-            (*other)->next = Steady::now() + std::chrono::seconds((*other)->spec.value("initialDelaySeconds", 0));
+            (*other)->next = Steady::now() +
+                             std::chrono::seconds((*other)->spec.value("initialDelaySeconds", 0));
         p.dirty = true;
       }
     } else {

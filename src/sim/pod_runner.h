@@ -25,10 +25,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -40,11 +39,11 @@ inline constexpr char kPodApiServerIp[] = "10.96.0.1";  // kubernetes.default.sv
 inline constexpr int kPodApiServerPort = 443;
 
 struct PodRunnerOptions {
-  std::string exec_images;  // DIR of executables named after image basenames
-  std::string node_root;    // ROOT: per-node files (ROOT/<node>/dev/kmsg, nvml.yaml, logs)
-  std::string init_exe;     // a binary that runs PodInitMain on `__gg_pod_init FD`
+  std::string exec_images;    // DIR of executables named after image basenames
+  std::string node_root;      // ROOT: per-node files (ROOT/<node>/dev/kmsg, nvml.yaml, logs)
+  std::string init_exe;       // a binary that runs PodInitMain on `__gg_pod_init FD`
   std::string fake_nvml_dir;  // holds libnvidia-ml.so.1 (empty: no GPU library injected)
-  std::string api_host;     // where the relay connects (the simulator's listener)
+  std::string api_host;       // where the relay connects (the simulator's listener)
   int api_port = 0;
   std::string ca_pem;       // the CA pods trust (ca.crt)
   double time_scale = 1.0;  // grace periods and restart back-off are divided by it

@@ -3,11 +3,11 @@
 // managedFields) but every value is generated.
 #include "sim/population.h"
 
-#include "sim/admission.h"
-#include "sim/controllers.h"
-
 #include <algorithm>
 #include <cstdio>
+
+#include "sim/admission.h"
+#include "sim/controllers.h"
 
 namespace gg::sim {
 
@@ -57,7 +57,7 @@ std::string Suffix(std::string_view key, uint64_t seed) {
 // look random): hashing node names collided by the birthday bound at ~10k nodes.
 std::string UniqueSuffix(uint64_t n, uint64_t seed) {
   static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-  constexpr uint64_t kMod = 14348907;  // 27^5
+  constexpr uint64_t kMod = 14348907;                                       // 27^5
   uint64_t h = ((n % kMod) * 7919 + (seed % kMod) * 104729 + 4242) % kMod;  // 7919: a unit mod 3^15
   std::string s;
   for (int i = 0; i < 5; ++i) {
@@ -109,7 +109,8 @@ std::string KubeletVersion(std::string_view kube_version) {
 
 // Pod CIDR 10.<64 + node/256 % 64>.<node % 256>.0/24; pod IPs .2, .3, ... inside it.
 std::string PodNet(int node) {
-  return "10." + std::to_string(64 + ((node >> 8) & 0x3f)) + "." + std::to_string(node & 0xff) + ".";
+  return "10." + std::to_string(64 + ((node >> 8) & 0x3f)) + "." + std::to_string(node & 0xff) +
+         ".";
 }
 std::string PodIp(int node, int slot) { return PodNet(node) + std::to_string(2 + slot % 250); }
 std::string PodCidr(int node) { return PodNet(node) + "0/24"; }
@@ -145,7 +146,8 @@ int WorkloadCount(const PopulationSpec& spec) {
   return (spec.nodes + k - 1) / k;
 }
 
-json Meta(std::string_view name, std::string_view ns, std::string_view uid, const PopulationSpec& spec) {
+json Meta(std::string_view name, std::string_view ns, std::string_view uid,
+          const PopulationSpec& spec) {
   json m = {{"name", name}, {"uid", uid}, {"creationTimestamp", spec.creation_timestamp}};
   if (!ns.empty()) m["namespace"] = ns;
   return m;
@@ -159,35 +161,49 @@ json PodTemplate(const Workload& wl, const PopulationSpec& spec) {
     res["limits"] = {{"nvidia.com/gpu", std::to_string(gpus)}};
   }
   json labels = {{"app", wl.name}};
-  if (!wl.job) labels["pod-template-hash"] = wl.hash;
-  else labels["job-name"] = wl.name;
+  if (!wl.job)
+    labels["pod-template-hash"] = wl.hash;
+  else
+    labels["job-name"] = wl.name;
   return {{"metadata", {{"labels", labels}}},
           {"spec",
            {{"containers",
              {{{"name", wl.job ? "trainer" : "server"},
-               {"image", wl.job ? "nvcr.io/nvidia/pytorch:25.01-py3" : "nvcr.io/nvidia/tritonserver:25.01-py3"},
+               {"image", wl.job ? "nvcr.io/nvidia/pytorch:25.01-py3"
+                                : "nvcr.io/nvidia/tritonserver:25.01-py3"},
                {"resources", res}}}},
             {"priorityClassName", wl.job ? "gpu-training-batch" : "gpu-inference-high"},
             {"restartPolicy", wl.job ? "OnFailure" : "Always"},
             {"terminationGracePeriodSeconds", 30},
-            {"tolerations", {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}}}}}};
+            {"tolerations",
+             {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}}}}}};
 }
 
 json RunningStatus(int node_index, int slot, const PopulationSpec& spec) {
   json conds = json::array();
-  for (const char* t : {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
-    conds.push_back({{"type", t}, {"status", "True"}, {"lastProbeTime", nullptr},
+  for (const char* t :
+       {"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
+    conds.push_back({{"type", t},
+                     {"status", "True"},
+                     {"lastProbeTime", nullptr},
                      {"lastTransitionTime", spec.creation_timestamp}});
-  std::string host = "10.0." + std::to_string((node_index >> 8) & 0xff) + "." + std::to_string(node_index & 0xff);
-  return {{"phase", "Running"}, {"conditions", conds}, {"hostIP", host},
-          {"podIP", PodIp(node_index, slot)}, {"podIPs", {{{"ip", PodIp(node_index, slot)}}}},
-          {"startTime", spec.creation_timestamp}, {"qosClass", "Burstable"}};
+  std::string host =
+      "10.0." + std::to_string((node_index >> 8) & 0xff) + "." + std::to_string(node_index & 0xff);
+  return {{"phase", "Running"},
+          {"conditions", conds},
+          {"hostIP", host},
+          {"podIP", PodIp(node_index, slot)},
+          {"podIPs", {{{"ip", PodIp(node_index, slot)}}}},
+          {"startTime", spec.creation_timestamp},
+          {"qosClass", "Burstable"}};
 }
 
 json MakePod(const json& tmpl, std::string_view name, std::string_view ns, const json& owner,
              std::string_view node, int node_index, int slot, const PopulationSpec& spec) {
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
-  pod["metadata"] = Meta(name, ns, DeterministicUid("Pod/" + std::string(ns) + "/" + std::string(name), spec.seed), spec);
+  pod["metadata"] =
+      Meta(name, ns,
+           DeterministicUid("Pod/" + std::string(ns) + "/" + std::string(name), spec.seed), spec);
   pod["metadata"]["labels"] = tmpl["metadata"]["labels"];
   pod["metadata"]["ownerReferences"] = json::array({owner});
   pod["spec"] = tmpl["spec"];
@@ -197,8 +213,12 @@ json MakePod(const json& tmpl, std::string_view name, std::string_view ns, const
   pod["status"] = RunningStatus(node_index, slot, spec);
   json cstat = json::array();  // what the kubelet reports: READY n/n in kubectl get pods
   for (const auto& c : pod["spec"]["containers"])
-    cstat.push_back({{"name", c.value("name", "")}, {"image", c.value("image", "")}, {"imageID", ""},
-                     {"ready", true}, {"started", true}, {"restartCount", 0},
+    cstat.push_back({{"name", c.value("name", "")},
+                     {"image", c.value("image", "")},
+                     {"imageID", ""},
+                     {"ready", true},
+                     {"started", true},
+                     {"restartCount", 0},
                      {"state", {{"running", {{"startedAt", spec.creation_timestamp}}}}}});
   pod["status"]["containerStatuses"] = std::move(cstat);
   AddDefaultTolerationSeconds(pod);  // what the API server's admission gives every pod
@@ -217,12 +237,16 @@ constexpr DaemonSetDef kDaemonSets[] = {
 json DaemonSetPodTemplate(const DaemonSetDef& d) {
   return {{"metadata", {{"labels", {{"app.kubernetes.io/name", d.name}}}}},
           {"spec",
-           {{"containers", {{{"name", d.name}, {"image", d.image},
-                             {"resources", {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}}}}}}},
+           {{"containers",
+             {{{"name", d.name},
+               {"image", d.image},
+               {"resources", {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}}}}}}},
             {"priorityClassName", "system-node-critical"},
             {"terminationGracePeriodSeconds", 30},
             {"tolerations", {{{"operator", "Exists"}}}},
-            {"volumes", {{{"name", "device-plugin"}, {"hostPath", {{"path", "/var/lib/kubelet/device-plugins"}}}}}}}}};
+            {"volumes",
+             {{{"name", "device-plugin"},
+               {"hostPath", {{"path", "/var/lib/kubelet/device-plugins"}}}}}}}}};
 }
 
 }  // namespace
@@ -233,20 +257,22 @@ std::string DeterministicUid(std::string_view key, uint64_t seed) {
   a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
   b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
   std::string h = Hex16(a) + Hex16(b);
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
 }
 
 std::string FakeGpuUuid(std::string_view node, int index) {
   std::string s = std::string(node) + "/" + std::to_string(index);
   std::string h = Hex16(Fnv(s)) + Hex16(Fnv(s + "~"));
-  return "GPU-" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
-         h.substr(20, 12);
+  return "GPU-" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
+         h.substr(16, 4) + "-" + h.substr(20, 12);
 }
 
 int GpuMemoryMiB(std::string_view product) { return InfoFor(product).memory_mib; }
 
 std::string ResourceSliceApiVersion(std::string_view kube_version) {
-  return (kube_version == "1.32" || kube_version == "1.33") ? "resource.k8s.io/v1beta1" : "resource.k8s.io/v1";
+  return (kube_version == "1.32" || kube_version == "1.33") ? "resource.k8s.io/v1beta1"
+                                                            : "resource.k8s.io/v1";
 }
 
 namespace {
@@ -254,42 +280,55 @@ namespace {
 // The labels GPU feature discovery and NFD put on a GPU node.
 json GpuNodeLabels(const GpuInfo& info, const std::string& n, const std::string& zone, int gpus,
                    std::string_view product) {
-  json labels = {
-      {"beta.kubernetes.io/arch", "amd64"}, {"beta.kubernetes.io/os", "linux"},
-      {"kubernetes.io/arch", "amd64"}, {"kubernetes.io/hostname", n}, {"kubernetes.io/os", "linux"},
-      {"node.kubernetes.io/instance-type", info.instance_type},
-      {"topology.kubernetes.io/region", "us-east-1"}, {"topology.kubernetes.io/zone", zone},
-      {"feature.node.kubernetes.io/cpu-cpuid.AVX512F", "true"},
-      {"feature.node.kubernetes.io/cpu-cpuid.AMXTILE", "true"},
-      {"feature.node.kubernetes.io/cpu-hardware_multithreading", "true"},
-      {"feature.node.kubernetes.io/kernel-version.full", "6.8.0-1021-aws"},
-      {"feature.node.kubernetes.io/kernel-version.major", "6"},
-      {"feature.node.kubernetes.io/kernel-version.minor", "8"},
-      {"feature.node.kubernetes.io/kernel-version.revision", "0"},
-      {"feature.node.kubernetes.io/pci-10de.present", "true"},
-      {"feature.node.kubernetes.io/pci-15b3.present", "true"},
-      {"feature.node.kubernetes.io/system-os_release.ID", "ubuntu"},
-      {"feature.node.kubernetes.io/system-os_release.VERSION_ID", "22.04"},
-      {"feature.node.kubernetes.io/system-os_release.VERSION_ID.major", "22"},
-      {"feature.node.kubernetes.io/system-os_release.VERSION_ID.minor", "04"},
-      {"nvidia.com/cuda.driver-version.full", "570.124.06"},
-      {"nvidia.com/cuda.driver.major", "570"}, {"nvidia.com/cuda.driver.minor", "124"},
-      {"nvidia.com/cuda.driver.rev", "06"}, {"nvidia.com/cuda.runtime.major", "12"},
-      {"nvidia.com/cuda.runtime.minor", "8"}, {"nvidia.com/gfd.timestamp", "1767225600"},
-      {"nvidia.com/gpu.compute.major", std::to_string(info.major)},
-      {"nvidia.com/gpu.compute.minor", std::to_string(info.minor)},
-      {"nvidia.com/gpu.count", std::to_string(gpus)},
-      {"nvidia.com/gpu.deploy.container-toolkit", "true"}, {"nvidia.com/gpu.deploy.dcgm", "true"},
-      {"nvidia.com/gpu.deploy.dcgm-exporter", "true"}, {"nvidia.com/gpu.deploy.device-plugin", "true"},
-      {"nvidia.com/gpu.deploy.driver", "pre-installed"},
-      {"nvidia.com/gpu.deploy.gpu-feature-discovery", "true"},
-      {"nvidia.com/gpu.deploy.node-status-exporter", "true"},
-      {"nvidia.com/gpu.deploy.operator-validator", "true"},
-      {"nvidia.com/gpu.family", info.family}, {"nvidia.com/gpu.machine", "Amazon-EC2"},
-      {"nvidia.com/gpu.memory", std::to_string(info.memory_mib)}, {"nvidia.com/gpu.present", "true"},
-      {"nvidia.com/gpu.product", product}, {"nvidia.com/gpu.replicas", "1"},
-      {"nvidia.com/gpu.sharing-strategy", "none"}, {"nvidia.com/mig.capable", info.major >= 8 ? "true" : "false"},
-      {"nvidia.com/mig.strategy", "single"}, {"nvidia.com/mps.capable", "false"}};
+  json labels = {{"beta.kubernetes.io/arch", "amd64"},
+                 {"beta.kubernetes.io/os", "linux"},
+                 {"kubernetes.io/arch", "amd64"},
+                 {"kubernetes.io/hostname", n},
+                 {"kubernetes.io/os", "linux"},
+                 {"node.kubernetes.io/instance-type", info.instance_type},
+                 {"topology.kubernetes.io/region", "us-east-1"},
+                 {"topology.kubernetes.io/zone", zone},
+                 {"feature.node.kubernetes.io/cpu-cpuid.AVX512F", "true"},
+                 {"feature.node.kubernetes.io/cpu-cpuid.AMXTILE", "true"},
+                 {"feature.node.kubernetes.io/cpu-hardware_multithreading", "true"},
+                 {"feature.node.kubernetes.io/kernel-version.full", "6.8.0-1021-aws"},
+                 {"feature.node.kubernetes.io/kernel-version.major", "6"},
+                 {"feature.node.kubernetes.io/kernel-version.minor", "8"},
+                 {"feature.node.kubernetes.io/kernel-version.revision", "0"},
+                 {"feature.node.kubernetes.io/pci-10de.present", "true"},
+                 {"feature.node.kubernetes.io/pci-15b3.present", "true"},
+                 {"feature.node.kubernetes.io/system-os_release.ID", "ubuntu"},
+                 {"feature.node.kubernetes.io/system-os_release.VERSION_ID", "22.04"},
+                 {"feature.node.kubernetes.io/system-os_release.VERSION_ID.major", "22"},
+                 {"feature.node.kubernetes.io/system-os_release.VERSION_ID.minor", "04"},
+                 {"nvidia.com/cuda.driver-version.full", "570.124.06"},
+                 {"nvidia.com/cuda.driver.major", "570"},
+                 {"nvidia.com/cuda.driver.minor", "124"},
+                 {"nvidia.com/cuda.driver.rev", "06"},
+                 {"nvidia.com/cuda.runtime.major", "12"},
+                 {"nvidia.com/cuda.runtime.minor", "8"},
+                 {"nvidia.com/gfd.timestamp", "1767225600"},
+                 {"nvidia.com/gpu.compute.major", std::to_string(info.major)},
+                 {"nvidia.com/gpu.compute.minor", std::to_string(info.minor)},
+                 {"nvidia.com/gpu.count", std::to_string(gpus)},
+                 {"nvidia.com/gpu.deploy.container-toolkit", "true"},
+                 {"nvidia.com/gpu.deploy.dcgm", "true"},
+                 {"nvidia.com/gpu.deploy.dcgm-exporter", "true"},
+                 {"nvidia.com/gpu.deploy.device-plugin", "true"},
+                 {"nvidia.com/gpu.deploy.driver", "pre-installed"},
+                 {"nvidia.com/gpu.deploy.gpu-feature-discovery", "true"},
+                 {"nvidia.com/gpu.deploy.node-status-exporter", "true"},
+                 {"nvidia.com/gpu.deploy.operator-validator", "true"},
+                 {"nvidia.com/gpu.family", info.family},
+                 {"nvidia.com/gpu.machine", "Amazon-EC2"},
+                 {"nvidia.com/gpu.memory", std::to_string(info.memory_mib)},
+                 {"nvidia.com/gpu.present", "true"},
+                 {"nvidia.com/gpu.product", product},
+                 {"nvidia.com/gpu.replicas", "1"},
+                 {"nvidia.com/gpu.sharing-strategy", "none"},
+                 {"nvidia.com/mig.capable", info.major >= 8 ? "true" : "false"},
+                 {"nvidia.com/mig.strategy", "single"},
+                 {"nvidia.com/mps.capable", "false"}};
   return labels;
 }
 
@@ -298,8 +337,10 @@ std::string FeatureLabels(const json& labels) {
   std::string feature_labels;
   for (auto it = labels.begin(); it != labels.end(); ++it) {
     std::string k = it.key();
-    if (k.rfind("feature.node.kubernetes.io/", 0) == 0) k = k.substr(27);
-    else if (k.rfind("nvidia.com/", 0) != 0) continue;
+    if (k.rfind("feature.node.kubernetes.io/", 0) == 0)
+      k = k.substr(27);
+    else if (k.rfind("nvidia.com/", 0) != 0)
+      continue;
     feature_labels += (feature_labels.empty() ? "" : ",") + k;
   }
   return feature_labels;
@@ -314,7 +355,10 @@ json NodeConditions(const PopulationSpec& spec) {
       {"PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
       {"Ready", "True", "KubeletReady", "kubelet is posting ready status"}};
   for (const auto& c : kConditions)
-    conds.push_back({{"type", c[0]}, {"status", c[1]}, {"reason", c[2]}, {"message", c[3]},
+    conds.push_back({{"type", c[0]},
+                     {"status", c[1]},
+                     {"reason", c[2]},
+                     {"message", c[3]},
                      {"lastHeartbeatTime", spec.creation_timestamp},
                      {"lastTransitionTime", spec.creation_timestamp}});
   return conds;
@@ -357,8 +401,9 @@ json NodeImages() {
   for (const char* img : kImages) {
     std::string tag = "v" + std::to_string(1 + i % 5) + "." + std::to_string(i % 7) + ".0";
     std::string digest = HexDigits(std::string(img) + tag, 64);
-    images.push_back({{"names", {std::string(img) + "@sha256:" + digest, std::string(img) + ":" + tag}},
-                      {"sizeBytes", 20000000LL + static_cast<int64_t>(Fnv(img) % 12000000000ULL)}});
+    images.push_back(
+        {{"names", {std::string(img) + "@sha256:" + digest, std::string(img) + ":" + tag}},
+         {"sizeBytes", 20000000LL + static_cast<int64_t>(Fnv(img) % 12000000000ULL)}});
     ++i;
   }
   return images;
@@ -407,7 +452,7 @@ json NodeStatus(const PopulationSpec& spec, const std::string& n, const std::str
 json NodeManagedFields(const PopulationSpec& spec, const json& labels) {
   auto mf = [&](const char* manager, const char* op, const char* sub, json fields) {
     json e = {{"apiVersion", "v1"}, {"fieldsType", "FieldsV1"}, {"fieldsV1", fields},
-              {"manager", manager}, {"operation", op}, {"time", spec.creation_timestamp}};
+              {"manager", manager}, {"operation", op},          {"time", spec.creation_timestamp}};
     if (sub[0]) e["subresource"] = sub;
     return e;
   };
@@ -573,9 +618,12 @@ json MakeResourceSlice(std::string_view node, int gpus, std::string_view product
   std::string n(node);
   std::string name = n + "-gpu.nvidia.com-" + Suffix(n + "#slice", seed);
   json s = {{"apiVersion", api}, {"kind", "ResourceSlice"}};
-  s["metadata"] = {{"name", name}, {"uid", DeterministicUid("ResourceSlice/" + name, seed)},
-                   {"ownerReferences", {OwnerRef("v1", "Node", n, DeterministicUid("Node/" + n, seed), false)}}};
-  s["spec"] = {{"driver", "gpu.nvidia.com"}, {"nodeName", n},
+  s["metadata"] = {
+      {"name", name},
+      {"uid", DeterministicUid("ResourceSlice/" + name, seed)},
+      {"ownerReferences", {OwnerRef("v1", "Node", n, DeterministicUid("Node/" + n, seed), false)}}};
+  s["spec"] = {{"driver", "gpu.nvidia.com"},
+               {"nodeName", n},
                {"pool", {{"name", n}, {"generation", 1}, {"resourceSliceCount", 1}}},
                {"devices", devices}};
   return s;
@@ -589,8 +637,10 @@ PopulationCounts CountPopulation(const PopulationSpec& spec) {
   c.daemonsets = spec.daemonset_pods ? 2 : 0;
   for (int i = 0; i < w; ++i) {
     Workload wl = WorkloadFor(spec, i);
-    if (wl.job) ++c.jobs;
-    else ++c.deployments, ++c.replicasets, c.pdbs += spec.pdbs ? 1 : 0;
+    if (wl.job)
+      ++c.jobs;
+    else
+      ++c.deployments, ++c.replicasets, c.pdbs += spec.pdbs ? 1 : 0;
   }
   c.nodes = std::max(0, spec.nodes);
   c.pods = c.nodes * (std::max(0, spec.pods_per_node) + (spec.daemonset_pods ? 2 : 0));
@@ -604,14 +654,23 @@ namespace {
 Status EmitClusterObjects(const PopulationSpec& spec, const ObjectSink& sink,
                           std::vector<std::string>* ds_uids) {
   for (const std::string& ns : {spec.workload_namespace, spec.system_namespace}) {
-    json o = {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", Meta(ns, "", DeterministicUid("Namespace/" + ns, spec.seed), spec)},
-              {"spec", {{"finalizers", {"kubernetes"}}}}, {"status", {{"phase", "Active"}}}};
+    json o = {{"apiVersion", "v1"},
+              {"kind", "Namespace"},
+              {"metadata", Meta(ns, "", DeterministicUid("Namespace/" + ns, spec.seed), spec)},
+              {"spec", {{"finalizers", {"kubernetes"}}}},
+              {"status", {{"phase", "Active"}}}};
     GG_RETURN_IF_ERROR(sink(std::move(o)));
   }
-  for (auto [name, value] : {std::pair<const char*, int>{"gpu-inference-high", 1000000}, {"gpu-training-batch", 1000}}) {
-    json pc = {{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"},
-               {"metadata", Meta(name, "", DeterministicUid(std::string("PriorityClass/") + name, spec.seed), spec)},
-               {"value", value}, {"preemptionPolicy", "PreemptLowerPriority"}, {"globalDefault", false}};
+  for (auto [name, value] :
+       {std::pair<const char*, int>{"gpu-inference-high", 1000000}, {"gpu-training-batch", 1000}}) {
+    json pc = {
+        {"apiVersion", "scheduling.k8s.io/v1"},
+        {"kind", "PriorityClass"},
+        {"metadata",
+         Meta(name, "", DeterministicUid(std::string("PriorityClass/") + name, spec.seed), spec)},
+        {"value", value},
+        {"preemptionPolicy", "PreemptLowerPriority"},
+        {"globalDefault", false}};
     GG_RETURN_IF_ERROR(sink(std::move(pc)));
   }
   if (spec.daemonset_pods) {
@@ -623,9 +682,13 @@ Status EmitClusterObjects(const PopulationSpec& spec, const ObjectSink& sink,
       ds["metadata"]["generation"] = 1;
       ds["spec"] = {{"selector", {{"matchLabels", {{"app.kubernetes.io/name", d.name}}}}},
                     {"template", DaemonSetPodTemplate(d)}};
-      ds["status"] = {{"currentNumberScheduled", spec.nodes}, {"desiredNumberScheduled", spec.nodes},
-                      {"numberAvailable", spec.nodes}, {"numberReady", spec.nodes},
-                      {"numberMisscheduled", 0}, {"observedGeneration", 1}, {"updatedNumberScheduled", spec.nodes}};
+      ds["status"] = {{"currentNumberScheduled", spec.nodes},
+                      {"desiredNumberScheduled", spec.nodes},
+                      {"numberAvailable", spec.nodes},
+                      {"numberReady", spec.nodes},
+                      {"numberMisscheduled", 0},
+                      {"observedGeneration", 1},
+                      {"updatedNumberScheduled", spec.nodes}};
       GG_RETURN_IF_ERROR(sink(std::move(ds)));
     }
   }

@@ -8,11 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -35,13 +34,13 @@ struct PopulationSpec {
   int gpus_per_node = 8;
   int pods_per_node = 2;  // workload pods per node (each requests gpus_per_node/pods_per_node)
   std::string gpu_product = "NVIDIA-H100-80GB-HBM3";
-  bool dra = false;                    // emit ResourceSlices
-  std::string kube_version = "1.35";   // "1.32".."1.36": kubeletVersion, ResourceSlice shape
+  bool dra = false;                       // emit ResourceSlices
+  std::string kube_version = "1.35";      // "1.32".."1.36": kubeletVersion, ResourceSlice shape
   std::string node_prefix = "gpu-node-";  // node names: <prefix><index, 5 digits: 00000>
   uint64_t seed = 1;
-  int nodes_per_workload = 4;          // a Deployment or Job spans this many nodes' pods
-  bool daemonset_pods = true;          // nvidia-device-plugin + gpu-guardian-agent per node
-  bool pdbs = true;                    // one PDB per Deployment (maxUnavailable 1 / minAvailable 50%)
+  int nodes_per_workload = 4;  // a Deployment or Job spans this many nodes' pods
+  bool daemonset_pods = true;  // nvidia-device-plugin + gpu-guardian-agent per node
+  bool pdbs = true;            // one PDB per Deployment (maxUnavailable 1 / minAvailable 50%)
   std::string workload_namespace = "ml";
   std::string system_namespace = "gpu-system";
   // creationTimestamp / lastHeartbeatTime of everything generated.
@@ -68,14 +67,14 @@ Status GeneratePopulation(const PopulationSpec& spec, const ObjectSink& sink);
 
 // Counts of what GeneratePopulation emits for `spec` (without generating).
 struct PopulationCounts {
-  int64_t nodes = 0, pods = 0, daemonsets = 0, replicasets = 0, deployments = 0, jobs = 0,
-          pdbs = 0, resourceslices = 0, namespaces = 0, priorityclasses = 0;
+  int64_t nodes = 0, pods = 0, daemonsets = 0, replicasets = 0, deployments = 0, jobs = 0, pdbs = 0,
+          resourceslices = 0, namespaces = 0, priorityclasses = 0;
 };
 PopulationCounts CountPopulation(const PopulationSpec& spec);
 
 // One Node as GeneratePopulation makes it (index 0-based). Exposed for scenarios.
-nlohmann::json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name,
-                           int gpus, std::string_view product,
+nlohmann::json MakeGpuNode(const PopulationSpec& spec, int index, std::string_view name, int gpus,
+                           std::string_view product,
                            const std::map<std::string, std::string>& extra_labels = {},
                            const nlohmann::json& taints = nullptr);
 

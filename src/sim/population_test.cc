@@ -32,20 +32,21 @@ TEST(PopulationTest, FakeGpuUuidIsPinned) {
   std::string u = FakeGpuUuid("gpu-node-00000", 0);
   ASSERT_EQ(u.size(), 40u);
   EXPECT_EQ(u.substr(0, 4), "GPU-");
-  EXPECT_EQ(FakeGpuUuid("n", 3), "GPU-" + [] {
-              // FNV-1a-64 of "n/3" and "n/3~", spelled out independently.
-              auto fnv = [](const std::string& s) {
-                uint64_t h = 0xcbf29ce484222325ULL;
-                for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-                return h;
-              };
-              char buf[40];
-              std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)fnv("n/3"),
-                            (unsigned long long)fnv("n/3~"));
-              std::string h = buf;
-              return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
-                     h.substr(20, 12);
-            }());
+  EXPECT_EQ(
+      FakeGpuUuid("n", 3), "GPU-" + [] {
+        // FNV-1a-64 of "n/3" and "n/3~", spelled out independently.
+        auto fnv = [](const std::string& s) {
+          uint64_t h = 0xcbf29ce484222325ULL;
+          for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+          return h;
+        };
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)fnv("n/3"),
+                      (unsigned long long)fnv("n/3~"));
+        std::string h = buf;
+        return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
+               h.substr(16, 4) + "-" + h.substr(20, 12);
+      }());
 }
 
 TEST(PopulationTest, DeterministicAndCountsMatch) {
@@ -80,8 +81,11 @@ TEST(PopulationTest, NodesAreRealisticAndValid) {
   std::set<std::string> uids, names;
   for (const auto& o : objs) {
     EXPECT_TRUE(uids.insert(o["metadata"]["uid"].get<std::string>()).second);
-    EXPECT_TRUE(names.insert(o["kind"].get<std::string>() + "/" + o["metadata"].value("namespace", "") + "/" +
-                             o["metadata"]["name"].get<std::string>()).second);
+    EXPECT_TRUE(names
+                    .insert(o["kind"].get<std::string>() + "/" +
+                            o["metadata"].value("namespace", "") + "/" +
+                            o["metadata"]["name"].get<std::string>())
+                    .second);
     std::string kind = o["kind"];
     std::string api = o["apiVersion"];
     std::string group = api.find('/') == std::string::npos ? "" : api.substr(0, api.find('/'));
@@ -105,7 +109,8 @@ TEST(PopulationTest, NodesAreRealisticAndValid) {
   EXPECT_GT(size, 10000u);
   EXPECT_LT(size, 20000u);
   // Unknown-field check against the real Node schema: nothing unknown.
-  auto set = LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", "1.35"), "1.35");
+  auto set = LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", "1.35"),
+                                "1.35");
   ASSERT_TRUE(set.ok());
   auto unknown = set->UnknownFields(node, *set->Find("io.k8s.api.core.v1.Node"));
   EXPECT_TRUE(unknown.empty()) << unknown[0];
@@ -152,8 +157,10 @@ TEST(PopulationTest, ResourceSliceShapes) {
   EXPECT_EQ(v1["spec"]["devices"][1]["attributes"]["uuid"]["string"], FakeGpuUuid("n1", 1));
   json b1 = MakeResourceSlice("n1", 2, "NVIDIA-H100-80GB-HBM3", "1.33");
   EXPECT_EQ(b1["apiVersion"], "resource.k8s.io/v1beta1");
-  EXPECT_EQ(b1["spec"]["devices"][0]["basic"]["attributes"]["uuid"]["string"], FakeGpuUuid("n1", 0));
-  auto set = LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", "1.35"), "1.35");
+  EXPECT_EQ(b1["spec"]["devices"][0]["basic"]["attributes"]["uuid"]["string"],
+            FakeGpuUuid("n1", 0));
+  auto set = LoadBuiltinSchemas(OpenApiDirFor(std::string(GG_SOURCE_DIR) + "/src/sim/data", "1.35"),
+                                "1.35");
   ASSERT_TRUE(set.ok());
   auto name = set->NameForGvk("resource.k8s.io", "v1", "ResourceSlice");
   ASSERT_TRUE(name.has_value());
@@ -206,7 +213,8 @@ TEST(PopulationTest, BadSpecsAndSinkErrors) {
   EXPECT_FALSE(GeneratePopulation(spec, [](json&&) { return OkStatus(); }).ok());
   spec.gpus_per_node = 8;
   int n = 0;
-  Status st = GeneratePopulation(spec, [&](json&&) { return ++n == 3 ? UnavailableError("full") : OkStatus(); });
+  Status st = GeneratePopulation(
+      spec, [&](json&&) { return ++n == 3 ? UnavailableError("full") : OkStatus(); });
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_EQ(n, 3);
   spec.pods_per_node = 0;

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -111,7 +111,8 @@ std::string StdBase64(std::string_view in) {
   std::size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
     unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8) | static_cast<unsigned char>(in[i + 2]);
+                 (static_cast<unsigned char>(in[i + 1]) << 8) |
+                 static_cast<unsigned char>(in[i + 2]);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
     out += kAlphabet[(v >> 6) & 63];
@@ -154,11 +155,13 @@ std::optional<std::string_view> BytesField(std::string_view msg, int num) {
 
 StatusOr<json> DecodeScalar(const Raw& raw, const std::string& type, std::string_view msg) {
   if (type == "string") {
-    if (raw.wire != 2) return Malformed(msg, "string field with wire type " + std::to_string(raw.wire));
+    if (raw.wire != 2)
+      return Malformed(msg, "string field with wire type " + std::to_string(raw.wire));
     return json(std::string(raw.bytes));
   }
   if (type == "bytes") {
-    if (raw.wire != 2) return Malformed(msg, "bytes field with wire type " + std::to_string(raw.wire));
+    if (raw.wire != 2)
+      return Malformed(msg, "bytes field with wire type " + std::to_string(raw.wire));
     return json(StdBase64(raw.bytes));
   }
   if (type == "bool") return json(raw.num != 0);
@@ -187,8 +190,8 @@ bool IsScalar(const std::string& t) {
 }
 
 bool IsZero(const json& v) {
-  return (v.is_string() && v.get_ref<const std::string&>().empty()) ||
-         (v.is_number() && v == 0) || (v.is_boolean() && !v.get<bool>());
+  return (v.is_string() && v.get_ref<const std::string&>().empty()) || (v.is_number() && v == 0) ||
+         (v.is_boolean() && !v.get<bool>());
 }
 
 // The well-known wrapper types of apimachinery, which JSON writes as plain values.
@@ -223,7 +226,8 @@ std::optional<StatusOr<json>> DecodeSpecial(std::string_view bytes, std::string_
     if (!j.ok()) return j.status();
     return json(j->value("string", ""));
   }
-  if (type == std::string(kMeta) + "FieldsV1" || type == "k8s.io.apimachinery.pkg.runtime.RawExtension") {
+  if (type == std::string(kMeta) + "FieldsV1" ||
+      type == "k8s.io.apimachinery.pkg.runtime.RawExtension") {
     auto raw = BytesField(bytes, 1);
     if (!raw) return Malformed(type, "truncated");
     if (raw->empty()) return json(nullptr);
@@ -236,7 +240,8 @@ std::optional<StatusOr<json>> DecodeSpecial(std::string_view bytes, std::string_
 
 StatusOr<json> DecodeValue(const Raw& raw, const std::string& type, std::string_view msg) {
   if (IsScalar(type)) return DecodeScalar(raw, type, msg);
-  if (raw.wire != 2) return Malformed(msg, "message field of type " + type + " is not length-delimited");
+  if (raw.wire != 2)
+    return Malformed(msg, "message field of type " + type + " is not length-delimited");
   if (auto sp = DecodeSpecial(raw.bytes, type)) return std::move(*sp);
   return DecodeProtobufMessage(raw.bytes, type);
 }

@@ -24,14 +24,16 @@ std::string Bytes(int field, const std::string& b) {
 std::string Int(int field, std::uint64_t v) {
   return Varint(static_cast<std::uint64_t>(field) << 3) + Varint(v);
 }
-std::string Envelope(const std::string& api_version, const std::string& kind, const std::string& raw) {
+std::string Envelope(const std::string& api_version, const std::string& kind,
+                     const std::string& raw) {
   std::string type_meta = Bytes(1, api_version) + Bytes(2, kind);
   return std::string("k8s\0", 4) + Bytes(1, type_meta) + Bytes(2, raw);
 }
 
 TEST(Protobuf, ConfigMapWithMetaMapsAndBinaryData) {
   // ObjectMeta{name=cm, namespace="", labels{a:b}, creationTimestamp{}}
-  std::string meta = Bytes(1, "cm") + Bytes(3, "") + Bytes(11, Bytes(1, "a") + Bytes(2, "b")) + Bytes(8, "");
+  std::string meta =
+      Bytes(1, "cm") + Bytes(3, "") + Bytes(11, Bytes(1, "a") + Bytes(2, "b")) + Bytes(8, "");
   std::string cm = Bytes(1, meta) + Bytes(2, Bytes(1, "k") + Bytes(2, "v")) +
                    Bytes(3, Bytes(1, "bin") + Bytes(2, std::string("\x00\xff", 2)));
   auto j = DecodeK8sProtobuf(Envelope("v1", "ConfigMap", cm));

@@ -1,11 +1,11 @@
 // RBAC evaluation (rbac/v1 PolicyRule semantics of the real authorizer) and YAML → JSON.
 #include "sim/rbac.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <regex>
-
-#include <yaml-cpp/yaml.h>
 
 #include "sim/api_error.h"
 #include "sim/selector.h"
@@ -52,13 +52,16 @@ std::string Key(std::string_view kind, std::string_view ns, std::string_view nam
   return std::string(kind) + "/" + std::string(ns) + "/" + std::string(name);
 }
 
-StatusOr<std::vector<std::string>> Strings(const json& obj, const char* key, const std::string& where) {
+StatusOr<std::vector<std::string>> Strings(const json& obj, const char* key,
+                                           const std::string& where) {
   std::vector<std::string> out;
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return out;
-  if (!it->is_array()) return InvalidArgumentError(where + "." + key + " must be a list of strings");
+  if (!it->is_array())
+    return InvalidArgumentError(where + "." + key + " must be a list of strings");
   for (const auto& v : *it) {
-    if (!v.is_string()) return InvalidArgumentError(where + "." + key + " must be a list of strings");
+    if (!v.is_string())
+      return InvalidArgumentError(where + "." + key + " must be a list of strings");
     out.push_back(v.get<std::string>());
   }
   return out;
@@ -79,15 +82,18 @@ Status Authorizer::Add(const json& obj) {
       for (const auto& i : *items) GG_RETURN_IF_ERROR(Add(i));
     return OkStatus();
   }
-  if (kind != "Role" && kind != "ClusterRole" && kind != "RoleBinding" && kind != "ClusterRoleBinding")
+  if (kind != "Role" && kind != "ClusterRole" && kind != "RoleBinding" &&
+      kind != "ClusterRoleBinding")
     return OkStatus();
   const json& md = obj.value("metadata", json::object());
   if (!md.is_object() || !md.value("name", json()).is_string())
     return InvalidArgumentError(kind + ": metadata.name is required");
   std::string name = md["name"].get<std::string>();
-  std::string ns = kind == "Role" || kind == "RoleBinding"
-                       ? (md.value("namespace", json()).is_string() ? md["namespace"].get<std::string>() : "default")
-                       : "";
+  std::string ns =
+      kind == "Role" || kind == "RoleBinding"
+          ? (md.value("namespace", json()).is_string() ? md["namespace"].get<std::string>()
+                                                       : "default")
+          : "";
   std::string where = kind + " " + (ns.empty() ? "" : ns + "/") + name;
   if (kind == "Role" || kind == "ClusterRole") {
     Role role;
@@ -104,7 +110,9 @@ Status Authorizer::Add(const json& obj) {
         GG_ASSIGN_OR_RETURN(rule.resources, Strings(r, "resources", rw));
         GG_ASSIGN_OR_RETURN(rule.resource_names, Strings(r, "resourceNames", rw));
         GG_ASSIGN_OR_RETURN(rule.non_resource_urls, Strings(r, "nonResourceURLs", rw));
-        if (rule.verbs.empty()) return InvalidArgumentError(rw + ".verbs: Required value: verbs must contain at least one value");
+        if (rule.verbs.empty())
+          return InvalidArgumentError(
+              rw + ".verbs: Required value: verbs must contain at least one value");
         role.rules.push_back(std::move(rule));
       }
     }
@@ -122,7 +130,8 @@ Status Authorizer::Add(const json& obj) {
   b.ns = ns;
   b.name = name;
   const json& ref = obj.value("roleRef", json());
-  if (!ref.is_object() || !ref.value("kind", json()).is_string() || !ref.value("name", json()).is_string())
+  if (!ref.is_object() || !ref.value("kind", json()).is_string() ||
+      !ref.value("name", json()).is_string())
     return InvalidArgumentError(where + ": roleRef.kind and roleRef.name are required");
   b.role_kind = ref["kind"].get<std::string>();
   b.role_name = ref["name"].get<std::string>();
@@ -166,7 +175,8 @@ bool Authorizer::RuleAllows(const Rule& r, const Attributes& a) {
   if (!a.is_resource_request) {
     for (const auto& u : r.non_resource_urls) {
       if (u == "*" || u == a.path) return true;
-      if (!u.empty() && u.back() == '*' && a.path.rfind(u.substr(0, u.size() - 1), 0) == 0) return true;
+      if (!u.empty() && u.back() == '*' && a.path.rfind(u.substr(0, u.size() - 1), 0) == 0)
+        return true;
     }
     return false;
   }
@@ -174,8 +184,10 @@ bool Authorizer::RuleAllows(const Rule& r, const Attributes& a) {
   std::string combined = a.resource + (a.subresource.empty() ? "" : "/" + a.subresource);
   bool res = false;
   for (const auto& rr : r.resources) {
-    if (rr == "*" || rr == combined) res = true;
-    else if (!a.subresource.empty() && rr == "*/" + a.subresource) res = true;
+    if (rr == "*" || rr == combined)
+      res = true;
+    else if (!a.subresource.empty() && rr == "*/" + a.subresource)
+      res = true;
     if (res) break;
   }
   if (!res) return false;
@@ -184,7 +196,8 @@ bool Authorizer::RuleAllows(const Rule& r, const Attributes& a) {
 }
 
 bool Authorizer::SubjectMatches(const Subject& s, const std::string& user,
-                                const std::vector<std::string>& groups, std::string_view binding_ns) {
+                                const std::vector<std::string>& groups,
+                                std::string_view binding_ns) {
   if (s.kind == "User") return s.name == user;
   if (s.kind == "Group") return Has(groups, s.name);
   if (s.kind == "ServiceAccount") {
@@ -224,8 +237,10 @@ Decision Authorizer::Authorize(const Attributes& a) {
     d.allowed = true;
     d.reason = why;
     if (!a.record_use) return d;
-    if (a.is_resource_request) used_[a.user].insert({a.verb, a.api_group, a.resource, a.subresource});
-    else used_[a.user].insert({a.verb, "", a.path, ""});
+    if (a.is_resource_request)
+      used_[a.user].insert({a.verb, a.api_group, a.resource, a.subresource});
+    else
+      used_[a.user].insert({a.verb, "", a.path, ""});
     return d;
   };
   if (Has(a.groups, "system:masters")) return allow("RBAC: allowed by group system:masters");
@@ -237,8 +252,8 @@ Decision Authorizer::Authorize(const Attributes& a) {
     if (!subject) continue;
     for (const auto& r : RulesOf(b.role_kind, b.ns, b.role_name))
       if (RuleAllows(r, a))
-        return allow("RBAC: allowed by " + b.kind + " \"" + b.name + "\" of " + b.role_kind + " \"" +
-                     b.role_name + "\" to " + a.user);
+        return allow("RBAC: allowed by " + b.kind + " \"" + b.name + "\" of " + b.role_kind +
+                     " \"" + b.role_name + "\" to " + a.user);
   }
   d.reason = "RBAC: no rule allows the request";
   return d;
@@ -306,7 +321,8 @@ namespace {
 json Scalar(const YAML::Node& n) {
   const std::string& s = n.Scalar();
   if (n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str") return s;  // quoted / explicit str
-  if (n.Tag() == "tag:yaml.org,2002:int" || n.Tag() == "tag:yaml.org,2002:float" || n.Tag() == "?") {
+  if (n.Tag() == "tag:yaml.org,2002:int" || n.Tag() == "tag:yaml.org,2002:float" ||
+      n.Tag() == "?") {
     static const std::regex kInt(R"([-+]?[0-9]+)");
     static const std::regex kHex(R"(0x[0-9a-fA-F]+)");
     static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
@@ -314,7 +330,8 @@ json Scalar(const YAML::Node& n) {
     // YAML 1.1 booleans, as sigs.k8s.io/yaml (go-yaml v2) reads them.
     for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"})
       if (s == t) return true;
-    for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"})
+    for (const char* f :
+         {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"})
       if (s == f) return false;
     if (s.size() < 40 && std::regex_match(s, kInt)) {
       try {
@@ -323,7 +340,8 @@ json Scalar(const YAML::Node& n) {
         return std::stod(s);
       }
     }
-    if (s.size() < 20 && std::regex_match(s, kHex)) return static_cast<int64_t>(std::stoll(s, nullptr, 16));
+    if (s.size() < 20 && std::regex_match(s, kHex))
+      return static_cast<int64_t>(std::stoll(s, nullptr, 16));
     if (s.size() < 64 && std::regex_match(s, kFloat)) {
       try {
         return std::stod(s);

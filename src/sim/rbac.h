@@ -6,13 +6,12 @@
 
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -29,8 +28,8 @@ struct Attributes {
   std::string namespace_;   // "" for cluster-scoped or all-namespaces
   std::string name;         // "" for collections / create without a name
   bool is_resource_request = true;
-  std::string path;         // for non-resource requests ("/healthz", "/version", ...)
-  bool record_use = true;   // false: a what-if question (SubjectAccessReview), not a use
+  std::string path;        // for non-resource requests ("/healthz", "/version", ...)
+  bool record_use = true;  // false: a what-if question (SubjectAccessReview), not a use
 };
 
 struct Decision {

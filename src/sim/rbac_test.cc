@@ -83,11 +83,17 @@ TEST(RbacTest, ServiceAccountsAndRules) {
   EXPECT_TRUE(az.Authorize(Req("create", "", "pods", "ml", "p", "eviction")).allowed);
   EXPECT_FALSE(az.Authorize(Req("delete", "", "pods", "ml", "p")).allowed);
   EXPECT_FALSE(az.Authorize(Req("get", "", "pods", "ml", "p", "log")).allowed);
-  EXPECT_TRUE(az.Authorize(Req("update", "gpuguardian.io", "gpunodehealths", "", "n", "status")).allowed);
+  EXPECT_TRUE(
+      az.Authorize(Req("update", "gpuguardian.io", "gpunodehealths", "", "n", "status")).allowed);
   // resourceNames and namespace of the RoleBinding.
-  EXPECT_TRUE(az.Authorize(Req("update", "coordination.k8s.io", "leases", "gpu-system", "gpu-guardian-operator")).allowed);
-  EXPECT_FALSE(az.Authorize(Req("update", "coordination.k8s.io", "leases", "gpu-system", "other")).allowed);
-  EXPECT_FALSE(az.Authorize(Req("get", "coordination.k8s.io", "leases", "default", "gpu-guardian-operator")).allowed);
+  EXPECT_TRUE(az.Authorize(Req("update", "coordination.k8s.io", "leases", "gpu-system",
+                               "gpu-guardian-operator"))
+                  .allowed);
+  EXPECT_FALSE(
+      az.Authorize(Req("update", "coordination.k8s.io", "leases", "gpu-system", "other")).allowed);
+  EXPECT_FALSE(
+      az.Authorize(Req("get", "coordination.k8s.io", "leases", "default", "gpu-guardian-operator"))
+          .allowed);
   EXPECT_FALSE(az.Authorize(Req("list", "coordination.k8s.io", "leases", "gpu-system")).allowed);
   EXPECT_TRUE(az.Authorize(Req("create", "coordination.k8s.io", "leases", "gpu-system")).allowed);
   // Other users get nothing.
@@ -112,14 +118,16 @@ TEST(RbacTest, ForbiddenBodies) {
   auto s = ForbiddenStatus(Req("create", "", "pods", "ml", "p1", "eviction"));
   EXPECT_EQ(s["code"], 403);
   EXPECT_EQ(s["reason"], "Forbidden");
-  EXPECT_EQ(s["message"],
-            "pods \"p1\" is forbidden: User \"system:serviceaccount:gpu-system:operator\" cannot create "
-            "resource \"pods/eviction\" in API group \"\" in the namespace \"ml\"");
+  EXPECT_EQ(
+      s["message"],
+      "pods \"p1\" is forbidden: User \"system:serviceaccount:gpu-system:operator\" cannot create "
+      "resource \"pods/eviction\" in API group \"\" in the namespace \"ml\"");
   EXPECT_EQ(s["details"]["kind"], "pods");
   auto l = ForbiddenStatus(Req("list", "coordination.k8s.io", "leases"));
-  EXPECT_EQ(l["message"],
-            "leases.coordination.k8s.io is forbidden: User \"system:serviceaccount:gpu-system:operator\" "
-            "cannot list resource \"leases\" in API group \"coordination.k8s.io\" at the cluster scope");
+  EXPECT_EQ(
+      l["message"],
+      "leases.coordination.k8s.io is forbidden: User \"system:serviceaccount:gpu-system:operator\" "
+      "cannot list resource \"leases\" in API group \"coordination.k8s.io\" at the cluster scope");
 }
 
 TEST(RbacTest, UsedAndUnusedPermissions) {
@@ -131,7 +139,9 @@ TEST(RbacTest, UsedAndUnusedPermissions) {
   auto used = az.UsedPermissions();
   ASSERT_EQ(used[a.user].size(), 2u);
   auto unused = az.GrantedButUnused(a.user, a.groups);
-  auto has = [&](const UsedPermission& p) { return std::find(unused.begin(), unused.end(), p) != unused.end(); };
+  auto has = [&](const UsedPermission& p) {
+    return std::find(unused.begin(), unused.end(), p) != unused.end();
+  };
   EXPECT_TRUE(has({"patch", "", "nodes", ""}));
   EXPECT_FALSE(has({"get", "", "nodes", ""}));
   EXPECT_FALSE(has({"create", "", "pods", "eviction"}));
@@ -141,11 +151,16 @@ TEST(RbacTest, UsedAndUnusedPermissions) {
 TEST(RbacTest, AggregationAndRemove) {
   Authorizer az;
   ASSERT_TRUE(az.Add(json::parse(R"({"kind":"ClusterRole","metadata":{"name":"agg"},
-    "aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"agg":"true"}}]}})")).ok());
-  ASSERT_TRUE(az.Add(json::parse(R"({"kind":"ClusterRole","metadata":{"name":"part","labels":{"agg":"true"}},
-    "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}]})")).ok());
+    "aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"agg":"true"}}]}})"))
+                  .ok());
+  ASSERT_TRUE(
+      az.Add(
+            json::parse(R"({"kind":"ClusterRole","metadata":{"name":"part","labels":{"agg":"true"}},
+    "rules":[{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}]})"))
+          .ok());
   ASSERT_TRUE(az.Add(json::parse(R"({"kind":"ClusterRoleBinding","metadata":{"name":"b"},
-    "roleRef":{"kind":"ClusterRole","name":"agg"},"subjects":[{"kind":"User","name":"alice"}]})")).ok());
+    "roleRef":{"kind":"ClusterRole","name":"agg"},"subjects":[{"kind":"User","name":"alice"}]})"))
+                  .ok());
   Attributes a;
   a.user = "alice";
   a.verb = "get";
@@ -155,9 +170,11 @@ TEST(RbacTest, AggregationAndRemove) {
   EXPECT_FALSE(az.Authorize(a).allowed);
   // RoleBinding to a ClusterRole grants it within the namespace only.
   ASSERT_TRUE(az.Add(json::parse(R"({"kind":"ClusterRole","metadata":{"name":"pods"},
-    "rules":[{"apiGroups":[""],"resources":["pods","*/status"],"verbs":["get"]}]})")).ok());
+    "rules":[{"apiGroups":[""],"resources":["pods","*/status"],"verbs":["get"]}]})"))
+                  .ok());
   ASSERT_TRUE(az.Add(json::parse(R"({"kind":"RoleBinding","metadata":{"name":"rb","namespace":"ml"},
-    "roleRef":{"kind":"ClusterRole","name":"pods"},"subjects":[{"kind":"Group","name":"team"}]})")).ok());
+    "roleRef":{"kind":"ClusterRole","name":"pods"},"subjects":[{"kind":"Group","name":"team"}]})"))
+                  .ok());
   Attributes g;
   g.user = "bob";
   g.groups = {"team"};
@@ -175,9 +192,15 @@ TEST(RbacTest, BadInput) {
   Authorizer az;
   EXPECT_FALSE(az.Add(json::array()).ok());
   EXPECT_FALSE(az.Add(json::parse(R"({"kind":"Role","metadata":{}})")).ok());
-  EXPECT_FALSE(az.Add(json::parse(R"({"kind":"Role","metadata":{"name":"x"},"rules":[{"verbs":"get"}]})")).ok());
+  EXPECT_FALSE(
+      az.Add(json::parse(R"({"kind":"Role","metadata":{"name":"x"},"rules":[{"verbs":"get"}]})"))
+          .ok());
   EXPECT_FALSE(az.Add(json::parse(R"({"kind":"RoleBinding","metadata":{"name":"x"}})")).ok());
-  EXPECT_FALSE(az.Add(json::parse(R"({"kind":"ClusterRoleBinding","metadata":{"name":"x"},"roleRef":{"kind":"Role","name":"r"}})")).ok());
+  EXPECT_FALSE(
+      az
+          .Add(json::parse(
+              R"({"kind":"ClusterRoleBinding","metadata":{"name":"x"},"roleRef":{"kind":"Role","name":"r"}})"))
+          .ok());
   EXPECT_TRUE(az.Add(json::parse(R"({"kind":"ConfigMap"})")).ok());
   auto bad = az.AddYaml("a: [1, 2\nb: c\n");
   ASSERT_FALSE(bad.ok());

@@ -50,9 +50,9 @@ std::vector<ResourceInfo> CoreResources() {
     r.eviction = true;
     r.has_generation = true;
     r.categories = {"all"};
-    r.fields = {"spec.nodeName",       "spec.restartPolicy", "spec.schedulerName",
-                "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-                "status.podIP",        "status.nominatedNodeName"};
+    r.fields = {
+        "spec.nodeName",    "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+        "spec.hostNetwork", "status.phase",       "status.podIP",       "status.nominatedNodeName"};
     out.push_back(r);
   }
   {
@@ -64,10 +64,17 @@ std::vector<ResourceInfo> CoreResources() {
   {
     auto r = R("", "v1", "events", "event", "Event", true, {"ev"});
     r.storage = "events";
-    r.fields = {"involvedObject.kind",       "involvedObject.namespace", "involvedObject.name",
-                "involvedObject.uid",        "involvedObject.apiVersion",
-                "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-                "reportingComponent",        "source",                   "type"};
+    r.fields = {"involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type"};
     out.push_back(r);
   }
   out.push_back(R("", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}));
@@ -99,8 +106,8 @@ std::vector<ResourceInfo> WorkloadResources() {
     out.push_back(r);
   }
   {
-    auto r = R("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget",
-               "PodDisruptionBudget", true, {"pdb"});
+    auto r = R("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget",
+               true, {"pdb"});
     r.status_subresource = true;
     r.has_generation = true;
     out.push_back(r);
@@ -190,8 +197,8 @@ std::vector<ResourceInfo> DraResources(int minor) {
   if (minor >= 36) dtr_versions.push_back("v1beta2");
   if (minor >= 33) dtr_versions.push_back("v1alpha3");
   for (const auto& v : dtr_versions) {
-    auto r = R("resource.k8s.io", v, "devicetaintrules", "devicetaintrule", "DeviceTaintRule",
-               false);
+    auto r =
+        R("resource.k8s.io", v, "devicetaintrules", "devicetaintrule", "DeviceTaintRule", false);
     r.status_subresource = minor >= 35;
     r.has_generation = true;
     out.push_back(r);
@@ -215,8 +222,7 @@ void Registry::AddBuiltin(ResourceInfo r) {
   resources_.push_back(std::make_shared<const ResourceInfo>(std::move(r)));
 }
 
-std::shared_ptr<const ResourceInfo> Registry::Find(std::string_view group,
-                                                   std::string_view version,
+std::shared_ptr<const ResourceInfo> Registry::Find(std::string_view group, std::string_view version,
                                                    std::string_view resource) const {
   std::scoped_lock lock(mu_);
   for (const auto& r : resources_)
@@ -313,7 +319,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Registry::Groups()
   for (const auto& g : group_order_) {
     std::vector<std::string> versions;
     for (const auto& r : resources_)
-      if (r->group == g && std::find(versions.begin(), versions.end(), r->version) == versions.end())
+      if (r->group == g &&
+          std::find(versions.begin(), versions.end(), r->version) == versions.end())
         versions.push_back(r->version);
     if (!versions.empty()) out.emplace_back(g, std::move(versions));
   }
@@ -335,7 +342,8 @@ nlohmann::json Registry::ApiGroupList() const {
     for (const auto& v : versions) vs.push_back({{"groupVersion", g + "/" + v}, {"version", v}});
     groups.push_back({{"name", g},
                       {"versions", vs},
-                      {"preferredVersion", {{"groupVersion", g + "/" + versions[0]}, {"version", versions[0]}}}});
+                      {"preferredVersion",
+                       {{"groupVersion", g + "/" + versions[0]}, {"version", versions[0]}}}});
   }
   return {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}};
 }
@@ -347,8 +355,10 @@ std::optional<nlohmann::json> Registry::ApiResourceList(std::string_view group,
   for (const auto& r : All()) {
     if (r->group != group || r->version != version) continue;
     any = true;
-    nlohmann::json e = {{"name", r->resource},     {"singularName", r->singular},
-                        {"namespaced", r->namespaced}, {"kind", r->kind},
+    nlohmann::json e = {{"name", r->resource},
+                        {"singularName", r->singular},
+                        {"namespaced", r->namespaced},
+                        {"kind", r->kind},
                         {"verbs", r->verbs.empty() ? kVerbs : r->verbs}};
     if (!r->short_names.empty()) e["shortNames"] = r->short_names;
     if (!r->categories.empty()) e["categories"] = r->categories;
@@ -377,10 +387,11 @@ std::optional<nlohmann::json> Registry::ApiResourceList(std::string_view group,
                       {"verbs", {"create"}}});
   }
   if (!any) return std::nullopt;
-  nlohmann::json doc = {{"kind", "APIResourceList"},
-                        {"groupVersion", group.empty() ? std::string(version)
-                                                       : std::string(group) + "/" + std::string(version)},
-                        {"resources", list}};
+  nlohmann::json doc = {
+      {"kind", "APIResourceList"},
+      {"groupVersion",
+       group.empty() ? std::string(version) : std::string(group) + "/" + std::string(version)},
+      {"resources", list}};
   if (!group.empty()) doc["apiVersion"] = "v1";
   return doc;
 }
@@ -408,13 +419,15 @@ nlohmann::json Registry::AggregatedDiscovery(bool core) const {
                           {"responseKind", {{"group", ""}, {"version", ""}, {"kind", r->kind}}},
                           {"verbs", {"get", "patch", "update"}}});
         if (r->scale)
-          subs.push_back({{"subresource", "scale"},
-                          {"responseKind", {{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}}},
-                          {"verbs", {"get", "patch", "update"}}});
+          subs.push_back(
+              {{"subresource", "scale"},
+               {"responseKind", {{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}}},
+               {"verbs", {"get", "patch", "update"}}});
         if (r->eviction)
-          subs.push_back({{"subresource", "eviction"},
-                          {"responseKind", {{"group", "policy"}, {"version", "v1"}, {"kind", "Eviction"}}},
-                          {"verbs", {"create"}}});
+          subs.push_back(
+              {{"subresource", "eviction"},
+               {"responseKind", {{"group", "policy"}, {"version", "v1"}, {"kind", "Eviction"}}},
+               {"verbs", {"create"}}});
         if (!subs.empty()) e["subresources"] = subs;
         res.push_back(e);
       }

@@ -5,12 +5,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -21,18 +20,18 @@ struct ResourceInfo {
   bool namespaced = true;
   std::vector<std::string> short_names, categories;
   bool status_subresource = false;
-  bool eviction = false;        // pods/eviction
-  bool scale = false;           // <resource>/scale (autoscaling/v1 Scale of spec.replicas)
-  bool has_generation = false;  // metadata.generation maintained
-  bool custom = false;          // served from a CRD
-  std::string storage;          // store key ("group/resource"); shared across versions
+  bool eviction = false;            // pods/eviction
+  bool scale = false;               // <resource>/scale (autoscaling/v1 Scale of spec.replicas)
+  bool has_generation = false;      // metadata.generation maintained
+  bool custom = false;              // served from a CRD
+  std::string storage;              // store key ("group/resource"); shared across versions
   std::vector<std::string> fields;  // selectable fields beyond metadata.name/namespace
-  std::string crd_name;         // for custom resources
-  nlohmann::json schema;        // CR: openAPIV3Schema of this version (may be null)
-  nlohmann::json printer_columns;  // CR: additionalPrinterColumns
+  std::string crd_name;             // for custom resources
+  nlohmann::json schema;            // CR: openAPIV3Schema of this version (may be null)
+  nlohmann::json printer_columns;   // CR: additionalPrinterColumns
   // Non-empty: the only verbs served (the review kinds answer `create` and store nothing).
   std::vector<std::string> verbs;
-  bool review = false;          // authorization/authentication reviews: evaluated, never stored
+  bool review = false;  // authorization/authentication reviews: evaluated, never stored
 
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
   std::string GroupVersion() const { return ApiVersion(); }
@@ -55,11 +54,11 @@ class Registry {
   void RemoveCrd(std::string_view crd_name);
 
   // Discovery (legacy formats).
-  nlohmann::json ApiVersions() const;                    // GET /api
-  nlohmann::json ApiGroupList() const;                   // GET /apis
+  nlohmann::json ApiVersions() const;   // GET /api
+  nlohmann::json ApiGroupList() const;  // GET /apis
   std::optional<nlohmann::json> ApiResourceList(std::string_view group,
                                                 std::string_view version) const;
-  nlohmann::json AggregatedDiscovery(bool core) const;   // apidiscovery.k8s.io/v2
+  nlohmann::json AggregatedDiscovery(bool core) const;  // apidiscovery.k8s.io/v2
   // group -> versions, preferred first.
   std::vector<std::pair<std::string, std::vector<std::string>>> Groups() const;
   std::vector<std::shared_ptr<const ResourceInfo>> All() const;

@@ -19,15 +19,16 @@ std::string Str(const json& o, const char* k) {
 
 ApiResult ApiCore::Review(const Target& t, json body, const ApiRequest& req) {
   const auto& ri = *t.ri;
-  if (!body.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+  if (!body.is_object())
+    return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
   if (body.contains("kind") && body["kind"].is_string() && body["kind"] != ri.kind)
     return ApiResult::Err(BadRequestErr("the object kind \"" + body["kind"].get<std::string>() +
                                         "\" does not match the expected kind \"" + ri.kind + "\""));
   // Users as the authenticator saw them: "" is the allow-all mode's anonymous admin.
   std::string user = req.user.empty() ? "admin" : req.user;
-  std::vector<std::string> groups = req.user.empty()
-                                        ? std::vector<std::string>{"system:masters", "system:authenticated"}
-                                        : req.groups;
+  std::vector<std::string> groups =
+      req.user.empty() ? std::vector<std::string>{"system:masters", "system:authenticated"}
+                       : req.groups;
   json out = {{"kind", ri.kind},
               {"apiVersion", ri.ApiVersion()},
               {"metadata", {{"creationTimestamp", nullptr}}}};
@@ -42,10 +43,11 @@ ApiResult ApiCore::Review(const Target& t, json body, const ApiRequest& req) {
   const json nra = spec.value("nonResourceAttributes", json());
   std::vector<StatusCause> causes;
   if (ra.is_object() == nra.is_object())
-    causes.push_back({"FieldValueInvalid",
-                      std::string("Invalid value: \"") + (ra.is_object() ? "{...}" : "null") +
-                          "\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                      "spec.resourceAttributes"});
+    causes.push_back(
+        {"FieldValueInvalid",
+         std::string("Invalid value: \"") + (ra.is_object() ? "{...}" : "null") +
+             "\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
+         "spec.resourceAttributes"});
   if (ri.resource != "selfsubjectaccessreviews") {
     // SubjectAccessReview asks about someone else: user or groups required.
     std::vector<std::string> sgroups;
@@ -55,11 +57,12 @@ ApiResult ApiCore::Review(const Target& t, json body, const ApiRequest& req) {
       causes.push_back({"FieldValueInvalid",
                         "Invalid value: \"\": at least one of user or group must be specified",
                         "spec.user"});
-    if (ri.resource == "localsubjectaccessreviews" && ra.is_object() && Str(ra, "namespace") != t.ns)
-      causes.push_back({"FieldValueInvalid",
-                        "Invalid value: \"" + Str(ra, "namespace") +
-                            "\": must match metadata.namespace",
-                        "spec.resourceAttributes.namespace"});
+    if (ri.resource == "localsubjectaccessreviews" && ra.is_object() &&
+        Str(ra, "namespace") != t.ns)
+      causes.push_back(
+          {"FieldValueInvalid",
+           "Invalid value: \"" + Str(ra, "namespace") + "\": must match metadata.namespace",
+           "spec.resourceAttributes.namespace"});
     user = Str(spec, "user");
     groups = sgroups;
   }

@@ -27,19 +27,23 @@ class RolloutStatusTest : public ::testing::Test {
     auto s = SimServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     sim_ = std::move(*s);
-    dir_ = fs::temp_directory_path() / ("gg-sim-rollout-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("gg-sim-rollout-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_ / "cache");
     kubeconfig_ = (dir_ / "kubeconfig").string();
     ASSERT_TRUE(WriteKubeconfig(kubeconfig_, sim_->Url(), "", "admin").ok());
     for (const char* n : {"gpu-a", "gpu-b"})
-      ASSERT_TRUE(sim_->Insert({{"apiVersion", "v1"},
-                                {"kind", "Node"},
-                                {"metadata", {{"name", n}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
-                                {"status",
-                                 {{"allocatable", {{"cpu", "8"}, {"memory", "32Gi"}, {"pods", "110"}, {"nvidia.com/gpu", "8"}}},
-                                  {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}})
-                      .ok());
+      ASSERT_TRUE(
+          sim_->Insert(
+                  {{"apiVersion", "v1"},
+                   {"kind", "Node"},
+                   {"metadata", {{"name", n}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}},
+                   {"status",
+                    {{"allocatable",
+                      {{"cpu", "8"}, {"memory", "32Gi"}, {"pods", "110"}, {"nvidia.com/gpu", "8"}}},
+                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}})
+              .ok());
   }
   void TearDown() override {
     if (sim_) sim_->Stop();
@@ -74,7 +78,8 @@ spec:
     spec:
       containers:
         - name: web
-          image: )" + image + R"(
+          image: )" +
+         image + R"(
           resources: {requests: {cpu: 100m, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
 )";
 }
@@ -103,17 +108,21 @@ TEST_F(RolloutStatusTest, DeploymentRolloutStatusFollowsTheRollout) {
 TEST_F(RolloutStatusTest, DeploymentThatCannotFitTimesOut) {
   // 20 GPUs per pod: nothing fits; rollout status must not claim success.
   std::string y = DeploymentYaml("nginx:1");
-  y.replace(y.find("\"1\"}, limits: {nvidia.com/gpu: \"1\"}"), 35, "\"20\"}, limits: {nvidia.com/gpu: \"20\"}");
+  y.replace(y.find("\"1\"}, limits: {nvidia.com/gpu: \"1\"}"), 35,
+            "\"20\"}, limits: {nvidia.com/gpu: \"20\"}");
   CmdResult a = Apply(y);
   ASSERT_EQ(a.rc, 0) << a.out;
   CmdResult s = Kubectl("rollout status deployment/web --timeout=3s");
   EXPECT_NE(s.rc, 0) << s.out;
-  EXPECT_NE(s.out.find("Waiting for deployment \"web\" rollout to finish: 0 of 3 updated replicas are available"),
+  EXPECT_NE(s.out.find("Waiting for deployment \"web\" rollout to finish: 0 of 3 updated replicas "
+                       "are available"),
             std::string::npos)
       << s.out;
   CmdResult pods =
       Kubectl("get pods -l app=web -o jsonpath='{.items[0].status.conditions[0].message}'");
-  EXPECT_NE(pods.out.find("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), std::string::npos) << pods.out;
+  EXPECT_NE(pods.out.find("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+            std::string::npos)
+      << pods.out;
 }
 
 TEST_F(RolloutStatusTest, DaemonSetRolloutStatus) {

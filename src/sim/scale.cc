@@ -26,10 +26,14 @@ std::string SelectorString(const json& sel) {
     const json values = e.value("values", json::array());
     for (const auto& v : values)
       vals += (vals.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.dump());
-    if (op == "In") parts.push_back(key + " in (" + vals + ")");
-    else if (op == "NotIn") parts.push_back(key + " notin (" + vals + ")");
-    else if (op == "Exists") parts.push_back(key);
-    else if (op == "DoesNotExist") parts.push_back("!" + key);
+    if (op == "In")
+      parts.push_back(key + " in (" + vals + ")");
+    else if (op == "NotIn")
+      parts.push_back(key + " notin (" + vals + ")");
+    else if (op == "Exists")
+      parts.push_back(key);
+    else if (op == "DoesNotExist")
+      parts.push_back("!" + key);
   }
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
@@ -65,7 +69,8 @@ ApiResult ApiCore::ScaleRequest(const Target& t, const std::string& verb,
   json want;
   if (verb == "update") {
     want = body;
-    if (!want.is_object()) return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
+    if (!want.is_object())
+      return ApiResult::Err(BadRequestErr("the body of the request must be a JSON object"));
     const std::string rv = want.contains("metadata") && want["metadata"].is_object()
                                ? want["metadata"].value("resourceVersion", "")
                                : "";
@@ -94,7 +99,8 @@ ApiResult ApiCore::ScaleRequest(const Target& t, const std::string& verb,
           "Invalid value: " + (replicas.is_null() ? std::string("null") : replicas.dump()) +
               ": must be greater than or equal to 0",
           "spec.replicas"}}));
-  auto r = Patch(parent, "application/merge-patch+json", json{{"spec", {{"replicas", replicas}}}}, o);
+  auto r =
+      Patch(parent, "application/merge-patch+json", json{{"spec", {{"replicas", replicas}}}}, o);
   if (!r.ok()) return r;
   ApiResult out{std::nullopt, ScaleOf(r.obj), 200};
   return out;

@@ -1,16 +1,15 @@
 // Scenario files (YAML) → validated description → the objects of an explicit cluster.
 #include "sim/scenario.h"
 
-#include "sim/admission.h"
-#include "sim/controllers.h"
+#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
+#include "sim/admission.h"
+#include "sim/controllers.h"
 #include "sim/pdb.h"
 #include "sim/rbac.h"  // ParseYamlDocuments
 #include "sim/selector.h"
@@ -25,7 +24,8 @@ Status Err(const YAML::Node& n, const std::string& msg) {
   return InvalidArgumentError("scenario line " + std::to_string(n.Mark().line + 1) + ": " + msg);
 }
 
-Status CheckKeys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& where) {
+Status CheckKeys(const YAML::Node& map, const std::set<std::string>& allowed,
+                 const std::string& where) {
   if (!map.IsMap()) return Err(map, where + " must be a mapping");
   for (const auto& kv : map) {
     if (!kv.first.IsScalar()) return Err(kv.first, "keys must be scalars");
@@ -35,7 +35,8 @@ Status CheckKeys(const YAML::Node& map, const std::set<std::string>& allowed, co
   return OkStatus();
 }
 
-Status CheckInt(const YAML::Node& map, const char* key, long long lo, long long hi, const std::string& where) {
+Status CheckInt(const YAML::Node& map, const char* key, long long lo, long long hi,
+                const std::string& where) {
   YAML::Node v = map[key];
   if (!v) return OkStatus();
   long long x = 0;
@@ -46,14 +47,17 @@ Status CheckInt(const YAML::Node& map, const char* key, long long lo, long long 
     return Err(v, where + "." + key + " must be an integer");
   }
   if (x < lo || x > hi)
-    return Err(v, where + "." + key + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return Err(v, where + "." + key + " must be between " + std::to_string(lo) + " and " +
+                      std::to_string(hi));
   return OkStatus();
 }
 
-Status CheckString(const YAML::Node& map, const char* key, bool required, const std::string& where) {
+Status CheckString(const YAML::Node& map, const char* key, bool required,
+                   const std::string& where) {
   YAML::Node v = map[key];
   if (!v) return required ? Err(map, where + "." + key + " is required") : OkStatus();
-  if (!v.IsScalar() || v.Scalar().empty()) return Err(v, where + "." + key + " must be a non-empty string");
+  if (!v.IsScalar() || v.Scalar().empty())
+    return Err(v, where + "." + key + " must be a non-empty string");
   return OkStatus();
 }
 
@@ -74,12 +78,15 @@ Status CheckStringMap(const YAML::Node& map, const char* key, const std::string&
 Status CheckName(const YAML::Node& map, const std::string& where) {
   GG_RETURN_IF_ERROR(CheckString(map, "name", true, where));
   auto e = IsDns1123Subdomain(map["name"].Scalar());
-  if (!e.empty()) return Err(map["name"], where + ".name \"" + map["name"].Scalar() + "\": " + e[0]);
+  if (!e.empty())
+    return Err(map["name"], where + ".name \"" + map["name"].Scalar() + "\": " + e[0]);
   return OkStatus();
 }
 
 Status ValidateHeader(const YAML::Node& root) {
-  GG_RETURN_IF_ERROR(CheckKeys(root, {"kubeVersion", "dra", "seed", "population", "nodes", "workloads", "objects"}, "scenario"));
+  GG_RETURN_IF_ERROR(
+      CheckKeys(root, {"kubeVersion", "dra", "seed", "population", "nodes", "workloads", "objects"},
+                "scenario"));
   if (YAML::Node kv = root["kubeVersion"]) {
     static const std::set<std::string> kVersions = {"1.32", "1.33", "1.34", "1.35", "1.36"};
     if (!kv.IsScalar() || !kVersions.count(kv.Scalar()))
@@ -94,7 +101,10 @@ Status ValidateHeader(const YAML::Node& root) {
   }
   GG_RETURN_IF_ERROR(CheckInt(root, "seed", 0, INT64_MAX, "scenario"));
   if (YAML::Node p = root["population"]) {
-    GG_RETURN_IF_ERROR(CheckKeys(p, {"nodes", "gpusPerNode", "podsPerNode", "gpuProduct", "nodePrefix", "nodesPerWorkload", "pdbs", "daemonSetPods"}, "population"));
+    GG_RETURN_IF_ERROR(CheckKeys(p,
+                                 {"nodes", "gpusPerNode", "podsPerNode", "gpuProduct", "nodePrefix",
+                                  "nodesPerWorkload", "pdbs", "daemonSetPods"},
+                                 "population"));
     GG_RETURN_IF_ERROR(CheckInt(p, "nodes", 0, 1000000, "population"));
     GG_RETURN_IF_ERROR(CheckInt(p, "gpusPerNode", 0, 64, "population"));
     GG_RETURN_IF_ERROR(CheckInt(p, "podsPerNode", 0, 110, "population"));
@@ -239,8 +249,8 @@ StatusOr<Scenario> ParseScenario(std::string_view yaml_text) {
   try {
     root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
-    return InvalidArgumentError("scenario: yaml: line " + std::to_string(e.mark.line + 1) + ", column " +
-                                std::to_string(e.mark.column + 1) + ": " + e.msg);
+    return InvalidArgumentError("scenario: yaml: line " + std::to_string(e.mark.line + 1) +
+                                ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
   if (!root || root.IsNull()) return InvalidArgumentError("scenario: empty document");
   try {
@@ -252,9 +262,12 @@ StatusOr<Scenario> ParseScenario(std::string_view yaml_text) {
   if (docs.empty() || !docs[0].is_object()) return InvalidArgumentError("scenario: empty document");
   Scenario s;
   s.doc = std::move(docs[0]);
-  if (s.doc.contains("kubeVersion")) s.kube_version = s.doc["kubeVersion"].is_string() ? s.doc["kubeVersion"].get<std::string>() : s.doc["kubeVersion"].dump();
+  if (s.doc.contains("kubeVersion"))
+    s.kube_version = s.doc["kubeVersion"].is_string() ? s.doc["kubeVersion"].get<std::string>()
+                                                      : s.doc["kubeVersion"].dump();
   s.dra = s.doc.value("dra", json(false)) == true;
-  if (s.doc.contains("seed") && s.doc["seed"].is_number_integer()) s.seed = s.doc["seed"].get<uint64_t>();
+  if (s.doc.contains("seed") && s.doc["seed"].is_number_integer())
+    s.seed = s.doc["seed"].get<uint64_t>();
   return s;
 }
 
@@ -326,7 +339,7 @@ class ScenarioEmitter {
   std::vector<NodeSlot> slots_;
   std::vector<json> node_objs_;
   std::vector<std::pair<std::string, std::pair<int, std::string>>>
-      slices_;  // node -> (gpus, product)
+      slices_;                                                         // node -> (gpus, product)
   std::map<std::string, std::vector<DriverTaintSpec>> driver_taints_;  // node -> its slice's
   std::vector<json> pods_;
   std::vector<json> pdbs_;

@@ -34,10 +34,9 @@
 //   objects: [ ...raw Kubernetes objects, emitted as is... ]
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sim/population.h"

@@ -3,9 +3,8 @@
 // emitted when small, so the expansion (node counts, pod placement, PDBs) runs on fuzzed input.
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "sim/scenario.h"
 

@@ -80,7 +80,8 @@ TEST(ScenarioTest, ParsesAndEmitsInOrder) {
   EXPECT_EQ(kinds["Pod"], 3 + 4 + 3);
   EXPECT_LT(first["Node"], first["Pod"]);
   EXPECT_LT(first["ReplicaSet"], first["Pod"]);
-  // Placement: infer (4 GPUs) fits twice on each 8-GPU node; train (8 GPUs) only on gpu-b (4) -> Pending.
+  // Placement: infer (4 GPUs) fits twice on each 8-GPU node; train (8 GPUs) only on gpu-b (4) ->
+  // Pending.
   int pending = 0, on_b = 0;
   for (const auto& o : objs) {
     if (o["kind"] != "Pod") continue;
@@ -110,7 +111,8 @@ TEST(ScenarioTest, ParsesAndEmitsInOrder) {
 }
 
 TEST(ScenarioTest, PopulationBlock) {
-  auto s = ParseScenario("population: {nodes: 3, gpusPerNode: 4, podsPerNode: 1}\nkubeVersion: \"1.33\"\ndra: true\n");
+  auto s = ParseScenario(
+      "population: {nodes: 3, gpusPerNode: 4, podsPerNode: 1}\nkubeVersion: \"1.33\"\ndra: true\n");
   ASSERT_TRUE(s.ok()) << s.status();
   auto objs = Emit(*s);
   int nodes = 0, slices = 0;
@@ -140,8 +142,11 @@ TEST(ScenarioTest, ErrorsCarryLineNumbers) {
   EXPECT_FALSE(ParseScenario("kubeVersion: \"1.20\"\n").ok());
   EXPECT_FALSE(ParseScenario("workloads:\n  - name: w\n    nodes: [missing]\n").ok());
   EXPECT_FALSE(ParseScenario("workloads:\n  - name: w\n    kind: StatefulSet\n").ok());
-  EXPECT_FALSE(ParseScenario("workloads:\n  - name: w\n    pdb: {minAvailable: 1, maxUnavailable: 1}\n").ok());
-  EXPECT_FALSE(ParseScenario("nodes:\n  - name: a\n    taints: [{key: k, effect: Sometimes}]\n").ok());
+  EXPECT_FALSE(
+      ParseScenario("workloads:\n  - name: w\n    pdb: {minAvailable: 1, maxUnavailable: 1}\n")
+          .ok());
+  EXPECT_FALSE(
+      ParseScenario("nodes:\n  - name: a\n    taints: [{key: k, effect: Sometimes}]\n").ok());
   EXPECT_FALSE(ParseScenario("nodes:\n  - name: a\n  - name: a\n").ok());
   EXPECT_FALSE(ParseScenario("").ok());
   EXPECT_FALSE(ParseScenario("- a\n- b\n").ok());

@@ -7,14 +7,13 @@
 // (reason Unschedulable, the real "0/N nodes are available: ..." message) and a
 // FailedScheduling Event; a bound one a Scheduled Event. Both Events are events.k8s.io/v1,
 // from reportingController default-scheduler.
-#include "sim/controllers.h"
-
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
 
 #include "sim/controller_util.h"
+#include "sim/controllers.h"
 
 namespace gg::sim {
 
@@ -47,9 +46,9 @@ struct PendingPod {
   json pod;
   Resources req;
   std::vector<internal::Toleration> tols;
-  bool attempt = true;          // try at the next pass
-  std::string last_message;     // of the last FailedScheduling
-  std::string event_name;       // its Event, for the series
+  bool attempt = true;       // try at the next pass
+  std::string last_message;  // of the last FailedScheduling
+  std::string event_name;    // its Event, for the series
   int event_count = 0;
   SteadyTime event_bumped{};
 };
@@ -76,7 +75,8 @@ std::vector<std::string> Filter(const PendingPod& p, const SchedNode& n, const R
   }
   if (const Taint* t = FirstUntolerated(n.taints, p.tols, {"NoSchedule", "NoExecute"}))
     return {"node(s) had untolerated taint {" + t->key + ": " + t->value + "}"};
-  if (!NodeSelectorMatches(spec, n.match)) return {"node(s) didn't match Pod's node affinity/selector"};
+  if (!NodeSelectorMatches(spec, n.match))
+    return {"node(s) didn't match Pod's node affinity/selector"};
   std::vector<std::string> out;
   for (const auto& [name, want] : p.req) {
     if (want <= 0) continue;

@@ -25,7 +25,9 @@ constexpr std::string_view kRefPrefix = "#/components/schemas/";
 std::string Child(std::string_view path, std::string_view key) {
   return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
 }
-std::string Index(std::string_view path, size_t i) { return std::string(path) + "[" + std::to_string(i) + "]"; }
+std::string Index(std::string_view path, size_t i) {
+  return std::string(path) + "[" + std::to_string(i) + "]";
+}
 std::string MapKey(std::string_view path, std::string_view key) {
   return std::string(path) + "[" + std::string(key) + "]";
 }
@@ -38,7 +40,8 @@ std::string TypeName(const json& v) {
 
 bool IsIntegral(const json& v) {
   if (v.is_number_integer()) return true;
-  return v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>();
+  return v.is_number_float() && std::isfinite(v.get<double>()) &&
+         std::floor(v.get<double>()) == v.get<double>();
 }
 
 std::string Num(const json& v) {
@@ -72,9 +75,11 @@ const std::regex* CompiledPattern(const std::string& pattern) {
 Status SchemaSet::AddDocument(const json& doc) {
   if (!doc.is_object()) return InvalidArgumentError("OpenAPI document must be an object");
   auto c = doc.find("components");
-  if (c == doc.end() || !c->is_object()) return InvalidArgumentError("OpenAPI document has no components");
+  if (c == doc.end() || !c->is_object())
+    return InvalidArgumentError("OpenAPI document has no components");
   auto s = c->find("schemas");
-  if (s == c->end() || !s->is_object()) return InvalidArgumentError("OpenAPI document has no components.schemas");
+  if (s == c->end() || !s->is_object())
+    return InvalidArgumentError("OpenAPI document has no components.schemas");
   for (auto it = s->begin(); it != s->end(); ++it) schemas_[it.key()] = *it;
   return OkStatus();
 }
@@ -141,7 +146,8 @@ struct Validator {
   int depth = 0;
 
   void Add(std::string reason, std::string message, std::string field) {
-    if (out.causes.size() < 256) out.causes.push_back({std::move(reason), std::move(message), std::move(field)});
+    if (out.causes.size() < 256)
+      out.causes.push_back({std::move(reason), std::move(message), std::move(field)});
   }
 
   void Run(const json& value, const json& schema_in, const std::string& path) {
@@ -161,8 +167,8 @@ struct Validator {
   void Check(const json& v, const json& s, const std::string& path) {
     if (auto a = s.find("allOf"); a != s.end() && a->is_array())
       for (const auto& sub : *a) Run(v, sub, path);
-    bool int_or_string = s.value("x-kubernetes-int-or-string", false) ||
-                         s.value("format", "") == "int-or-string";
+    bool int_or_string =
+        s.value("x-kubernetes-int-or-string", false) || s.value("format", "") == "int-or-string";
     if (v.is_null()) {
       if (s.value("nullable", false)) return;
       return;  // structural schemas prune nulls of non-nullable fields
@@ -172,7 +178,8 @@ struct Validator {
       if (!v.is_string() && !IsIntegral(v)) {
         std::string t = TypeName(v);
         Add("FieldValueTypeInvalid",
-            "Invalid value: \"" + t + "\": " + path + " in body must be of type integer,string: \"" + t + "\"",
+            "Invalid value: \"" + t + "\": " + path +
+                " in body must be of type integer,string: \"" + t + "\"",
             path);
         return;
       }
@@ -183,7 +190,8 @@ struct Validator {
       if (!ok) {
         std::string t = TypeName(v);
         Add("FieldValueTypeInvalid",
-            "Invalid value: \"" + t + "\": " + path + " in body must be of type " + type + ": \"" + t + "\"",
+            "Invalid value: \"" + t + "\": " + path + " in body must be of type " + type + ": \"" +
+                t + "\"",
             path);
         return;
       }
@@ -209,23 +217,33 @@ struct Validator {
     double d = v.get<double>();
     std::string fmt = s.value("format", "");
     if (fmt == "int32" && IsIntegral(v) && (d < -2147483648.0 || d > 2147483647.0))
-      Add("FieldValueInvalid", "Invalid value: " + Num(v) + ": " + path + " in body must be of type int32: \"" + Num(v) + "\"", path);
+      Add("FieldValueInvalid",
+          "Invalid value: " + Num(v) + ": " + path + " in body must be of type int32: \"" + Num(v) +
+              "\"",
+          path);
     if (auto m = s.find("minimum"); m != s.end() && m->is_number()) {
       bool excl = s.value("exclusiveMinimum", false);
       if (excl ? d <= m->get<double>() : d < m->get<double>())
-        Add("FieldValueInvalid", "Invalid value: " + Num(v) + ": " + path + " in body should be greater than " +
-                                     (excl ? "" : "or equal to ") + Num(*m), path);
+        Add("FieldValueInvalid",
+            "Invalid value: " + Num(v) + ": " + path + " in body should be greater than " +
+                (excl ? "" : "or equal to ") + Num(*m),
+            path);
     }
     if (auto m = s.find("maximum"); m != s.end() && m->is_number()) {
       bool excl = s.value("exclusiveMaximum", false);
       if (excl ? d >= m->get<double>() : d > m->get<double>())
-        Add("FieldValueInvalid", "Invalid value: " + Num(v) + ": " + path + " in body should be less than " +
-                                     (excl ? "" : "or equal to ") + Num(*m), path);
+        Add("FieldValueInvalid",
+            "Invalid value: " + Num(v) + ": " + path + " in body should be less than " +
+                (excl ? "" : "or equal to ") + Num(*m),
+            path);
     }
     if (auto m = s.find("multipleOf"); m != s.end() && m->is_number() && m->get<double>() > 0) {
       double q = d / m->get<double>();
       if (std::floor(q) != q)
-        Add("FieldValueInvalid", "Invalid value: " + Num(v) + ": " + path + " in body should be a multiple of " + Num(*m), path);
+        Add("FieldValueInvalid",
+            "Invalid value: " + Num(v) + ": " + path + " in body should be a multiple of " +
+                Num(*m),
+            path);
     }
   }
 
@@ -233,11 +251,15 @@ struct Validator {
     // Length in characters (UTF-8 code points), as kube-openapi counts.
     size_t chars = 0;
     for (unsigned char c : v) chars += (c & 0xC0) != 0x80;
-    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer() && chars > m->get<size_t>())
+    if (auto m = s.find("maxLength");
+        m != s.end() && m->is_number_integer() && chars > m->get<size_t>())
       Add("FieldValueTooLong", "Too long: may not be more than " + m->dump() + " bytes", path);
-    if (auto m = s.find("minLength"); m != s.end() && m->is_number_integer() && chars < m->get<size_t>())
-      Add("FieldValueInvalid", "Invalid value: " + json(v).dump() + ": " + path + " in body should be at least " +
-                                   m->dump() + " chars long", path);
+    if (auto m = s.find("minLength");
+        m != s.end() && m->is_number_integer() && chars < m->get<size_t>())
+      Add("FieldValueInvalid",
+          "Invalid value: " + json(v).dump() + ": " + path + " in body should be at least " +
+              m->dump() + " chars long",
+          path);
     if (auto p = s.find("pattern"); p != s.end() && p->is_string()) {
       const std::regex* re = CompiledPattern(p->get<std::string>());
       bool ok = false;
@@ -249,25 +271,35 @@ struct Validator {
         }
       }
       if (!ok)
-        Add("FieldValueInvalid", "Invalid value: " + json(v).dump() + ": " + path + " in body should match '" +
-                                     p->get<std::string>() + "'", path);
+        Add("FieldValueInvalid",
+            "Invalid value: " + json(v).dump() + ": " + path + " in body should match '" +
+                p->get<std::string>() + "'",
+            path);
     }
     std::string fmt = s.value("format", "");
     if (fmt == "date-time" || fmt == "datetime") {
       static const std::regex kRfc3339(
           R"(^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$)");
       if (!std::regex_match(v, kRfc3339))
-        Add("FieldValueInvalid", "Invalid value: " + json(v).dump() + ": " + path + " in body must be of type date-time: " +
-                                     json(v).dump(), path);
+        Add("FieldValueInvalid",
+            "Invalid value: " + json(v).dump() + ": " + path +
+                " in body must be of type date-time: " + json(v).dump(),
+            path);
     }
   }
 
   void CheckArray(const json& v, const json& s, const std::string& path) {
-    if (auto m = s.find("maxItems"); m != s.end() && m->is_number_integer() && v.size() > m->get<size_t>())
-      Add("FieldValueTooMany", "Too many: " + std::to_string(v.size()) + ": must have at most " + m->dump() + " items", path);
-    if (auto m = s.find("minItems"); m != s.end() && m->is_number_integer() && v.size() < m->get<size_t>())
-      Add("FieldValueInvalid", "Invalid value: " + std::to_string(v.size()) + ": " + path + " in body should have at least " +
-                                   m->dump() + " items", path);
+    if (auto m = s.find("maxItems");
+        m != s.end() && m->is_number_integer() && v.size() > m->get<size_t>())
+      Add("FieldValueTooMany",
+          "Too many: " + std::to_string(v.size()) + ": must have at most " + m->dump() + " items",
+          path);
+    if (auto m = s.find("minItems");
+        m != s.end() && m->is_number_integer() && v.size() < m->get<size_t>())
+      Add("FieldValueInvalid",
+          "Invalid value: " + std::to_string(v.size()) + ": " + path +
+              " in body should have at least " + m->dump() + " items",
+          path);
     std::string lt = s.value("x-kubernetes-list-type", "");
     if (lt == "set") {
       for (size_t i = 0; i < v.size(); ++i)
@@ -284,7 +316,8 @@ struct Validator {
           if (!v[i].is_object()) continue;
           json k = json::object();
           for (const auto& key : *keys)
-            if (key.is_string() && v[i].contains(key.get<std::string>())) k[key.get<std::string>()] = v[i][key.get<std::string>()];
+            if (key.is_string() && v[i].contains(key.get<std::string>()))
+              k[key.get<std::string>()] = v[i][key.get<std::string>()];
           if (!seen.insert(k.dump()).second)
             Add("FieldValueDuplicate", "Duplicate value: " + k.dump(), Index(path, i));
         }
@@ -295,11 +328,17 @@ struct Validator {
   }
 
   void CheckObject(const json& v, const json& s, const std::string& path) {
-    if (auto m = s.find("maxProperties"); m != s.end() && m->is_number_integer() && v.size() > m->get<size_t>())
-      Add("FieldValueTooMany", "Too many: " + std::to_string(v.size()) + ": must have at most " + m->dump() + " items", path);
-    if (auto m = s.find("minProperties"); m != s.end() && m->is_number_integer() && v.size() < m->get<size_t>())
-      Add("FieldValueInvalid", "Invalid value: " + std::to_string(v.size()) + ": " + path +
-                                   " in body should have at least " + m->dump() + " properties", path);
+    if (auto m = s.find("maxProperties");
+        m != s.end() && m->is_number_integer() && v.size() > m->get<size_t>())
+      Add("FieldValueTooMany",
+          "Too many: " + std::to_string(v.size()) + ": must have at most " + m->dump() + " items",
+          path);
+    if (auto m = s.find("minProperties");
+        m != s.end() && m->is_number_integer() && v.size() < m->get<size_t>())
+      Add("FieldValueInvalid",
+          "Invalid value: " + std::to_string(v.size()) + ": " + path +
+              " in body should have at least " + m->dump() + " properties",
+          path);
     if (auto r = s.find("required"); r != s.end() && r->is_array())
       for (const auto& k : *r) {
         if (!k.is_string()) continue;
@@ -349,13 +388,15 @@ void Unknown(const SchemaSet& set, const json& v, const json& schema_in, const s
       !s->contains("items"))
     return;
   bool embedded = s->value("x-kubernetes-embedded-resource", false);
-  if (auto a = s->find("allOf"); a != s->end() && a->is_array() && a->size() == 1 && !s->contains("properties")) {
+  if (auto a = s->find("allOf");
+      a != s->end() && a->is_array() && a->size() == 1 && !s->contains("properties")) {
     Unknown(set, v, (*a)[0], path, root, out, depth + 1);
     return;
   }
   if (v.is_array()) {
     if (auto it = s->find("items"); it != s->end())
-      for (size_t i = 0; i < v.size(); ++i) Unknown(set, v[i], *it, Index(path, i), false, out, depth + 1);
+      for (size_t i = 0; i < v.size(); ++i)
+        Unknown(set, v[i], *it, Index(path, i), false, out, depth + 1);
     return;
   }
   if (!v.is_object()) return;
@@ -363,7 +404,8 @@ void Unknown(const SchemaSet& set, const json& v, const json& schema_in, const s
   if (auto p = s->find("properties"); p != s->end() && p->is_object()) props = &*p;
   auto ap = s->find("additionalProperties");
   bool preserve = s->value("x-kubernetes-preserve-unknown-fields", false);
-  static const json kObjectMetaRef = {{"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}};
+  static const json kObjectMetaRef = {
+      {"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}};
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& k = it.key();
     std::string child = Child(path, k);
@@ -387,7 +429,8 @@ void Unknown(const SchemaSet& set, const json& v, const json& schema_in, const s
 
 }  // namespace
 
-SchemaValidation SchemaSet::Validate(const json& value, const json& schema, std::string_view root) const {
+SchemaValidation SchemaSet::Validate(const json& value, const json& schema,
+                                     std::string_view root) const {
   SchemaValidation out;
   Validator v{*this, out};
   v.Run(value, schema, std::string(root));
@@ -425,7 +468,8 @@ std::string DefaultDataRoot() { return GG_SIM_DATA_DIR; }
 
 std::string OpenApiDirFor(const std::string& data_root, std::string_view kube_version) {
   // 1.32/1.33 serve resource.k8s.io v1beta1 (the 1.32 documents); 1.34+ serve v1 (1.35 set).
-  std::string rel = (kube_version == "1.32" || kube_version == "1.33") ? "release-1.32" : "release-1.35";
+  std::string rel =
+      (kube_version == "1.32" || kube_version == "1.33") ? "release-1.32" : "release-1.35";
   return data_root + "/openapi/" + rel;
 }
 
@@ -454,9 +498,10 @@ json DeviceTaintRuleSchema(std::string_view kube_version) {
   json effects = json::array({"NoSchedule", "NoExecute"});
   if (v135) effects.push_back("None");
   json selector = {{"type", "object"},
-                   {"properties", {{"driver", {{"type", "string"}}},
-                                   {"pool", {{"type", "string"}}},
-                                   {"device", {{"type", "string"}}}}}};
+                   {"properties",
+                    {{"driver", {{"type", "string"}}},
+                     {"pool", {{"type", "string"}}},
+                     {"device", {{"type", "string"}}}}}};
   if (!v135) {
     selector["properties"]["deviceClassName"] = {{"type", "string"}};
     json cel = {{"type", "object"}, {"required", {"expression"}}};
@@ -468,34 +513,43 @@ json DeviceTaintRuleSchema(std::string_view kube_version) {
   }
   json taint = {{"type", "object"},
                 {"required", {"key", "effect"}},
-                {"properties", {{"key", {{"type", "string"}}},
-                                {"value", {{"type", "string"}}},
-                                {"effect", {{"type", "string"}, {"enum", effects}}},
-                                {"timeAdded", {{"type", "string"}, {"format", "date-time"}}}}}};
+                {"properties",
+                 {{"key", {{"type", "string"}}},
+                  {"value", {{"type", "string"}}},
+                  {"effect", {{"type", "string"}, {"enum", effects}}},
+                  {"timeAdded", {{"type", "string"}, {"format", "date-time"}}}}}};
   json s = {
       {"description", "DeviceTaintRule (hand-written: absent from the saved OpenAPI documents)."},
       {"type", "object"},
       {"required", {"spec"}},
       {"x-kubernetes-group-version-kind",
-       {{{"group", "resource.k8s.io"}, {"version", DeviceTaintRuleVersion(kube_version)},
+       {{{"group", "resource.k8s.io"},
+         {"version", DeviceTaintRuleVersion(kube_version)},
          {"kind", "DeviceTaintRule"}}}},
       {"properties",
        {{"apiVersion", {{"type", "string"}}},
         {"kind", {{"type", "string"}}},
-        {"metadata", {{"allOf", {{{"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}}},
-                      {"default", json::object()}}},
-        {"spec", {{"type", "object"},
-                  {"required", {"taint"}},
-                  {"properties", {{"deviceSelector", selector}, {"taint", taint}}}}}}}};
+        {"metadata",
+         {{"allOf",
+           {{{"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}}},
+          {"default", json::object()}}},
+        {"spec",
+         {{"type", "object"},
+          {"required", {"taint"}},
+          {"properties", {{"deviceSelector", selector}, {"taint", taint}}}}}}}};
   if (v135) {
     s["properties"]["status"] = {
         {"type", "object"},
         {"properties",
          {{"conditions",
-           {{"type", "array"}, {"maxItems", 8}, {"x-kubernetes-list-type", "map"},
+           {{"type", "array"},
+            {"maxItems", 8},
+            {"x-kubernetes-list-type", "map"},
             {"x-kubernetes-list-map-keys", {"type"}},
-            {"items", {{"allOf", {{{"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Condition"}}}},
-                       {"default", json::object()}}}}}}}};
+            {"items",
+             {{"allOf",
+               {{{"$ref", "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Condition"}}}},
+              {"default", json::object()}}}}}}}};
   }
   return s;
 }
@@ -527,7 +581,10 @@ void ValidateTaints(const json& taints, const std::string& path,
   for (size_t i = 0; i < taints.size(); ++i) {
     const json& t = taints[i];
     std::string p = path + "[" + std::to_string(i) + "]";
-    if (!t.is_object()) { out.push_back(InvalidCause(p, t, "must be an object")); continue; }
+    if (!t.is_object()) {
+      out.push_back(InvalidCause(p, t, "must be an object"));
+      continue;
+    }
     std::string key = S(t.value("key", json()));
     for (auto& m : IsQualifiedName(key)) out.push_back(InvalidCause(p + ".key", key, m));
     if (t.contains("value") && !t["value"].is_null()) {
@@ -558,22 +615,32 @@ void ValidateTolerations(const json& tols, const std::string& path, std::vector<
   for (size_t i = 0; i < tols.size(); ++i) {
     const json& t = tols[i];
     std::string p = path + "[" + std::to_string(i) + "]";
-    if (!t.is_object()) { out.push_back(InvalidCause(p, t, "must be an object")); continue; }
+    if (!t.is_object()) {
+      out.push_back(InvalidCause(p, t, "must be an object"));
+      continue;
+    }
     std::string key = S(t.value("key", json()));
     if (!key.empty())
       for (auto& m : IsQualifiedName(key)) out.push_back(InvalidCause(p + ".key", key, m));
     std::string op = S(t.value("operator", json()));
     if (key.empty() && op != "Exists")
-      out.push_back(InvalidCause(p + ".operator", op, "operator must be Exists when `key` is empty, which means \"match all values and all keys\""));
+      out.push_back(InvalidCause(p + ".operator", op,
+                                 "operator must be Exists when `key` is empty, which means \"match "
+                                 "all values and all keys\""));
     if (!op.empty() && op != "Exists" && op != "Equal")
       out.push_back(NotSupportedCause(p + ".operator", op, {"Equal", "Exists"}));
     if (op == "Exists" && !S(t.value("value", json())).empty())
-      out.push_back(InvalidCause(p + ".operator", op, "value must be empty when `operator` is 'Exists'"));
+      out.push_back(
+          InvalidCause(p + ".operator", op, "value must be empty when `operator` is 'Exists'"));
     std::string effect = S(t.value("effect", json()));
-    if (!effect.empty() && effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute")
-      out.push_back(NotSupportedCause(p + ".effect", effect, {"NoSchedule", "PreferNoSchedule", "NoExecute"}));
-    if (t.contains("tolerationSeconds") && !t["tolerationSeconds"].is_null() && effect != "NoExecute")
-      out.push_back(InvalidCause(p + ".effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"));
+    if (!effect.empty() && effect != "NoSchedule" && effect != "PreferNoSchedule" &&
+        effect != "NoExecute")
+      out.push_back(NotSupportedCause(p + ".effect", effect,
+                                      {"NoSchedule", "PreferNoSchedule", "NoExecute"}));
+    if (t.contains("tolerationSeconds") && !t["tolerationSeconds"].is_null() &&
+        effect != "NoExecute")
+      out.push_back(InvalidCause(p + ".effect", effect,
+                                 "effect must be 'NoExecute' when `tolerationSeconds` is set"));
   }
 }
 
@@ -607,7 +674,8 @@ void ValidatePodSpec(const json& spec, const std::string& path, std::vector<Stat
 void ValidateIntOrPercent(const json& v, const std::string& path, std::vector<StatusCause>& out) {
   if (v.is_null()) return;
   if (v.is_number_integer()) {
-    if (v.get<int64_t>() < 0) out.push_back(InvalidCause(path, v, "must be greater than or equal to 0"));
+    if (v.get<int64_t>() < 0)
+      out.push_back(InvalidCause(path, v, "must be greater than or equal to 0"));
     return;
   }
   if (v.is_string()) {
@@ -615,9 +683,10 @@ void ValidateIntOrPercent(const json& v, const std::string& path, std::vector<St
     bool ok = s.size() >= 2 && s.back() == '%' &&
               std::all_of(s.begin(), s.end() - 1, [](char c) { return c >= '0' && c <= '9'; });
     if (!ok) {
-      out.push_back(InvalidCause(path, v,
-                                 "a valid percent string must be a numeric string followed by an ending '%' "
-                                 "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"));
+      out.push_back(
+          InvalidCause(path, v,
+                       "a valid percent string must be a numeric string followed by an ending '%' "
+                       "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"));
       return;
     }
     if (s.size() > 4 || std::stoi(s.substr(0, s.size() - 1)) > 100)
@@ -635,7 +704,8 @@ void ValidateCoreEvent(const json& ev, std::vector<StatusCause>& out) {
   const char* mismatch = "does not match event.namespace";
   if (!has_time) {
     if (io_ns.empty()) {
-      if (!ns.empty() && ns != "default") out.push_back(InvalidCause("involvedObject.namespace", io_ns, mismatch));
+      if (!ns.empty() && ns != "default")
+        out.push_back(InvalidCause("involvedObject.namespace", io_ns, mismatch));
     } else if (ns != io_ns) {
       out.push_back(InvalidCause("involvedObject.namespace", io_ns, mismatch));
     }
@@ -649,7 +719,8 @@ void ValidateCoreEvent(const json& ev, std::vector<StatusCause>& out) {
       std::string v = S(At(ev, {field}));
       if (required && v.empty()) out.push_back(RequiredCause(field));
       if (v.size() > limit)
-        out.push_back(InvalidCause(field, "", "can have at most " + std::to_string(limit) + " characters"));
+        out.push_back(
+            InvalidCause(field, "", "can have at most " + std::to_string(limit) + " characters"));
     };
     limited("reportingInstance", 128, true);
     limited("action", 128, true);
@@ -678,9 +749,11 @@ void ValidateEventsV1(const json& ev, bool is_create, std::vector<StatusCause>& 
   std::string type = S(At(ev, {"type"}));
   if (type != "Normal" && type != "Warning")
     out.push_back(InvalidCause("type", "", "has invalid value: " + type));
-  for (const char* f : {"deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount", "deprecatedSource"}) {
+  for (const char* f : {"deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount",
+                        "deprecatedSource"}) {
     const json& v = At(ev, {f});
-    bool set = !v.is_null() && !(v.is_number() && v.get<double>() == 0) && !(v.is_object() && v.empty()) &&
+    bool set = !v.is_null() && !(v.is_number() && v.get<double>() == 0) &&
+               !(v.is_object() && v.empty()) &&
                !(v.is_string() && v.get_ref<const std::string&>().empty());
     if (set) out.push_back(InvalidCause(f, "", "needs to be unset"));
   }
@@ -689,7 +762,8 @@ void ValidateEventsV1(const json& ev, bool is_create, std::vector<StatusCause>& 
     const json& count = series.value("count", json());
     if (!count.is_number_integer() || count.get<int64_t>() < 2)
       out.push_back(InvalidCause("series.count", "", "should be at least 2"));
-    if (series.value("lastObservedTime", json()).is_null()) out.push_back(RequiredCause("series.lastObservedTime"));
+    if (series.value("lastObservedTime", json()).is_null())
+      out.push_back(RequiredCause("series.lastObservedTime"));
   }
 }
 
@@ -785,8 +859,9 @@ void ValidateWorkload(const json& obj, bool is_create, std::vector<StatusCause>&
 
 }  // namespace
 
-std::vector<StatusCause> ValidateBuiltin(const json& obj, std::string_view group, std::string_view version,
-                                         std::string_view kind, bool namespaced, bool is_create,
+std::vector<StatusCause> ValidateBuiltin(const json& obj, std::string_view group,
+                                         std::string_view version, std::string_view kind,
+                                         bool namespaced, bool is_create,
                                          std::string_view kube_version) {
   std::vector<StatusCause> out;
   if (!obj.is_object()) {
@@ -800,7 +875,8 @@ std::vector<StatusCause> ValidateBuiltin(const json& obj, std::string_view group
   if (core_event) rule = NameRule::kNone;  // legacy core events skip ObjectMeta name checks
   Append(out, ValidateObjectMeta(obj.value("metadata", json()), namespaced, rule));
   if (kind == "Node" && group.empty()) {
-    ValidateTaints(At(obj, {"spec", "taints"}), "spec.taints", {"NoSchedule", "PreferNoSchedule", "NoExecute"}, true, out);
+    ValidateTaints(At(obj, {"spec", "taints"}), "spec.taints",
+                   {"NoSchedule", "PreferNoSchedule", "NoExecute"}, true, out);
   } else if (kind == "Pod" && group.empty()) {
     if (is_create) ValidatePodSpec(obj.value("spec", json()), "spec", out);
   } else if (core_event) {

@@ -6,12 +6,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sim/selector.h"
@@ -19,7 +18,7 @@
 namespace gg::sim {
 
 struct SchemaValidation {
-  std::vector<StatusCause> causes;            // empty = valid
+  std::vector<StatusCause> causes;  // empty = valid
   // CEL rules (x-kubernetes-validations) are not checked here: ValidateCelRules below.
   bool ok() const { return causes.empty(); }
 };
@@ -87,7 +86,8 @@ std::string DeviceTaintRuleVersion(std::string_view kube_version);
 //   required ∈ {NoSchedule, PreferNoSchedule, NoExecute}, no duplicate key+effect;
 // * Pod: spec.containers required non-empty, container name DNS label + unique + image
 //   required (create), tolerations operator/effect enums;
-// * core/v1 Event and events.k8s.io/v1 Event: the rules in docs/reference/kubernetes-api.md ("Events");
+// * core/v1 Event and events.k8s.io/v1 Event: the rules in docs/reference/kubernetes-api.md
+// ("Events");
 // * PodDisruptionBudget: minAvailable/maxUnavailable mutually exclusive, non-negative,
 //   percent ≤ 100%;
 // * Lease: leaseDurationSeconds > 0 when set; leaseTransitions ≥ 0;
@@ -134,8 +134,8 @@ constexpr std::uint64_t kCelPerCrdCostLimit = 100'000'000;
 // "message":"<Kind> \"<name>\" is invalid: <c1>" (or ": [c1, c2]"),"reason":"Invalid",
 // "details":{"name":..,"group":..,"kind":"<Kind>","causes":[...]},"code":422}.
 // `group` omitted from details when empty.
-nlohmann::json InvalidStatus(std::string_view kind, std::string_view group,
-                             std::string_view name, const std::vector<StatusCause>& causes);
+nlohmann::json InvalidStatus(std::string_view kind, std::string_view group, std::string_view name,
+                             const std::vector<StatusCause>& causes);
 
 // Strict field validation error text, as the server words it for
 // fieldValidation=Strict: "strict decoding error: unknown field \"spec.foo\", ..."

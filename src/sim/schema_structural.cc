@@ -104,7 +104,8 @@ void ApplyStructuralDefaults(json& v, const json& schema) {
   } else if (v.is_array()) {
     if (const json* items = Items(schema)) {
       for (auto& e : v) {
-        if (e.is_null() && items->contains("default") && !Flag(*items, "nullable")) e = (*items)["default"];
+        if (e.is_null() && items->contains("default") && !Flag(*items, "nullable"))
+          e = (*items)["default"];
         ApplyStructuralDefaults(e, *items);
       }
     }
@@ -134,8 +135,12 @@ std::string SchemaType(const json& s) {
   return t.empty() ? "object" : t;
 }
 
-std::string Idx(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
-std::string Child(const std::string& path, const std::string& k) { return path.empty() ? k : path + "." + k; }
+std::string Idx(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+std::string Child(const std::string& path, const std::string& k) {
+  return path.empty() ? k : path + "." + k;
+}
 
 // The old element of a list-type map/set list that correlates with `item`.
 const json* CorrelatedItem(const json& item, const json& old_list, const json& schema) {
@@ -191,7 +196,8 @@ struct RuleRunner {
     }
   }
 
-  void Run(const json& rule, const json& v, const json* old, const json& schema, const std::string& path) {
+  void Run(const json& rule, const json& v, const json* old, const json& schema,
+           const std::string& path) {
     if (!rule.is_object() || !rule.contains("rule") || !rule["rule"].is_string()) return;
     const std::string text = rule["rule"].get<std::string>();
     auto prog = CompiledRule(text);
@@ -200,8 +206,10 @@ struct RuleRunner {
     const bool optional_old = rule.value("optionalOldSelf", false);
     if (transition && !old && !optional_old) return;
     std::map<std::string, json> vars = {{"self", v}};
-    if (old) vars["oldSelf"] = *old;
-    else if (transition) vars["oldSelf"] = nullptr;
+    if (old)
+      vars["oldSelf"] = *old;
+    else if (transition)
+      vars["oldSelf"] = nullptr;
     cel::Value r = prog->Eval(vars);
     std::string field = path;
     if (rule.contains("fieldPath") && rule["fieldPath"].is_string()) {
@@ -215,7 +223,8 @@ struct RuleRunner {
     }
     if (r.v == true) return;
     if (!r.v.is_boolean()) {
-      out.push_back({"FieldValueInvalid", "Invalid value: \"" + type + "\": rule did not evaluate to a bool", field});
+      out.push_back({"FieldValueInvalid",
+                     "Invalid value: \"" + type + "\": rule did not evaluate to a bool", field});
       return;
     }
     std::string msg = rule.value("message", "");
@@ -230,10 +239,14 @@ struct RuleRunner {
       }
     }
     std::string reason = rule.value("reason", "FieldValueInvalid");
-    if (reason == "FieldValueForbidden") out.push_back({reason, "Forbidden: " + msg, field});
-    else if (reason == "FieldValueRequired") out.push_back({reason, "Required value: " + msg, field});
-    else if (reason == "FieldValueDuplicate") out.push_back({reason, "Duplicate value: " + msg, field});
-    else out.push_back({"FieldValueInvalid", "Invalid value: \"" + type + "\": " + msg, field});
+    if (reason == "FieldValueForbidden")
+      out.push_back({reason, "Forbidden: " + msg, field});
+    else if (reason == "FieldValueRequired")
+      out.push_back({reason, "Required value: " + msg, field});
+    else if (reason == "FieldValueDuplicate")
+      out.push_back({reason, "Duplicate value: " + msg, field});
+    else
+      out.push_back({"FieldValueInvalid", "Invalid value: \"" + type + "\": " + msg, field});
   }
 };
 
@@ -252,13 +265,16 @@ namespace {
 // The rule as the server prints the invalid value (apiextensions.ValidationRule{...}).
 std::string RenderRule(const json& rule) {
   auto str = [&](const char* k) { return DoubleQuote(rule.value(k, "")); };
-  std::string reason = rule.contains("reason") ? "(*apiextensions.FieldValueErrorReason)(" + str("reason") + ")"
-                                               : "(*apiextensions.FieldValueErrorReason)(nil)";
-  std::string opt = rule.contains("optionalOldSelf") ? std::string("(*bool)(") + (rule.value("optionalOldSelf", false) ? "true" : "false") + ")"
-                                                     : "(*bool)(nil)";
+  std::string reason = rule.contains("reason")
+                           ? "(*apiextensions.FieldValueErrorReason)(" + str("reason") + ")"
+                           : "(*apiextensions.FieldValueErrorReason)(nil)";
+  std::string opt = rule.contains("optionalOldSelf")
+                        ? std::string("(*bool)(") +
+                              (rule.value("optionalOldSelf", false) ? "true" : "false") + ")"
+                        : "(*bool)(nil)";
   return "apiextensions.ValidationRule{Rule:" + str("rule") + ", Message:" + str("message") +
-         ", MessageExpression:" + str("messageExpression") + ", Reason:" + reason + ", FieldPath:" +
-         str("fieldPath") + ", OptionalOldSelf:" + opt + "}";
+         ", MessageExpression:" + str("messageExpression") + ", Reason:" + reason +
+         ", FieldPath:" + str("fieldPath") + ", OptionalOldSelf:" + opt + "}";
 }
 
 std::string ExceedsMessage(const std::string& what, double factor) {
@@ -275,7 +291,8 @@ std::string ExceedsMessage(const std::string& what, double factor) {
     f << factor << "x";
   }
   return what + " exceeds budget by factor of " + f.str() +
-         " (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, "
+         " (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where "
+         "arrays, "
          "maps, and strings are declared)";
 }
 
@@ -292,11 +309,15 @@ struct CrdRuleChecker {
   void Walk(const json& s, const std::string& path, std::uint64_t cardinality) {
     if (!s.is_object()) return;
     if (auto xv = s.find("x-kubernetes-validations"); xv != s.end() && xv->is_array()) {
-      for (std::size_t i = 0; i < xv->size(); ++i) Check((*xv)[i], s, path + ".x-kubernetes-validations[" + std::to_string(i) + "]", cardinality);
+      for (std::size_t i = 0; i < xv->size(); ++i)
+        Check((*xv)[i], s, path + ".x-kubernetes-validations[" + std::to_string(i) + "]",
+              cardinality);
     }
     if (auto p = s.find("properties"); p != s.end() && p->is_object())
-      for (auto it = p->begin(); it != p->end(); ++it) Walk(*it, path + ".properties[" + it.key() + "]", cardinality);
-    if (const json* items = Items(s)) Walk(*items, path + ".items", Mul(cardinality, cel::MaxListItems(s)));
+      for (auto it = p->begin(); it != p->end(); ++it)
+        Walk(*it, path + ".properties[" + it.key() + "]", cardinality);
+    if (const json* items = Items(s))
+      Walk(*items, path + ".items", Mul(cardinality, cel::MaxListItems(s)));
     if (const json* add = AdditionalProps(s))
       Walk(*add, path + ".additionalProperties", Mul(cardinality, cel::MaxMapProperties(s)));
   }
@@ -312,7 +333,8 @@ struct CrdRuleChecker {
     cel::Program prog(text);
     std::string err = prog.ok() ? prog.Check(decls) : prog.error();
     if (!err.empty()) {
-      out.push_back({"FieldValueInvalid", "Invalid value: " + RenderRule(rule) + ": compilation failed: " + err,
+      out.push_back({"FieldValueInvalid",
+                     "Invalid value: " + RenderRule(rule) + ": compilation failed: " + err,
                      rpath + ".rule"});
       return;
     }
@@ -335,8 +357,9 @@ struct CrdRuleChecker {
     rule_paths.push_back(rpath + ".rule");
     total = total > UINT64_MAX - cost ? UINT64_MAX : total + cost;
     if (cost > kCelPerRuleCostLimit)
-      out.push_back(ForbiddenCause(rpath + ".rule",
-                                   ExceedsMessage("estimated rule cost", static_cast<double>(cost) / kCelPerRuleCostLimit)));
+      out.push_back(ForbiddenCause(
+          rpath + ".rule",
+          ExceedsMessage("estimated rule cost", static_cast<double>(cost) / kCelPerRuleCostLimit)));
   }
 };
 
@@ -351,8 +374,10 @@ std::vector<StatusCause> ValidateCrdValidationRules(const json& crd) {
   bool shared = !versions.empty();
   const json* first = nullptr;
   for (const auto& v : versions) {
-    const json* s = v.is_object() && v.contains("schema") && v["schema"].is_object() && v["schema"].contains("openAPIV3Schema")
-                        ? &v["schema"]["openAPIV3Schema"] : nullptr;
+    const json* s = v.is_object() && v.contains("schema") && v["schema"].is_object() &&
+                            v["schema"].contains("openAPIV3Schema")
+                        ? &v["schema"]["openAPIV3Schema"]
+                        : nullptr;
     if (!first) first = s;
     if (!s || !first || *s != *first) shared = false;
   }
@@ -361,9 +386,14 @@ std::vector<StatusCause> ValidateCrdValidationRules(const json& crd) {
     c.Walk(schema, root, 1);
     if (c.total > kCelPerCrdCostLimit) {
       for (const auto& p : c.rule_paths)
-        out.push_back(ForbiddenCause(p, "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"));
-      out.push_back(ForbiddenCause(root, ExceedsMessage("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
-                                                        static_cast<double>(c.total) / kCelPerCrdCostLimit)));
+        out.push_back(ForbiddenCause(p,
+                                     "contributed to estimated rule cost total exceeding cost "
+                                     "limit for entire OpenAPIv3 schema"));
+      out.push_back(ForbiddenCause(
+          root,
+          ExceedsMessage(
+              "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+              static_cast<double>(c.total) / kCelPerCrdCostLimit)));
     }
   };
   if (shared && first) {
@@ -372,8 +402,10 @@ std::vector<StatusCause> ValidateCrdValidationRules(const json& crd) {
   }
   for (std::size_t i = 0; i < versions.size(); ++i) {
     const json& v = versions[i];
-    if (v.is_object() && v.contains("schema") && v["schema"].is_object() && v["schema"].contains("openAPIV3Schema"))
-      check(v["schema"]["openAPIV3Schema"], "spec.versions[" + std::to_string(i) + "].schema.openAPIV3Schema");
+    if (v.is_object() && v.contains("schema") && v["schema"].is_object() &&
+        v["schema"].contains("openAPIV3Schema"))
+      check(v["schema"]["openAPIV3Schema"],
+            "spec.versions[" + std::to_string(i) + "].schema.openAPIV3Schema");
   }
   return out;
 }

@@ -46,7 +46,8 @@ std::string RegexError(const std::string& msg, const std::string& fmt,
 }
 
 const char kDns1123LabelFmt[] = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const char kDns1123SubdomainFmt[] = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const char kDns1123SubdomainFmt[] =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const char kQualifiedNameFmt[] = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const char kLabelValueFmt[] = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const char kQualifiedNameErr[] =
@@ -122,11 +123,11 @@ std::vector<std::string> IsQualifiedName(std::string_view value) {
   size_t slash = value.find('/');
   if (slash != value.npos) {
     if (value.find('/', slash + 1) != value.npos) {
-      errs.push_back("a qualified name " +
-                     RegexError(kQualifiedNameErr, kQualifiedNameFmt,
-                                {"MyName", "my.name", "123-abc"}) +
-                     " with an optional DNS subdomain prefix and '/' (e.g. "
-                     "'example.com/MyName')");
+      errs.push_back(
+          "a qualified name " +
+          RegexError(kQualifiedNameErr, kQualifiedNameFmt, {"MyName", "my.name", "123-abc"}) +
+          " with an optional DNS subdomain prefix and '/' (e.g. "
+          "'example.com/MyName')");
       return errs;
     }
     std::string_view prefix = value.substr(0, slash);
@@ -335,8 +336,22 @@ std::vector<StatusCause> ValidateObjectMeta(const json& md, bool namespaced, Nam
 
 namespace {
 
-enum class Tok { kIdent, kNot, kEq, kDoubleEq, kNotEq, kGt, kLt, kIn, kNotIn, kOpen, kClose,
-                 kComma, kEnd, kError };
+enum class Tok {
+  kIdent,
+  kNot,
+  kEq,
+  kDoubleEq,
+  kNotEq,
+  kGt,
+  kLt,
+  kIn,
+  kNotIn,
+  kOpen,
+  kClose,
+  kComma,
+  kEnd,
+  kError
+};
 
 struct Lexer {
   std::string_view s;
@@ -354,13 +369,20 @@ struct Lexer {
       if (c == '=' && pos + 1 < s.size() && s[pos + 1] == '=') return Two(Tok::kDoubleEq, "==");
       ++pos;
       switch (c) {
-        case '!': return {Tok::kNot, "!"};
-        case '=': return {Tok::kEq, "="};
-        case '>': return {Tok::kGt, ">"};
-        case '<': return {Tok::kLt, "<"};
-        case '(': return {Tok::kOpen, "("};
-        case ')': return {Tok::kClose, ")"};
-        default: return {Tok::kComma, ","};
+        case '!':
+          return {Tok::kNot, "!"};
+        case '=':
+          return {Tok::kEq, "="};
+        case '>':
+          return {Tok::kGt, ">"};
+        case '<':
+          return {Tok::kLt, "<"};
+        case '(':
+          return {Tok::kOpen, "("};
+        case ')':
+          return {Tok::kClose, ")"};
+        default:
+          return {Tok::kComma, ","};
       }
     }
     size_t start = pos;
@@ -514,7 +536,8 @@ StatusOr<LabelSelector> LabelSelector::Parse(std::string_view s) {
     auto [tok, lit] = lx.Peek();
     if (tok == Tok::kEnd) break;
     if (tok != Tok::kIdent && tok != Tok::kNot)
-      return InvalidArgumentError("found '" + lit + "', expected: !, identifier, or 'end of string'");
+      return InvalidArgumentError("found '" + lit +
+                                  "', expected: !, identifier, or 'end of string'");
     auto r = ParseRequirement(lx, tok);
     if (!r.ok()) return r.status();
     sel.reqs_.push_back(std::move(*r));
@@ -555,7 +578,8 @@ StatusOr<LabelSelector> LabelSelector::FromJson(const json& sel) {
       std::string op = e["operator"].get<std::string>();
       if (auto v = e.find("values"); v != e.end() && v->is_array())
         for (const auto& x : *v) {
-          if (!x.is_string()) return InvalidArgumentError("matchExpressions values must be strings");
+          if (!x.is_string())
+            return InvalidArgumentError("matchExpressions values must be strings");
           r.values.push_back(x.get<std::string>());
         }
       if (op == "In" || op == "NotIn") {
@@ -625,8 +649,12 @@ std::string LabelSelector::ToString() const {
   std::vector<std::string> parts;
   for (const auto& r : rs) {
     switch (r.op) {
-      case Op::kExists: parts.push_back(r.key); break;
-      case Op::kNotExists: parts.push_back("!" + r.key); break;
+      case Op::kExists:
+        parts.push_back(r.key);
+        break;
+      case Op::kNotExists:
+        parts.push_back("!" + r.key);
+        break;
       case Op::kIn:
         parts.push_back(r.values.size() == 1 ? r.key + "=" + r.values[0]
                                              : r.key + " in (" + Join(r.values, ",") + ")");
@@ -635,8 +663,12 @@ std::string LabelSelector::ToString() const {
         parts.push_back(r.values.size() == 1 ? r.key + "!=" + r.values[0]
                                              : r.key + " notin (" + Join(r.values, ",") + ")");
         break;
-      case Op::kGt: parts.push_back(r.key + ">" + (r.values.empty() ? "" : r.values[0])); break;
-      case Op::kLt: parts.push_back(r.key + "<" + (r.values.empty() ? "" : r.values[0])); break;
+      case Op::kGt:
+        parts.push_back(r.key + ">" + (r.values.empty() ? "" : r.values[0]));
+        break;
+      case Op::kLt:
+        parts.push_back(r.key + "<" + (r.values.empty() ? "" : r.values[0]));
+        break;
     }
   }
   return Join(parts, ",");
@@ -664,8 +696,8 @@ StatusOr<FieldSelector> FieldSelector::Parse(std::string_view s) {
   }
   for (const std::string& p : parts) {
     auto bad = [&]() {
-      return InvalidArgumentError("invalid selector: '" + std::string(s) +
-                                  "'; can't understand '" + p + "'");
+      return InvalidArgumentError("invalid selector: '" + std::string(s) + "'; can't understand '" +
+                                  p + "'");
     };
     Term t{};
     size_t pos = std::string::npos, oplen = 0;
@@ -794,17 +826,16 @@ std::vector<std::string> SupportedFields(std::string_view group, std::string_vie
     f.push_back("spec.driver");
   }
   if (group.empty() && resource == "pods") {
-    for (const char* x : {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-                          "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-                          "status.podIP", "status.nominatedNodeName"})
+    for (const char* x :
+         {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+          "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"})
       f.push_back(x);
   }
   if (IsEventResource(group, resource)) {
-    for (const char* x : {"involvedObject.kind", "involvedObject.namespace",
-                          "involvedObject.name", "involvedObject.uid",
-                          "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                          "involvedObject.fieldPath", "reason", "reportingComponent", "source",
-                          "type"})
+    for (const char* x :
+         {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+          "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+          "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"})
       f.push_back(x);
   }
   return f;
@@ -821,8 +852,8 @@ std::string FieldValue(std::string_view group, std::string_view resource, const 
               obj.contains("reportingController") || obj.contains("deprecatedSource");
     if (field.substr(0, 15) == "involvedObject.") {
       std::string sub(field.substr(15));
-      const json* io = Walk(obj, v1 && !obj.contains("involvedObject") ? "regarding"
-                                                                       : "involvedObject");
+      const json* io =
+          Walk(obj, v1 && !obj.contains("involvedObject") ? "regarding" : "involvedObject");
       return io ? Scalar(Walk(*io, sub)) : "";
     }
     if (field == "source") {

@@ -6,13 +6,12 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sim/api_error.h"  // StatusCause
@@ -112,8 +111,8 @@ std::vector<std::string> SupportedFields(std::string_view group, std::string_vie
 // event "source" = source.component; events.k8s.io objects are read through their v1 names
 // (involvedObject.* = regarding.*, source = deprecatedSource.component,
 // reportingComponent = reportingController). Unknown fields: the dotted path's scalar or "".
-std::string FieldValue(std::string_view group, std::string_view resource,
-                       const nlohmann::json& obj, std::string_view field);
+std::string FieldValue(std::string_view group, std::string_view resource, const nlohmann::json& obj,
+                       std::string_view field);
 
 // All supported fields of `obj` with their values (sorted): the store's per-object index.
 FieldMap IndexFields(std::string_view group, std::string_view resource, bool namespaced,

@@ -2,24 +2,23 @@
 // authentication, chunked watch streams — and the in-process store API.
 #include "sim/server.h"
 
-#include <httplib.h>
-
-#include <atomic>
-#include <cerrno>
-#include <charconv>
-#include <cstring>
-
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -51,7 +50,7 @@ struct SimServer::Impl {
   std::atomic<bool> listener_exited{false};
   FaultInjector faults;
   std::unique_ptr<Controllers> controllers;
-  std::shared_ptr<Authorizer> authz;  // with --authz rbac: for GET /_sim/rbac
+  std::shared_ptr<Authorizer> authz;      // with --authz rbac: for GET /_sim/rbac
   std::unique_ptr<PodRunner> pod_runner;  // --exec-images
   // Service-account tokens of running pods (token -> user), added by the pod runner.
   mutable std::mutex pod_tokens_mu;
@@ -113,7 +112,8 @@ std::string UrlDecode(std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '+') {
       out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() + 0 && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+    } else if (s[i] == '%' && i + 2 < s.size() + 0 &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
                std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
       out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
       i += 2;
@@ -126,7 +126,8 @@ std::string UrlDecode(std::string_view s) {
 
 void SetError(httplib::Response& res, const ApiError& e) {
   res.status = e.code;
-  if (e.retry_after_seconds > 0) res.set_header("Retry-After", std::to_string(e.retry_after_seconds));
+  if (e.retry_after_seconds > 0)
+    res.set_header("Retry-After", std::to_string(e.retry_after_seconds));
   res.set_content(e.Body(), "application/json");
 }
 
@@ -290,14 +291,16 @@ void SimServer::Impl::ServeWatch(const WatchSpec& spec, httplib::Response& res) 
 
 std::string SimServer::Impl::Metrics() {
   std::string out;
-  out += "# HELP apiserver_request_total Requests served by the simulator, by verb, resource and code.\n";
+  out +=
+      "# HELP apiserver_request_total Requests served by the simulator, by verb, resource and "
+      "code.\n";
   out += "# TYPE apiserver_request_total counter\n";
   {
     std::scoped_lock lock(metrics_mu);
     for (const auto& [k, v] : requests) {
       const auto& [verb, resource, code] = k;
-      out += "apiserver_request_total{verb=\"" + verb + "\",resource=\"" + resource +
-             "\",code=\"" + std::to_string(code) + "\"} " + std::to_string(v) + "\n";
+      out += "apiserver_request_total{verb=\"" + verb + "\",resource=\"" + resource + "\",code=\"" +
+             std::to_string(code) + "\"} " + std::to_string(v) + "\n";
     }
   }
   out += "# HELP apiserver_registered_watchers Open watch streams.\n";
@@ -323,7 +326,9 @@ nlohmann::json SimServer::Impl::RbacUsage() {
   if (!authz) return {{"users", users}};
   auto used = authz->UsedPermissions();
   auto to_json = [](const UsedPermission& p) {
-    return json{{"verb", p.verb}, {"apiGroup", p.api_group}, {"resource", p.resource},
+    return json{{"verb", p.verb},
+                {"apiGroup", p.api_group},
+                {"resource", p.resource},
                 {"subresource", p.subresource}};
   };
   for (const auto& [token, user] : opts.token_users) {
@@ -623,7 +628,8 @@ std::string BindProbe(const std::string& host, int port) {
     ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     if (::bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s, 1) != 0) {
       why = std::strerror(errno);  // Go spells it in lower case: "address already in use"
-      if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+      if (!why.empty())
+        why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
     } else {
       why.clear();
       ::close(s);

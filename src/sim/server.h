@@ -7,11 +7,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -29,8 +28,8 @@ struct SimOptions {
   // compiled-in default (the repo copy in src/sim/data/openapi), if present.
   std::string openapi_dir;
   std::size_t watch_history = 20000;  // events kept per resource for watch resume; older RV -> 410
-  std::size_t watcher_queue_limit = 200000;  // a watcher this far behind is closed
-  int http_threads = 256;                  // each open watch holds one
+  std::size_t watcher_queue_limit = 200000;           // a watcher this far behind is closed
+  int http_threads = 256;                             // each open watch holds one
   std::chrono::milliseconds bookmark_interval{1000};  // idle time before a BOOKMARK
   // Simulated cluster behavior.
   bool kubelet = true;      // finishes pod termination after grace; marks bound pods Running
@@ -42,7 +41,7 @@ struct SimOptions {
   // ReplicaSet inserted before its pods gets replacements created for them).
   bool defer_controllers = false;
   std::size_t max_body_bytes = 3 * 1024 * 1024;
-  Clock* clock = nullptr;   // nullptr: RealClock::Default()
+  Clock* clock = nullptr;  // nullptr: RealClock::Default()
   // Authorization: "" (allow all) or "rbac" (needs sim/rbac.h); bearer token -> user map
   // comes from token_users ("token" -> "system:serviceaccount:ns:name").
   // Tokens map to users; "system:masters" members (the default "admin" token of the
@@ -61,21 +60,21 @@ struct SimOptions {
 
 // One rule of fault injection. Empty verb/resource match everything.
 struct FaultRule {
-  std::string verb;         // get list watch create update patch delete deletecollection
-  std::string resource;     // plural, e.g. "pods" ("pods/eviction" also matches subresource)
-  double error_rate = 0;    // probability [0,1] of answering error_code
-  int error_code = 500;     // 429/500/503/...
+  std::string verb;             // get list watch create update patch delete deletecollection
+  std::string resource;         // plural, e.g. "pods" ("pods/eviction" also matches subresource)
+  double error_rate = 0;        // probability [0,1] of answering error_code
+  int error_code = 500;         // 429/500/503/...
   int retry_after_seconds = 0;  // Retry-After header (and details.retryAfterSeconds)
   std::chrono::milliseconds latency{0};  // added before handling
-  int remaining = -1;       // how many more times it may fire (-1: unlimited)
+  int remaining = -1;                    // how many more times it may fire (-1: unlimited)
 };
 
 struct FaultConfig {
   std::vector<FaultRule> rules;
   // Whole API (not /_sim, /healthz) answers 503 until this monotonic deadline.
   std::chrono::steady_clock::time_point outage_until{};
-  int watch_cut_after_events = 0;  // >0: close every watch stream after N events
-  int force_watch_410 = 0;         // next N watch requests answer ERROR 410 Expired
+  int watch_cut_after_events = 0;           // >0: close every watch stream after N events
+  int force_watch_410 = 0;                  // next N watch requests answer ERROR 410 Expired
   std::size_t slow_body_bytes_per_sec = 0;  // >0: LIST/GET bodies dribbled at this rate
 };
 

@@ -121,7 +121,8 @@ TEST_F(SimServerTest, OptimisticConcurrencyAndGeneration) {
   auto u = Do("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/leases/op-lock", upd);
   ASSERT_EQ(u.code, 200) << u.raw;
   stale["spec"]["holderIdentity"] = "c";
-  auto conflict = Do("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/leases/op-lock", stale);
+  auto conflict =
+      Do("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/leases/op-lock", stale);
   EXPECT_EQ(conflict.code, 409);
   EXPECT_EQ(conflict.body["reason"], "Conflict");
   EXPECT_EQ(conflict.body["message"],
@@ -289,7 +290,8 @@ TEST_F(SimServerTest, EventsBothGroupsOneStore) {
   ASSERT_EQ(core.code, 200);
   EXPECT_EQ(core.body["message"], "tainted");
   EXPECT_EQ(core.body["involvedObject"]["name"], "n1");
-  auto l = Do("GET", "/api/v1/events?fieldSelector=involvedObject.kind%3DNode,involvedObject.name%3Dn1");
+  auto l =
+      Do("GET", "/api/v1/events?fieldSelector=involvedObject.kind%3DNode,involvedObject.name%3Dn1");
   EXPECT_EQ(l.body["items"].size(), 1u) << l.raw;
 }
 
@@ -344,12 +346,15 @@ TEST_F(SimServerTest, WatchFromListRvWithBookmarks) {
   auto l = Do("GET", "/api/v1/nodes");
   std::string rv = l.body["metadata"]["resourceVersion"];
   std::size_t base = sim_->ActiveWatches();
-  WatchReader w(sim_->Url(), "/api/v1/nodes?watch=True&allowWatchBookmarks=True&resourceVersion=" + rv);
+  WatchReader w(sim_->Url(),
+                "/api/v1/nodes?watch=True&allowWatchBookmarks=True&resourceVersion=" + rv);
   ASSERT_TRUE(WaitFor([&] { return sim_->ActiveWatches() > base; }));
   ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n2")).ok());
-  ASSERT_TRUE(sim_->MergePatch("/api/v1/nodes/n2", {{"metadata", {{"labels", {{"a", "b"}}}}}}).ok());
+  ASSERT_TRUE(
+      sim_->MergePatch("/api/v1/nodes/n2", {{"metadata", {{"labels", {{"a", "b"}}}}}}).ok());
   ASSERT_TRUE(sim_->Delete("/api/v1/nodes/n2").ok());
-  ASSERT_TRUE(WaitFor([&] { return w.OfType("DELETED").size() == 1 && !w.OfType("BOOKMARK").empty(); }));
+  ASSERT_TRUE(
+      WaitFor([&] { return w.OfType("DELETED").size() == 1 && !w.OfType("BOOKMARK").empty(); }));
   auto added = w.OfType("ADDED");
   ASSERT_EQ(added.size(), 1u);  // n1 predates the RV: not replayed
   EXPECT_EQ(added[0]["object"]["metadata"]["name"], "n2");
@@ -365,9 +370,12 @@ TEST_F(SimServerTest, WatchInitialStateSelectorsAndTimeout) {
   WatchReader w(sim_->Url(), "/api/v1/nodes?watch=1&labelSelector=pool%3Da&timeoutSeconds=2");
   ASSERT_TRUE(WaitFor([&] { return w.OfType("ADDED").size() == 1; }));
   // Relabel n2 into the selection -> ADDED; n1 out -> DELETED.
-  ASSERT_TRUE(sim_->MergePatch("/api/v1/nodes/n2", {{"metadata", {{"labels", {{"pool", "a"}}}}}}).ok());
-  ASSERT_TRUE(sim_->MergePatch("/api/v1/nodes/n1", {{"metadata", {{"labels", {{"pool", "c"}}}}}}).ok());
-  ASSERT_TRUE(WaitFor([&] { return w.OfType("ADDED").size() == 2 && w.OfType("DELETED").size() == 1; }));
+  ASSERT_TRUE(
+      sim_->MergePatch("/api/v1/nodes/n2", {{"metadata", {{"labels", {{"pool", "a"}}}}}}).ok());
+  ASSERT_TRUE(
+      sim_->MergePatch("/api/v1/nodes/n1", {{"metadata", {{"labels", {{"pool", "c"}}}}}}).ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return w.OfType("ADDED").size() == 2 && w.OfType("DELETED").size() == 1; }));
   // timeoutSeconds ends the stream.
   EXPECT_TRUE(WaitFor([&] { return w.done(); }, 15s));
 }
@@ -377,7 +385,8 @@ TEST_F(SimServerTest, WatchTooOldResourceVersionIs410) {
   o.watch_history = 5;
   o.kubelet = o.controllers = false;
   StartSim(o);
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n" + std::to_string(i))).ok());
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n" + std::to_string(i))).ok());
   WatchReader w(sim_->Url(), "/api/v1/nodes?watch=true&resourceVersion=2");
   ASSERT_TRUE(WaitFor([&] { return w.done(); }));
   auto evs = w.Events();
@@ -385,10 +394,12 @@ TEST_F(SimServerTest, WatchTooOldResourceVersionIs410) {
   EXPECT_EQ(evs[0]["type"], "ERROR");
   EXPECT_EQ(evs[0]["object"]["code"], 410);
   EXPECT_EQ(evs[0]["object"]["reason"], "Expired");
-  EXPECT_EQ(evs[0]["object"]["message"].get<std::string>().rfind("too old resource version: 2 (", 0), 0u);
+  EXPECT_EQ(
+      evs[0]["object"]["message"].get<std::string>().rfind("too old resource version: 2 (", 0), 0u);
   // A recent RV works.
   std::string rv = std::to_string(sim_->ResourceVersion() - 2);
-  WatchReader w2(sim_->Url(), "/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion=" + rv);
+  WatchReader w2(sim_->Url(),
+                 "/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion=" + rv);
   ASSERT_TRUE(WaitFor([&] { return w2.OfType("ADDED").size() == 2; }));
 }
 
@@ -453,10 +464,13 @@ TEST_F(SimServerTest, EvictionHonorsPdb) {
   auto blocked = Do("POST", "/api/v1/namespaces/default/pods/a/eviction", ev);
   EXPECT_EQ(blocked.code, 429) << blocked.raw;
   EXPECT_EQ(blocked.body["reason"], "TooManyRequests");
-  EXPECT_EQ(blocked.body["message"], "Cannot evict pod as it would violate the pod's disruption budget.");
+  EXPECT_EQ(blocked.body["message"],
+            "Cannot evict pod as it would violate the pod's disruption budget.");
   // Relax the budget.
   ASSERT_EQ(Do("PATCH", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/infer-pdb",
-               {{"spec", {{"minAvailable", 1}}}}, "application/merge-patch+json").code, 200);
+               {{"spec", {{"minAvailable", 1}}}}, "application/merge-patch+json")
+                .code,
+            200);
   ASSERT_TRUE(WaitFor([&] {
     auto g = Do("GET", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/infer-pdb");
     return g.body["status"].value("observedGeneration", 0) == 2 &&
@@ -483,7 +497,8 @@ TEST_F(SimServerTest, GracefulDeletionFinishesAfterGrace) {
   ASSERT_TRUE(sim_->Create("/api/v1/nodes", Node("n1")).ok());
   ASSERT_EQ(Do("POST", "/api/v1/namespaces/default/pods", Pod("a", "n1")).code, 201);
   ASSERT_TRUE(WaitFor([&] {
-    return Do("GET", "/api/v1/namespaces/default/pods/a").body["status"].value("phase", "") == "Running";
+    return Do("GET", "/api/v1/namespaces/default/pods/a").body["status"].value("phase", "") ==
+           "Running";
   }));
   auto d = Do("DELETE", "/api/v1/namespaces/default/pods/a");
   ASSERT_EQ(d.code, 200);
@@ -507,7 +522,8 @@ TEST_F(SimServerTest, DeploymentReplaceEvictedPodsAndScales) {
     std::vector<std::string> names;
     Resp l = Do("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb");
     for (const auto& p : l.body["items"])
-      if (p["status"].value("phase", "") == "Running" && !p["metadata"].contains("deletionTimestamp"))
+      if (p["status"].value("phase", "") == "Running" &&
+          !p["metadata"].contains("deletionTimestamp"))
         names.push_back(p["metadata"]["name"]);
     return names;
   };
@@ -518,15 +534,20 @@ TEST_F(SimServerTest, DeploymentReplaceEvictedPodsAndScales) {
   EXPECT_EQ(rss[0]["metadata"]["ownerReferences"][0]["kind"], "Deployment");
   EXPECT_TRUE(rss[0]["spec"]["template"]["metadata"]["labels"].contains("pod-template-hash"));
   std::string victim = running()[0];
-  json ev = {{"kind", "Eviction"}, {"apiVersion", "policy/v1"},
+  json ev = {{"kind", "Eviction"},
+             {"apiVersion", "policy/v1"},
              {"metadata", {{"name", victim}, {"namespace", "default"}}}};
   ASSERT_EQ(Do("POST", "/api/v1/namespaces/default/pods/" + victim + "/eviction", ev).code, 201);
-  ASSERT_TRUE(WaitFor([&] {
-    auto n = running();
-    return n.size() == 2 && std::find(n.begin(), n.end(), victim) == n.end();
-  }, 60s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto n = running();
+        return n.size() == 2 && std::find(n.begin(), n.end(), victim) == n.end();
+      },
+      60s));
   ASSERT_EQ(Do("PATCH", "/apis/apps/v1/namespaces/default/deployments/web",
-               {{"spec", {{"replicas", 3}}}}, "application/merge-patch+json").code, 200);
+               {{"spec", {{"replicas", 3}}}}, "application/merge-patch+json")
+                .code,
+            200);
   EXPECT_TRUE(WaitFor([&] { return running().size() == 3; }, 60s));
   EXPECT_EQ(Do("GET", "/apis/apps/v1/namespaces/default/replicasets").body["items"].size(), 1u);
 }
@@ -563,7 +584,8 @@ TEST_F(SimServerTest, Discovery) {
 }
 
 TEST_F(SimServerTest, CrdServesCustomResources) {
-  json crd = json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+  json crd =
+      json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
     "metadata":{"name":"gpuhealthpolicies.gpuguardian.io"},
     "spec":{"group":"gpuguardian.io","scope":"Cluster",
       "names":{"plural":"gpuhealthpolicies","singular":"gpuhealthpolicy","kind":"GPUHealthPolicy","shortNames":["ghp"]},
@@ -604,7 +626,11 @@ TEST_F(SimServerTest, CrdServesCustomResources) {
   ASSERT_EQ(st.code, 200) << st.raw;
   EXPECT_EQ(st.body["status"]["observedGeneration"], 1);
   // Deleting the CRD removes the resource.
-  EXPECT_EQ(Do("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gpuhealthpolicies.gpuguardian.io").code, 200);
+  EXPECT_EQ(
+      Do("DELETE",
+         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gpuhealthpolicies.gpuguardian.io")
+          .code,
+      200);
   EXPECT_EQ(Do("GET", "/apis/gpuguardian.io/v1alpha1/gpuhealthpolicies").code, 404);
 }
 
@@ -643,10 +669,12 @@ TEST_F(SimServerTest, FaultInjection) {
   // Metrics count requests.
   auto m = cli_->Get("/metrics");
   ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("apiserver_request_total{verb=\"patch\",resource=\"nodes\",code=\"503\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      m->body.find("apiserver_request_total{verb=\"patch\",resource=\"nodes\",code=\"503\"} 1"),
+      std::string::npos)
       << m->body;
-  EXPECT_NE(m->body.find("apiserver_storage_objects{resource=\"core/nodes\"} 2"), std::string::npos);
+  EXPECT_NE(m->body.find("apiserver_storage_objects{resource=\"core/nodes\"} 2"),
+            std::string::npos);
 }
 
 // Wire details of writes as kube-apiserver answers them: dryRun in query and DeleteOptions
@@ -655,16 +683,18 @@ TEST_F(SimServerTest, DryRunEverywhereAndCreateWithResourceVersion) {
   ASSERT_EQ(Do("POST", "/api/v1/nodes", Node("n1")).code, 201);
   ASSERT_EQ(Do("POST", "/api/v1/namespaces/default/pods", Pod("p1", "n1")).code, 201);
   // DeleteOptions body.
-  auto d = Do("DELETE", "/api/v1/nodes/n1", json{{"kind", "DeleteOptions"}, {"apiVersion", "v1"},
-                                                 {"dryRun", {"All"}}});
+  auto d = Do("DELETE", "/api/v1/nodes/n1",
+              json{{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"dryRun", {"All"}}});
   EXPECT_EQ(d.code, 200) << d.raw;
   EXPECT_EQ(Do("GET", "/api/v1/nodes/n1").code, 200);
   d = Do("DELETE", "/api/v1/nodes/n1", json{{"dryRun", {"Everything"}}});
   EXPECT_EQ(d.code, 400) << d.raw;
-  EXPECT_NE(d.body.value("message", "").find("supported values: \"All\""), std::string::npos) << d.raw;
+  EXPECT_NE(d.body.value("message", "").find("supported values: \"All\""), std::string::npos)
+      << d.raw;
   EXPECT_EQ(Do("GET", "/api/v1/nodes/n1").code, 200);
   // Eviction with deleteOptions.dryRun: answered as a real eviction, nothing deleted.
-  json ev = {{"apiVersion", "policy/v1"}, {"kind", "Eviction"},
+  json ev = {{"apiVersion", "policy/v1"},
+             {"kind", "Eviction"},
              {"metadata", {{"name", "p1"}, {"namespace", "default"}}},
              {"deleteOptions", {{"dryRun", {"All"}}}}};
   auto e = Do("POST", "/api/v1/namespaces/default/pods/p1/eviction", ev);
@@ -674,22 +704,30 @@ TEST_F(SimServerTest, DryRunEverywhereAndCreateWithResourceVersion) {
   EXPECT_FALSE(pod.body["metadata"].contains("deletionTimestamp")) << pod.raw;
   // Query dryRun on create and update.
   EXPECT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps?dryRun=All",
-               json{{"metadata", {{"name", "c"}}}}).code, 201);
+               json{{"metadata", {{"name", "c"}}}})
+                .code,
+            201);
   EXPECT_EQ(Do("GET", "/api/v1/namespaces/default/configmaps/c").code, 404);
   EXPECT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps?dryRun=Nope",
-               json{{"metadata", {{"name", "c"}}}}).code, 400);
+               json{{"metadata", {{"name", "c"}}}})
+                .code,
+            400);
   // A create with a (positive) resourceVersion: the storage layer's bare 500.
   auto rv = Do("POST", "/api/v1/namespaces/default/configmaps",
                json{{"metadata", {{"name", "c"}, {"resourceVersion", "42"}}}});
   EXPECT_EQ(rv.code, 500) << rv.raw;
-  EXPECT_EQ(rv.body.value("message", ""), "resourceVersion should not be set on objects to be created");
+  EXPECT_EQ(rv.body.value("message", ""),
+            "resourceVersion should not be set on objects to be created");
   EXPECT_EQ(Do("GET", "/api/v1/namespaces/default/configmaps/c").code, 404);
   EXPECT_EQ(Do("POST", "/api/v1/namespaces/default/configmaps",
-               json{{"metadata", {{"name", "c"}, {"resourceVersion", "0"}}}}).code, 201);
+               json{{"metadata", {{"name", "c"}, {"resourceVersion", "0"}}}})
+                .code,
+            201);
 }
 
 TEST_F(SimServerTest, AccessReviewsWithoutAuthzAllowAndValidate) {
-  json ssar = {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SelfSubjectAccessReview"},
+  json ssar = {{"apiVersion", "authorization.k8s.io/v1"},
+               {"kind", "SelfSubjectAccessReview"},
                {"spec", {{"resourceAttributes", {{"verb", "list"}, {"resource", "nodes"}}}}}};
   auto r = Do("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ssar);
   ASSERT_EQ(r.code, 201) << r.raw;
@@ -697,7 +735,8 @@ TEST_F(SimServerTest, AccessReviewsWithoutAuthzAllowAndValidate) {
   ssar["spec"] = json::object();
   r = Do("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", ssar);
   EXPECT_EQ(r.code, 422) << r.raw;
-  json sar = {{"apiVersion", "authorization.k8s.io/v1"}, {"kind", "SubjectAccessReview"},
+  json sar = {{"apiVersion", "authorization.k8s.io/v1"},
+              {"kind", "SubjectAccessReview"},
               {"spec", {{"resourceAttributes", {{"verb", "get"}, {"resource", "pods"}}}}}};
   r = Do("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", sar);
   EXPECT_EQ(r.code, 422) << r.raw;  // user or groups required
@@ -709,7 +748,8 @@ TEST_F(SimServerTest, AccessReviewsWithoutAuthzAllowAndValidate) {
 }
 
 TEST_F(SimServerTest, ListResourceVersionMatchAndRemainingItemCount) {
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(Do("POST", "/api/v1/nodes", Node("n" + std::to_string(i))).code, 201);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(Do("POST", "/api/v1/nodes", Node("n" + std::to_string(i))).code, 201);
   auto page = Do("GET", "/api/v1/nodes?limit=2");
   ASSERT_EQ(page.code, 200);
   EXPECT_EQ(page.body["metadata"]["remainingItemCount"], 3) << page.raw;
@@ -723,10 +763,13 @@ TEST_F(SimServerTest, ListResourceVersionMatchAndRemainingItemCount) {
   EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=Sometimes&resourceVersion=1").code, 422);
   EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=NotOlderThan").code, 422);
   ASSERT_EQ(Do("PATCH", "/api/v1/nodes/n1", json{{"metadata", {{"labels", {{"a", "b"}}}}}},
-               "application/merge-patch+json").code, 200);
+               "application/merge-patch+json")
+                .code,
+            200);
   auto gone = Do("GET", "/api/v1/nodes?resourceVersionMatch=Exact&resourceVersion=" + rv);
   EXPECT_EQ(gone.code, 410) << gone.raw;
-  EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=NotOlderThan&resourceVersion=" + rv).code, 200);
+  EXPECT_EQ(Do("GET", "/api/v1/nodes?resourceVersionMatch=NotOlderThan&resourceVersion=" + rv).code,
+            200);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ std::optional<std::uint32_t> ParseIp(const std::string& s) {
     std::size_t j = s.find('.', i);
     if (j == std::string::npos) j = s.size();
     std::string p = s.substr(i, j - i);
-    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
     int n = std::stoi(p);
     if (n > 255) return std::nullopt;
     v = (v << 8) | static_cast<std::uint32_t>(n);
@@ -133,12 +134,14 @@ std::optional<ApiError> ApiCore::AllocateServiceLocked(json& svc, const json* ol
           for (const auto& op : ospec->value("ports", json::array()))
             if (op.is_object() && op.value("nodePort", 0) == np) kept = true;
         if (!kept && (np < kNodePortLo || np > kNodePortHi || used_ports.count(np)))
-          return InvalidErr("Service", "", name,
-                            {{"FieldValueInvalid",
-                              "Invalid value: " + std::to_string(np) +
-                                  (used_ports.count(np) ? ": provided port is already allocated"
-                                                        : ": provided port is not in the valid range. The range of valid ports is 30000-32767"),
-                              "spec.ports[" + std::to_string(i) + "].nodePort"}});
+          return InvalidErr(
+              "Service", "", name,
+              {{"FieldValueInvalid",
+                "Invalid value: " + std::to_string(np) +
+                    (used_ports.count(np) ? ": provided port is already allocated"
+                                          : ": provided port is not in the valid range. The range "
+                                            "of valid ports is 30000-32767"),
+                "spec.ports[" + std::to_string(i) + "].nodePort"}});
         used_ports.insert(np);
         continue;
       }

@@ -18,9 +18,16 @@ constexpr std::string_view kObjectMeta = "io.k8s.apimachinery.pkg.apis.meta.v1.O
 
 // Metadata the server owns: never part of anyone's field set.
 bool ServerMeta(const std::string& k) {
-  static const std::set<std::string> kSkip = {
-      "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-      "selfLink", "managedFields", "deletionTimestamp", "deletionGracePeriodSeconds"};
+  static const std::set<std::string> kSkip = {"name",
+                                              "namespace",
+                                              "uid",
+                                              "resourceVersion",
+                                              "generation",
+                                              "creationTimestamp",
+                                              "selfLink",
+                                              "managedFields",
+                                              "deletionTimestamp",
+                                              "deletionGracePeriodSeconds"};
   return kSkip.count(k) > 0;
 }
 
@@ -35,7 +42,8 @@ struct Cursor {
     for (int i = 0; i < 4 && r; ++i) {
       if (r->contains("$ref") || (r->contains("allOf") && (*r)["allOf"].is_array() &&
                                   (*r)["allOf"].size() == 1 && !r->contains("properties"))) {
-        const json* next = set ? set->Resolve(r->contains("$ref") ? *r : (*r)["allOf"][0]) : nullptr;
+        const json* next =
+            set ? set->Resolve(r->contains("$ref") ? *r : (*r)["allOf"][0]) : nullptr;
         if (!next || next == r) break;
         r = next;
       } else {
@@ -83,9 +91,7 @@ struct Cursor {
   bool AtomicMap() const { return Str("x-kubernetes-map-type") == "atomic"; }
 };
 
-Cursor Root(const SsaType& t) {
-  return Cursor::Of(t.set, t.root);
-}
+Cursor Root(const SsaType& t) { return Cursor::Of(t.set, t.root); }
 
 Cursor MetaCursor(const SsaType& t) {
   if (!t.set) return {nullptr, nullptr};
@@ -290,7 +296,8 @@ std::string PrintManager(const json& entry) {
     s += " with subresource \"" + entry.value("subresource", "") + "\"";
   if (entry.value("operation", "") == "Update") {
     s += " using " + entry.value("apiVersion", "");
-    if (entry.contains("time") && entry["time"].is_string()) s += " at " + entry["time"].get<std::string>();
+    if (entry.contains("time") && entry["time"].is_string())
+      s += " at " + entry["time"].get<std::string>();
   }
   return s;
 }
@@ -313,8 +320,8 @@ bool SameManager(const json& e, const std::string& op, const ManagerInfo& who) {
 }
 
 json Entry(const std::string& op, const ManagerInfo& who, const FieldSet& s) {
-  json e = {{"manager", who.manager}, {"operation", op}, {"apiVersion", who.api_version},
-            {"time", who.now}, {"fieldsType", "FieldsV1"}, {"fieldsV1", EncodeFieldsV1(s)}};
+  json e = {{"manager", who.manager}, {"operation", op},          {"apiVersion", who.api_version},
+            {"time", who.now},        {"fieldsType", "FieldsV1"}, {"fieldsV1", EncodeFieldsV1(s)}};
   if (!who.subresource.empty()) e["subresource"] = who.subresource;
   return e;
 }

@@ -46,7 +46,8 @@ const std::string* Intern(std::string_view s) {
 Labels::Labels(const FieldMap& m) {
   kv_.reserve(m.size());
   for (const auto& [k, v] : m) kv_.emplace_back(Intern(k), Intern(v));
-  std::sort(kv_.begin(), kv_.end(), [](const auto& a, const auto& b) { return *a.first < *b.first; });
+  std::sort(kv_.begin(), kv_.end(),
+            [](const auto& a, const auto& b) { return *a.first < *b.first; });
 }
 
 const std::string* Labels::Find(std::string_view key) const {

@@ -115,10 +115,10 @@ class Store {
   // otherwise replay history after it, or Expired when it is older than the window.
   struct WatchStart {
     std::shared_ptr<Watcher> watcher;
-    std::uint64_t too_old_rv = 0;   // >0: 410 for this RV
+    std::uint64_t too_old_rv = 0;  // >0: 410 for this RV
     std::uint64_t oldest_rv = 0;
-    std::uint64_t start_rv = 0;        // the store's RV when the watch started
-    std::size_t initial_count = 0;     // synthetic ADDED events queued first
+    std::uint64_t start_rv = 0;     // the store's RV when the watch started
+    std::size_t initial_count = 0;  // synthetic ADDED events queued first
   };
   WatchStart StartWatch(const std::string& storage, const std::string& ns, LabelSelector ls,
                         FieldSelector fs, std::optional<std::uint64_t> from_rv);

@@ -100,10 +100,14 @@ std::string FormatSelector(const json& sel) {
         if (v.is_string()) vals.push_back(v.get<std::string>());
       std::string joined;
       for (const auto& v : vals) joined += (joined.empty() ? "" : ",") + v;
-      if (op == "In") parts.push_back(key + " in (" + joined + ")");
-      else if (op == "NotIn") parts.push_back(key + " notin (" + joined + ")");
-      else if (op == "Exists") parts.push_back(key);
-      else if (op == "DoesNotExist") parts.push_back("!" + key);
+      if (op == "In")
+        parts.push_back(key + " in (" + joined + ")");
+      else if (op == "NotIn")
+        parts.push_back(key + " notin (" + joined + ")");
+      else if (op == "Exists")
+        parts.push_back(key);
+      else if (op == "DoesNotExist")
+        parts.push_back("!" + key);
     }
   }
   std::string out;
@@ -144,7 +148,8 @@ json NodeCells(const json& o, WallTime now) {
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       const std::string prefix = "node-role.kubernetes.io/";
-      if (k.rfind(prefix, 0) == 0 && k.size() > prefix.size()) roles.insert(k.substr(prefix.size()));
+      if (k.rfind(prefix, 0) == 0 && k.size() > prefix.size())
+        roles.insert(k.substr(prefix.size()));
       if (k == "kubernetes.io/role" && v.is_string() && !v.get<std::string>().empty())
         roles.insert(v.get<std::string>());
     }
@@ -225,8 +230,8 @@ json PodCells(const json& o, WallTime now) {
 // Events are stored in core/v1 form.
 json EventCells(const json& o, WallTime now) {
   auto micro_since = [&](const char* f) { return Since(Str(o, {f}), now); };
-  std::string first = Str(o, {"firstTimestamp"}).empty() ? micro_since("eventTime")
-                                                         : micro_since("firstTimestamp");
+  std::string first =
+      Str(o, {"firstTimestamp"}).empty() ? micro_since("eventTime") : micro_since("firstTimestamp");
   std::string last = Str(o, {"lastTimestamp"}).empty() ? first : micro_since("lastTimestamp");
   std::int64_t count = Int(o, {"count"});
   if (JsonAt(o, {"series"}).is_object()) {
@@ -581,7 +586,8 @@ json TableRow(const ResourceInfo& ri, const json& o, const json& view_obj, WallT
     extend({n, age});
   } else if (ri.group == "coordination.k8s.io" && r == "leases") {
     extend({Str(o, {"spec", "holderIdentity"}), age});
-  } else if (ri.group == "apps" && (r == "deployments" || r == "daemonsets" || r == "replicasets")) {
+  } else if (ri.group == "apps" &&
+             (r == "deployments" || r == "daemonsets" || r == "replicasets")) {
     auto [names, images] = ContainersAndImages(JsonAt(o, {"spec", "template", "spec"}));
     std::string sel = FormatSelector(JsonAt(o, {"spec", "selector"}));
     const json& rep = JsonAt(o, {"spec", "replicas"});

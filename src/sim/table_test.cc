@@ -23,10 +23,12 @@ TEST(TableTest, AcceptNegotiation) {
   EXPECT_FALSE(TableVersionFromAccept("application/json"));
   EXPECT_FALSE(TableVersionFromAccept(""));
   // Plain JSON listed first wins; protobuf is skipped (we never serve it).
-  EXPECT_FALSE(TableVersionFromAccept("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"));
-  EXPECT_EQ(TableVersionFromAccept("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,"
-                                   "application/json;as=Table;v=v1;g=meta.k8s.io"),
-            "meta.k8s.io/v1");
+  EXPECT_FALSE(
+      TableVersionFromAccept("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"));
+  EXPECT_EQ(
+      TableVersionFromAccept("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,"
+                             "application/json;as=Table;v=v1;g=meta.k8s.io"),
+      "meta.k8s.io/v1");
   EXPECT_TRUE(ConversionFromAccept(
       "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
       "APIGroupDiscoveryList", "apidiscovery.k8s.io", {"v2"}));
@@ -90,7 +92,8 @@ TEST(TableTest, NodeAndCustomResourceRows) {
   EXPECT_EQ(row["object"]["kind"], "PartialObjectMetadata");
   EXPECT_EQ(row["cells"].size(), TableColumns(*nodes).size());
 
-  json crd = json::parse(R"({"metadata":{"name":"ghps.x.io"},"spec":{"group":"x.io","scope":"Cluster",
+  json crd =
+      json::parse(R"({"metadata":{"name":"ghps.x.io"},"spec":{"group":"x.io","scope":"Cluster",
     "names":{"plural":"ghps","kind":"GHP"},"versions":[{"name":"v1","served":true,"storage":true,
     "additionalPrinterColumns":[{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"},
       {"name":"Matched","type":"integer","jsonPath":".status.matched"},

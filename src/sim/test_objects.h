@@ -38,15 +38,15 @@ inline nlohmann::json GuardianCrd(const std::string& plural, const std::string& 
 inline nlohmann::json GpuReplicaSet(const std::string& name, const std::string& ns, int replicas,
                                     int grace_seconds = 30) {
   using json = nlohmann::json;
-  json tmpl = {{"metadata", {{"labels", {{"app", name}}}}},
-               {"spec",
-                {{"terminationGracePeriodSeconds", grace_seconds},
-                 {"containers",
-                  {{{"name", "c"},
-                    {"image", "cuda"},
-                    {"resources",
-                     {{"requests", {{"nvidia.com/gpu", "1"}}},
-                      {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
+  json tmpl = {
+      {"metadata", {{"labels", {{"app", name}}}}},
+      {"spec",
+       {{"terminationGracePeriodSeconds", grace_seconds},
+        {"containers",
+         {{{"name", "c"},
+           {"image", "cuda"},
+           {"resources",
+            {{"requests", {{"nvidia.com/gpu", "1"}}}, {"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
   return {{"apiVersion", "apps/v1"},
           {"kind", "ReplicaSet"},
           {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{"app", name}}}}},
@@ -59,16 +59,17 @@ inline nlohmann::json GpuReplicaSet(const std::string& name, const std::string& 
 // A PodDisruptionBudget "<app>-pdb" with minAvailable over the pods labelled app=<app>.
 inline nlohmann::json MinAvailablePdb(const std::string& app, const std::string& ns,
                                       int min_available) {
-  return {{"apiVersion", "policy/v1"},
-          {"kind", "PodDisruptionBudget"},
-          {"metadata", {{"name", app + "-pdb"}, {"namespace", ns}}},
-          {"spec",
-           {{"minAvailable", min_available}, {"selector", {{"matchLabels", {{"app", app}}}}}}}};
+  return {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", {{"name", app + "-pdb"}, {"namespace", ns}}},
+      {"spec", {{"minAvailable", min_available}, {"selector", {{"matchLabels", {{"app", app}}}}}}}};
 }
 
 // Writes a GPUNodeHealth status the way an agent does: merge-patch the report when it exists,
 // create it otherwise. `status` is the encoded `status` object.
-inline Status PutReportStatus(SimServer& sim, const std::string& node, const nlohmann::json& status) {
+inline Status PutReportStatus(SimServer& sim, const std::string& node,
+                              const nlohmann::json& status) {
   const std::string collection = "/apis/gpuguardian.io/v1alpha1/gpunodehealths";
   const std::string path = collection + "/" + node;
   if (sim.Get(path).ok()) return sim.MergePatch(path, {{"status", status}}).status();

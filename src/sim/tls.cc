@@ -56,12 +56,12 @@ Status AddExt(X509* cert, X509* issuer, int nid, const char* value) {
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
   Ptr<X509_EXTENSION> ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value));
-  if (!ext || X509_add_ext(cert, ext.get(), -1) != 1) return SslError(std::string("extension ") + value);
+  if (!ext || X509_add_ext(cert, ext.get(), -1) != 1)
+    return SslError(std::string("extension ") + value);
   return OkStatus();
 }
 
-StatusOr<Ptr<X509>> MakeCert(EVP_PKEY* key, const char* cn, X509* issuer,
-                             int valid_days) {
+StatusOr<Ptr<X509>> MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, int valid_days) {
   Ptr<X509> cert(X509_new());
   if (!cert) return SslError("X509_new");
   X509_set_version(cert.get(), 2);
@@ -76,16 +76,20 @@ StatusOr<Ptr<X509>> MakeCert(EVP_PKEY* key, const char* cn, X509* issuer,
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), static_cast<long>(valid_days) * 24 * 3600);
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("gpu-guardian-sim"), -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("gpu-guardian-sim"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn),
+                             -1, -1, 0);
   X509_set_issuer_name(cert.get(), issuer ? X509_get_subject_name(issuer) : name);
   return cert;
 }
 
 }  // namespace
 
-StatusOr<TlsMaterial> GenerateTlsMaterial(int valid_days, const std::vector<std::string>& extra_dns_names) {
-  if (valid_days <= 0 || valid_days > 3650) return InvalidArgumentError("tls: valid_days must be in 1..3650");
+StatusOr<TlsMaterial> GenerateTlsMaterial(int valid_days,
+                                          const std::vector<std::string>& extra_dns_names) {
+  if (valid_days <= 0 || valid_days > 3650)
+    return InvalidArgumentError("tls: valid_days must be in 1..3650");
   for (const auto& n : extra_dns_names)
     if (n.empty() || n.find_first_of(",:\n\r ") != std::string::npos)
       return InvalidArgumentError("tls: invalid DNS name \"" + n + "\"");
@@ -94,7 +98,8 @@ StatusOr<TlsMaterial> GenerateTlsMaterial(int valid_days, const std::vector<std:
   if (!ca_key || !srv_key) return SslError("EC key generation");
   GG_ASSIGN_OR_RETURN(auto ca, MakeCert(ca_key.get(), "gpu-guardian-sim CA", nullptr, valid_days));
   GG_RETURN_IF_ERROR(AddExt(ca.get(), ca.get(), NID_basic_constraints, "critical,CA:TRUE"));
-  GG_RETURN_IF_ERROR(AddExt(ca.get(), ca.get(), NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature"));
+  GG_RETURN_IF_ERROR(
+      AddExt(ca.get(), ca.get(), NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature"));
   GG_RETURN_IF_ERROR(AddExt(ca.get(), ca.get(), NID_subject_key_identifier, "hash"));
   if (X509_sign(ca.get(), ca_key.get(), EVP_sha256()) <= 0) return SslError("signing CA");
 
@@ -106,11 +111,13 @@ StatusOr<TlsMaterial> GenerateTlsMaterial(int valid_days, const std::vector<std:
       "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local";
   for (const auto& n : extra_dns_names) san += ",DNS:" + n;
   GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_basic_constraints, "critical,CA:FALSE"));
-  GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment"));
+  GG_RETURN_IF_ERROR(
+      AddExt(srv.get(), ca.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment"));
   GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_ext_key_usage, "serverAuth"));
   GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_subject_alt_name, san.c_str()));
   GG_RETURN_IF_ERROR(AddExt(srv.get(), ca.get(), NID_authority_key_identifier, "keyid:always"));
-  if (X509_sign(srv.get(), ca_key.get(), EVP_sha256()) <= 0) return SslError("signing server certificate");
+  if (X509_sign(srv.get(), ca_key.get(), EVP_sha256()) <= 0)
+    return SslError("signing server certificate");
 
   TlsMaterial m;
   GG_ASSIGN_OR_RETURN(m.ca_cert_pem, CertPem(ca.get()));
@@ -151,7 +158,8 @@ Status WriteTlsFiles(TlsMaterial& m, const std::string& dir) {
 }
 
 std::string Base64Encode(std::string_view data) {
-  static constexpr char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kTable[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((data.size() + 2) / 3 * 4);
   size_t i = 0;
@@ -171,8 +179,9 @@ std::string Base64Encode(std::string_view data) {
   return out;
 }
 
-Status WriteKubeconfig(const std::string& path, std::string_view server_url, std::string_view ca_pem,
-                       std::string_view token, std::string_view user_name) {
+Status WriteKubeconfig(const std::string& path, std::string_view server_url,
+                       std::string_view ca_pem, std::string_view token,
+                       std::string_view user_name) {
   if (server_url.empty()) return InvalidArgumentError("kubeconfig: server URL is empty");
   if (user_name.empty()) user_name = "gpu-guardian-sim";
   std::string cluster = "    server: " + DoubleQuote(server_url) + "\n";

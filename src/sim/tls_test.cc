@@ -68,7 +68,8 @@ TEST(TlsTest, FilesAndKubeconfig) {
   ASSERT_EQ(::stat(m->server_key_path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::string kc = (dir / "kube" / "config").string();
-  ASSERT_TRUE(WriteKubeconfig(kc, "https://127.0.0.1:6443", m->ca_cert_pem, "tok-en", "operator").ok());
+  ASSERT_TRUE(
+      WriteKubeconfig(kc, "https://127.0.0.1:6443", m->ca_cert_pem, "tok-en", "operator").ok());
   std::ifstream in(kc);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -77,7 +78,8 @@ TEST(TlsTest, FilesAndKubeconfig) {
   const auto& cfg = (*docs)[0];
   EXPECT_EQ(cfg["current-context"], "gpu-guardian-sim");
   EXPECT_EQ(cfg["clusters"][0]["cluster"]["server"], "https://127.0.0.1:6443");
-  EXPECT_EQ(cfg["clusters"][0]["cluster"]["certificate-authority-data"], Base64Encode(m->ca_cert_pem));
+  EXPECT_EQ(cfg["clusters"][0]["cluster"]["certificate-authority-data"],
+            Base64Encode(m->ca_cert_pem));
   EXPECT_EQ(cfg["users"][0]["name"], "operator");
   EXPECT_EQ(cfg["users"][0]["user"]["token"], "tok-en");
   EXPECT_EQ(cfg["contexts"][0]["context"]["user"], "operator");

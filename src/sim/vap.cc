@@ -58,7 +58,8 @@ bool RuleMatches(const json& rule, const VapRequest& r) {
   if (!Contains(rule.value("apiGroups", json::array()), r.group)) return false;
   if (!Contains(rule.value("apiVersions", json::array()), r.version)) return false;
   if (!Contains(rule.value("operations", json::array()), r.operation)) return false;
-  if (!ResourceMatches(rule.value("resources", json::array()), r.resource, r.subresource)) return false;
+  if (!ResourceMatches(rule.value("resources", json::array()), r.resource, r.subresource))
+    return false;
   std::string scope = rule.value("scope", "*");
   if (scope == "Cluster" && r.namespaced) return false;
   if (scope == "Namespaced" && !r.namespaced) return false;
@@ -118,12 +119,17 @@ bool MatchResources(const json& m, const VapRequest& r, bool require_rules) {
 }
 
 json RequestObject(const VapRequest& r) {
-  json user = {{"username", r.user}, {"uid", ""}, {"groups", r.groups}, {"extra", r.extra.is_object() ? r.extra : json::object()}};
+  json user = {{"username", r.user},
+               {"uid", ""},
+               {"groups", r.groups},
+               {"extra", r.extra.is_object() ? r.extra : json::object()}};
   json kind = {{"group", r.group}, {"version", r.version}, {"kind", r.kind}};
   json res = {{"group", r.group}, {"version", r.version}, {"resource", r.resource}};
   json options = json::object();
-  if (r.operation == "CREATE") options = {{"kind", "CreateOptions"}, {"apiVersion", "meta.k8s.io/v1"}};
-  if (r.operation == "UPDATE") options = {{"kind", "UpdateOptions"}, {"apiVersion", "meta.k8s.io/v1"}};
+  if (r.operation == "CREATE")
+    options = {{"kind", "CreateOptions"}, {"apiVersion", "meta.k8s.io/v1"}};
+  if (r.operation == "UPDATE")
+    options = {{"kind", "UpdateOptions"}, {"apiVersion", "meta.k8s.io/v1"}};
   return {{"uid", ""},
           {"kind", kind},
           {"resource", res},
@@ -161,7 +167,8 @@ struct BindingFailures {
       ApiError e;
       e.reason = reason.empty() ? "Invalid" : reason;
       e.code = ReasonCode(e.reason);
-      e.message = QualifiedResource(r.resource, r.group) + " \"" + r.name + "\" is forbidden: " + cause;
+      e.message =
+          QualifiedResource(r.resource, r.group) + " \"" + r.name + "\" is forbidden: " + cause;
       e.name = r.name;
       e.group = r.group;
       e.kind = r.resource;
@@ -169,8 +176,8 @@ struct BindingFailures {
       out.deny = std::move(e);
     }
     if (actions.count("Warn"))
-      out.warnings.push_back("Validation failed for ValidatingAdmissionPolicy '" + pname + "' with binding '" +
-                             bname + "': " + message);
+      out.warnings.push_back("Validation failed for ValidatingAdmissionPolicy '" + pname +
+                             "' with binding '" + bname + "': " + message);
   }
 };
 
@@ -190,7 +197,10 @@ struct VapEngine::Policy {
     for (const auto& mc : match_conditions) {
       cel::Value v = mc.prog->Eval(vars);
       if (!v.ok() || !v.v.is_boolean()) {
-        if (fail_closed) f.Fail("failed to evaluate matchCondition '" + mc.name + "': " + (v.ok() ? "not a bool" : v.error), "");
+        if (fail_closed)
+          f.Fail("failed to evaluate matchCondition '" + mc.name +
+                     "': " + (v.ok() ? "not a bool" : v.error),
+                 "");
         return false;
       }
       if (!v.v.get<bool>()) return false;
@@ -200,12 +210,15 @@ struct VapEngine::Policy {
 
   // Each validation that is false (its message, or messageExpression when that yields one
   // line) or cannot be evaluated (when fail_closed) is a failure.
-  void Validate(const std::map<std::string, json>& vars, bool fail_closed, const BindingFailures& f) const {
+  void Validate(const std::map<std::string, json>& vars, bool fail_closed,
+                const BindingFailures& f) const {
     for (const auto& val : validations) {
       cel::Value v = val.prog->Eval(vars);
       if (!v.ok() || !v.v.is_boolean()) {
         if (fail_closed)
-          f.Fail("expression '" + val.text + "' resulted in error: " + (v.ok() ? "no such overload" : v.error), val.reason);
+          f.Fail("expression '" + val.text +
+                     "' resulted in error: " + (v.ok() ? "no such overload" : v.error),
+                 val.reason);
         continue;
       }
       if (v.v.get<bool>()) continue;
@@ -227,8 +240,10 @@ VapEngine::~VapEngine() = default;
 void VapEngine::Observe(const std::string& kind, const std::string& name, const json* obj) {
   std::scoped_lock lock(mu_);
   if (kind == "ValidatingAdmissionPolicyBinding") {
-    if (obj) bindings_[name] = *obj;
-    else bindings_.erase(name);
+    if (obj)
+      bindings_[name] = *obj;
+    else
+      bindings_.erase(name);
     return;
   }
   if (!obj) {
@@ -281,7 +296,8 @@ VapDecision VapEngine::Evaluate(const VapRequest& r) const {
     const json pspec = policy->obj.value("spec", json::object());
     const json bspec = binding.value("spec", json::object());
     if (!MatchResources(pspec.value("matchConstraints", json()), r, true)) continue;
-    if (bspec.contains("matchResources") && !MatchResources(bspec["matchResources"], r, false)) continue;
+    if (bspec.contains("matchResources") && !MatchResources(bspec["matchResources"], r, false))
+      continue;
     const std::string pname = policy->obj.value("metadata", json::object()).value("name", "");
     const std::string bname = binding.value("metadata", json::object()).value("name", "");
     const bool fail_closed = pspec.value("failurePolicy", "Fail") != "Ignore";
@@ -301,7 +317,9 @@ VapDecision VapEngine::Evaluate(const VapRequest& r) const {
         {"variables", json::object()},
     };
     if (pspec.contains("paramKind") && pspec["paramKind"].is_object()) {
-      if (fail_closed) failures.Fail("failed to configure binding: params are not supported by this simulator", "");
+      if (fail_closed)
+        failures.Fail("failed to configure binding: params are not supported by this simulator",
+                      "");
       continue;
     }
     if (!policy->MatchConditionsHold(vars, fail_closed, failures)) continue;
@@ -325,24 +343,29 @@ std::vector<StatusCause> ValidateVapObject(const json& obj, const std::string& k
     if (spec.value("policyName", "").empty()) out.push_back(RequiredCause("spec.policyName"));
     const json actions = spec.value("validationActions", json::array());
     if (!actions.is_array() || actions.empty()) {
-      out.push_back(RequiredCause("spec.validationActions", "at least one validation action is required"));
+      out.push_back(
+          RequiredCause("spec.validationActions", "at least one validation action is required"));
     } else {
       std::set<std::string> seen;
       for (std::size_t i = 0; i < actions.size(); ++i) {
         std::string a = actions[i].is_string() ? actions[i].get<std::string>() : "";
         std::string f = "spec.validationActions[" + std::to_string(i) + "]";
-        if (a != "Deny" && a != "Warn" && a != "Audit") out.push_back(NotSupportedCause(f, actions[i], {"Audit", "Deny", "Warn"}));
-        else if (!seen.insert(a).second) out.push_back(DuplicateCause(f, actions[i]));
+        if (a != "Deny" && a != "Warn" && a != "Audit")
+          out.push_back(NotSupportedCause(f, actions[i], {"Audit", "Deny", "Warn"}));
+        else if (!seen.insert(a).second)
+          out.push_back(DuplicateCause(f, actions[i]));
       }
       if (seen.count("Deny") && seen.count("Warn"))
-        out.push_back(InvalidCause("spec.validationActions", actions,
-                                   "must not contain both Deny and Warn (repeating the same validation failure "
-                                   "information in the API response and headers serves no purpose)"));
+        out.push_back(InvalidCause(
+            "spec.validationActions", actions,
+            "must not contain both Deny and Warn (repeating the same validation failure "
+            "information in the API response and headers serves no purpose)"));
     }
     return out;
   }
   std::string fp = spec.value("failurePolicy", "Fail");
-  if (fp != "Fail" && fp != "Ignore") out.push_back(NotSupportedCause("spec.failurePolicy", fp, {"Fail", "Ignore"}));
+  if (fp != "Fail" && fp != "Ignore")
+    out.push_back(NotSupportedCause("spec.failurePolicy", fp, {"Fail", "Ignore"}));
   if (!spec.contains("matchConstraints") || !spec["matchConstraints"].is_object()) {
     out.push_back(RequiredCause("spec.matchConstraints"));
   } else {
@@ -363,7 +386,8 @@ std::vector<StatusCause> ValidateVapObject(const json& obj, const std::string& k
   const json validations = spec.value("validations", json::array());
   const json audits = spec.value("auditAnnotations", json::array());
   if ((!validations.is_array() || validations.empty()) && (!audits.is_array() || audits.empty()))
-    out.push_back(RequiredCause("spec.validations", "validations or auditAnnotations must contain at least one item"));
+    out.push_back(RequiredCause("spec.validations",
+                                "validations or auditAnnotations must contain at least one item"));
   auto check_list = [&](const char* list, bool named) {
     const json items = spec.value(list, json::array());
     if (!items.is_array()) return;
@@ -384,8 +408,11 @@ std::vector<StatusCause> ValidateVapObject(const json& obj, const std::string& k
       }
       if (e.contains("reason")) {
         std::string reason = e.value("reason", "");
-        if (reason != "Unauthorized" && reason != "Forbidden" && reason != "Invalid" && reason != "RequestEntityTooLarge")
-          out.push_back(NotSupportedCause(p + ".reason", e["reason"], {"Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized"}));
+        if (reason != "Unauthorized" && reason != "Forbidden" && reason != "Invalid" &&
+            reason != "RequestEntityTooLarge")
+          out.push_back(
+              NotSupportedCause(p + ".reason", e["reason"],
+                                {"Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized"}));
       }
     }
   };

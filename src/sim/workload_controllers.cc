@@ -17,8 +17,6 @@
 // The loop keeps what it created or deleted in its cache at once (the write's result), so it
 // never counts the same missing pod twice while the watch catches up — what the real
 // controllers do with expectations.
-#include "sim/controllers.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -26,6 +24,7 @@
 #include <set>
 
 #include "sim/controller_util.h"
+#include "sim/controllers.h"
 
 namespace gg::sim {
 
@@ -41,17 +40,17 @@ namespace {
 using WallClock = std::chrono::system_clock;
 
 struct PodRec {
-  std::string owner;     // controller uid
-  std::string node;      // spec.nodeName, or the node a DaemonSet pod's affinity names
+  std::string owner;  // controller uid
+  std::string node;   // spec.nodeName, or the node a DaemonSet pod's affinity names
   bool bound = false;
-  bool active = false;   // not terminal, not being deleted
+  bool active = false;  // not terminal, not being deleted
   bool ready = false;
   std::optional<WallClock::time_point> ready_since;
   std::string phase;
-  std::string hash;      // pod-template-hash / controller-revision-hash
+  std::string hash;                 // pod-template-hash / controller-revision-hash
   std::string template_generation;  // pod-template-generation (DaemonSet pods)
   json labels;
-  std::string created;   // creationTimestamp
+  std::string created;  // creationTimestamp
   std::uint64_t rv = 0;
 };
 
@@ -74,12 +73,13 @@ std::string PodTemplateHash(const json& tmpl) {
 namespace {
 
 json WithoutHash(json tmpl) {
-  if (tmpl.contains("metadata") && tmpl["metadata"].is_object() && tmpl["metadata"].contains("labels") &&
-      tmpl["metadata"]["labels"].is_object()) {
+  if (tmpl.contains("metadata") && tmpl["metadata"].is_object() &&
+      tmpl["metadata"].contains("labels") && tmpl["metadata"]["labels"].is_object()) {
     tmpl["metadata"]["labels"].erase("pod-template-hash");
     if (tmpl["metadata"]["labels"].empty()) tmpl["metadata"].erase("labels");
   }
-  if (tmpl.contains("metadata") && tmpl["metadata"].is_object() && tmpl["metadata"].empty()) tmpl.erase("metadata");
+  if (tmpl.contains("metadata") && tmpl["metadata"].is_object() && tmpl["metadata"].empty())
+    tmpl.erase("metadata");
   return tmpl;
 }
 
@@ -123,8 +123,9 @@ long MinReadySeconds(const json& o) {
 
 // Sets (or keeps) a condition, with lastTransitionTime changed only on a status change and
 // (with_update) lastUpdateTime on any change of reason or message.
-void SetCondition(json& conds, const std::string& type, const std::string& status, const std::string& reason,
-                  const std::string& message, const std::string& now, bool with_update) {
+void SetCondition(json& conds, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, const std::string& now,
+                  bool with_update) {
   for (auto& c : conds) {
     if (c.value("type", "") != type) continue;
     bool same = c.value("status", "") == status && c.value("reason", "") == reason &&
@@ -137,7 +138,10 @@ void SetCondition(json& conds, const std::string& type, const std::string& statu
     if (with_update) c["lastUpdateTime"] = now;
     return;
   }
-  json c = {{"type", type}, {"status", status}, {"reason", reason}, {"message", message},
+  json c = {{"type", type},
+            {"status", status},
+            {"reason", reason},
+            {"message", message},
             {"lastTransitionTime", now}};
   if (with_update) c["lastUpdateTime"] = now;
   conds.push_back(std::move(c));
@@ -151,18 +155,24 @@ const json* FindCondition(const json& conds, const std::string& type) {
 // Tolerations the DaemonSet controller gives its pods (AddOrUpdateDaemonPodTolerations).
 void AddDaemonTolerations(json& spec) {
   std::vector<std::pair<std::string, std::string>> add = {
-      {"node.kubernetes.io/not-ready", "NoExecute"},       {"node.kubernetes.io/unreachable", "NoExecute"},
-      {"node.kubernetes.io/disk-pressure", "NoSchedule"},  {"node.kubernetes.io/memory-pressure", "NoSchedule"},
-      {"node.kubernetes.io/pid-pressure", "NoSchedule"},   {"node.kubernetes.io/unschedulable", "NoSchedule"}};
-  if (spec.value("hostNetwork", false)) add.emplace_back("node.kubernetes.io/network-unavailable", "NoSchedule");
-  if (!spec.contains("tolerations") || !spec["tolerations"].is_array()) spec["tolerations"] = json::array();
+      {"node.kubernetes.io/not-ready", "NoExecute"},
+      {"node.kubernetes.io/unreachable", "NoExecute"},
+      {"node.kubernetes.io/disk-pressure", "NoSchedule"},
+      {"node.kubernetes.io/memory-pressure", "NoSchedule"},
+      {"node.kubernetes.io/pid-pressure", "NoSchedule"},
+      {"node.kubernetes.io/unschedulable", "NoSchedule"}};
+  if (spec.value("hostNetwork", false))
+    add.emplace_back("node.kubernetes.io/network-unavailable", "NoSchedule");
+  if (!spec.contains("tolerations") || !spec["tolerations"].is_array())
+    spec["tolerations"] = json::array();
   for (const auto& [key, effect] : add) {
     bool have = false;
     for (const auto& t : spec["tolerations"])
       if (t.is_object() && t.value("key", "") == key && t.value("effect", "") == effect &&
           t.value("operator", "") == "Exists" && !t.contains("tolerationSeconds"))
         have = true;
-    if (!have) spec["tolerations"].push_back({{"key", key}, {"operator", "Exists"}, {"effect", effect}});
+    if (!have)
+      spec["tolerations"].push_back({{"key", key}, {"operator", "Exists"}, {"effect", effect}});
   }
 }
 
@@ -170,8 +180,8 @@ void AddDaemonTolerations(json& spec) {
 void PinToNode(json& spec, const std::string& node) {
   json field = json::array({{{"key", "metadata.name"}, {"operator", "In"}, {"values", {node}}}});
   json& req = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-  if (!req.is_object() || !req.contains("nodeSelectorTerms") || !req["nodeSelectorTerms"].is_array() ||
-      req["nodeSelectorTerms"].empty()) {
+  if (!req.is_object() || !req.contains("nodeSelectorTerms") ||
+      !req["nodeSelectorTerms"].is_array() || req["nodeSelectorTerms"].empty()) {
     req = {{"nodeSelectorTerms", {{{"matchFields", field}}}}};
     return;
   }
@@ -183,15 +193,17 @@ std::string DaemonPodNode(const json& p) {
   std::string n = Str(p, {"spec", "nodeName"});
   if (!n.empty()) return n;
   const json* cur = &p;
-  for (const char* k : {"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}) {
+  for (const char* k :
+       {"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}) {
     if (!cur->is_object() || !cur->contains(k)) return "";
     cur = &(*cur)[k];
   }
   if (!cur->contains("nodeSelectorTerms") || !(*cur)["nodeSelectorTerms"].is_array()) return "";
   for (const auto& term : (*cur)["nodeSelectorTerms"])
     for (const auto& f : term.value("matchFields", json::array()))
-      if (f.value("key", "") == "metadata.name" && f.value("operator", "") == "In" && f.contains("values") &&
-          f["values"].is_array() && f["values"].size() == 1 && f["values"][0].is_string())
+      if (f.value("key", "") == "metadata.name" && f.value("operator", "") == "In" &&
+          f.contains("values") && f["values"].is_array() && f["values"].size() == 1 &&
+          f["values"][0].is_string())
         return f["values"][0].get<std::string>();
   return "";
 }

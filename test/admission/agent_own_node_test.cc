@@ -8,10 +8,9 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/cel/cel.h"
 
@@ -34,8 +33,10 @@ json ToJson(const YAML::Node& n) {
       for (const auto& e : n) j.push_back(ToJson(e));
       return j;
     }
-    case YAML::NodeType::Scalar: return n.Scalar();
-    default: return nullptr;
+    case YAML::NodeType::Scalar:
+      return n.Scalar();
+    default:
+      return nullptr;
   }
 }
 
@@ -94,7 +95,8 @@ class Policy {
     const bool fail_closed = policy_["spec"].value("failurePolicy", "Fail") == "Fail";
     for (const auto& mc : policy_["spec"]["matchConditions"]) {
       Value v = Program(mc["expression"].get<std::string>()).Eval(vars);
-      if (!v.ok()) return fail_closed ? Decision{false, "matchCondition error: " + v.error} : Decision{};
+      if (!v.ok())
+        return fail_closed ? Decision{false, "matchCondition error: " + v.error} : Decision{};
       if (v.v != true) return {};  // not for this policy
     }
     for (const auto& val : policy_["spec"]["validations"]) {
@@ -137,11 +139,14 @@ Request Report(const std::string& caller_node, const std::string& target, const 
 }
 
 json NodeObject(const std::string& name) {
-  return {{"apiVersion", "v1"}, {"kind", "Node"},
-          {"metadata", {{"name", name},
-                        {"labels", {{"kubernetes.io/hostname", name}, {"nvidia.com/gpu.present", "true"}}},
-                        {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"},
-                                         {"gpuguardian.io/remediation", R"({"version":1})"}}}}},
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"labels", {{"kubernetes.io/hostname", name}, {"nvidia.com/gpu.present", "true"}}},
+            {"annotations",
+             {{"node.alpha.kubernetes.io/ttl", "0"},
+              {"gpuguardian.io/remediation", R"({"version":1})"}}}}},
           {"spec", {{"podCIDR", "10.0.0.0/24"}}}};
 }
 
@@ -255,7 +260,9 @@ TEST(AgentOwnNodePolicy, OtherUsersAreNotConfined) {
 TEST(AgentOwnNodePolicy, OnNodesOnlyTheHealthAnnotationMayChange) {
   Policy p = Policy::Load();
   const std::string health = R"({"v":1,"nodeName":"gpu-1"})";
-  auto set_health = [&](json& n) { n["metadata"]["annotations"]["gpuguardian.io/health"] = health; };
+  auto set_health = [&](json& n) {
+    n["metadata"]["annotations"]["gpuguardian.io/health"] = health;
+  };
   EXPECT_TRUE(p.Admit(NodePatch("gpu-1", "gpu-1", set_health)).allowed);
   // Its own health annotation on another node: the name check denies.
   EXPECT_FALSE(p.Admit(NodePatch("gpu-1", "gpu-2", set_health)).allowed);
@@ -266,10 +273,12 @@ TEST(AgentOwnNodePolicy, OnNodesOnlyTheHealthAnnotationMayChange) {
   // Removing its own annotation again is fine.
   json with_health = NodeObject("gpu-1");
   with_health["metadata"]["annotations"]["gpuguardian.io/health"] = health;
-  EXPECT_TRUE(p.Admit(NodePatch("gpu-1", "gpu-1",
-                                [](json& n) { n["metadata"]["annotations"].erase("gpuguardian.io/health"); },
-                                with_health))
-                  .allowed);
+  EXPECT_TRUE(
+      p.Admit(NodePatch(
+                  "gpu-1", "gpu-1",
+                  [](json& n) { n["metadata"]["annotations"].erase("gpuguardian.io/health"); },
+                  with_health))
+          .allowed);
 
   struct Case {
     const char* what;
@@ -278,7 +287,8 @@ TEST(AgentOwnNodePolicy, OnNodesOnlyTheHealthAnnotationMayChange) {
       {"uncordon", [](json& n) { n["spec"]["unschedulable"] = false; }},
       {"cordon", [](json& n) { n["spec"]["unschedulable"] = true; }},
       {"remove taints", [](json& n) { n["spec"]["taints"] = json::array(); }},
-      {"change a label", [](json& n) { n["metadata"]["labels"]["nvidia.com/gpu.present"] = "false"; }},
+      {"change a label",
+       [](json& n) { n["metadata"]["labels"]["nvidia.com/gpu.present"] = "false"; }},
       {"add a label", [](json& n) { n["metadata"]["labels"]["x"] = "y"; }},
       {"drop all labels", [](json& n) { n["metadata"].erase("labels"); }},
       {"rewrite the operator's record",
@@ -287,8 +297,12 @@ TEST(AgentOwnNodePolicy, OnNodesOnlyTheHealthAnnotationMayChange) {
        [](json& n) { n["metadata"]["annotations"].erase("gpuguardian.io/remediation"); }},
       {"drop all annotations", [](json& n) { n["metadata"].erase("annotations"); }},
       {"add another annotation", [](json& n) { n["metadata"]["annotations"]["evil"] = "1"; }},
-      {"add a finalizer", [](json& n) { n["metadata"]["finalizers"] = json::array({"x/block-delete"}); }},
-      {"add an owner", [](json& n) { n["metadata"]["ownerReferences"] = json::array({json{{"kind", "Pod"}}}); }},
+      {"add a finalizer",
+       [](json& n) { n["metadata"]["finalizers"] = json::array({"x/block-delete"}); }},
+      {"add an owner",
+       [](json& n) {
+         n["metadata"]["ownerReferences"] = json::array({json{{"kind", "Pod"}}});
+       }},
   };
   for (const auto& c : denied) {
     Decision d = p.Admit(NodePatch("gpu-1", "gpu-1", [&](json& n) {
@@ -311,7 +325,8 @@ TEST(CelSubset, ErrorsAndShortCircuitsLikeCel) {
   EXPECT_EQ(eval("has(m.a) && !has(m.b)").v, true);
   EXPECT_EQ(eval("'a' in m && !('b' in m) && 2 in l").v, true);
   EXPECT_EQ(eval("m.all(k, k == 'a')").v, true);
-  EXPECT_EQ(eval("l.all(x, x > 0) && l.exists(x, x == 2) && size(l.filter(x, x > 1)) == 1").v, true);
+  EXPECT_EQ(eval("l.all(x, x > 0) && l.exists(x, x == 2) && size(l.filter(x, x > 1)) == 1").v,
+            true);
   EXPECT_EQ(eval("l.all(x, x == 5 || m.zz == 1)").ok(), false);
   EXPECT_EQ(eval("l.all(x, x == 1 && m.zz == 1)").v, false) << "one false decides all()";
   EXPECT_FALSE(eval("l[5] == 1").ok());

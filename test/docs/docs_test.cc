@@ -51,8 +51,8 @@ std::vector<std::string> Expand(const std::string& token) {
   if (close == std::string::npos) return {token.substr(0, open)};
   const std::string inner = token.substr(open + 1, close - open - 1);
   const bool alternatives = std::all_of(inner.begin(), inner.end(), [](char c) {
-    return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-           c == ',' || c == '_';
+    return std::isupper(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == ',' || c == '_';
   });
   if (!alternatives) return {token.substr(0, open)};  // a label list
   std::vector<std::string> out;
@@ -112,8 +112,8 @@ void CompareMetrics(const std::string& who, const std::set<std::string>& documen
   }
   for (const auto& e : exported) {
     if (e.rfind("gpu_guardian_", 0) != 0) continue;
-    EXPECT_TRUE(Covered(e, documented)) << who << ": /metrics serves " << e
-                                        << ", the docs do not list it";
+    EXPECT_TRUE(Covered(e, documented))
+        << who << ": /metrics serves " << e << ", the docs do not list it";
   }
 }
 
@@ -154,16 +154,16 @@ class Binaries : public ::testing::Test {
 TEST_F(Binaries, MetricNamesInTheDocsAreTheOnesServed) {
   Write("policy.yaml", kPolicy);
   Write("script.yaml", kScript);
-  Sim sim(dir_.path(), {"--nodes", "1", "--apply", kSrc + "/deploy/crds", "--apply",
-                        Path("policy.yaml")});
+  Sim sim(dir_.path(),
+          {"--nodes", "1", "--apply", kSrc + "/deploy/crds", "--apply", Path("policy.yaml")});
   ASSERT_TRUE(sim.ready()) << sim.Log();
-  e2e::Process op({kBin + "/gpu-guardian-operator", "--kubeconfig", sim.kubeconfig(),
-                   "--metrics-addr", "127.0.0.1:0", "--leader-elect=true",
-                   "--leader-election-namespace", "default"},
-                  Path("operator.log"));
-  e2e::Process agent({kBin + "/gpu-guardian-agent", "--kubeconfig", sim.kubeconfig(),
-                      "--node-name", "gpu-node-00000", "--source", "script", "--script",
-                      Path("script.yaml"), "--metrics-addr", "127.0.0.1:0"},
+  e2e::Process op(
+      {kBin + "/gpu-guardian-operator", "--kubeconfig", sim.kubeconfig(), "--metrics-addr",
+       "127.0.0.1:0", "--leader-elect=true", "--leader-election-namespace", "default"},
+      Path("operator.log"));
+  e2e::Process agent({kBin + "/gpu-guardian-agent", "--kubeconfig", sim.kubeconfig(), "--node-name",
+                      "gpu-node-00000", "--source", "script", "--script", Path("script.yaml"),
+                      "--metrics-addr", "127.0.0.1:0"},
                      Path("agent.log"));
   const int op_port = PortFromLog(op), agent_port = PortFromLog(agent);
   ASSERT_GT(op_port, 0) << op.Log();
@@ -218,19 +218,19 @@ std::set<std::string> HelpFlags(const std::string& help) {
 }
 
 TEST_F(Binaries, FlagTablesMatchHelp) {
-  for (const auto& [binary, doc] : {std::pair<std::string, std::string>{"gpu-guardian-operator",
-                                                                        "docs/operator.md"},
-                                    {"gpu-guardian-agent", "docs/agent.md"}}) {
+  for (const auto& [binary, doc] :
+       {std::pair<std::string, std::string>{"gpu-guardian-operator", "docs/operator.md"},
+        {"gpu-guardian-agent", "docs/agent.md"}}) {
     auto help = Sh(kBin + "/" + binary + " --help", dir_.path());
     ASSERT_EQ(help.rc, 0) << binary << help.err;
     const auto documented = DocumentedFlags(doc), offered = HelpFlags(help.out);
     ASSERT_FALSE(documented.empty()) << doc;
     for (const auto& f : documented)
-      EXPECT_TRUE(offered.count(f)) << doc << " documents " << f << ", " << binary
-                                    << " --help has no such flag";
+      EXPECT_TRUE(offered.count(f))
+          << doc << " documents " << f << ", " << binary << " --help has no such flag";
     for (const auto& f : offered)
-      EXPECT_TRUE(documented.count(f)) << binary << " takes " << f << ", " << doc
-                                       << " does not document it";
+      EXPECT_TRUE(documented.count(f))
+          << binary << " takes " << f << ", " << doc << " does not document it";
   }
 }
 
@@ -245,7 +245,8 @@ TEST_F(Binaries, EveryBinaryTakesTheLogFlags) {
     EXPECT_TRUE(flags.count("--log-level")) << binary << ":\n" << help.out;
   }
   // And they work: JSON lines from the agent, an invalid level refused.
-  Write("kmsg", "4,1,1,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n");
+  Write("kmsg",
+        "4,1,1,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n");
   auto json = Sh(kBin + "/gpu-guardian-agent --source kmsg --kmsg-path " + Path("kmsg") +
                      " --kmsg-from-boot --once --print --log-format json --log-level info",
                  dir_.path());
@@ -262,9 +263,9 @@ TEST_F(Binaries, MetricsPortInUseIsRefused) {
   Write("gpus.json", R"({"gpus": [{"index": 0, "uuid": "GPU-a"}]})");
   Sim sim(dir_.path(), {"--nodes", "1", "--apply", kSrc + "/deploy/crds"});
   ASSERT_TRUE(sim.ready()) << sim.Log();
-  e2e::Process first({kBin + "/gpu-guardian-agent", "--kubeconfig", sim.kubeconfig(),
-                      "--node-name", "gpu-node-00000", "--source", "file", "--file",
-                      Path("gpus.json"), "--metrics-addr", "127.0.0.1:0"},
+  e2e::Process first({kBin + "/gpu-guardian-agent", "--kubeconfig", sim.kubeconfig(), "--node-name",
+                      "gpu-node-00000", "--source", "file", "--file", Path("gpus.json"),
+                      "--metrics-addr", "127.0.0.1:0"},
                      Path("agent1.log"));
   const int port = PortFromLog(first);
   ASSERT_GT(port, 0) << first.Log();

@@ -38,8 +38,8 @@ inline std::string ReadAll(const std::string& path) {
 inline Ran Sh(const std::string& cmd, const std::string& dir) {
   static int n = 0;
   const std::string base = dir + "/cmd" + std::to_string(++n);
-  const std::string full = "PATH='" + kBin + "':\"$PATH\" " + cmd + " >" + base + ".out 2>" +
-                           base + ".err";
+  const std::string full =
+      "PATH='" + kBin + "':\"$PATH\" " + cmd + " >" + base + ".out 2>" + base + ".err";
   Ran r;
   int st = std::system(full.c_str());
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

@@ -36,12 +36,15 @@ class PluginTest : public ::testing::Test {
   // (A long duration for a fresh Lease keeps a slow machine from seeing it expire mid-test.)
   void PutLease(const std::string& ns, std::chrono::seconds age, int duration_s = 3600) {
     const std::string renew = FormatRfc3339Micro(std::chrono::system_clock::now() - age);
-    Write("lease.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns +
-                            "\n---\napiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: "
-                        "gpu-guardian-operator\n  namespace: " +
-                            ns + "\nspec:\n  holderIdentity: op-1\n  leaseDurationSeconds: " +
-                            std::to_string(duration_s) + "\n"
-                                 "  renewTime: \"" + renew + "\"\n");
+    Write("lease.yaml",
+          "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns +
+              "\n---\napiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: "
+              "gpu-guardian-operator\n  namespace: " +
+              ns + "\nspec:\n  holderIdentity: op-1\n  leaseDurationSeconds: " +
+              std::to_string(duration_s) +
+              "\n"
+              "  renewTime: \"" +
+              renew + "\"\n");
     auto r = Kubectl("apply -f " + Path("lease.yaml"));
     ASSERT_EQ(r.rc, 0) << r.err;
   }
@@ -140,7 +143,8 @@ spec:
       "patch gpuhealthpolicy fleet --subresource=status --type=merge -p '{\"status\":"
       "{\"conditions\":[{\"type\":\"BrakeEngaged\",\"status\":\"True\",\"reason\":"
       "\"MaxUnhealthy\",\"message\":\"1 of 2 nodes fenced; maxUnhealthy 50% reached\","
-      "\"lastTransitionTime\":\"" + now + "\"}]}}'");
+      "\"lastTransitionTime\":\"" +
+      now + "\"}]}}'");
   ASSERT_EQ(st.rc, 0) << st.err;
   // What the operator writes for a node it holds back: the verdict condition and the record.
   const std::string long_reason =
@@ -152,8 +156,9 @@ spec:
       "\"RulesMatched\",\"message\":\"GPU 3: lost [policy fleet]\",\"lastTransitionTime\":\"" +
       now + "\"}]}}'");
   ASSERT_EQ(cond.rc, 0) << cond.err;
-  auto ann = Kubectl("annotate node gpu-node-00001 'gpuguardian.io/remediation={\"v\":1,\"skipped\":\"" +
-                     long_reason + "\"}'");
+  auto ann =
+      Kubectl("annotate node gpu-node-00001 'gpuguardian.io/remediation={\"v\":1,\"skipped\":\"" +
+              long_reason + "\"}'");
   ASSERT_EQ(ann.rc, 0) << ann.err;
 
   auto r = Plugin("status --kubeconfig " + KC());

@@ -96,10 +96,18 @@ class E2E : public ::testing::Test {
   void SetUp() override {
     dir_ = std::make_unique<TempDir>();
     WriteFile(Path("policy.yaml"), kPolicy);
-    std::vector<std::string> args{kBin + "/gpu-guardian-sim", "--listen", "127.0.0.1:0", "--scenario",
-                                  kSrc + "/deploy/demo/cluster.yaml", "--apply", kSrc + "/deploy/namespace.yaml",
-                                  "--apply", kSrc + "/deploy/crds",
-                                  "--apply", Path("policy.yaml"), "--write-kubeconfig",
+    std::vector<std::string> args{kBin + "/gpu-guardian-sim",
+                                  "--listen",
+                                  "127.0.0.1:0",
+                                  "--scenario",
+                                  kSrc + "/deploy/demo/cluster.yaml",
+                                  "--apply",
+                                  kSrc + "/deploy/namespace.yaml",
+                                  "--apply",
+                                  kSrc + "/deploy/crds",
+                                  "--apply",
+                                  Path("policy.yaml"),
+                                  "--write-kubeconfig",
                                   Path("kubeconfig")};
     for (const auto& a : ExtraSimArgs()) args.push_back(a);
     sim_ = std::make_unique<Process>(args, Path("sim.log"));
@@ -121,9 +129,10 @@ class E2E : public ::testing::Test {
 
   std::unique_ptr<Process> StartOperator(const std::string& id) {
     return std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig", OperatorKubeconfig(),
-                                 "--metrics-addr", "127.0.0.1:0", "--leader-elect", "--leader-election-namespace",
-                                 LeaseNamespace(), "--leader-election-identity", id},
+        std::vector<std::string>{kBin + "/gpu-guardian-operator", "--kubeconfig",
+                                 OperatorKubeconfig(), "--metrics-addr", "127.0.0.1:0",
+                                 "--leader-elect", "--leader-election-namespace", LeaseNamespace(),
+                                 "--leader-election-identity", id},
         Path("operator-" + id + ".log"));
   }
 
@@ -132,8 +141,8 @@ class E2E : public ::testing::Test {
     return std::make_unique<Process>(
         std::vector<std::string>{kBin + "/gpu-guardian-agent", "--node-name", node, "--kubeconfig",
                                  AgentKubeconfig(), "--source", "script", "--script",
-                                 Path(node + ".yaml"), "--heartbeat", "30s", "--sweep-interval", "500ms",
-                                 "--metrics-addr", "0"},
+                                 Path(node + ".yaml"), "--heartbeat", "30s", "--sweep-interval",
+                                 "500ms", "--metrics-addr", "0"},
         Path("agent-" + node + ".log"));
   }
 
@@ -174,7 +183,8 @@ class E2E : public ::testing::Test {
       std::ifstream in(Path(f));
       std::stringstream ss;
       ss << in.rdbuf();
-      all += std::string("--- ") + f + "\n" + ss.str().substr(ss.str().size() > 6000 ? ss.str().size() - 6000 : 0);
+      all += std::string("--- ") + f + "\n" +
+             ss.str().substr(ss.str().size() > 6000 ? ss.str().size() - 6000 : 0);
     }
     return all;
   }
@@ -196,10 +206,11 @@ TEST_F(E2E, FatalXidFencesDrainsAndRecoversTheNodeOnly) { RunFatalXidScenario(*t
 class E2ERbac : public E2E {
  protected:
   std::vector<std::string> ExtraSimArgs() const override {
-    return {"--authz", "rbac", "--rbac", kSrc + "/deploy/rbac/operator.yaml", "--rbac",
-            kSrc + "/deploy/rbac/agent.yaml", "--user-token",
-            "op-token=system:serviceaccount:gpu-guardian:gpu-guardian-operator", "--user-token",
-            "agent-token=system:serviceaccount:gpu-guardian:gpu-guardian-agent"};
+    return {"--authz",      "rbac",
+            "--rbac",       kSrc + "/deploy/rbac/operator.yaml",
+            "--rbac",       kSrc + "/deploy/rbac/agent.yaml",
+            "--user-token", "op-token=system:serviceaccount:gpu-guardian:gpu-guardian-operator",
+            "--user-token", "agent-token=system:serviceaccount:gpu-guardian:gpu-guardian-agent"};
   }
   // Written once, atomically: every agent start asks for the file, and rewriting it in place
   // while an earlier agent was reading it gave that agent a half-written kubeconfig ("not a
@@ -256,7 +267,8 @@ constexpr UnusedGrant kAllowedUnused[] = {
 bool Allowlisted(const std::string& sa, const std::string& permission, const UnusedGrant& g) {
   if (sa != g.user) return false;
   std::string want = g.permission;
-  if (want.rfind("* ", 0) == 0) return permission.substr(permission.find(' ') + 1) == want.substr(2);
+  if (want.rfind("* ", 0) == 0)
+    return permission.substr(permission.find(' ') + 1) == want.substr(2);
   return permission == want;
 }
 
@@ -350,7 +362,8 @@ void E2E::RunFatalXid() {
         auto n2 = GetNode("dgx-4");
         if (!n2.ok()) return false;
         const k8s::NodeCondition* c = n2->FindCondition(api::kConditionType);
-        return !n2->unschedulable && n2->FindTaint(api::kTaintKey) == nullptr && c && c->status == "True";
+        return !n2->unschedulable && n2->FindTaint(api::kTaintKey) == nullptr && c &&
+               c->status == "True";
       },
       90s))
       << Logs();
@@ -358,7 +371,9 @@ void E2E::RunFatalXid() {
   // Events are written by the operator's recorder after the Node write that they describe (as
   // client-go's broadcaster does), so a reader can see the uncordon before its Event: wait.
   std::vector<std::string> reasons;
-  auto has = [&](const char* r) { return std::find(reasons.begin(), reasons.end(), r) != reasons.end(); };
+  auto has = [&](const char* r) {
+    return std::find(reasons.begin(), reasons.end(), r) != reasons.end();
+  };
   Eventually(
       [&] {
         reasons = EventReasonsFor("dgx-4");

@@ -17,7 +17,8 @@ extern char** environ;
 
 namespace gg::e2e {
 
-Process::Process(std::vector<std::string> argv, std::string log_path) : log_path_(std::move(log_path)) {
+Process::Process(std::vector<std::string> argv, std::string log_path)
+    : log_path_(std::move(log_path)) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -50,7 +51,8 @@ std::string Process::Log() const {
   return ss.str();
 }
 
-std::string Process::WaitForLog(const std::string& needle, std::chrono::milliseconds timeout) const {
+std::string Process::WaitForLog(const std::string& needle,
+                                std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::string log = Log();

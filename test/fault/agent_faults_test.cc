@@ -12,10 +12,10 @@
 #include <sstream>
 
 #include "agent/app.h"
-#include "gpu/nvml_worker.h"
 #include "e2e/process.h"
 #include "fault/fault_world.h"
 #include "gpu/fake_nvml.h"
+#include "gpu/nvml_worker.h"
 
 namespace gg::fault {
 namespace {
@@ -87,14 +87,16 @@ TEST_F(AgentFaults, AgentKilledAndRestartedKeepsTheFenceAndResumes) {
   auto start_agent = [&](const std::string& log) {
     return std::make_unique<e2e::Process>(
         std::vector<std::string>{kBin + "/gpu-guardian-agent", "--node-name", "gpu-0", "--server",
-                                 sim_->Url(), "--source", "file", "--file", file, "--heartbeat", "1h",
-                                 "--sweep-interval", "200ms", "--metrics-addr", "0"},
+                                 sim_->Url(), "--source", "file", "--file", file, "--heartbeat",
+                                 "1h", "--sweep-interval", "200ms", "--metrics-addr", "0"},
         dir_.path() + "/" + log);
   };
   auto agent = start_agent("agent-1.log");
-  ASSERT_TRUE(WaitFor([&] { return Cordoned(Node("gpu-0")) && Condition(Node("gpu-0")) == "False"; }))
-      << agent->Log();
-  const std::string rv_before = (*sim_->Get(std::string(kReports) + "/gpu-0"))["metadata"].value("resourceVersion", "");
+  ASSERT_TRUE(WaitFor([&] {
+    return Cordoned(Node("gpu-0")) && Condition(Node("gpu-0")) == "False";
+  })) << agent->Log();
+  const std::string rv_before =
+      (*sim_->Get(std::string(kReports) + "/gpu-0"))["metadata"].value("resourceVersion", "");
 
   ASSERT_EQ(::kill(agent->pid(), SIGKILL), 0);
   agent->Stop(SIGKILL, 5s);
@@ -148,7 +150,8 @@ TEST_F(AgentFaults, NvmlHangDegradesTheReportNotTheAgent) {
       << Report(*sim_, "gpu-0").dump();
 
   fake.Hang("nvmlDeviceGetTemperature");
-  ASSERT_TRUE(WaitFor([&] { return SourceState(Report(*sim_, "gpu-0"), "nvml") == "Degraded"; }, 30s))
+  ASSERT_TRUE(
+      WaitFor([&] { return SourceState(Report(*sim_, "gpu-0"), "nvml") == "Degraded"; }, 30s))
       << Report(*sim_, "gpu-0").dump();
   json st = Report(*sim_, "gpu-0");
   std::string msg;
@@ -162,7 +165,8 @@ TEST_F(AgentFaults, NvmlHangDegradesTheReportNotTheAgent) {
 
   // Stuck again, then stopped: shutdown must not wait for the driver.
   fake.Hang("nvmlDeviceGetTemperature");
-  ASSERT_TRUE(WaitFor([&] { return SourceState(Report(*sim_, "gpu-0"), "nvml") == "Degraded"; }, 30s));
+  ASSERT_TRUE(
+      WaitFor([&] { return SourceState(Report(*sim_, "gpu-0"), "nvml") == "Degraded"; }, 30s));
   const auto t0 = Clk::now();
   (*app)->Stop();
   const double stop_s = Seconds(Clk::now() - t0);
@@ -178,7 +182,8 @@ TEST_F(AgentFaults, NvmlHangDegradesTheReportNotTheAgent) {
 
 // kmsg lines the way the kernel writes them: "prio,seq,usec,flags;text".
 std::string KmsgLine(long seq, const std::string& text) {
-  return "4," + std::to_string(seq) + "," + std::to_string(1000000 + seq * 10) + ",-;" + text + "\n";
+  return "4," + std::to_string(seq) + "," + std::to_string(1000000 + seq * 10) + ",-;" + text +
+         "\n";
 }
 
 // A million kernel-log lines — application Xids (13, 43, 31) interleaved with unrelated noise
@@ -245,13 +250,16 @@ TEST_F(AgentFaults, KmsgFloodOfApplicationXidsNoFalseFenceBoundedMemory) {
       if (x.value("xid", 0) == xid) n += x.value("count", 0L);
     return n;
   };
-  bool all = WaitFor([&] { return count_of(13) == sent[13] && count_of(43) == sent[43] && count_of(31) == sent[31]; },
-                     120s);
+  bool all = WaitFor(
+      [&] {
+        return count_of(13) == sent[13] && count_of(43) == sent[43] && count_of(31) == sent[31];
+      },
+      120s);
   const double secs = Seconds(Clk::now() - t0);
   const long rss_after = RssKib();
   json st = Report(*sim_, "gpu-0");
-  std::printf("kmsg flood: %ld lines in %.1f s, xid13 %ld/%ld, report %zu bytes, RSS %+ld KiB\n", kLines,
-              secs, count_of(13), sent[13], st.dump().size(), rss_after - rss_before);
+  std::printf("kmsg flood: %ld lines in %.1f s, xid13 %ld/%ld, report %zu bytes, RSS %+ld KiB\n",
+              kLines, secs, count_of(13), sent[13], st.dump().size(), rss_after - rss_before);
   RecordProperty("kmsg_flood_rss_growth_kib", static_cast<int>(rss_after - rss_before));
   EXPECT_TRUE(all) << "counts lost in the flood: " << st.dump().substr(0, 2000);
   EXPECT_LE(st.value("xids", json::array()).size(), 64u) << "the ring is bounded";
@@ -264,7 +272,8 @@ TEST_F(AgentFaults, KmsgFloodOfApplicationXidsNoFalseFenceBoundedMemory) {
   EXPECT_TRUE(Events("GPUUnhealthy", "gpu-0").empty());
 
   // Not blinded: a real fatal Xid right after the flood fences the node.
-  std::string fatal = KmsgLine(kLines + 1, "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off the bus.");
+  std::string fatal = KmsgLine(
+      kLines + 1, "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off the bus.");
   ASSERT_EQ(::write(wfd, fatal.data(), fatal.size()), static_cast<ssize_t>(fatal.size()));
   EXPECT_TRUE(WaitFor([&] { return Cordoned(Node("gpu-0")) && HasOurTaint(Node("gpu-0")); }, 60s))
       << Report(*sim_, "gpu-0").dump().substr(0, 2000);
@@ -332,7 +341,9 @@ TEST_F(AgentFaults, OperatorClockJumpsChangeNothing) {
   EXPECT_TRUE(op.op->IsLeader()) << "the lease must survive wall-clock jumps";
   int gpu1_changes = 0;
   for (const auto& c : cordons.Changes()) {
-    if (c.node == "gpu-0") { ADD_FAILURE() << "gpu-0 cordon changed"; }
+    if (c.node == "gpu-0") {
+      ADD_FAILURE() << "gpu-0 cordon changed";
+    }
     if (c.node == "gpu-1") ++gpu1_changes;
   }
   EXPECT_EQ(gpu1_changes, 1) << "gpu-1: cordoned once, never released";
@@ -371,10 +382,12 @@ TEST_F(AgentFaults, OperatorClockSetBackThenCorrectedCountsNoHealthyTime) {
     std::this_thread::sleep_for(250ms);
   }
   // And then it does recover: healthy time still counts.
-  EXPECT_TRUE(WaitFor([&] {
-    WriteReport("gpu-1", HealthyReport("gpu-1"));
-    return !Cordoned(Node("gpu-1"));
-  }, 30s));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        WriteReport("gpu-1", HealthyReport("gpu-1"));
+        return !Cordoned(Node("gpu-1"));
+      },
+      30s));
   std::printf("recovered %.1f s after the healthy report (healthyFor 8 s)\n",
               Seconds(Clk::now() - healthy_from));
   EXPECT_FALSE(op.done.load()) << op.result;

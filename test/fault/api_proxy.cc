@@ -69,7 +69,8 @@ void BodyState(Stream& s, const Head& h, Stream::State fallback) {
 }
 
 // Advances the framing over `data`; calls on_head with each complete header block.
-void Feed(Stream& s, const char* data, std::size_t n, const std::function<void(const std::string&)>& on_head) {
+void Feed(Stream& s, const char* data, std::size_t n,
+          const std::function<void(const std::string&)>& on_head) {
   std::size_t i = 0;
   while (i < n) {
     switch (s.state) {
@@ -86,7 +87,8 @@ void Feed(Stream& s, const char* data, std::size_t n, const std::function<void(c
         std::size_t take = std::min(s.remaining, n - i);
         i += take;
         s.remaining -= take;
-        if (s.remaining == 0) s.state = s.state == Stream::kBody ? Stream::kHead : Stream::kChunkSize;
+        if (s.remaining == 0)
+          s.state = s.state == Stream::kBody ? Stream::kHead : Stream::kChunkSize;
         break;
       }
       case Stream::kChunkSize:

@@ -12,12 +12,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/gpu_node_health.h"
 #include "api/test_reports.h"
@@ -141,7 +140,8 @@ inline std::string EvictedPod(const ProxiedRequest& r) {
   return r.path.substr(ns + 12, pods - ns - 12) + "/" + r.path.substr(pods + 6, end - pods - 6);
 }
 // Accepted evictions (201) per pod, summed over request logs.
-inline std::map<std::string, int> AcceptedEvictions(const std::vector<std::vector<ProxiedRequest>>& logs) {
+inline std::map<std::string, int> AcceptedEvictions(
+    const std::vector<std::vector<ProxiedRequest>>& logs) {
   std::map<std::string, int> out;
   for (const auto& log : logs)
     for (const auto& r : log) {
@@ -182,20 +182,22 @@ class FaultWorld : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status();
     sim_ = std::move(*s);
     ASSERT_TRUE(sim_->Create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                             sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy")).ok());
+                             sim::GuardianCrd("gpuhealthpolicies", "GPUHealthPolicy"))
+                    .ok());
     ASSERT_TRUE(sim_->Create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                             sim::GuardianCrd("gpunodehealths", "GPUNodeHealth")).ok());
+                             sim::GuardianCrd("gpunodehealths", "GPUNodeHealth"))
+                    .ok());
     for (const char* ns : {"ml", "gpu-guardian-system"})
-      ASSERT_TRUE(sim_->Create("/api/v1/namespaces", {{"apiVersion", "v1"},
-                                                      {"kind", "Namespace"},
-                                                      {"metadata", {{"name", ns}}}}).ok());
+      ASSERT_TRUE(
+          sim_->Create("/api/v1/namespaces",
+                       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}})
+              .ok());
   }
   void SetUp() override { StartSim(); }
   void TearDown() override {
     ops_.clear();
     if (sim_) sim_->Stop();
   }
-
 
   // Operator tuned for test time (same code paths, shorter periods).
   static op::OperatorConfig FastConfig(std::string identity, bool leader_elect) {

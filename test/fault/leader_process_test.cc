@@ -44,23 +44,33 @@ class LeaderProcessTest : public DrainWorld {
     proxies_.push_back(ApiProxy::Start(sim_->Port()));
     ApiProxy* p = proxies_.back().get();
     EXPECT_NE(p, nullptr);
-    std::vector<std::string> args{kBin + "/gpu-guardian-operator", "--server", p->Url(),
-                                  "--metrics-addr", "127.0.0.1:0", "--leader-elect", "--leader-election-namespace",
-                                  "gpu-guardian-system", "--leader-election-identity", id,
-                                  "--drain-poll-interval", "200ms"};
+    std::vector<std::string> args{kBin + "/gpu-guardian-operator",
+                                  "--server",
+                                  p->Url(),
+                                  "--metrics-addr",
+                                  "127.0.0.1:0",
+                                  "--leader-elect",
+                                  "--leader-election-namespace",
+                                  "gpu-guardian-system",
+                                  "--leader-election-identity",
+                                  id,
+                                  "--drain-poll-interval",
+                                  "200ms"};
     if (short_lease) {
-      for (const char* a : {"--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period",
-                            "300ms"})
+      for (const char* a :
+           {"--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "300ms"})
         args.push_back(a);
     }
-    procs_.push_back(std::make_unique<e2e::Process>(args, dir_.path() + "/operator-" + id + ".log"));
+    procs_.push_back(
+        std::make_unique<e2e::Process>(args, dir_.path() + "/operator-" + id + ".log"));
     EXPECT_TRUE(procs_.back()->Started());
     return {id, p, procs_.back().get()};
   }
 
   std::string Holder() {
-    auto l = sim_->Get("/apis/coordination.k8s.io/v1/namespaces/gpu-guardian-system/leases/"
-                       "gpu-guardian-operator");
+    auto l = sim_->Get(
+        "/apis/coordination.k8s.io/v1/namespaces/gpu-guardian-system/leases/"
+        "gpu-guardian-operator");
     if (!l.ok()) return "";
     return (*l)["spec"].value("holderIdentity", "");
   }
@@ -116,7 +126,8 @@ class LeaderProcessTest : public DrainWorld {
     ASSERT_TRUE(WaitFor([&] { return Watching(b); })) << Logs();
     ASSERT_TRUE(WaitFor([&] { return PolicyStatus("default").value("healthyNodes", 0) == 4; }));
     WriteReport("gpu-0", XidReport("gpu-0"));
-    ASSERT_TRUE(WaitFor([&] { return LivePodsOn("gpu-0") < 4; })) << PodsOn("gpu-0").dump() << Logs();
+    ASSERT_TRUE(WaitFor([&] { return LivePodsOn("gpu-0") < 4; }))
+        << PodsOn("gpu-0").dump() << Logs();
   }
 
   void ExpectOneWriterAtATime(const Replica& old_leader, const Replica& new_leader,
@@ -125,7 +136,9 @@ class LeaderProcessTest : public DrainWorld {
     auto b_first = FirstWrite(new_leader);
     ASSERT_TRUE(b_first.has_value());
     EXPECT_GE(*b_first, stopped) << "the follower wrote while the leader was alive";
-    if (a_last) { EXPECT_LT(*a_last, *b_first); }
+    if (a_last) {
+      EXPECT_LT(*a_last, *b_first);
+    }
     ExpectEachPodEvictedOnce({old_leader.proxy->Requests(), new_leader.proxy->Requests()});
   }
 
@@ -146,7 +159,8 @@ TEST_F(LeaderProcessTest, SigkillMidDrainFollowerFinishesEachPodEvictedOnce) {
   ASSERT_TRUE(acquired.has_value());
   const double handover = Seconds(*acquired - killed);
   const double acting = Seconds(*FirstWrite(b) - killed);
-  std::printf("SIGKILL: lease taken %.2f s after the kill, first write %.2f s after\n", handover, acting);
+  std::printf("SIGKILL: lease taken %.2f s after the kill, first write %.2f s after\n", handover,
+              acting);
   RecordProperty("sigkill_handover_ms", static_cast<int>(handover * 1000));
   // client-go bound: lease duration + retry period (with its 1.2 jitter factor); 1 s of slack
   // for a loaded CI machine.
@@ -163,7 +177,8 @@ TEST_F(LeaderProcessTest, SigtermHandsOverWithinOneSecondAtDefaultTimings) {
   // B campaigns and watches the Lease (it is held by A).
   ASSERT_TRUE(WaitFor([&] {
     for (const auto& q : b.proxy->Requests())
-      if (q.path.find("/leases?") != std::string::npos && q.path.find("watch=") != std::string::npos)
+      if (q.path.find("/leases?") != std::string::npos &&
+          q.path.find("watch=") != std::string::npos)
         return true;
     return false;
   })) << Logs();
@@ -184,7 +199,9 @@ TEST_F(LeaderProcessTest, SigtermHandsOverWithinOneSecondAtDefaultTimings) {
   // first write.
   auto b_first = FirstWrite(b);
   for (const auto& q : a.proxy->Requests()) {
-    if (IsEventWrite(q) && q.status > 0) { EXPECT_LT(q.sent, *b_first) << q.method << " " << q.path; }
+    if (IsEventWrite(q) && q.status > 0) {
+      EXPECT_LT(q.sent, *b_first) << q.method << " " << q.path;
+    }
   }
 }
 

@@ -71,7 +71,8 @@ TEST_F(DrainWorld, ApiOutageMidDrainNoHotLoopResumesNoRepeatedEvictionNoBlindUnc
     std::set<std::string> kinds;
     for (const auto& r : op.transport->Requests()) {
       // status 0: the stream is still open (the transport learns the status when it ends).
-      if (r.sent < from || (r.status != 0 && r.status != 200) || r.path.find("watch=") == std::string::npos)
+      if (r.sent < from || (r.status != 0 && r.status != 200) ||
+          r.path.find("watch=") == std::string::npos)
         continue;
       kinds.insert(r.path.substr(0, r.path.find('?')));
     }
@@ -111,7 +112,8 @@ TEST_F(DrainWorld, ApiOutageMidDrainNoHotLoopResumesNoRepeatedEvictionNoBlindUnc
     auto ends = [&](const std::string& s) {
       return base.size() >= s.size() && base.compare(base.size() - s.size(), s.size(), s) == 0;
     };
-    bool informer = base == "/api/v1/nodes" || ends("/gpunodehealths") || ends("/gpuhealthpolicies");
+    bool informer =
+        base == "/api/v1/nodes" || ends("/gpunodehealths") || ends("/gpuhealthpolicies");
     if (!informer || r.method != "GET") continue;
     if (r.path.find("watch=") != std::string::npos)
       resumes += r.path.find("resourceVersion=") != std::string::npos ? 1 : 0;
@@ -119,9 +121,10 @@ TEST_F(DrainWorld, ApiOutageMidDrainNoHotLoopResumesNoRepeatedEvictionNoBlindUnc
       ++relists;
   }
   ASSERT_TRUE(first_ok.has_value());
-  std::printf("first answered request %.1f s after the outage; drain done %.1f s after; "
-              "all informers watching %.1f s after\n",
-              Seconds(*first_ok - out_end), Seconds(drained_at - out_end), Seconds(watching_at - out_end));
+  std::printf(
+      "first answered request %.1f s after the outage; drain done %.1f s after; "
+      "all informers watching %.1f s after\n",
+      Seconds(*first_ok - out_end), Seconds(drained_at - out_end), Seconds(watching_at - out_end));
   RecordProperty("informers_resumed_ms", static_cast<int>(Seconds(watching_at - out_end) * 1000));
   EXPECT_GT(resumes, 0);
   EXPECT_EQ(relists, 0) << "resuming after an outage must not re-LIST";
@@ -129,8 +132,12 @@ TEST_F(DrainWorld, ApiOutageMidDrainNoHotLoopResumesNoRepeatedEvictionNoBlindUnc
   ExpectEachPodEvictedOnce({log});
   // Never uncordoned while blind (or at all, the GPU is still bad); no other node touched.
   for (const auto& c : cordons.Changes()) {
-    if (c.node != "gpu-0") { EXPECT_FALSE(c.cordoned) << c.node; }
-    if (c.node == "gpu-0") { EXPECT_TRUE(c.cordoned) << "gpu-0 uncordoned while unhealthy"; }
+    if (c.node != "gpu-0") {
+      EXPECT_FALSE(c.cordoned) << c.node;
+    }
+    if (c.node == "gpu-0") {
+      EXPECT_TRUE(c.cordoned) << "gpu-0 uncordoned while unhealthy";
+    }
   }
   EXPECT_TRUE(Cordoned(Node("gpu-0")));
   EXPECT_EQ(Condition(Node("gpu-0")), "False");
@@ -139,8 +146,9 @@ TEST_F(DrainWorld, ApiOutageMidDrainNoHotLoopResumesNoRepeatedEvictionNoBlindUnc
 
   // And it still acts on new facts: the GPU is replaced → recovered.
   WriteReport("gpu-0", HealthyReport("gpu-0"));
-  EXPECT_TRUE(WaitFor([&] { return !Cordoned(Node("gpu-0")) && Condition(Node("gpu-0")) == "True"; }))
-      << Node("gpu-0").dump();
+  EXPECT_TRUE(WaitFor([&] {
+    return !Cordoned(Node("gpu-0")) && Condition(Node("gpu-0")) == "True";
+  })) << Node("gpu-0").dump();
 }
 
 TEST_F(DrainWorld, ErrorBurstsAnd429StormsConvergeWithoutRepeats) {
@@ -158,10 +166,12 @@ TEST_F(DrainWorld, ErrorBurstsAnd429StormsConvergeWithoutRepeats) {
     all.push_back(op);
   };
   auto wait = [&](const std::function<bool()>& f, std::chrono::milliseconds t) {
-    return WaitFor([&] {
-      supervise();
-      return f();
-    }, t);
+    return WaitFor(
+        [&] {
+          supervise();
+          return f();
+        },
+        t);
   };
   ASSERT_TRUE(wait([&] { return PolicyStatus("default").value("healthyNodes", 0) == 4; }, 60s));
 
@@ -192,7 +202,8 @@ TEST_F(DrainWorld, ErrorBurstsAnd429StormsConvergeWithoutRepeats) {
 
   ASSERT_TRUE(wait([&] { return DrainDone(/*event=*/false); }, 90s)) << PodsOn("gpu-0").dump();
   WriteReport("gpu-0", HealthyReport("gpu-0"));
-  ASSERT_TRUE(wait([&] { return !Cordoned(Node("gpu-0")) && Condition(Node("gpu-0")) == "True"; }, 60s))
+  ASSERT_TRUE(
+      wait([&] { return !Cordoned(Node("gpu-0")) && Condition(Node("gpu-0")) == "True"; }, 60s))
       << Node("gpu-0").dump();
   sim_->ClearFaults();
   std::printf("operator restarts after a lost lease: %d\n", incarnation);
@@ -314,7 +325,9 @@ TEST_F(FaultWorld, WatchCutsAndForced410sMissNoTransition) {
     EXPECT_EQ(HasOurTaint(n), bad[i]) << n.dump();
     EXPECT_EQ(Condition(n), bad[i] ? "False" : "True") << n.dump();
     EXPECT_EQ(op.Metric("gpu_guardian_node_healthy", {names[i]}), bad[i] ? 0 : 1) << names[i];
-    if (bad[i]) { EXPECT_FALSE(Events("GPUUnhealthy", names[i]).empty()); }
+    if (bad[i]) {
+      EXPECT_FALSE(Events("GPUUnhealthy", names[i]).empty());
+    }
   }
   json st = PolicyStatus("default");
   EXPECT_EQ(st.value("unhealthyNodes", -1), kNodes / 2) << st.dump();
@@ -352,15 +365,20 @@ TEST_F(DrainWorld, PartitionedLeaderStopsBeforeTheNewLeaderWrites) {
   ASSERT_TRUE(b_first.has_value());
   std::printf("takeover %.2f s after the partition; A's last write %.2f s before B's first\n",
               Seconds(b_leads - cut), a_last ? Seconds(*b_first - *a_last) : -1.0);
-  if (a_last) { EXPECT_LT(*a_last, *b_first) << "two replicas wrote at the same time"; }
+  if (a_last) {
+    EXPECT_LT(*a_last, *b_first) << "two replicas wrote at the same time";
+  }
   // A attempted nothing after it knew its lease was gone (after the renew deadline).
   for (const auto& r : la)
-    if (IsWrite(r)) { EXPECT_LT(r.sent, cut + 2s + 500ms) << r.method << " " << r.path; }
+    if (IsWrite(r)) {
+      EXPECT_LT(r.sent, cut + 2s + 500ms) << r.method << " " << r.path;
+    }
   EXPECT_FALSE(a.op->IsLeader());
   EXPECT_TRUE(WaitFor([&] { return a.done.load(); }, 10s)) << "A should end (lost lease)";
   EXPECT_FALSE(a.result.ok()) << "losing the lease is an error exit";
   ExpectEachPodEvictedOnce({la, lb});
-  EXPECT_LE(Seconds(b_leads - cut), 3.0 + 0.3 * 2.2 + 2.0) << "lease duration + retry period (+ slack)";
+  EXPECT_LE(Seconds(b_leads - cut), 3.0 + 0.3 * 2.2 + 2.0)
+      << "lease duration + retry period (+ slack)";
 }
 
 // Lease renewals under 429s whose Retry-After (10 s) is longer than the renew deadline (4 s).
@@ -398,9 +416,11 @@ TEST_F(FaultWorld, LeaseRenewalUnder429StormFailsFastKeepsOrCleanlyLosesTheLease
   sim::FaultConfig burst;
   burst.rules.push_back({"", "leases", 1.0, 429, 10, 0ms, 4});
   sim_->SetFaults(burst);
-  ASSERT_TRUE(WaitFor([&] {
-    return SimRequests({"code=\"429\"", "resource=\"leases\""}) - before >= 4;
-  }, 30s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SimRequests({"code=\"429\"", "resource=\"leases\""}) - before >= 4;
+      },
+      30s));
   // Kept: A renews right after the burst, well inside its 4 s renew deadline.
   const auto burst_over = Clk::now();
   while (Clk::now() < burst_over + 1500ms) {
@@ -416,8 +436,10 @@ TEST_F(FaultWorld, LeaseRenewalUnder429StormFailsFastKeepsOrCleanlyLosesTheLease
   sim_->SetFaults(storm);
   ASSERT_TRUE(WaitFor([&] { return a.done.load(); }, 40s));
   const double gave_up = Seconds(Clk::now() - storm_start);
-  std::printf("lease 429 storm (Retry-After 10 s, renew deadline 4 s): the leader gave up after "
-              "%.2f s\n", gave_up);
+  std::printf(
+      "lease 429 storm (Retry-After 10 s, renew deadline 4 s): the leader gave up after "
+      "%.2f s\n",
+      gave_up);
   RecordProperty("storm_leader_gave_up_ms", static_cast<int>(gave_up * 1000));
   EXPECT_FALSE(a.result.ok()) << "a lost lease is an error exit";
   // Renew deadline + one retry period + one bounded request (renew deadline / 2) + slack; with
@@ -443,7 +465,8 @@ TEST_F(FaultWorld, EventsDueWhenTheLeaseIsLostAreStillDelivered) {
   spec["rules"][0]["action"] = "Cordon";
   CreatePolicy("default", spec);
   auto& a = StartOperator(FastConfig("op-a", true));
-  ASSERT_TRUE(WaitFor([&] { return a.op->IsLeader() && PolicyStatus("default").value("healthyNodes", 0) == 2; }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return a.op->IsLeader() && PolicyStatus("default").value("healthyNodes", 0) == 2; }));
 
   sim::FaultConfig f;
   f.rules.push_back({"create", "events", 1.0, 503, 1, 0ms, -1});
@@ -489,8 +512,9 @@ TEST_F(FaultWorld, BrokenAgentRolloutHitsTheBrakeWithinBudgetAndReleases) {
   ASSERT_TRUE(WaitFor([&] { return PolicyStatus("default").value("healthyNodes", 0) == kNodes; }));
 
   for (int i = 0; i < 6; ++i) WriteReport(names[i], XidReport(names[i]));
-  ASSERT_TRUE(WaitFor([&] { return PolicyCondition(PolicyStatus("default"), "BrakeEngaged") == "True"; }))
-      << PolicyStatus("default").dump();
+  ASSERT_TRUE(WaitFor([&] {
+    return PolicyCondition(PolicyStatus("default"), "BrakeEngaged") == "True";
+  })) << PolicyStatus("default").dump();
   EXPECT_TRUE(WaitFor([&] { return !Events("BrakeEngaged", "default").empty(); }));
   EXPECT_TRUE(WaitFor([&] { return op.Metric("gpu_guardian_brake_engaged", {"default"}) == 1; }));
   // Let every worker run its course: the fenced count must stay at the budget.
@@ -501,7 +525,9 @@ TEST_F(FaultWorld, BrokenAgentRolloutHitsTheBrakeWithinBudgetAndReleases) {
     if (Cordoned(node) || HasOurTaint(node)) fenced.insert(n);
   }
   EXPECT_EQ(fenced.size(), 2u);
-  for (const auto& n : fenced) { EXPECT_LT(std::stoi(n.substr(4)), 6) << "a healthy node was fenced"; }
+  for (const auto& n : fenced) {
+    EXPECT_LT(std::stoi(n.substr(4)), 6) << "a healthy node was fenced";
+  }
   // Nothing else: no eviction outside the fenced nodes.
   for (const auto& [pod, count] : AcceptedEvictions({op.transport->Requests()})) {
     std::string node = "gpu-" + pod.substr(pod.find('-') + 1);
@@ -514,8 +540,9 @@ TEST_F(FaultWorld, BrokenAgentRolloutHitsTheBrakeWithinBudgetAndReleases) {
 
   // The rollout is rolled back: every report healthy again (unfenced ones first).
   for (int i = 5; i >= 0; --i) WriteReport(names[i], HealthyReport(names[i]));
-  ASSERT_TRUE(WaitFor([&] { return PolicyCondition(PolicyStatus("default"), "BrakeEngaged") == "False"; }))
-      << PolicyStatus("default").dump();
+  ASSERT_TRUE(WaitFor([&] {
+    return PolicyCondition(PolicyStatus("default"), "BrakeEngaged") == "False";
+  })) << PolicyStatus("default").dump();
   EXPECT_TRUE(WaitFor([&] { return op.Metric("gpu_guardian_brake_engaged", {"default"}) == 0; }));
   EXPECT_TRUE(WaitFor([&] { return !Events("BrakeReleased", "default").empty(); }));
   EXPECT_TRUE(WaitFor([&] {

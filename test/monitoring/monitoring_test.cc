@@ -5,17 +5,17 @@
 // The exported set is read from the Prometheus exposition of a registry that holds the
 // operator's, the agent's, the work queue's and the process metrics, with at least one series
 // in each family, so label names are visible.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "agent/agent_metrics.h"
 #include "api/gpu_node_health.h"
@@ -132,8 +132,8 @@ std::set<std::string> UsedLabels(const std::string& expr) {
   for (auto it = std::sregex_iterator(expr.begin(), expr.end(), grouping);
        it != std::sregex_iterator(); ++it) {
     std::string body = (*it)[2].str();
-    for (auto j = std::sregex_iterator(body.begin(), body.end(), ident); j != std::sregex_iterator();
-         ++j) {
+    for (auto j = std::sregex_iterator(body.begin(), body.end(), ident);
+         j != std::sregex_iterator(); ++j) {
       out.insert((*j)[1].str());
     }
   }
@@ -228,7 +228,8 @@ TEST(MonitoringTest, PrometheusRulesQueryExportedSeries) {
     for (const auto& rule : group["rules"]) {
       ++rules;
       ASSERT_TRUE(rule["alert"] && rule["expr"]) << "rule without alert/expr in " << path;
-      auto more = CheckExpr("alert " + rule["alert"].as<std::string>(), rule["expr"].as<std::string>());
+      auto more =
+          CheckExpr("alert " + rule["alert"].as<std::string>(), rule["expr"].as<std::string>());
       problems.insert(problems.end(), more.begin(), more.end());
       EXPECT_TRUE(rule["annotations"]["summary"]) << rule["alert"].as<std::string>();
     }

@@ -3,7 +3,6 @@
 // DaemonSet, checked through kubectl and the node roots as a user would see them. Needs root
 // and namespaces; skips (with the simulator's own reason) where they are missing.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,12 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "e2e/process.h"
 
@@ -78,7 +76,8 @@ class Cluster {
       std::string path = p.out.substr(0, p.out.find('\n'));
       if (p.rc == 0 && !path.empty()) fs::create_symlink(path, img_ + "/" + tool);
     }
-    fs::create_symlink(std::string(GG_BIN_DIR) + "/gpu-guardian-agent", img_ + "/gpu-guardian-agent");
+    fs::create_symlink(std::string(GG_BIN_DIR) + "/gpu-guardian-agent",
+                       img_ + "/gpu-guardian-agent");
     // Another simulator running pods on this machine holds the pod network: wait for it.
     for (int attempt = 0; attempt < 60; ++attempt) {
       sim_ = std::make_unique<Process>(
@@ -104,7 +103,9 @@ class Cluster {
   const std::string& root() const { return root_; }
   const std::string& dir() const { return dir_.path(); }
 
-  CmdResult Kubectl(const std::string& args) const { return Sh("kubectl --kubeconfig " + kc_ + " " + args); }
+  CmdResult Kubectl(const std::string& args) const {
+    return Sh("kubectl --kubeconfig " + kc_ + " " + args);
+  }
   CmdResult Apply(const std::string& yaml) const {
     std::string f = dir_.path() + "/apply-" + std::to_string(++n_) + ".yaml";
     std::ofstream(f) << yaml;
@@ -135,13 +136,13 @@ class Cluster {
   mutable int n_ = 0;
 };
 
-#define REQUIRE_CLUSTER(c)                                                     \
+#define REQUIRE_CLUSTER(c)                                                          \
   if (Sh("command -v kubectl").rc != 0) GTEST_SKIP() << "kubectl is not installed"; \
-  if (!(c).up()) {                                                             \
-    if ((c).error().find("needs root") != std::string::npos ||                 \
-        (c).error().find("namespaces") != std::string::npos)                   \
-      GTEST_SKIP() << (c).error();                                             \
-    FAIL() << "simulator did not start: " << (c).error();                      \
+  if (!(c).up()) {                                                                  \
+    if ((c).error().find("needs root") != std::string::npos ||                      \
+        (c).error().find("namespaces") != std::string::npos)                        \
+      GTEST_SKIP() << (c).error();                                                  \
+    FAIL() << "simulator did not start: " << (c).error();                           \
   }
 
 constexpr char kRbac[] = R"YAML(
@@ -181,7 +182,9 @@ TEST(PodRunner, RunsAPodAsAProcessWithWhatAKubeletGivesIt) {
   // Secrets are checked where the API server serves them.
   auto secret = c.Apply(kSecret);
   bool have_secrets = secret.rc == 0;
-  if (!have_secrets) std::printf("no Secret kind in this simulator (%s): secretKeyRef not checked\n", secret.out.c_str());
+  if (!have_secrets)
+    std::printf("no Secret kind in this simulator (%s): secretKeyRef not checked\n",
+                secret.out.c_str());
   std::string pod = R"YAML(
 apiVersion: v1
 kind: Pod
@@ -229,13 +232,18 @@ spec:
   EXPECT_NE(c.Kubectl("get pod probe-me --no-headers").out.find("1/1"), std::string::npos);
 
   std::string logs;
-  ASSERT_TRUE(Eventually([&] {
-    logs = c.Kubectl("logs probe-me").out;
-    return logs.find("API ") != std::string::npos;
-  }, 20s)) << logs;
-  EXPECT_NE(logs.find("ENV node=" + node + " pod=probe-me ns=default ip=" + ip + " host=" + host +
-                      " color=blue password=" + (have_secrets ? "hunter2" : "") + " expanded=blue-x"),
-            std::string::npos) << logs;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        logs = c.Kubectl("logs probe-me").out;
+        return logs.find("API ") != std::string::npos;
+      },
+      20s))
+      << logs;
+  EXPECT_NE(
+      logs.find("ENV node=" + node + " pod=probe-me ns=default ip=" + ip + " host=" + host +
+                " color=blue password=" + (have_secrets ? "hunter2" : "") + " expanded=blue-x"),
+      std::string::npos)
+      << logs;
   EXPECT_NE(logs.find("HOSTNAME probe-me HOME=/root\n"), std::string::npos) << logs;
   EXPECT_NE(logs.find("SA-NS default"), std::string::npos) << logs;
   EXPECT_NE(logs.find("pod/probe-me"), std::string::npos) << logs;  // the SA may list pods
@@ -253,12 +261,13 @@ spec:
   auto tail = c.Kubectl("logs probe-me --tail=1 --timestamps").out;
   EXPECT_EQ(std::count(tail.begin(), tail.end(), '\n'), 1) << tail;
   EXPECT_EQ(tail.rfind("20", 0), 0u) << tail;  // an RFC 3339 timestamp first
-  EXPECT_NE(c.Kubectl("logs probe-me -c nope").out.find("container nope is not valid for pod probe-me"),
-            std::string::npos);
+  EXPECT_NE(
+      c.Kubectl("logs probe-me -c nope").out.find("container nope is not valid for pod probe-me"),
+      std::string::npos);
   // The log file is the node's, in the CRI format.
   json uid = p["metadata"]["uid"];
-  std::string file = c.root() + "/" + node + "/var/log/pods/default_probe-me_" + uid.get<std::string>() +
-                     "/main/0.log";
+  std::string file = c.root() + "/" + node + "/var/log/pods/default_probe-me_" +
+                     uid.get<std::string>() + "/main/0.log";
   EXPECT_NE(Slurp(file).find(" stdout F HOSTNAME probe-me HOME=/root"), std::string::npos) << file;
 }
 
@@ -274,19 +283,27 @@ spec:
   - name: main
     image: sh
     command: [sh, -c, 'echo "run $(cat /proc/uptime)"; sleep 0.5; echo "bye"; exit 3']
-)YAML").rc, 0);
+)YAML")
+                .rc,
+            0);
   // `kubectl logs -f` follows the running instance until it exits.
   CmdResult follow;
-  EXPECT_TRUE(Eventually([&] {
-    follow = c.Kubectl("logs -f crashy");
-    return follow.rc == 0 && follow.out.find("bye") != std::string::npos;
-  }, 30s)) << follow.out;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        follow = c.Kubectl("logs -f crashy");
+        return follow.rc == 0 && follow.out.find("bye") != std::string::npos;
+      },
+      30s))
+      << follow.out;
   json p;
-  ASSERT_TRUE(Eventually([&] {
-    p = c.Get("pod -n default crashy");
-    return p.is_object() && p["status"].contains("containerStatuses") &&
-           p["status"]["containerStatuses"][0].value("restartCount", 0) >= 2;
-  }, 60s)) << p.dump(2);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        p = c.Get("pod -n default crashy");
+        return p.is_object() && p["status"].contains("containerStatuses") &&
+               p["status"]["containerStatuses"][0].value("restartCount", 0) >= 2;
+      },
+      60s))
+      << p.dump(2);
   const json& cs = p["status"]["containerStatuses"][0];
   EXPECT_EQ(cs["lastState"]["terminated"]["exitCode"], 3);
   EXPECT_EQ(cs["lastState"]["terminated"]["reason"], "Error");
@@ -321,9 +338,13 @@ spec:
   - name: main
     image: sleep
     args: ["4243"]
-)YAML").rc, 0);
-  ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "stubborn") && c.PodReady("default", "polite"); }, 30s));
-  ASSERT_TRUE(Eventually([&] { return c.Kubectl("logs stubborn").out.find("started") != std::string::npos; }, 10s));
+)YAML")
+                .rc,
+            0);
+  ASSERT_TRUE(Eventually(
+      [&] { return c.PodReady("default", "stubborn") && c.PodReady("default", "polite"); }, 30s));
+  ASSERT_TRUE(Eventually(
+      [&] { return c.Kubectl("logs stubborn").out.find("started") != std::string::npos; }, 10s));
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(c.Kubectl("delete pod polite --wait=true --timeout=60s").rc, 0);
   auto polite = std::chrono::steady_clock::now() - t0;
@@ -331,10 +352,13 @@ spec:
   t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(c.Kubectl("delete pod stubborn --wait=false").rc, 0);
   std::string log;
-  ASSERT_TRUE(Eventually([&] {
-    log = c.Kubectl("logs stubborn").out;
-    return log.find("got-term") != std::string::npos;
-  }, 5s)) << log;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        log = c.Kubectl("logs stubborn").out;
+        return log.find("got-term") != std::string::npos;
+      },
+      5s))
+      << log;
   ASSERT_TRUE(Eventually([&] { return c.Kubectl("get pod stubborn").rc != 0; }, 30s));
   auto stubborn = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(stubborn, 2500ms);  // it outlived SIGTERM until the grace period ran out
@@ -355,13 +379,17 @@ spec:
   - name: main
     image: sh
     command: [sh, -c, 'S=sleep; $S 4242 & $S 4242 & wait']
-)YAML").rc, 0);
-    ASSERT_TRUE(Eventually([&] { return Sh("pgrep -f 'slee[p] 4242' | wc -l").out == "2\n"; }, 30s));
+)YAML")
+                  .rc,
+              0);
+    ASSERT_TRUE(
+        Eventually([&] { return Sh("pgrep -f 'slee[p] 4242' | wc -l").out == "2\n"; }, 30s));
     EXPECT_NE(Sh("ip -o link show | grep -c ggp-").out, "0\n");
     c.sim().Stop(SIGKILL, 5s);
     EXPECT_TRUE(Eventually([&] { return Sh("pgrep -f 'slee[p] 4242'").out.empty(); }, 10s))
         << Sh("ps -ef | grep 'slee[p] 4242'").out;
-    EXPECT_TRUE(Eventually([&] { return Sh("ip -o link show | grep -c ggp- || true").out == links_before; }, 10s));
+    EXPECT_TRUE(Eventually(
+        [&] { return Sh("ip -o link show | grep -c ggp- || true").out == links_before; }, 10s));
   }
   EXPECT_EQ(Sh("ip -o link show | grep -c ggp- || true").out, links_before);
 }
@@ -386,18 +414,24 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
     auto st = h.find("status");
     return st != h.end() && st->is_object() ? st->value(field, json::array()) : json::array();
   };
-  ASSERT_TRUE(Eventually([&] {
-    h = c.Get("gpunodehealths " + node);
-    return h.is_object() && status_list("gpus").size() == 8;
-  }, 60s)) << h.dump(2) << c.Kubectl("get pods -A -o wide").out;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        h = c.Get("gpunodehealths " + node);
+        return h.is_object() && status_list("gpus").size() == 8;
+      },
+      60s))
+      << h.dump(2) << c.Kubectl("get pods -A -o wide").out;
   // The GPUs are the node's: the UUIDs the runner wrote into the node's state file.
   std::string state = Slurp(c.root() + "/" + node + "/nvml.yaml");
   auto u = state.find("  - GPU-");
   ASSERT_NE(u, std::string::npos) << state;
-  EXPECT_EQ(h["status"]["gpus"][0]["uuid"], state.substr(u + 4, state.find('\n', u) - u - 4)) << state;
+  EXPECT_EQ(h["status"]["gpus"][0]["uuid"], state.substr(u + 4, state.find('\n', u) - u - 4))
+      << state;
   json pods = c.Get("pods -n gpu-guardian");
   for (const auto& p : pods["items"])
-    EXPECT_NE(c.Kubectl("get pod -n gpu-guardian --no-headers " + p["metadata"]["name"].get<std::string>()).out.find("1/1"),
+    EXPECT_NE(c.Kubectl("get pod -n gpu-guardian --no-headers " +
+                        p["metadata"]["name"].get<std::string>())
+                  .out.find("1/1"),
               std::string::npos);
   // The DaemonSet's securityContext holds: only CAP_SYSLOG, no new privileges, a read-only
   // root filesystem, /dev/kmsg mounted read-only.
@@ -408,7 +442,8 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
   EXPECT_NE(status.find("CapBnd:\t0000000400000000"), std::string::npos) << status;
   EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
   EXPECT_EQ(Sh("awk '$5==\"/\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0), 0u);
-  EXPECT_EQ(Sh("awk '$5==\"/dev/kmsg\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0), 0u);
+  EXPECT_EQ(Sh("awk '$5==\"/dev/kmsg\"{print $6}' /proc/" + pid + "/mountinfo").out.rfind("ro,", 0),
+            0u);
   // A kernel message appended to the node's /dev/kmsg reaches the agent.
   std::ofstream(c.root() + "/" + node + "/dev/kmsg", std::ios::app)
       << "4,2001,16450076435595,-;NVRM: Xid (PCI:0000:1a:00): 79, pid='<unknown>', name=<unknown>, "
@@ -434,12 +469,15 @@ TEST(PodRunner, ShippedAgentDaemonSetSeesFakeGpusAndNodeKmsg) {
       if (g.is_object() && g.value("index", -1) == i) return g;
     return json::object();
   };
-  EXPECT_TRUE(Eventually([&] {
-    h = c.Get("gpunodehealths " + node);
-    return h.is_object() && gpu(1).value("temperatureC", 0) == 92 &&
-           gpu(4).value("ecc", json::object()).value("uncorrectedVolatile", 0) == 2 &&
-           gpu(5).value("lost", false);
-  }, 15s)) << h.dump(2);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        h = c.Get("gpunodehealths " + node);
+        return h.is_object() && gpu(1).value("temperatureC", 0) == 92 &&
+               gpu(4).value("ecc", json::object()).value("uncorrectedVolatile", 0) == 2 &&
+               gpu(5).value("lost", false);
+      },
+      15s))
+      << h.dump(2);
 }
 
 }  // namespace
@@ -470,15 +508,20 @@ spec:
     readinessProbe:
       tcpSocket: {port: 9000}
       periodSeconds: 1
-)YAML").rc, 0);
+)YAML")
+                .rc,
+            0);
   EXPECT_TRUE(Eventually([&] { return c.PodReady("default", "probed"); }, 30s))
       << c.Kubectl("get pod probed -o yaml").out;
   json p;
-  EXPECT_TRUE(Eventually([&] {
-    p = c.Get("pod -n default probed");
-    return p.is_object() && p["status"].contains("containerStatuses") &&
-           p["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
-  }, 40s)) << p.dump(2);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        p = c.Get("pod -n default probed");
+        return p.is_object() && p["status"].contains("containerStatuses") &&
+               p["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
+      },
+      40s))
+      << p.dump(2);
   EXPECT_EQ(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 143)
       << p.dump(2);  // SIGTERM from the kubelet, exit 128+15
   // The kubelet's Events tell the story (kubectl describe pod).
@@ -498,8 +541,8 @@ namespace {
 TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
   TempDir dir;
   const std::string sim = std::string(GG_BIN_DIR) + "/gpu-guardian-sim";
-  const std::string common = " --listen 127.0.0.1:0 --exec-images " + dir.path() + " --node-root " +
-                             dir.path() + "/root";
+  const std::string common =
+      " --listen 127.0.0.1:0 --exec-images " + dir.path() + " --node-root " + dir.path() + "/root";
   auto no_tls = Sh(sim + common);
   EXPECT_NE(no_tls.rc, 0);
   EXPECT_NE(no_tls.out.find("--exec-images needs --tls"), std::string::npos) << no_tls.out;
@@ -511,9 +554,11 @@ TEST(PodRunner, RefusesToStartWithoutWhatItNeeds) {
     EXPECT_NE(under_run.out.find("is under /run"), std::string::npos) << under_run.out;
     EXPECT_FALSE(fs::exists("/run/gg-pod-runner-test-root"));
   }
-  if (Sh("command -v setpriv").rc != 0 || ::geteuid() != 0) GTEST_SKIP() << "needs root and setpriv";
+  if (Sh("command -v setpriv").rc != 0 || ::geteuid() != 0)
+    GTEST_SKIP() << "needs root and setpriv";
   ::chmod(dir.path().c_str(), 0755);
-  auto unprivileged = Sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + sim + common + " --tls");
+  auto unprivileged =
+      Sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + sim + common + " --tls");
   EXPECT_NE(unprivileged.rc, 0);
   EXPECT_NE(unprivileged.out.find("needs root"), std::string::npos) << unprivileged.out;
   EXPECT_EQ(unprivileged.out.find("listening on"), std::string::npos) << unprivileged.out;
@@ -548,14 +593,18 @@ spec:
     image: sh
     command: [sh, -c, 'cat /run/work/order; echo main; exec sleep 3600']
     volumeMounts: [{name: work, mountPath: /run/work}]
-)YAML").rc, 0);
+)YAML")
+                .rc,
+            0);
   ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "inits"); }, 30s))
       << c.Kubectl("get pod inits -o yaml").out;
   std::string logs;
-  EXPECT_TRUE(Eventually([&] {
-    logs = c.Kubectl("logs inits -c main").out;
-    return logs.find("main") != std::string::npos;
-  }, 10s));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        logs = c.Kubectl("logs inits -c main").out;
+        return logs.find("main") != std::string::npos;
+      },
+      10s));
   EXPECT_EQ(logs, "first\nsecond\nmain\n");
   EXPECT_EQ(c.Kubectl("logs inits -c first").out, "first-done\n");
   json p = c.Get("pod -n default inits");
@@ -587,23 +636,31 @@ spec:
       exec: {command: [test, -e, /run/gate/ok]}
       periodSeconds: 1
       failureThreshold: 1000
-)YAML").rc, 0);
+)YAML")
+                .rc,
+            0);
   json p;
   auto cstatus = [&] {
     p = c.Get("pod -n default slow-start");
-    return p.is_object() && p["status"].contains("containerStatuses") ? p["status"]["containerStatuses"][0] : json();
+    return p.is_object() && p["status"].contains("containerStatuses")
+               ? p["status"]["containerStatuses"][0]
+               : json();
   };
-  ASSERT_TRUE(Eventually([&] { return c.ContainerState(c.Get("pod -n default slow-start")) == "running"; }, 30s));
+  ASSERT_TRUE(Eventually(
+      [&] { return c.ContainerState(c.Get("pod -n default slow-start")) == "running"; }, 30s));
   std::this_thread::sleep_for(3s);  // several failed startup probes
   json s = cstatus();
   EXPECT_EQ(s["started"], false) << s.dump();
   EXPECT_EQ(s["ready"], false) << s.dump();
   std::string node = p["spec"]["nodeName"];
   std::ofstream(c.root() + "/" + node + "/gate/ok") << "go\n";
-  EXPECT_TRUE(Eventually([&] {
-    json st = cstatus();
-    return st.is_object() && st["started"] == true && st["ready"] == true;
-  }, 15s)) << p.dump(2);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        json st = cstatus();
+        return st.is_object() && st["started"] == true && st["ready"] == true;
+      },
+      15s))
+      << p.dump(2);
   EXPECT_TRUE(c.PodReady("default", "slow-start"));
 }
 
@@ -630,7 +687,9 @@ spec:
     lifecycle:
       preStop:
         exec: {command: [sh, -c, 'echo hook > /run/gate/prestop']}
-)YAML").rc, 0);
+)YAML")
+                .rc,
+            0);
   ASSERT_TRUE(Eventually([&] { return c.PodReady("default", "hooked"); }, 30s));
   json p = c.Get("pod -n default hooked");
   std::string node = p["spec"]["nodeName"];

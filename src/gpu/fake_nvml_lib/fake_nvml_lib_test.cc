@@ -2,7 +2,6 @@
 // built library, the GPUs come from a fault-script state file, and events appended to the
 // file while it is open arrive (Xid as an NVML event, ECC counters, temperature, a lost GPU).
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 
 #include <chrono>
@@ -32,10 +31,11 @@ TEST(FakeNvmlLibrary, ServesTheStateFileThroughTheRealLoader) {
   fs::path dir = fs::temp_directory_path() / ("fake-nvml-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   fs::path state = dir / "nvml.yaml";
-  std::ofstream(state) << "gpus: 8\nproduct: NVIDIA H100 80GB HBM3\nuuids: [GPU-a0, GPU-a1, GPU-a2, "
-                          "GPU-a3, GPU-a4, GPU-a5, GPU-a6, GPU-a7]\n"
-                          "mig:\n- {gpu: 7, gpu_instance: 3, compute_instance: 0, profile: 1g.10gb, "
-                          "memory_mib: 9856, uuid: MIG-a7-3}\ntimeline:\n";
+  std::ofstream(state)
+      << "gpus: 8\nproduct: NVIDIA H100 80GB HBM3\nuuids: [GPU-a0, GPU-a1, GPU-a2, "
+         "GPU-a3, GPU-a4, GPU-a5, GPU-a6, GPU-a7]\n"
+         "mig:\n- {gpu: 7, gpu_instance: 3, compute_instance: 0, profile: 1g.10gb, "
+         "memory_mib: 9856, uuid: MIG-a7-3}\ntimeline:\n";
   ::setenv("GG_FAKE_NVML_FILE", state.c_str(), 1);
 
   NvmlLoader nvml(GG_FAKE_NVML_LIB);
@@ -46,7 +46,8 @@ TEST(FakeNvmlLibrary, ServesTheStateFileThroughTheRealLoader) {
   ASSERT_EQ(nvml.DeviceGetCount(&count), NvmlReturn::kSuccess);
   ASSERT_EQ(count, 8u);
   std::vector<DeviceHandle> dev(8);
-  for (unsigned i = 0; i < 8; ++i) ASSERT_EQ(nvml.DeviceGetHandleByIndex(i, &dev[i]), NvmlReturn::kSuccess);
+  for (unsigned i = 0; i < 8; ++i)
+    ASSERT_EQ(nvml.DeviceGetHandleByIndex(i, &dev[i]), NvmlReturn::kSuccess);
   std::string uuid, name;
   ASSERT_EQ(nvml.DeviceGetUuid(dev[3], &uuid), NvmlReturn::kSuccess);
   EXPECT_EQ(uuid, "GPU-a3");
@@ -93,7 +94,8 @@ TEST(FakeNvmlLibrary, ServesTheStateFileThroughTheRealLoader) {
 
   EventSetHandle set;
   ASSERT_EQ(nvml.EventSetCreate(&set), NvmlReturn::kSuccess);
-  for (auto d : dev) ASSERT_EQ(nvml.DeviceRegisterEvents(d, kHealthEventMask, set), NvmlReturn::kSuccess);
+  for (auto d : dev)
+    ASSERT_EQ(nvml.DeviceRegisterEvents(d, kHealthEventMask, set), NvmlReturn::kSuccess);
   EventData ev;
   EXPECT_EQ(nvml.EventSetWait(set, 10, &ev), NvmlReturn::kTimeout);
 
@@ -105,13 +107,16 @@ TEST(FakeNvmlLibrary, ServesTheStateFileThroughTheRealLoader) {
   bool xid = false, dbe = false;
   ASSERT_TRUE(WaitFor([&] {
     while (nvml.EventSetWait(set, 50, &ev) == NvmlReturn::kSuccess) {
-      if (ev.event_type == kEventXidCritical && ev.device == dev[2] && ev.event_data == 79) xid = true;
+      if (ev.event_type == kEventXidCritical && ev.device == dev[2] && ev.event_data == 79)
+        xid = true;
       if (ev.event_type == kEventDoubleBitEcc && ev.device == dev[4]) dbe = true;
     }
     return xid && dbe;
-  })) << "xid " << xid << " dbe " << dbe;
+  })) << "xid "
+      << xid << " dbe " << dbe;
   uint64_t ecc = 0;
-  ASSERT_EQ(nvml.DeviceGetTotalEccErrors(dev[4], EccErrorType::kUncorrected, EccCounterType::kVolatile, &ecc),
+  ASSERT_EQ(nvml.DeviceGetTotalEccErrors(dev[4], EccErrorType::kUncorrected,
+                                         EccCounterType::kVolatile, &ecc),
             NvmlReturn::kSuccess);
   EXPECT_EQ(ecc, 1u);
   ASSERT_EQ(nvml.DeviceGetTemperature(dev[1], &temp), NvmlReturn::kSuccess);

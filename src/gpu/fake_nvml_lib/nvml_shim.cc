@@ -82,9 +82,10 @@ struct Library {
     gg::gpu::FaultScript fresh = script;
     fresh.timeline.clear();
     const double elapsed_script_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * time_scale;
-    const auto elapsed = std::chrono::duration_cast<gg::Duration>(
-        std::chrono::duration<double>(elapsed_script_s));
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() *
+        time_scale;
+    const auto elapsed =
+        std::chrono::duration_cast<gg::Duration>(std::chrono::duration<double>(elapsed_script_s));
     for (const auto& e : script.timeline) {
       if (!played_lines.insert(e.line).second) continue;
       gg::gpu::FaultEvent ev = e;
@@ -102,7 +103,8 @@ struct Library {
     auto script = gg::gpu::LoadFaultScript(path);
     if (!script.ok()) {
       std::string msg = script.status().ToString();
-      if (msg != last_error) std::fprintf(stderr, "fake libnvidia-ml: %s: %s\n", path.c_str(), msg.c_str());
+      if (msg != last_error)
+        std::fprintf(stderr, "fake libnvidia-ml: %s: %s\n", path.c_str(), msg.c_str());
       last_error = msg;
       return false;
     }
@@ -156,7 +158,7 @@ gg::gpu::FakeNvml* Nvml() {
   return l.nvml.get();
 }
 
-#define GG_NVML() \
+#define GG_NVML()                 \
   gg::gpu::FakeNvml* nv = Nvml(); \
   if (nv == nullptr) return R(NvmlReturn::kUninitialized)
 
@@ -256,7 +258,7 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned* 
   return R(nv->DeviceGetMaxMigDeviceCount(H(d), count));
 }
 GG_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned index,
-                                                          nvmlDevice_t* mig) {
+                                                           nvmlDevice_t* mig) {
   GG_NVML();
   if (mig == nullptr) return R(NvmlReturn::kInvalidArgument);
   gg::gpu::DeviceHandle h;
@@ -308,11 +310,13 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, int whi
   GG_NVML();
   if (out == nullptr || which < 0 || which > 3) return R(NvmlReturn::kInvalidArgument);
   int c = 0;
-  auto r = nv->DeviceGetTemperatureThreshold(H(d), static_cast<gg::gpu::TemperatureThreshold>(which), &c);
+  auto r = nv->DeviceGetTemperatureThreshold(H(d),
+                                             static_cast<gg::gpu::TemperatureThreshold>(which), &c);
   if (r == NvmlReturn::kSuccess) *out = static_cast<unsigned>(c);
   return R(r);
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long* out) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d,
+                                                              unsigned long long* out) {
   GG_NVML();
   if (out == nullptr) return R(NvmlReturn::kInvalidArgument);
   uint64_t v = 0;
@@ -320,10 +324,12 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, un
   if (r == NvmlReturn::kSuccess) *out = v;
   return R(r);
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long* out) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
+                                                                 unsigned long long* out) {
   return nvmlDeviceGetCurrentClocksEventReasons(d, out);
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t d, unsigned long long* out) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t d,
+                                                                unsigned long long* out) {
   GG_NVML();
   if (out == nullptr) return R(NvmlReturn::kInvalidArgument);
   uint64_t v = 0;
@@ -331,10 +337,12 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t d, 
   if (r == NvmlReturn::kSuccess) *out = v;
   return R(r);
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t d, unsigned long long* out) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t d,
+                                                                   unsigned long long* out) {
   return nvmlDeviceGetSupportedClocksEventReasons(d, out);
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t d, int policy, nvmlViolationTime_t* out) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t d, int policy,
+                                                    nvmlViolationTime_t* out) {
   GG_NVML();
   if (out == nullptr) return R(NvmlReturn::kInvalidArgument);
   gg::gpu::ViolationTime v;
@@ -405,7 +413,8 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t d, int cause, unsi
   for (unsigned i = 0; i < n; ++i) addresses[i] = 0x100000ULL * (i + 1);
   return 0;
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, nvmlEnableState_t* p) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d,
+                                                              nvmlEnableState_t* p) {
   GG_NVML();
   if (p == nullptr) return R(NvmlReturn::kInvalidArgument);
   bool v = false;
@@ -418,7 +427,8 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned* 
   if (v == nullptr) return R(NvmlReturn::kInvalidArgument);
   return R(nv->DeviceGetPcieReplayCounter(H(d), v));
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link, nvmlEnableState_t* a) {
+GG_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link,
+                                                nvmlEnableState_t* a) {
   GG_NVML();
   if (a == nullptr) return R(NvmlReturn::kInvalidArgument);
   bool v = false;
@@ -455,13 +465,27 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlF
     std::memset(&raw[i].value, 0, sizeof(raw[i].value));
     using T = gg::gpu::FieldValueType;
     switch (v.type) {
-      case T::kDouble: raw[i].value.dVal = v.dbl; break;
-      case T::kUnsignedInt: raw[i].value.uiVal = static_cast<unsigned>(v.u64); break;
-      case T::kUnsignedLong: raw[i].value.ulVal = static_cast<unsigned long>(v.u64); break;
-      case T::kSignedLongLong: raw[i].value.sllVal = v.i64; break;
-      case T::kSignedInt: raw[i].value.siVal = static_cast<int>(v.i64); break;
-      case T::kUnsignedShort: raw[i].value.usVal = static_cast<unsigned short>(v.u64); break;
-      default: raw[i].value.ullVal = v.u64; break;
+      case T::kDouble:
+        raw[i].value.dVal = v.dbl;
+        break;
+      case T::kUnsignedInt:
+        raw[i].value.uiVal = static_cast<unsigned>(v.u64);
+        break;
+      case T::kUnsignedLong:
+        raw[i].value.ulVal = static_cast<unsigned long>(v.u64);
+        break;
+      case T::kSignedLongLong:
+        raw[i].value.sllVal = v.i64;
+        break;
+      case T::kSignedInt:
+        raw[i].value.siVal = static_cast<int>(v.i64);
+        break;
+      case T::kUnsignedShort:
+        raw[i].value.usVal = static_cast<unsigned short>(v.u64);
+        break;
+      default:
+        raw[i].value.ullVal = v.u64;
+        break;
     }
   }
   return 0;
@@ -482,11 +506,13 @@ GG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned
   if (r == NvmlReturn::kSuccess) *mask = v;
   return R(r);
 }
-GG_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long mask, nvmlEventSet_t s) {
+GG_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long mask,
+                                                nvmlEventSet_t s) {
   GG_NVML();
   return R(nv->DeviceRegisterEvents(H(d), mask, Set(s)));
 }
-GG_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t s, nvmlEventData_t* out, unsigned timeout_ms) {
+GG_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t s, nvmlEventData_t* out,
+                                           unsigned timeout_ms) {
   GG_NVML();
   if (out == nullptr) return R(NvmlReturn::kInvalidArgument);
   gg::gpu::EventData e;

@@ -16,7 +16,19 @@ namespace gg::cel {
 using json = nlohmann::json;
 
 struct Node {
-  enum Kind { kLit, kIdent, kSelect, kIndex, kCall, kUnary, kBinary, kCond, kList, kMap, kHas } kind;
+  enum Kind {
+    kLit,
+    kIdent,
+    kSelect,
+    kIndex,
+    kCall,
+    kUnary,
+    kBinary,
+    kCond,
+    kList,
+    kMap,
+    kHas
+  } kind;
   std::string name;  // ident, field, function or operator
   json literal;
   std::size_t pos = 0;
@@ -47,7 +59,8 @@ std::size_t LexNumber(std::string_view s, std::size_t i, std::vector<Token>& out
   if (c == '0' && i + 1 < s.size() && (s[i + 1] == 'x' || s[i + 1] == 'X')) {
     j += 2;
     while (j < s.size() && std::isxdigit(static_cast<unsigned char>(s[j]))) ++j;
-    std::string text = std::to_string(std::stoull(std::string(s.substr(i + 2, j - i - 2)), nullptr, 16));
+    std::string text =
+        std::to_string(std::stoull(std::string(s.substr(i + 2, j - i - 2)), nullptr, 16));
     if (j < s.size() && (s[j] == 'u' || s[j] == 'U')) {
       out.push_back({Token::kUint, text, i});
       ++j;
@@ -108,21 +121,47 @@ std::size_t LexQuoted(std::string_view s, std::size_t i, std::vector<Token>& out
   std::size_t j = i + (triple ? 3 : 1);
   std::string text;
   for (;;) {
-    if (j >= s.size()) throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i)) + "'");
+    if (j >= s.size())
+      throw SyntaxError(
+          i, "Syntax error: token recognition error at: '" + std::string(s.substr(i)) + "'");
     if (triple ? s.substr(j, 3) == std::string(3, c) : s[j] == c) break;
-    if (!triple && s[j] == '\n') throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i, j - i)) + "'");
+    if (!triple && s[j] == '\n')
+      throw SyntaxError(
+          i, "Syntax error: token recognition error at: '" + std::string(s.substr(i, j - i)) + "'");
     if (s[j] == '\\' && j + 1 < s.size()) {
       char e = s[++j];
       switch (e) {
-        case 'n': text += '\n'; break;
-        case 't': text += '\t'; break;
-        case 'r': text += '\r'; break;
-        case 'a': text += '\a'; break;
-        case 'b': text += '\b'; break;
-        case 'f': text += '\f'; break;
-        case 'v': text += '\v'; break;
-        case '\\': case '\'': case '"': case '`': case '?': text += e; break;
-        case 'u': case 'x': case 'U': {
+        case 'n':
+          text += '\n';
+          break;
+        case 't':
+          text += '\t';
+          break;
+        case 'r':
+          text += '\r';
+          break;
+        case 'a':
+          text += '\a';
+          break;
+        case 'b':
+          text += '\b';
+          break;
+        case 'f':
+          text += '\f';
+          break;
+        case 'v':
+          text += '\v';
+          break;
+        case '\\':
+        case '\'':
+        case '"':
+        case '`':
+        case '?':
+          text += e;
+          break;
+        case 'u':
+        case 'x':
+        case 'U': {
           std::size_t len = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           if (j + len >= s.size()) throw SyntaxError(j, "Syntax error: invalid escape sequence");
           unsigned long cp = std::stoul(std::string(s.substr(j + 1, len)), nullptr, 16);
@@ -130,7 +169,9 @@ std::size_t LexQuoted(std::string_view s, std::size_t i, std::vector<Token>& out
           AppendUtf8(text, cp);
           break;
         }
-        default: throw SyntaxError(j - 1, "Syntax error: invalid escape sequence '\\" + std::string(1, e) + "'");
+        default:
+          throw SyntaxError(j - 1,
+                            "Syntax error: invalid escape sequence '\\" + std::string(1, e) + "'");
       }
       ++j;
       continue;
@@ -150,11 +191,14 @@ std::vector<Token> Lex(std::string_view s) {
       ++i;
     } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
       while (i < s.size() && s[i] != '\n') ++i;
-    } else if ((c == 'r' || c == 'R') && i + 1 < s.size() && (s[i + 1] == '\'' || s[i + 1] == '"')) {
+    } else if ((c == 'r' || c == 'R') && i + 1 < s.size() &&
+               (s[i + 1] == '\'' || s[i + 1] == '"')) {
       char q = s[i + 1];
       std::size_t j = i + 2;
       while (j < s.size() && s[j] != q) ++j;
-      if (j >= s.size()) throw SyntaxError(i, "Syntax error: token recognition error at: '" + std::string(s.substr(i)) + "'");
+      if (j >= s.size())
+        throw SyntaxError(
+            i, "Syntax error: token recognition error at: '" + std::string(s.substr(i)) + "'");
       out.push_back({Token::kString, std::string(s.substr(i + 2, j - i - 2)), i});
       i = j + 1;
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
@@ -163,7 +207,8 @@ std::vector<Token> Lex(std::string_view s) {
       out.push_back({Token::kIdent, std::string(s.substr(i, j - i)), i});
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+               (c == '.' && i + 1 < s.size() &&
+                std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       i = LexNumber(s, i, out);
     } else if (c == '\'' || c == '"') {
       i = LexQuoted(s, i, out);
@@ -172,9 +217,10 @@ std::vector<Token> Lex(std::string_view s) {
       std::string op(1, c);
       for (const char* t : kTwo)
         if (s.substr(i, 2) == t) op = t;
-      if (op.size() == 1 && std::string_view("<>!+-*/%.,()[]{}?:").find(c) == std::string_view::npos)
+      if (op.size() == 1 &&
+          std::string_view("<>!+-*/%.,()[]{}?:").find(c) == std::string_view::npos)
         throw SyntaxError(i, std::string("Syntax error: token recognition error at: '") + c + "'");
-      if (op == "=" ) throw SyntaxError(i, "Syntax error: token recognition error at: '='");
+      if (op == "=") throw SyntaxError(i, "Syntax error: token recognition error at: '='");
       out.push_back({Token::kPunct, op, i});
       i += op.size();
     }
@@ -192,10 +238,9 @@ std::unique_ptr<Node> Make(Node::Kind k, std::size_t pos, std::string name = {})
 }
 
 const std::set<std::string>& Reserved() {
-  static const std::set<std::string> r = {"as",     "break",    "const",     "continue", "else",
-                                          "for",    "function", "if",        "import",   "let",
-                                          "loop",   "package",  "namespace", "return",   "var",
-                                          "void",   "while"};
+  static const std::set<std::string> r = {
+      "as",  "break", "const",   "continue",  "else",   "for", "function", "if",   "import",
+      "let", "loop",  "package", "namespace", "return", "var", "void",     "while"};
   return r;
 }
 
@@ -204,7 +249,8 @@ class Parser {
   explicit Parser(std::vector<Token> t) : t_(std::move(t)) {}
   std::unique_ptr<Node> Parse() {
     auto e = Expr();
-    if (t_[i_].type != Token::kEnd) Fail("Syntax error: extraneous input '" + t_[i_].text + "' expecting <EOF>");
+    if (t_[i_].type != Token::kEnd)
+      Fail("Syntax error: extraneous input '" + t_[i_].text + "' expecting <EOF>");
     return e;
   }
 
@@ -366,10 +412,14 @@ class Parser {
         t.type == Token::kDouble) {
       auto n = Make(Node::kLit, t.pos);
       try {
-        if (t.type == Token::kString) n->literal = t.text;
-        else if (t.type == Token::kInt) n->literal = static_cast<std::int64_t>(std::stoll(t.text));
-        else if (t.type == Token::kUint) n->literal = static_cast<std::int64_t>(std::stoull(t.text));
-        else n->literal = std::stod(t.text);
+        if (t.type == Token::kString)
+          n->literal = t.text;
+        else if (t.type == Token::kInt)
+          n->literal = static_cast<std::int64_t>(std::stoll(t.text));
+        else if (t.type == Token::kUint)
+          n->literal = static_cast<std::int64_t>(std::stoull(t.text));
+        else
+          n->literal = std::stod(t.text);
       } catch (...) {
         Fail("Syntax error: invalid int literal");
       }
@@ -431,7 +481,9 @@ class Parser {
       return n;
     }
     std::string got = t.type == Token::kEnd ? "<EOF>" : t.text;
-    Fail("Syntax error: mismatched input '" + got + "' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}");
+    Fail("Syntax error: mismatched input '" + got +
+         "' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, "
+         "NUM_UINT, STRING, BYTES, IDENTIFIER}");
   }
 
   std::vector<Token> t_;
@@ -455,7 +507,9 @@ std::string Located(std::string_view src, std::size_t pos, const std::string& ms
 Value Err(std::string e) { return Value{nullptr, std::move(e)}; }
 Value Ok(json v) { return Value{std::move(v), ""}; }
 
-bool IsDuration(const json& v) { return v.is_object() && v.size() == 1 && v.contains(kDurationKey); }
+bool IsDuration(const json& v) {
+  return v.is_object() && v.size() == 1 && v.contains(kDurationKey);
+}
 std::int64_t DurationNs(const json& v) { return v[kDurationKey].get<std::int64_t>(); }
 json MakeDuration(std::int64_t ns) { return json{{kDurationKey, ns}}; }
 
@@ -518,9 +572,12 @@ std::vector<std::string> CodePoints(const std::string& s) {
   for (std::size_t i = 0; i < s.size();) {
     std::size_t len = 1;
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0xF0) len = 4;
-    else if (c >= 0xE0) len = 3;
-    else if (c >= 0xC0) len = 2;
+    if (c >= 0xF0)
+      len = 4;
+    else if (c >= 0xE0)
+      len = 3;
+    else if (c >= 0xC0)
+      len = 2;
     out.push_back(s.substr(i, len));
     i += len;
   }
@@ -554,17 +611,17 @@ const std::set<std::string>& MacroNames() {
 
 // Global functions and member functions the evaluator implements.
 const std::set<std::string>& GlobalFunctions() {
-  static const std::set<std::string> f = {"size", "int", "uint", "double", "string", "bool",
-                                          "dyn", "duration", "type", "matches"};
+  static const std::set<std::string> f = {"size", "int", "uint",     "double", "string",
+                                          "bool", "dyn", "duration", "type",   "matches"};
   return f;
 }
 const std::set<std::string>& MemberFunctions() {
   static const std::set<std::string> f = {
-      "size",      "contains",  "startsWith", "endsWith",   "matches",   "charAt",
-      "indexOf",   "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split",
-      "substring", "trim",      "join",       "isSorted",   "sum",       "min",
-      "max",       "find",      "findAll",    "getHours",   "getMinutes", "getSeconds",
-      "getMilliseconds"};
+      "size",     "contains", "startsWith",  "endsWith",   "matches",
+      "charAt",   "indexOf",  "lastIndexOf", "lowerAscii", "upperAscii",
+      "replace",  "split",    "substring",   "trim",       "join",
+      "isSorted", "sum",      "min",         "max",        "find",
+      "findAll",  "getHours", "getMinutes",  "getSeconds", "getMilliseconds"};
   return f;
 }
 
@@ -573,9 +630,11 @@ const std::set<std::string>& MemberFunctions() {
 
 Value NoOverload(const std::string& f, bool member, const std::vector<json>& args) {
   std::string sig;
-  for (std::size_t i = member ? 1 : 0; i < args.size(); ++i) sig += (sig.empty() ? "" : ", ") + TypeName(args[i]);
-  return Err("no such overload: " + (member && !args.empty() ? TypeName(args[0]) + "." : std::string()) + f +
-             "(" + sig + ")");
+  for (std::size_t i = member ? 1 : 0; i < args.size(); ++i)
+    sig += (sig.empty() ? "" : ", ") + TypeName(args[i]);
+  return Err(
+      "no such overload: " + (member && !args.empty() ? TypeName(args[0]) + "." : std::string()) +
+      f + "(" + sig + ")");
 }
 
 const std::string* StrArg(const std::vector<json>& args, std::size_t i) {
@@ -592,7 +651,8 @@ Value ConvertToInt(const std::vector<json>& args) {
   if (IsInt(x)) return Ok(I(x));
   if (x.is_number_float()) {
     double d = x.get<double>();
-    if (!std::isfinite(d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18) return Err("integer overflow");
+    if (!std::isfinite(d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18)
+      return Err("integer overflow");
     return Ok(static_cast<std::int64_t>(d));
   }
   if (x.is_string()) {
@@ -720,7 +780,8 @@ Value StringIndexOf(const std::string& f, const std::string& s, const std::strin
       auto o = IntArg(args, 2);
       if (!o) return NoOverload(f, true, args);
       from = *o;
-      if (from < 0 || from >= std::max(1LL, n_s + (n_s == 0))) return Err("index out of range: " + std::to_string(from));
+      if (from < 0 || from >= std::max(1LL, n_s + (n_s == 0)))
+        return Err("index out of range: " + std::to_string(from));
     }
     for (long long i = from; i + n_t <= n_s; ++i)
       if (at(i)) return Ok(static_cast<std::int64_t>(i));
@@ -741,10 +802,13 @@ Value StringIndexOf(const std::string& f, const std::string& s, const std::strin
 Value StringSubstring(const std::string& s, const std::vector<json>& args) {
   auto cps = CodePoints(s);
   auto a = IntArg(args, 1);
-  std::optional<std::int64_t> b = args.size() == 3 ? IntArg(args, 2) : std::optional<std::int64_t>(cps.size());
+  std::optional<std::int64_t> b =
+      args.size() == 3 ? IntArg(args, 2) : std::optional<std::int64_t>(cps.size());
   if (!a || !b) return NoOverload("substring", true, args);
-  if (*a < 0 || *a > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*a));
-  if (*b < *a || *b > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*b));
+  if (*a < 0 || *a > static_cast<std::int64_t>(cps.size()))
+    return Err("index out of range: " + std::to_string(*a));
+  if (*b < *a || *b > static_cast<std::int64_t>(cps.size()))
+    return Err("index out of range: " + std::to_string(*b));
   std::string out;
   for (auto k = *a; k < *b; ++k) out += cps[static_cast<std::size_t>(k)];
   return Ok(out);
@@ -771,7 +835,8 @@ Value CallStringMethod(const std::string& f, const std::vector<json>& args) {
   const std::string* t = StrArg(args, 1);
   if (args.size() == 2 && t) {
     if (f == "startsWith") return Ok(s.rfind(*t, 0) == 0);
-    if (f == "endsWith") return Ok(s.size() >= t->size() && s.compare(s.size() - t->size(), t->size(), *t) == 0);
+    if (f == "endsWith")
+      return Ok(s.size() >= t->size() && s.compare(s.size() - t->size(), t->size(), *t) == 0);
     if (f == "contains") return Ok(s.find(*t) != std::string::npos);
     if (f == "matches" || f == "find" || f == "findAll") return StringRegex(f, s, *t);
     if (f == "split") return StringSplit(s, *t);
@@ -784,8 +849,10 @@ Value CallStringMethod(const std::string& f, const std::vector<json>& args) {
     auto i = IntArg(args, 1);
     if (!i) return NoOverload(f, true, args);
     auto cps = CodePoints(s);
-    if (*i < 0 || *i > static_cast<std::int64_t>(cps.size())) return Err("index out of range: " + std::to_string(*i));
-    return Ok(*i == static_cast<std::int64_t>(cps.size()) ? std::string() : cps[static_cast<std::size_t>(*i)]);
+    if (*i < 0 || *i > static_cast<std::int64_t>(cps.size()))
+      return Err("index out of range: " + std::to_string(*i));
+    return Ok(*i == static_cast<std::int64_t>(cps.size()) ? std::string()
+                                                          : cps[static_cast<std::size_t>(*i)]);
   }
   if (f == "substring" && (args.size() == 2 || args.size() == 3)) return StringSubstring(s, args);
   if (args.size() == 1) {
@@ -803,7 +870,8 @@ Value CallStringMethod(const std::string& f, const std::vector<json>& args) {
       return Ok(s.substr(a, b - a + 1));
     }
   }
-  if (f == "replace" && (args.size() == 3 || args.size() == 4) && StrArg(args, 1) && StrArg(args, 2)) {
+  if (f == "replace" && (args.size() == 3 || args.size() == 4) && StrArg(args, 1) &&
+      StrArg(args, 2)) {
     return StringReplace(s, args);
   }
   return NoOverload(f, true, args);
@@ -813,7 +881,8 @@ Value CallStringMethod(const std::string& f, const std::vector<json>& args) {
 Value ListAggregate(const std::string& f, const std::vector<json>& args) {
   const json& self = args[0];
   auto less = [](const json& a, const json& b) -> std::optional<bool> {
-    if (a.is_number() && b.is_number()) return IsInt(a) && IsInt(b) ? I(a) < I(b) : a.get<double>() < b.get<double>();
+    if (a.is_number() && b.is_number())
+      return IsInt(a) && IsInt(b) ? I(a) < I(b) : a.get<double>() < b.get<double>();
     if (a.is_string() && b.is_string()) return a.get<std::string>() < b.get<std::string>();
     if (IsDuration(a) && IsDuration(b)) return DurationNs(a) < DurationNs(b);
     return std::nullopt;
@@ -870,14 +939,17 @@ Value CallListMethod(const std::string& f, const std::vector<json>& args) {
     long long n = static_cast<long long>(self.size());
     if (f == "indexOf") {
       for (long long i = 0; i < n; ++i)
-        if (Equal(self[static_cast<std::size_t>(i)], args[1])) return Ok(static_cast<std::int64_t>(i));
+        if (Equal(self[static_cast<std::size_t>(i)], args[1]))
+          return Ok(static_cast<std::int64_t>(i));
     } else {
       for (long long i = n - 1; i >= 0; --i)
-        if (Equal(self[static_cast<std::size_t>(i)], args[1])) return Ok(static_cast<std::int64_t>(i));
+        if (Equal(self[static_cast<std::size_t>(i)], args[1]))
+          return Ok(static_cast<std::int64_t>(i));
     }
     return Ok(static_cast<std::int64_t>(-1));
   }
-  if (args.size() == 1 && (f == "isSorted" || f == "sum" || f == "min" || f == "max")) return ListAggregate(f, args);
+  if (args.size() == 1 && (f == "isSorted" || f == "sum" || f == "min" || f == "max"))
+    return ListAggregate(f, args);
   return NoOverload(f, true, args);
 }
 
@@ -887,8 +959,10 @@ class Evaluator {
 
   Value Eval(const Node& n) {
     switch (n.kind) {
-      case Node::kLit: return Ok(n.literal);
-      case Node::kIdent: return Ident(n);
+      case Node::kLit:
+        return Ok(n.literal);
+      case Node::kIdent:
+        return Ident(n);
       case Node::kSelect: {
         Value x = Eval(*n.kids[0]);
         if (!x.ok()) return x;
@@ -908,7 +982,8 @@ class Evaluator {
         // A field set to null is absent for has() (a nullable field that is unset).
         return Ok(it != x.v.end() && !it->is_null());
       }
-      case Node::kIndex: return Index(n);
+      case Node::kIndex:
+        return Index(n);
       case Node::kList: {
         json out = json::array();
         for (const auto& k : n.kids) {
@@ -918,16 +993,20 @@ class Evaluator {
         }
         return Ok(out);
       }
-      case Node::kMap: return MapLiteral(n);
+      case Node::kMap:
+        return MapLiteral(n);
       case Node::kCond: {
         Value c = Eval(*n.kids[0]);
         if (!c.ok()) return c;
         if (!c.v.is_boolean()) return Err("no such overload: " + TypeName(c.v) + " ? _ : _");
         return Eval(*n.kids[c.v.get<bool>() ? 1 : 2]);
       }
-      case Node::kUnary: return Unary(n);
-      case Node::kBinary: return Binary(n);
-      case Node::kCall: return Call(n);
+      case Node::kUnary:
+        return Unary(n);
+      case Node::kBinary:
+        return Binary(n);
+      case Node::kCall:
+        return Call(n);
     }
     return Err("unreachable");
   }
@@ -953,7 +1032,8 @@ class Evaluator {
       if (it == x.v.end()) return Err("no such key: " + i.v.get<std::string>());
       return Ok(*it);
     }
-    if (x.v.is_array() && (IsInt(i.v) || (i.v.is_number_float() && std::floor(i.v.get<double>()) == i.v.get<double>()))) {
+    if (x.v.is_array() && (IsInt(i.v) || (i.v.is_number_float() &&
+                                          std::floor(i.v.get<double>()) == i.v.get<double>()))) {
       long long k = IsInt(i.v) ? I(i.v) : static_cast<long long>(i.v.get<double>());
       if (k < 0 || k >= static_cast<long long>(x.v.size()))
         return Err("index out of bounds: " + std::to_string(k));
@@ -971,9 +1051,12 @@ class Evaluator {
       Value v = Eval(*n.kids[k + 1]);
       if (!v.ok()) return v;
       std::string ks;
-      if (key.v.is_string()) ks = key.v.get<std::string>();
-      else if (IsInt(key.v) || key.v.is_boolean()) ks = key.v.dump();
-      else return Err("unsupported key type: " + TypeName(key.v));
+      if (key.v.is_string())
+        ks = key.v.get<std::string>();
+      else if (IsInt(key.v) || key.v.is_boolean())
+        ks = key.v.dump();
+      else
+        return Err("unsupported key type: " + TypeName(key.v));
       if (out.contains(ks)) return Err("Failed with repeated key");
       out[ks] = v.v;
     }
@@ -1120,7 +1203,8 @@ class Evaluator {
     for (const auto& item : items) {
       bound_.emplace_back(var, &item);
       Value v = Eval(*n.kids[2]);
-      if (three && v.ok() && v.v == true) v = Eval(*n.kids[3]);
+      if (three && v.ok() && v.v == true)
+        v = Eval(*n.kids[3]);
       else if (three && v.ok() && v.v == false) {
         bound_.pop_back();
         continue;
@@ -1136,7 +1220,8 @@ class Evaluator {
         if (first_error.empty()) first_error = v.error;
         continue;
       }
-      if (!v.v.is_boolean()) return Err("no such overload: predicate of " + n.name + "() is " + TypeName(v.v));
+      if (!v.v.is_boolean())
+        return Err("no such overload: predicate of " + n.name + "() is " + TypeName(v.v));
       bool b = v.v.get<bool>();
       if (n.name == "filter") {
         if (b) out.push_back(item);
@@ -1176,7 +1261,8 @@ class Evaluator {
     if (f == "size" && args.size() == 1) {
       const json& x = args[0];
       if (x.is_string()) return Ok(static_cast<std::int64_t>(Utf8Length(x.get<std::string>())));
-      if ((x.is_array() || x.is_object()) && !IsDuration(x)) return Ok(static_cast<std::int64_t>(x.size()));
+      if ((x.is_array() || x.is_object()) && !IsDuration(x))
+        return Ok(static_cast<std::int64_t>(x.size()));
       return NoOverload(f, member, args);
     }
     if (!member) return CallGlobal(f, args);
@@ -1202,7 +1288,9 @@ class Evaluator {
 
 constexpr std::uint64_t kUnbounded = std::numeric_limits<std::uint64_t>::max();
 
-std::uint64_t SatAdd(std::uint64_t a, std::uint64_t b) { return a > kUnbounded - b ? kUnbounded : a + b; }
+std::uint64_t SatAdd(std::uint64_t a, std::uint64_t b) {
+  return a > kUnbounded - b ? kUnbounded : a + b;
+}
 std::uint64_t SatMul(std::uint64_t a, std::uint64_t b) {
   if (a == 0 || b == 0) return 0;
   return a > kUnbounded / b ? kUnbounded : a * b;
@@ -1224,9 +1312,11 @@ const json& FieldSchema(const json& s, const std::string& f, bool* missing) {
   }
   if (auto a = s.find("additionalProperties"); a != s.end() && a->is_object()) return *a;
   if (s.value("x-kubernetes-preserve-unknown-fields", false)) return Dyn();
-  if (s.value("x-kubernetes-embedded-resource", false) && (f == "apiVersion" || f == "kind" || f == "metadata"))
+  if (s.value("x-kubernetes-embedded-resource", false) &&
+      (f == "apiVersion" || f == "kind" || f == "metadata"))
     return Dyn();
-  if (s.contains("properties") || s.value("type", "") == "object" || s.contains("additionalProperties")) {
+  if (s.contains("properties") || s.value("type", "") == "object" ||
+      s.contains("additionalProperties")) {
     *missing = s.value("type", "object") == "object" && !s.contains("additionalProperties");
   }
   return Dyn();
@@ -1253,7 +1343,7 @@ std::uint64_t MinJsonSize(const json& s) {
 struct Static {
   std::uint64_t cost = 0;
   const json* schema = nullptr;  // nullptr: dyn
-  std::uint64_t size = 0;  // strings: max length, lists/maps: max element count; 0: scalar
+  std::uint64_t size = 0;        // strings: max length, lists/maps: max element count; 0: scalar
 };
 
 class Checker {
@@ -1268,9 +1358,11 @@ class Checker {
       case Node::kLit:
         if (n.literal.is_string()) r.size = n.literal.get<std::string>().size();
         return r;
-      case Node::kIdent: return WalkIdent(n);
+      case Node::kIdent:
+        return WalkIdent(n);
       case Node::kSelect:
-      case Node::kHas: return WalkSelect(n);
+      case Node::kHas:
+        return WalkSelect(n);
       case Node::kIndex: {
         Static a = Walk(*n.kids[0]);
         Static b = Walk(*n.kids[1]);
@@ -1302,8 +1394,10 @@ class Checker {
         r.cost = SatAdd(a.cost, 1);
         return r;
       }
-      case Node::kBinary: return WalkBinary(n);
-      case Node::kCall: return Call(n);
+      case Node::kBinary:
+        return WalkBinary(n);
+      case Node::kCall:
+        return Call(n);
     }
     return r;
   }
@@ -1381,9 +1475,12 @@ class Checker {
   void Sizes(Static& r) {
     if (!r.schema) return;
     std::string t = r.schema->value("type", "");
-    if (t == "string") r.size = MaxStringLength(*r.schema);
-    else if (t == "array") r.size = MaxListItems(*r.schema);
-    else if (t == "object" && r.schema->contains("additionalProperties")) r.size = MaxMapProperties(*r.schema);
+    if (t == "string")
+      r.size = MaxStringLength(*r.schema);
+    else if (t == "array")
+      r.size = MaxListItems(*r.schema);
+    else if (t == "object" && r.schema->contains("additionalProperties"))
+      r.size = MaxMapProperties(*r.schema);
   }
   static std::uint64_t KnownSize(const Static& s) { return s.size; }
 
@@ -1395,7 +1492,8 @@ class Checker {
       Static range = Walk(*n.kids[0]);
       const json* elem = nullptr;
       if (range.schema) {
-        if (range.schema->value("type", "") == "object" && !range.schema->contains("additionalProperties")) {
+        if (range.schema->value("type", "") == "object" &&
+            !range.schema->contains("additionalProperties")) {
           static const json kString = {{"type", "string"}};
           elem = &kString;  // iterating an object's keys
         } else {
@@ -1422,8 +1520,10 @@ class Checker {
     }
     const std::set<std::string>& known = member ? MemberFunctions() : GlobalFunctions();
     if (!known.count(n.name)) {
-      if (member) Fail(n.pos, "undeclared reference to '" + n.name + "' (in container '')");
-      else Fail(n.pos, "undeclared reference to '" + n.name + "' (in container '')");
+      if (member)
+        Fail(n.pos, "undeclared reference to '" + n.name + "' (in container '')");
+      else
+        Fail(n.pos, "undeclared reference to '" + n.name + "' (in container '')");
       return r;
     }
     std::vector<Static> args;
@@ -1447,8 +1547,8 @@ class Checker {
     }
     r.cost = SatAdd(r.cost, extra);
     // Results that keep their input's size bound.
-    if (f == "lowerAscii" || f == "upperAscii" || f == "trim" || f == "substring" || f == "filter" ||
-        f == "split" || f == "replace" || f == "join" || f == "findAll")
+    if (f == "lowerAscii" || f == "upperAscii" || f == "trim" || f == "substring" ||
+        f == "filter" || f == "split" || f == "replace" || f == "join" || f == "findAll")
       r.size = self_size;
     return r;
   }
@@ -1470,7 +1570,8 @@ std::string UnescapeProperty(const std::string& name) {
   if (name.find("__") == std::string::npos) return name;
   if (name.size() > 4 && name.rfind("__", 0) == 0 && name.compare(name.size() - 2, 2, "__") == 0) {
     std::string inner = name.substr(2, name.size() - 4);
-    if (Reserved().count(inner) || inner == "true" || inner == "false" || inner == "null" || inner == "in")
+    if (Reserved().count(inner) || inner == "true" || inner == "false" || inner == "null" ||
+        inner == "in")
       return inner;
   }
   std::string out;
@@ -1479,8 +1580,11 @@ std::string UnescapeProperty(const std::string& name) {
       std::size_t end = name.find("__", i + 2);
       if (end != std::string::npos) {
         std::string word = name.substr(i + 2, end - i - 2);
-        const char* rep = word == "underscores" ? "__" : word == "dot" ? "." : word == "dash" ? "-"
-                        : word == "slash" ? "/" : nullptr;
+        const char* rep = word == "underscores" ? "__"
+                          : word == "dot"       ? "."
+                          : word == "dash"      ? "-"
+                          : word == "slash"     ? "/"
+                                                : nullptr;
         if (rep) {
           out += rep;
           i = end + 2;
@@ -1522,13 +1626,20 @@ bool ParseDuration(std::string_view s, std::int64_t* ns) {
     std::string_view unit = s.substr(0, u);
     s.remove_prefix(u);
     long double mult;
-    if (unit == "ns") mult = 1;
-    else if (unit == "us" || unit == "µs" || unit == "μs") mult = 1e3L;
-    else if (unit == "ms") mult = 1e6L;
-    else if (unit == "s") mult = 1e9L;
-    else if (unit == "m") mult = 60e9L;
-    else if (unit == "h") mult = 3600e9L;
-    else return false;
+    if (unit == "ns")
+      mult = 1;
+    else if (unit == "us" || unit == "µs" || unit == "μs")
+      mult = 1e3L;
+    else if (unit == "ms")
+      mult = 1e6L;
+    else if (unit == "s")
+      mult = 1e9L;
+    else if (unit == "m")
+      mult = 60e9L;
+    else if (unit == "h")
+      mult = 3600e9L;
+    else
+      return false;
     total += v * mult;
   }
   if (total > 9.2233720368547758e18L) return false;
@@ -1538,14 +1649,16 @@ bool ParseDuration(std::string_view s, std::int64_t* ns) {
 
 std::uint64_t MaxListItems(const json& s) {
   if (s.is_object())
-    if (auto m = s.find("maxItems"); m != s.end() && m->is_number_integer()) return m->get<std::uint64_t>();
+    if (auto m = s.find("maxItems"); m != s.end() && m->is_number_integer())
+      return m->get<std::uint64_t>();
   return (kMaxRequestSizeBytes - 2) / (MinJsonSize(ElemSchema(s)) + 1);
 }
 std::uint64_t MaxStringLength(const json& s) {
   if (s.is_object()) {
     // maxLength counts characters; a character is up to 4 bytes of UTF-8, and the estimator
     // sizes strings in bytes.
-    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer()) return 4 * m->get<std::uint64_t>();
+    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer())
+      return 4 * m->get<std::uint64_t>();
     if (auto e = s.find("enum"); e != s.end() && e->is_array()) {
       std::uint64_t longest = 0;
       for (const auto& v : *e)
@@ -1561,7 +1674,8 @@ std::uint64_t MaxStringLength(const json& s) {
 }
 std::uint64_t MaxMapProperties(const json& s) {
   if (s.is_object())
-    if (auto m = s.find("maxProperties"); m != s.end() && m->is_number_integer()) return m->get<std::uint64_t>();
+    if (auto m = s.find("maxProperties"); m != s.end() && m->is_number_integer())
+      return m->get<std::uint64_t>();
   // A property is at least `"":` plus its value plus a comma.
   return (kMaxRequestSizeBytes - 2) / (MinJsonSize(ElemSchema(s)) + 4);
 }

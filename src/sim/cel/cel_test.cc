@@ -92,7 +92,7 @@ TEST(Cel, RuntimeErrorsAreErrors) {
       "1 + 1.0 == 2.0",                        // no int/double mixing
       "duration('forever') > duration('1s')",  // malformed duration
       "int('x1') == 1",
-      "l.all(x, x == 5 || m.zz == 1)",         // no element decides, one errs
+      "l.all(x, x == 5 || m.zz == 1)",  // no element decides, one errs
       "[].min() == 0",
   };
   for (const char* e : errors) {
@@ -127,15 +127,22 @@ TEST(Cel, SyntaxErrorsSayWhere) {
 }
 
 TEST(Cel, CheckFindsUndeclaredNamesFunctionsAndFields) {
-  json schema = {{"type", "object"},
-                 {"properties", {{"count", {{"type", "integer"}}},
-                                 {"for", {{"type", "string"}}},
-                                 {"free", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}},
-                                 {"labels", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}}};
+  json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"count", {{"type", "integer"}}},
+        {"for", {{"type", "string"}}},
+        {"free", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}},
+        {"labels", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}}};
   Declarations d = {{"self", schema}, {"oldSelf", schema}};
-  EXPECT_EQ(Program("self.count > 1 && has(self.__for__) && self.free.anything == 1 && self.labels.x == 'y'").Check(d), "");
+  EXPECT_EQ(
+      Program(
+          "self.count > 1 && has(self.__for__) && self.free.anything == 1 && self.labels.x == 'y'")
+          .Check(d),
+      "");
   EXPECT_EQ(Program("self.cuont > 1").Check(d), "ERROR: <input>:1:5: undefined field 'cuont'");
-  EXPECT_EQ(Program("other > 1").Check(d), "ERROR: <input>:1:1: undeclared reference to 'other' (in container '')");
+  EXPECT_EQ(Program("other > 1").Check(d),
+            "ERROR: <input>:1:1: undeclared reference to 'other' (in container '')");
   EXPECT_EQ(Program("self.count.frobnicate()").Check(d),
             "ERROR: <input>:1:11: undeclared reference to 'frobnicate' (in container '')");
   EXPECT_EQ(Program("self.labels.all(k, k.startsWith('a'))").Check(d), "");
