@@ -6,7 +6,8 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake ninja-build pkg-config g++ clang clang-format clang-tidy
+  build-essential cmake ninja-build pkg-config g++ clang
+  clang-format-14 clang-tidy-14  # the pinned formatter (make lint, make fmt): Debian 12's 14
   libcurl4-openssl-dev libssl-dev
   libsimdjson-dev nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libcli11-dev
   libfmt-dev libspdlog-dev
