@@ -1,4 +1,4 @@
-// What an operator sees from the agent (issue #16): the one-shot diagnosis reads every source
+// What an operator sees from the agent: the one-shot diagnosis reads every source
 // to its end and its exit status says whether one failed; a kmsg path that is not a log and a
 // misspelled field in the file source are named errors; the log has one line per transition
 // (source state, first sight of an Xid, storms summed per interval, GPU lost/back).

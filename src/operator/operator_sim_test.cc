@@ -597,7 +597,7 @@ TEST_F(OperatorSimTest, RecorderAggregatesRepeatsIntoOneEvent) {
   EXPECT_EQ(rec.Stats().patched, 2u);
 }
 
-// Issue #8 (a): a restarted operator against nodes that already carry the right condition
+// A restarted operator against nodes that already carry the right condition
 // and record writes nothing to them.
 TEST_F(OperatorSimTest, RestartedOperatorRewritesNothingAlreadyTrue) {
   std::vector<std::string> names;
@@ -647,7 +647,7 @@ TEST_F(OperatorSimTest, RestartedOperatorRewritesNothingAlreadyTrue) {
   EXPECT_TRUE(HasOurTaint(Node("bad")));
 }
 
-// Issue #8 (b): a fault is reconciled before the housekeeping queued ahead of it (here the
+// A fault is reconciled before the housekeeping queued ahead of it (here the
 // initial reconcile that writes the GPUHealthy condition of 300 healthy nodes).
 TEST_F(OperatorSimTest, FaultIsFencedBeforeQueuedHousekeeping) {
   constexpr int kHealthy = 300;

@@ -1,4 +1,4 @@
-// What the runtime tells an operator (issue #16), against the simulator: a standby says who
+// What the runtime tells an operator, against the simulator: a standby says who
 // leads once and again when that changes, with leader_election_master_status following; an
 // informer for a CRD that is not installed logs one error naming the CRD and the command that
 // installs it, not a line per retry.

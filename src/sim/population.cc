@@ -1,5 +1,5 @@
-// Synthetic GPU cluster population (see population.h). Field shapes follow the real Node
-// fixtures in shared/fixtures (GFD/NFD labels, capacity strings, conditions, images, nodeInfo,
+// Synthetic GPU cluster population (see population.h). Field shapes follow the Node objects
+// of real GPU nodes (GFD/NFD labels, capacity strings, conditions, images, nodeInfo,
 // managedFields) but every value is generated.
 #include "sim/population.h"
 

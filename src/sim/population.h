@@ -1,8 +1,8 @@
 // Synthetic GPU cluster population: realistic Node objects (GPU feature-discovery labels,
 // capacity incl. nvidia.com/gpu, conditions, nodeInfo, images, managedFields; ~15 KB each,
-// modeled on shared/fixtures), workload controllers and their pods, DaemonSet pods, PDBs and
-// (with DRA) one ResourceSlice per node. Streamed through a callback so 100k nodes never sit
-// in memory at once; deterministic for a given spec and seed.
+// shaped like the Node objects of real GPU nodes), workload controllers and their pods,
+// DaemonSet pods, PDBs and (with DRA) one ResourceSlice per node. Streamed through a callback
+// so 100k nodes never sit in memory at once; deterministic for a given spec and seed.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The docs are true to the binaries (issue #16): the metric names README.md, docs/operator.md
+// The docs are true to the binaries: the metric names README.md, docs/operator.md
 // and docs/agent.md list are the ones the running operator and agent serve on /metrics (and
 // every gpu_guardian_* series served is documented); every flag in the docs' flag tables is in
 // the binary's --help and every --help flag is documented; every binary takes --log-format and

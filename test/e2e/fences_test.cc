@@ -1,4 +1,4 @@
-// Never orphan a fence, remember repeat offenders (issue 18), with the real binaries: the
+// Never orphan a fence, remember repeat offenders, with the real binaries: the
 // simulator, the operator, an agent playing a fault script and the kubectl plugin, over
 // loopback HTTP. A node fenced under a policy that is then deleted is released once its
 // report has been healthy for the policy's healthyFor; the exclude label releases a fenced

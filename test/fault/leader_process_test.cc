@@ -193,7 +193,7 @@ TEST_F(LeaderProcessTest, SigtermHandsOverWithinOneSecondAtDefaultTimings) {
               acting);
   RecordProperty("sigterm_handover_ms", static_cast<int>(handover * 1000));
   RecordProperty("sigterm_first_write_ms", static_cast<int>(acting * 1000));
-  EXPECT_LE(handover, 1.0) << "SIGTERM handover (issue #9: <= 1 s)";
+  EXPECT_LE(handover, 1.0) << "SIGTERM handover (<= 1 s)";
   ExpectOneWriterAtATime(a, b, termed);
   // The leader's Events were flushed before its release: none reached the server after B's
   // first write.

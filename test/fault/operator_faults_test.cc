@@ -36,7 +36,7 @@ int CountIn(const std::vector<ProxiedRequest>& log, Clk::time_point from, Clk::t
   return n;
 }
 
-// A 60 s outage of the whole API (every request 503, open watches reset), as issue #9 asks:
+// A 60 s outage of the whole API (every request 503, open watches reset):
 // long enough for the informers' backoff to reach its 30 s cap.
 constexpr auto kOutage = 60s;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""deploy/ as kustomize renders it, checked for what the shipped path needs (issue #14):
+"""deploy/ as kustomize renders it, checked for what the shipped path needs:
 the images are the ones `make docker` builds; the operator may schedule on an all-GPU cluster
 (GPU-free nodes preferred, not required); the Deployment turns leader election on itself (the
 binary's default is off) and leaves the Lease in the pod's own namespace.
