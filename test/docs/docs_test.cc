@@ -66,9 +66,9 @@ std::vector<std::string> Expand(const std::string& token) {
 // Metric names (and `prefix_*` wildcards) named in backticks in `text`.
 std::set<std::string> DocumentedMetrics(const std::string& text) {
   std::set<std::string> out;
-  static const std::regex tick("`([^`]+)`");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), tick); it != std::sregex_iterator();
-       ++it) {
+  static const std::regex kTick("`([^`]+)`");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kTick);
+       it != std::sregex_iterator(); ++it) {
     std::string token = (*it)[1];
     if (auto sp = token.find(' '); sp != std::string::npos) token = token.substr(0, sp);
     if (!IsMetricPrefix(token)) continue;
@@ -190,11 +190,11 @@ TEST_F(Binaries, MetricNamesInTheDocsAreTheOnesServed) {
 std::set<std::string> DocumentedFlags(const std::string& file) {
   std::set<std::string> out;
   std::istringstream in(ReadAll(kSrc + "/" + file));
-  static const std::regex flag("`(--[a-z0-9-]+)");
+  static const std::regex kFlag("`(--[a-z0-9-]+)");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("| `--", 0) != 0) continue;
     std::string first = line.substr(0, line.find('|', 1));
-    for (auto it = std::sregex_iterator(first.begin(), first.end(), flag);
+    for (auto it = std::sregex_iterator(first.begin(), first.end(), kFlag);
          it != std::sregex_iterator(); ++it)
       out.insert((*it)[1]);
   }
@@ -204,12 +204,12 @@ std::set<std::string> DocumentedFlags(const std::string& file) {
 std::set<std::string> HelpFlags(const std::string& help) {
   std::set<std::string> out;
   std::istringstream in(help);
-  static const std::regex flag("(^|[ ,])(--[a-z0-9-]+)");
+  static const std::regex kFlag("(^|[ ,])(--[a-z0-9-]+)");
   for (std::string line; std::getline(in, line);) {
     auto first = line.find_first_not_of(' ');
     if (first == std::string::npos || line[first] != '-') continue;  // option lines only
     std::string head = line.substr(0, line.find("  ", first));
-    for (auto it = std::sregex_iterator(head.begin(), head.end(), flag);
+    for (auto it = std::sregex_iterator(head.begin(), head.end(), kFlag);
          it != std::sregex_iterator(); ++it)
       out.insert((*it)[2]);
   }
